@@ -1,0 +1,107 @@
+# attnd - one Makefile for the engine (lib/), the daemon (server/), tests and benchmarks.
+#
+#   make            build build/attnd (installs missing Debian packages first)
+#   make run        build, then serve a demo layer on 127.0.0.1:8080 (ATTND_* variables honoured)
+#   make test       build and run every test; ends with "N passed, N failed"
+#   make asan       the whole suite under AddressSanitizer + UBSan (in build-asan/)
+#   make bench      engine and HTTP benchmarks (bench/); never part of the tests
+#   make golden     regenerate tests/golden/ from torch (needs /usr/bin/python3 with torch)
+#   make clean
+#
+# Sources are found by wildcard: lib/*.c -> libmha.a, server/*.c (but main.c) -> libsrv.a,
+# tests/test_*.c -> one executable each, tests/support/*.c linked into every test.
+# BUILD=dir puts every object elsewhere (make asan uses build-asan).
+
+BUILD    ?= build
+CC       ?= gcc
+OPT      ?= -O2
+SAN      ?=
+CFLAGS   ?= $(OPT) -g
+CFLAGS   += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wshadow -Wno-unused-parameter -pthread -MMD -MP \
+            -Ilib -Iserver -Itests/support
+ifneq ($(SAN),)
+CFLAGS   += -fsanitize=$(SAN) -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+LDFLAGS  += -fsanitize=$(SAN)
+endif
+LIBS      = -lmicrohttpd -ljansson -lopenblas -lm -lpthread
+TEST_LIBS = -lcurl
+
+VERSION  := $(shell cat VERSION 2>/dev/null || echo 0.0.0)
+GIT_REV  := $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
+CFLAGS   += -DATTND_VERSION='"$(VERSION)"' -DATTND_GIT_REV='"$(GIT_REV)"'
+
+LIB_SRC   := $(wildcard lib/*.c)
+SRV_SRC   := $(filter-out server/main.c,$(wildcard server/*.c))
+SUP_SRC   := $(wildcard tests/support/*.c)
+TEST_SRC  := $(wildcard tests/test_*.c)
+BENCH_SRC := $(wildcard bench/*.c)
+
+LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/%.o)
+SRV_OBJ   := $(SRV_SRC:%.c=$(BUILD)/%.o)
+SUP_OBJ   := $(SUP_SRC:%.c=$(BUILD)/%.o)
+TEST_BIN  := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
+
+# Debian packages the build and tests need; `make` installs the missing ones (as root).
+DEB_PKGS  := gcc make libmicrohttpd-dev libjansson-dev libopenblas-dev libcurl4-openssl-dev curl
+DEPS_STAMP := $(BUILD)/.deps-ok
+
+.PHONY: all deps run test asan ubsan bench golden clean format
+all: $(BUILD)/attnd
+
+deps: $(DEPS_STAMP)
+$(DEPS_STAMP):
+	@missing=""; for p in $(DEB_PKGS); do \
+	    dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	    echo "installing missing Debian packages:$$missing"; \
+	    if [ "$$(id -u)" != 0 ]; then echo "run as root, or: sudo apt-get install$$missing" >&2; exit 1; fi; \
+	    DEBIAN_FRONTEND=noninteractive apt-get update -q && \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$missing || exit 1; \
+	fi
+	@mkdir -p $(@D) && touch $@
+
+$(BUILD)/%.o: %.c | $(DEPS_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -c -o $@ $<
+
+$(BUILD)/libmha.a: $(LIB_OBJ)
+	@rm -f $@ && ar rcs $@ $^
+$(BUILD)/libsrv.a: $(SRV_OBJ)
+	@rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/attnd: $(BUILD)/server/main.o $(BUILD)/libsrv.a $(BUILD)/libmha.a
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LIBS)
+
+$(BUILD)/tests/%: $(BUILD)/tests/%.o $(SUP_OBJ) $(BUILD)/libsrv.a $(BUILD)/libmha.a
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LIBS) $(TEST_LIBS)
+
+$(BUILD)/bench/%: $(BUILD)/bench/%.o $(BUILD)/libsrv.a $(BUILD)/libmha.a
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LIBS) $(TEST_LIBS)
+
+run: $(BUILD)/attnd
+	./$(BUILD)/attnd --demo
+
+test: $(BUILD)/attnd $(TEST_BIN)
+	@BUILD=$(BUILD) tests/run_tests.sh $(TEST_BIN)
+
+asan:
+	$(MAKE) BUILD=build-asan SAN=address,undefined OPT=-O1 test
+
+ubsan:
+	$(MAKE) BUILD=build-ubsan SAN=undefined test
+
+bench: $(BUILD)/attnd $(BENCH_BIN)
+	@BUILD=$(BUILD) bench/run.sh
+
+golden:
+	/usr/bin/python3 tests/gen_golden.py
+
+format:
+	clang-format -i lib/*.[ch] server/*.[ch] tests/*.c tests/support/*.[ch] bench/*.c
+
+clean:
+	rm -rf build build-asan build-ubsan
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -1,0 +1,276 @@
+/*
+ * mha.h - attnd's attention engine: torch.nn.MultiheadAttention (eval mode, float32) in C.
+ *
+ * This library knows nothing of HTTP or JSON. It depends on libc, libm, pthreads and cblas.
+ * Semantics are those of torch's general path (F.multi_head_attention_forward) with torch 2.x mask
+ * merging (see ../SPEC §1 as summarised in README.md), except that a query row whose every key is
+ * masked gets weights 0 and head output 0 instead of NaN.
+ *
+ * Shape legend (outermost dimension first), used in every comment of this library:
+ *   N   batch size                      L   query length (target)
+ *   S0  key length as given             S   keys attended: S0 + add_bias_kv + add_zero_attn
+ *   E   embed_dim                       H   num_heads
+ *   hd  head_dim = E / H                Kd  kdim, Vd vdim (feature sizes of key and value)
+ * Batched tensors are [N,L,E] when batch_first (attnd's default), [L,N,E] otherwise ("!!" below marks
+ * the places where this matters); unbatched tensors are [L,E] and behave as N = 1.
+ *
+ * Conventions:
+ *   - Functions that can fail return an mha_status (MHA_OK = 0) and fill an optional mha_error
+ *     (may be NULL) with the input at fault and a message a user can act on. Nothing here exits,
+ *     aborts or prints on bad input.
+ *   - Every _create has a _free; every _free accepts NULL.
+ *   - A layer is immutable once built (filled and, if wanted, initialised): any number of threads may
+ *     run mha_forward on the same layer at once. There are no mutable globals.
+ */
+#ifndef ATTND_MHA_H
+#define ATTND_MHA_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Errors                                                                                         */
+
+typedef enum mha_status {
+    MHA_OK = 0,
+    MHA_ERR_CONFIG,   /* the layer config is invalid (embed_dim % num_heads, sizes <= 0, ...)      */
+    MHA_ERR_SHAPE,    /* an input or parameter tensor has the wrong shape or rank                  */
+    MHA_ERR_VALUE,    /* a value is not allowed (NaN, +inf, -inf outside a float mask)             */
+    MHA_ERR_PARAM,    /* unknown parameter name, or a parameter this config does not have          */
+    MHA_ERR_LIMIT,    /* a size is over a limit or overflows; refused before allocating            */
+    MHA_ERR_NOMEM,    /* an allocation failed                                                      */
+    MHA_ERR_ARG,      /* a programming error by the caller (NULL where a pointer is required)      */
+} mha_status;
+
+typedef struct mha_error {
+    mha_status status;
+    char field[64];    /* the input at fault: "query", "attn_mask", "embed_dim", "in_proj_weight"... */
+    char message[256]; /* e.g. "key has 5 features, layer expects kdim=4" (names both shapes)        */
+} mha_error;
+
+/* Returns a static name for a status ("shape", "config", ...). */
+const char *mha_status_name(mha_status status);
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Limits: every size is checked against these (and for overflow) before anything is allocated.   */
+
+typedef struct mha_limits {
+    int64_t max_dim;             /* embed_dim, kdim, vdim, num_heads, L, S0 and N each at most this */
+    int64_t max_elements;        /* elements in any one input, output or parameter tensor          */
+    int64_t max_workspace_bytes; /* scratch memory one forward pass may take                       */
+} mha_limits;
+
+/* Fills sane defaults: max_dim 1<<20, max_elements 1<<28 (1 GiB of float32), workspace 1<<31. */
+void mha_limits_default(mha_limits *limits);
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Layer configuration (names and defaults are torch's, except batch_first which defaults to true) */
+
+typedef struct mha_config {
+    int64_t embed_dim;   /* E, required, > 0                                           */
+    int64_t num_heads;   /* H, required, > 0, divides E                                */
+    int64_t kdim;        /* Kd; 0 means E                                              */
+    int64_t vdim;        /* Vd; 0 means E                                              */
+    bool bias;           /* in_proj_bias [3E] and out_proj.bias [E]; default true      */
+    bool add_bias_kv;    /* bias_k, bias_v [1,1,E] appended to keys/values; false      */
+    bool add_zero_attn;  /* a zero key/value appended after the head split; false      */
+    bool batch_first;    /* [N,L,E] when true (default), [L,N,E] when false            */
+    double dropout;      /* accepted for compatibility, never applied (eval mode); 0.0 */
+} mha_config;
+
+/* Fills cfg with the defaults above for the given E and H (kdim = vdim = 0, i.e. E). */
+void mha_config_init(mha_config *cfg, int64_t embed_dim, int64_t num_heads);
+
+/* Checks cfg against the rules and limits (limits may be NULL = defaults). MHA_ERR_CONFIG on failure,
+ * with err->field naming the offending field. */
+mha_status mha_config_check(const mha_config *cfg, const mha_limits *limits, mha_error *err);
+
+/* True when the layer keeps the packed in_proj_weight [3E,E], i.e. kdim == vdim == E. */
+bool mha_config_packed(const mha_config *cfg);
+
+/* FLOPs of one forward pass (multiply-add = 2), projections and attention, for N batches of L
+ * queries and S0 given keys: 2NL·E·E (q) + 2NS0·Kd·E (k) + 2NS0·Vd·E (v) + 4NL·S·E (scores and
+ * weights·v) + 2NL·E·E (out). For self-attention this is 8NLE² + 4NLSE. */
+double mha_flops(const mha_config *cfg, int64_t N, int64_t L, int64_t S0);
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Parameters, under torch's state_dict names and shapes                                          */
+
+#define MHA_MAX_PARAMS 9
+
+typedef struct mha_param_info {
+    const char *name; /* static string: "in_proj_weight", "out_proj.weight", ...      */
+    int ndim;         /* 1, 2 or 3                                                    */
+    int64_t shape[3];
+    int64_t count;    /* product of shape                                             */
+} mha_param_info;
+
+/* Lists the parameters this config has, in torch's state_dict order:
+ *   packed:    in_proj_weight [3E,E]
+ *   separate:  q_proj_weight [E,E], k_proj_weight [E,Kd], v_proj_weight [E,Vd]
+ *   bias:      in_proj_bias [3E]
+ *   add_bias_kv: bias_k [1,1,E], bias_v [1,1,E]
+ *   always:    out_proj.weight [E,E]; bias: out_proj.bias [E]
+ * (torch's state_dict order is: in_proj_weight | q,k,v_proj_weight, in_proj_bias, bias_k, bias_v,
+ * out_proj.weight, out_proj.bias.) Writes at most MHA_MAX_PARAMS entries to out; returns how many.
+ * cfg must have passed mha_config_check. */
+int mha_param_list(const mha_config *cfg, mha_param_info out[MHA_MAX_PARAMS]);
+
+/* Total number of parameters (floats) of this config. */
+int64_t mha_param_total(const mha_config *cfg);
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Layers                                                                                         */
+
+typedef struct mha_layer mha_layer;
+
+/* Creates a layer for cfg (checked against limits, which may be NULL) with every parameter zero.
+ * Returns NULL and fills err on a bad config or when out of memory. Owned by the caller:
+ * free with mha_layer_free. */
+mha_layer *mha_layer_create(const mha_config *cfg, const mha_limits *limits, mha_error *err);
+void mha_layer_free(mha_layer *layer);
+
+/* The layer's config (borrowed; lives as long as the layer). kdim/vdim are resolved (never 0). */
+const mha_config *mha_layer_config(const mha_layer *layer);
+
+/* Number of parameters and the info of the i-th (borrowed), in mha_param_list order. */
+int mha_layer_param_count(const mha_layer *layer);
+const mha_param_info *mha_layer_param_info(const mha_layer *layer, int i);
+
+/* Data of the i-th parameter ([info.count] floats, borrowed). */
+const float *mha_layer_param_data(const mha_layer *layer, int i);
+
+/* Index of the parameter called name, or -1 when this layer has none of that name. */
+int mha_layer_param_find(const mha_layer *layer, const char *name);
+
+/* Copies a parameter in while the layer is being built (never after it is shared between threads).
+ * shape must equal the parameter's shape exactly (MHA_ERR_SHAPE naming both shapes otherwise);
+ * an unknown name is MHA_ERR_PARAM; NaN or infinite values are MHA_ERR_VALUE. */
+mha_status mha_layer_set_param(mha_layer *layer, const char *name, const float *data, int ndim,
+                               const int64_t *shape, mha_error *err);
+
+/* Initialises every parameter as torch's MultiheadAttention._reset_parameters does, with a
+ * deterministic generator seeded by seed (same seed, same config => same weights on every machine):
+ * xavier_uniform in-projection weights (each of q/k/v separately when not packed), kaiming-uniform
+ * (a = sqrt(5)) out_proj.weight, zero biases, xavier_normal bias_k/bias_v.
+ * method: "xavier_uniform" (the torch scheme above) or "zeros". MHA_ERR_CONFIG for another method. */
+mha_status mha_layer_init(mha_layer *layer, const char *method, uint64_t seed, mha_error *err);
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Thread pool: the engine's own parallelism (BLAS is used single-threaded inside it)              */
+
+typedef struct mha_pool mha_pool;
+
+/* Creates a pool that runs a forward pass on `threads` threads in all (the caller counts as one, so
+ * threads-1 workers are started). Any number of threads may share one pool; their passes take turns
+ * on its workers. NULL on failure (err filled). Free with mha_pool_free. */
+mha_pool *mha_pool_create(int threads, mha_error *err);
+void mha_pool_free(mha_pool *pool);
+int mha_pool_threads(const mha_pool *pool);
+
+/* Sets OpenBLAS's own thread count (openblas_set_num_threads). The engine calls BLAS from its pool
+ * threads, so a process that uses a pool should set this to 1 once at start. */
+void mha_blas_set_threads(int threads);
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Forward pass                                                                                   */
+
+typedef struct mha_tensor {     /* a borrowed float32 input, row-major                          */
+    const float *data;          /* NULL = absent                                                 */
+    int ndim;
+    int64_t shape[4];
+} mha_tensor;
+
+typedef enum mha_mask_type {
+    MHA_MASK_BOOL = 1,          /* uint8_t per element: nonzero = masked (not allowed)            */
+    MHA_MASK_FLOAT = 2,         /* float per element, added to the scores; -inf allowed          */
+} mha_mask_type;
+
+typedef struct mha_mask {       /* a borrowed mask, row-major                                    */
+    const void *data;           /* NULL = no mask                                                */
+    mha_mask_type type;
+    int ndim;
+    int64_t shape[4];
+} mha_mask;
+
+typedef struct mha_inputs {
+    mha_tensor query;           /* [N,L,E] / [L,N,E] !! batch_first / [L,E] unbatched            */
+    mha_tensor key;             /* [N,S0,Kd] / [S0,N,Kd] / [S0,Kd]; absent: key = query          */
+    mha_tensor value;           /* [N,S0,Vd] / [S0,N,Vd] / [S0,Vd]; absent: value = key          */
+    mha_mask key_padding_mask;  /* [N,S0] ([S0] unbatched)                                       */
+    mha_mask attn_mask;         /* [L,S0] or [N·H,L,S0] ([H,L,S0] unbatched); row b·H+h          */
+    bool is_causal;             /* key j allowed for query i iff j <= i (merged with the masks)  */
+    bool need_weights;          /* default false                                                 */
+    bool average_attn_weights;  /* default true                                                  */
+} mha_inputs;
+
+/* What a forward pass will take and give, computed and checked before anything is allocated. */
+typedef struct mha_plan {
+    bool batched;
+    int64_t N, L, S0, S;        /* S = S0 + add_bias_kv + add_zero_attn                          */
+    int64_t E, H, hd;
+    int out_ndim;               /* output: [N,L,E] / [L,N,E] !! batch_first / [L,E]             */
+    int64_t out_shape[3];
+    int64_t out_count;
+    int weights_ndim;           /* 0 when !need_weights; averaged [N,L,S] ([L,S]); per head     */
+    int64_t weights_shape[4];   /* [N,H,L,S] ([H,L,S]). Always batch-major, as torch returns it. */
+    int64_t weights_count;
+    size_t workspace_bytes;     /* scratch the pass allocates (without trace or weights)         */
+    double flops;
+} mha_plan;
+
+/* Checks every input against the layer (shapes, ranks, mask types, limits; limits may be NULL) and
+ * fills plan. MHA_ERR_SHAPE with err->field = the input and a message naming both shapes. */
+mha_status mha_plan_forward(const mha_layer *layer, const mha_inputs *in, const mha_limits *limits,
+                            mha_plan *plan, mha_error *err);
+
+/* Trace stages, in order of computation (SPEC §2). Shapes are always batch-major ([N,...], N = 1
+ * for unbatched input), whatever batch_first says:
+ *   Q_PROJ [N,L,E], K_PROJ [N,S0,E], V_PROJ [N,S0,E]   after the in-projection (no bias_kv yet)
+ *   Q_HEADS [N,H,L,hd], K_HEADS [N,H,S,hd], V_HEADS [N,H,S,hd]   after the split into heads,
+ *                                     with bias_k/bias_v and the zero key/value appended
+ *   SCORES [N,H,L,S]   (q/sqrt(hd))·kᵀ + merged masks (-inf where masked)
+ *   ATTN_WEIGHTS [N,H,L,S]   softmax over keys (0 for fully masked rows)
+ *   HEAD_OUTPUTS [N,H,L,hd]   weights·v
+ *   CONCAT [N,L,E]   heads side by side
+ *   OUTPUT [N,L,E]   after out_proj */
+typedef enum mha_trace_stage {
+    MHA_TRACE_Q_PROJ, MHA_TRACE_K_PROJ, MHA_TRACE_V_PROJ,
+    MHA_TRACE_Q_HEADS, MHA_TRACE_K_HEADS, MHA_TRACE_V_HEADS,
+    MHA_TRACE_SCORES, MHA_TRACE_ATTN_WEIGHTS, MHA_TRACE_HEAD_OUTPUTS,
+    MHA_TRACE_CONCAT, MHA_TRACE_OUTPUT,
+    MHA_TRACE_NSTAGES
+} mha_trace_stage;
+
+/* Static name of a stage: "q_proj", "k_proj", ..., "output". */
+const char *mha_trace_stage_name(mha_trace_stage stage);
+
+/* Shape of a stage for this plan; returns ndim (3 or 4) and writes shape; *count (may be NULL) gets
+ * the element count. */
+int mha_trace_stage_shape(const mha_plan *plan, mha_trace_stage stage, int64_t shape[4],
+                          int64_t *count);
+
+typedef struct mha_trace {
+    float *stage[MHA_TRACE_NSTAGES]; /* each NULL (not wanted) or room for its stage's elements  */
+} mha_trace;
+
+/* Runs the forward pass planned by mha_plan_forward (with the same layer and inputs).
+ *   output        [plan.out_count] floats, shaped plan.out_shape (required)
+ *   attn_weights  [plan.weights_count] floats when in->need_weights, else ignored (may be NULL)
+ *   trace         NULL, or the stages wanted (borrowed buffers the caller owns)
+ *   pool          NULL runs on the calling thread only
+ * Allocates plan.workspace_bytes of scratch and frees it before returning. MHA_ERR_NOMEM when that
+ * fails; nothing is written to the outputs' contents in that case that the caller may rely on. */
+mha_status mha_forward(const mha_layer *layer, const mha_inputs *in, const mha_plan *plan,
+                       float *output, float *attn_weights, const mha_trace *trace, mha_pool *pool,
+                       mha_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* ATTND_MHA_H */

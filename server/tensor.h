@@ -1,0 +1,80 @@
+/*
+ * tensor.h - tensors as they travel in requests and responses, and their JSON forms (SPEC §2).
+ *
+ * Three forms on input, for every tensor field:
+ *   1. nested arrays      [[0.1, 0.2], [0.3, 0.4]]         (shape inferred; ragged = 400)
+ *   2. flat               {"shape": [2,2], "data": [0.1, 0.2, 0.3, 0.4], "dtype": "float32"}
+ *   3. base64             {"shape": [2,2], "dtype": "float32", "base64": "..."}  (little-endian)
+ * dtype "float32" (default) or "bool" (true/false in forms 1-2, one byte per element in form 3).
+ * Float masks may carry the string "-inf"; NaN, "inf" and out-of-range numbers are a 400.
+ *
+ * Parsing does not build a jansson node per number: it reads the JSON text directly (hundreds of
+ * MB/s) and writes straight into one allocation. Writing prints each float32 in the shortest
+ * decimal form that reads back as the same float32.
+ */
+#ifndef ATTND_TENSOR_H
+#define ATTND_TENSOR_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "buf.h"
+#include "error.h"
+
+#define SRV_TENSOR_MAX_DIMS 8
+
+typedef enum srv_dtype { SRV_DTYPE_F32 = 0, SRV_DTYPE_BOOL = 1 } srv_dtype;
+
+typedef struct srv_tensor {
+    srv_dtype dtype;
+    int ndim;
+    int64_t shape[SRV_TENSOR_MAX_DIMS];
+    int64_t count;   /* product of shape (1 for a scalar, ndim 0)                        */
+    void *data;      /* owned (free with srv_tensor_free): float[count] or uint8_t[count] */
+} srv_tensor;
+
+typedef struct srv_tensor_rules {
+    const char *field;        /* name used in errors: "query", "weights.in_proj_weight"   */
+    bool allow_bool;          /* masks: true/false and dtype "bool" accepted              */
+    bool allow_neg_inf;       /* float masks: the string "-inf" accepted                  */
+    int64_t max_elements;     /* refuse larger tensors with SRV_E_TOO_LARGE               */
+    int max_depth;            /* nesting limit for form 1 (<= SRV_TENSOR_MAX_DIMS)        */
+} srv_tensor_rules;
+
+/* Parses one JSON value (text [json, json+len), which holds exactly that value, surrounding white
+ * space allowed) in any of the three forms into out (zeroed first; on error nothing is owned).
+ * Bool input in form 1 with allow_bool gives SRV_DTYPE_BOOL; numbers give SRV_DTYPE_F32; mixing
+ * them is a 400. Returns 0, or -1 with err filled (SRV_E_BAD_JSON, SRV_E_BAD_VALUE, SRV_E_SHAPE,
+ * SRV_E_BAD_REQUEST, SRV_E_TOO_LARGE, SRV_E_NOMEM). */
+int srv_tensor_parse(srv_tensor *out, const char *json, size_t len, const srv_tensor_rules *rules,
+                     srv_error *err);
+
+void srv_tensor_free(srv_tensor *t); /* frees data; accepts NULL and zeroed tensors */
+
+typedef enum srv_encoding { SRV_ENC_NESTED = 0, SRV_ENC_FLAT, SRV_ENC_BASE64 } srv_encoding;
+
+/* Parses "nested" | "flat" | "base64"; -1 for anything else. */
+int srv_encoding_parse(const char *s, srv_encoding *out);
+
+/* Appends a float32 tensor [shape] in the chosen form to b. Non-finite values are written as the
+ * strings "-inf" / "inf" / "nan" (only masks and scores in traces can hold -inf). Returns 0 or -1
+ * (out of memory). */
+int srv_tensor_write(srv_buf *b, const float *data, int ndim, const int64_t *shape,
+                     srv_encoding enc);
+
+/* Appends the shortest decimal that reads back (strtof) as exactly f; returns chars written.
+ * buf needs room for 16 bytes. f must be finite. */
+int srv_format_float(char *buf, float f);
+
+/* Parses a JSON number at [p, end) into a correctly rounded float32 (as strtof would);
+ * returns the number of bytes consumed, or 0 when [p, end) does not start with a JSON number.
+ * Sets *overflow when the value is finite in decimal but too large for float32. */
+size_t srv_parse_float(const char *p, const char *end, float *out, bool *overflow);
+
+/* Standard base64 (RFC 4648, padding required, no line breaks). decode returns decoded length or
+ * -1 on bad input; dst needs room for (len/4)*3 bytes. */
+long srv_base64_decode(uint8_t *dst, const char *src, size_t len);
+int srv_base64_encode(srv_buf *b, const uint8_t *src, size_t len);
+
+#endif
