@@ -98,6 +98,7 @@ class Spec:
         self.seed = kw.pop("seed", 0)
         self.expect_fully_masked = kw.pop("expect_fully_masked", None)  # True/False: assert it
         self.scale = kw.pop("scale", 1.0)          # input magnitude
+        self.trace = kw.pop("trace", True)         # False: no "trace" in the file (big cases)
         if kw:
             raise TypeError("unknown spec fields: %s" % sorted(kw))
         if self.kdim is None:
@@ -462,7 +463,7 @@ def run_case(spec):
     expected = {"output": enc(exp_out)}
     if exp_w is not None:
         expected["attn_weights"] = enc(exp_w)
-    return {
+    case = {
         "name": spec.name,
         "description": spec.description,
         "torch_version": torch.__version__,
@@ -472,8 +473,10 @@ def run_case(spec):
         "weights": {k: enc(v) for k, v in mod.state_dict().items()},
         "inputs": inputs,
         "expected": expected,
-        "trace": {name: enc(st[name]) for name in STAGES},
     }
+    if spec.trace:
+        case["trace"] = {name: enc(st[name]) for name in STAGES}
+    return case
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -684,23 +687,47 @@ def committed_specs():
     # G. larger shapes
     add("large_self_64", "L=S=64, E=64, H=4, N=1, self-attention; per-head", E=64, H=4, N=1, L=64,
         average=False)
-    add("large_causal_64", "L=S=64, E=64, H=8, N=1, is_causal + bool key_padding_mask; averaged",
-        E=64, H=8, N=1, L=64, is_causal=True, kpm="bool")
-    add("large_cross_kvdim", "L=32 S=48, E=32, H=4, N=2, kdim=24 vdim=40, float 3-D mask, sf",
-        E=32, H=4, N=2, L=32, S=48, kind="cross", kdim=24, vdim=40, mask="float3_inf",
+    add("large_causal_64", "L=S=64, E=64, H=4 (hd=16), N=1, is_causal + bool key_padding_mask; averaged",
+        E=64, H=4, N=1, L=64, is_causal=True, kpm="bool")
+    add("large_cross_kvdim", "L=32 S=48, E=32, H=4, N=1, kdim=24 vdim=40, float 3-D mask, sf",
+        E=32, H=4, N=1, L=32, S=48, kind="cross", kdim=24, vdim=40, mask="float3_inf",
         layout="sf", average=False)
+
+    # G2. bigger than an engine's tiles (queries and keys past 64 and 128), kept small on disk by
+    # leaving the trace out: mostly need_weights=false, the path that never holds all the scores
+    big = dict(trace=False)
+    add("big_self_causal_nw", "E=16 H=2 N=2 L=S=150, is_causal, no weights (no trace stored)",
+        E=16, H=2, N=2, L=150, is_causal=True, need_weights=False, **big)
+    add("big_cross_kvdim_masks_nw", "E=32 H=4 N=1 L=70 S=260, kdim=24 vdim=40, bool key_padding_mask, "
+        "float 2-D attn_mask with -inf, no weights (no trace stored)", E=32, H=4, N=1, L=70, S=260,
+        kind="cross", kdim=24, vdim=40, kpm="bool", mask="float2_inf", need_weights=False, **big)
+    add("big_cross_masks_avg", "E=16 H=4 N=1 L=40 S=200, float key_padding_mask, bool 3-D attn_mask, "
+        "averaged weights (no trace stored)", E=16, H=4, N=1, L=40, S=200, kind="cross",
+        kpm="float", mask="bool3", **big)
+    add("big_fully_masked_nw", "E=16 H=2 N=2 L=100 S=130, every key of batch 0 masked and is_causal, "
+        "no weights: fully masked rows on the streaming path (no trace stored)", E=16, H=2, N=2,
+        L=100, S=130, kind="kv", kpm=kpm_all_true_batch0, is_causal=True, need_weights=False,
+        expect_fully_masked=True, **big)
+    add("big_bkv_za_sf_nw", "E=16 H=2 N=1 L=S=90, sequence-first, add_bias_kv and add_zero_attn, "
+        "float key_padding_mask with -inf, no weights (no trace stored)", E=16, H=2, N=1, L=90,
+        layout="sf", add_bias_kv=True, add_zero_attn=True, kpm="float_inf", need_weights=False, **big)
+    add("big_unbatched_heads", "unbatched E=16 H=4 L=64 S=96, is_causal, per-head weights "
+        "(no trace stored)", E=16, H=4, L=64, S=96, layout="unbatched", kind="cross",
+        is_causal=True, average=False, **big)
 
     # H. a spread of random combinations (the same generator as --random)
     rng = random.Random(20240)
     for i in range(40):
-        specs.append(random_spec(rng, "mix_%02d" % i, 5000 + i))
+        specs.append(random_spec(rng, "mix_%02d" % i, 5000 + i, medium_ok=False))
     return specs
 
 
-def random_spec(rng, name, seed):
-    """A random valid combination of every option (small shapes)."""
-    H = rng.choice([1, 1, 2, 2, 3, 4])
-    hd = rng.choice([1, 2, 3, 4, 8])
+def random_spec(rng, name, seed, medium_ok=True):
+    """A random valid combination of every option: mostly small shapes, one in five medium (L, S up to
+    100, past the tile sizes an engine may use)."""
+    medium = medium_ok and rng.random() < 0.2
+    H = rng.choice([1, 1, 2, 2, 3, 4] + ([6, 8] if medium else []))
+    hd = rng.choice([1, 2, 3, 4, 8] + ([16, 5] if medium else []))
     E = H * hd
     layout = rng.choice(["bf", "bf", "sf", "unbatched"])
     kind = rng.choice(["self", "kv", "cross", "cross"])
@@ -710,8 +737,9 @@ def random_spec(rng, name, seed):
     if kind == "cross" and rng.random() < 0.5:
         kdim, vdim = rng.randint(1, 9), rng.randint(1, 9)
     N = rng.randint(1, 3)
-    L = rng.randint(1, 7)
-    S = L if kind == "self" else rng.randint(1, 7)
+    maxlen = 100 if medium else 7
+    L = rng.randint(1, maxlen)
+    S = L if kind == "self" else rng.randint(1, maxlen)
     kpm = rng.choice([None, None, "bool", "float", "float_inf"])
     mask = rng.choice([None, None, "bool2", "float2", "float2_inf", "bool3", "float3", "float3_inf"])
     if mask and "3" in mask and layout == "unbatched":
