@@ -719,7 +719,72 @@ def committed_specs():
     rng = random.Random(20240)
     for i in range(40):
         specs.append(random_spec(rng, "mix_%02d" % i, 5000 + i, medium_ok=False))
+
+    # I. large finite mask values (robust ones only: a whole row of -1e9 or -1e4 would round
+    # differently in any two float32 implementations, so rows keep at least one ordinary key, except
+    # with finfo.min, where every score rounds to exactly that value)
+    add("mask_float_minus_1e9", "float 2-D attn_mask with -1e9 on about half the keys (never a whole "
+        "row) and ordinary values elsewhere", kind="cross", S=6, mask=mask_big_negative(-1e9),
+        average=False, expect_fully_masked=False)
+    add("mask_float_finfo_min_row", "float 3-D attn_mask holding finfo(float32).min, over a whole "
+        "row of one head: not masked (-inf) but added, so that row's weights are uniform",
+        L=4, mask=mask_finfo_min_row, average=False, expect_fully_masked=False)
+    add("mask_kpm_float_minus_1e4", "float key_padding_mask with -1e4 on some keys (the Hugging Face "
+        "convention), never all of a batch", kind="kv", S=5, kpm=kpm_big_negative(-1e4),
+        average=False, expect_fully_masked=False)
+    add("full_union_kpm_attn", "bool key_padding_mask masks keys 0-1, bool attn_mask masks keys 2-3 "
+        "of query row 2: neither masks a whole row, together they do", kind="cross", S=4,
+        kpm=kpm_keys01, mask=mask_row2_keys23, average=False, expect_fully_masked=True)
+    add("full_union_float_causal", "float key_padding_mask -inf on key 0 of batch 1 plus is_causal: "
+        "query row 0 of batch 1 has no key; averaged", L=4, kpm=kpm_float_key0_batch1,
+        is_causal=True, expect_fully_masked=True)
     return specs
+
+
+def mask_big_negative(value):
+    def f(spec, gen):
+        m = torch.randn((spec.L, spec.S), generator=gen)
+        big = torch.rand((spec.L, spec.S), generator=gen) < 0.5
+        big[:, 0] = False
+        return torch.where(big, torch.tensor(value), m)
+    return f
+
+
+def kpm_big_negative(value):
+    def f(shape, gen):
+        m = torch.randn(shape, generator=gen)
+        big = torch.rand(shape, generator=gen) < 0.4
+        big[..., -1] = False
+        return torch.where(big, torch.tensor(value), m)
+    return f
+
+
+def mask_finfo_min_row(spec, gen):
+    shape = (spec.N * spec.H, spec.L, spec.S)
+    m = torch.randn(shape, generator=gen)
+    lo = torch.finfo(torch.float32).min
+    m[torch.rand(shape, generator=gen) < 0.3] = lo
+    m[:, :, 0] = 0.5                  # every row keeps an ordinary key ...
+    m[1, 2, :] = lo                   # ... but this one: all finfo.min, uniform weights
+    return m
+
+
+def kpm_keys01(shape, gen):
+    m = torch.zeros(shape, dtype=torch.bool)
+    m[..., 0:2] = True
+    return m
+
+
+def mask_row2_keys23(spec, gen):
+    m = torch.zeros((spec.L, spec.S), dtype=torch.bool)
+    m[2, 2:4] = True
+    return m
+
+
+def kpm_float_key0_batch1(shape, gen):
+    m = torch.randn(shape, generator=gen)
+    m[1, 0] = float("-inf")
+    return m
 
 
 def random_spec(rng, name, seed, medium_ok=True):
