@@ -24,8 +24,12 @@ int srv_buf_append(srv_buf *b, const void *p, size_t n);
 int srv_buf_puts(srv_buf *b, const char *s);
 int srv_buf_putc(srv_buf *b, char c);
 int srv_buf_printf(srv_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-int srv_buf_json_string(srv_buf *b, const char *s);   /* "s" with JSON escapes                 */
+/* "s" with JSON escapes; bytes that are not valid UTF-8 become U+FFFD, so the output is valid JSON. */
+int srv_buf_json_string(srv_buf *b, const char *s);
 const char *srv_buf_cstr(srv_buf *b);                  /* NUL-terminated view ("" when empty)   */
-char *srv_buf_steal(srv_buf *b, size_t *len);         /* hands the memory to the caller        */
+/* Hands the contents (NUL-terminated, malloc'd: caller frees) to the caller and leaves b empty and
+ * initialised; *len (may be NULL) gets the length. NULL when the buffer failed (b keeps its memory,
+ * free it with srv_buf_free). */
+char *srv_buf_steal(srv_buf *b, size_t *len);
 
 #endif
