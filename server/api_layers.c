@@ -160,7 +160,7 @@ static int fill_weights(mha_layer *layer, const char *json, size_t len, const ch
                         const srv_app *app, srv_error *err)
 {
     srv_json_member m[SRV_BODY_MAX_MEMBERS];
-    char field[96], known[256];
+    char field[200], known[256];
     int np = mha_layer_param_count(layer);
     size_t k = 0;
     known[0] = '\0';
@@ -179,7 +179,7 @@ static int fill_weights(mha_layer *layer, const char *json, size_t len, const ch
         int idx = mha_layer_param_find(layer, m[i].key);
         if (idx < 0)
             return srv_body_unknown(err, prefix, m[i].key, known);
-        snprintf(field, sizeof field, "%s%s", prefix, m[i].key);
+        snprintf(field, sizeof field, "%.40s%.127s", prefix, m[i].key);
         srv_tensor t;
         if (srv_member_tensor(&t, &m[i], field, false, app, err) < 0)
             return -1;

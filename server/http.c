@@ -35,6 +35,10 @@
  * more than it saves. */
 #define OFFLOAD_MIN_BODY 16384
 
+/* How much of a chunked body past --max-body-bytes is read (and dropped) so that the client gets
+ * its 413; past this the connection is closed instead. */
+#define DISCARD_MAX ((size_t)64 << 20)
+
 typedef struct req_ctx req_ctx;
 
 struct srv_daemon {
@@ -63,6 +67,7 @@ struct req_ctx {
     srv_buf body;
     int64_t limit;       /* --max-body-bytes                                                   */
     bool responded;      /* a response was queued                                              */
+    bool too_large;      /* a chunked body went over the limit: the rest is read and dropped   */
     bool offloaded;      /* the handler runs (or ran) on a worker                              */
     srv_response *done;  /* the worker's response, queued when the connection resumes         */
     req_ctx *next_job;
@@ -452,11 +457,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         if (c->responded) /* an early error reply is queued; the rest is dropped */
             return MHD_YES;
         srv_error err = {0};
-        if ((int64_t)(c->body.len + n) > c->limit) {
-            srv_error_set(&err, SRV_E_TOO_LARGE, "",
-                          "body is over the limit of %lld bytes (--max-body-bytes)",
-                          (long long)c->limit);
-            return queue_error(c, &err, NULL, true);
+        if (c->too_large || (int64_t)(c->body.len + n) > c->limit) {
+            /* A chunked body over the limit. Answering now and closing would reset the connection
+             * under a client that is still sending, and it would never read the 413; so the rest
+             * is read and dropped (up to another DISCARD_MAX bytes, then the connection is cut)
+             * and the 413 is sent when the body ends. */
+            if (!c->too_large) {
+                c->too_large = true;
+                srv_buf_free(&c->body);
+            }
+            return c->bytes_in - (size_t)c->limit > DISCARD_MAX ? MHD_NO : MHD_YES;
         }
         if (srv_buf_append(&c->body, upload_data, n) < 0) {
             srv_error_set(&err, SRV_E_NOMEM, "", "out of memory reading the body");
@@ -467,6 +477,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 
     if (c->responded)
         return MHD_YES;
+    if (c->too_large) {
+        srv_error err = {0};
+        srv_error_set(&err, SRV_E_TOO_LARGE, "",
+                      "body of %zu bytes is over the limit of %lld bytes (--max-body-bytes)",
+                      c->bytes_in, (long long)c->limit);
+        return queue_error(c, &err, NULL, true);
+    }
     if (c->offloaded) {
         if (!c->done) {
             if (c->req.route == NULL) /* cannot happen: offloaded requests have a route */
