@@ -104,4 +104,6 @@ format:
 clean:
 	rm -rf build build-asan build-ubsan
 
+.SECONDARY:
+
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
