@@ -746,6 +746,21 @@ def committed_specs():
     add("full_union_float_causal", "float key_padding_mask -inf on key 0 of batch 1 plus is_causal: "
         "query row 0 of batch 1 has no key; averaged", L=4, kpm=kpm_float_key0_batch1,
         is_causal=True, expect_fully_masked=True)
+
+    # J. a few more crossings
+    add("causal_bkv_za_masks", "is_causal with add_bias_kv and add_zero_attn, bool key_padding_mask "
+        "and float 3-D attn_mask: both appended keys stay allowed", kind="cross", L=4, S=5,
+        is_causal=True, add_bias_kv=True, add_zero_attn=True, kpm="bool", mask="float3",
+        average=False)
+    add("full_unbatched_causal_nw", "unbatched, is_causal + key_padding_mask on key 0: query row 0 "
+        "has no key; no weights", layout="unbatched", L=4, is_causal=True, kpm=kpm_key0,
+        need_weights=False, expect_fully_masked=True)
+    add("kv_kvdim_causal_sf", "sequence-first, value left out with kdim=vdim=5, is_causal, L=4 S=6; "
+        "per-head", layout="sf", kind="kv", kdim=5, vdim=5, L=4, S=6, is_causal=True, average=False)
+    add("cross_nobias_bkv_za_unbatched", "unbatched cross-attention kdim=3 vdim=6, bias=False, "
+        "add_bias_kv and add_zero_attn, float key_padding_mask with -inf; averaged",
+        layout="unbatched", kind="cross", kdim=3, vdim=6, L=3, S=4, bias=False, add_bias_kv=True,
+        add_zero_attn=True, kpm="float_inf")
     return specs
 
 
