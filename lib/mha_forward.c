@@ -171,7 +171,10 @@ static void attention_task(void *arg, int64_t task, int slot)
     }
     for (int64_t h = 0; h < H; h++) {
         const int64_t bhl = (b * H + h) * L + i0; /* row of [N,H,L,·] stages */
-        float *sc = f->per_head ? f->weights + bhl * S : f->scratch + slot * f->slot_floats;
+        /* Scores live in this thread's block (hot in cache) even when per-head weights are wanted:
+         * they are streamed out after the softmax, which measured far cheaper than computing in
+         * the [N,H,L,S] output, whose every block is cold. */
+        float *sc = f->scratch + slot * f->slot_floats;
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)m, (int)S0, (int)hd, 1.0f,
                     qb + h * hd, (int)f->q_rs, kb + h * hd, (int)f->k_rs, 0.0f, sc, (int)S);
         for (int64_t r = 0; r < m; r++) {
@@ -200,6 +203,8 @@ static void attention_task(void *arg, int64_t task, int slot)
         mha_softmax_rows(sc, m, S, S);
         if (trace_weights)
             memcpy(trace_weights + bhl * S, sc, (size_t)(m * S) * sizeof(float));
+        if (f->per_head)
+            mha_copy_stream(f->weights + bhl * S, sc, m * S);
         if (avg) {
             if (h == 0)
                 memcpy(avg, sc, (size_t)(m * S) * sizeof(float));
@@ -218,6 +223,8 @@ static void attention_task(void *arg, int64_t task, int slot)
             }
         }
     }
+    if (f->per_head)
+        mha_copy_stream_fence();
     if (avg) { /* torch: weights.sum(dim=1) / num_heads */
         const float nh = (float)H;
         for (int64_t x = 0; x < m * S; x++)
@@ -337,7 +344,8 @@ mha_status mha_forward(const mha_layer *layer, const mha_inputs *in, const mha_p
         bytes > layer->limits.max_workspace_bytes)
         return mha_fail(err, MHA_ERR_LIMIT, "query", "this pass needs more than %lld bytes of scratch",
                         (long long)layer->limits.max_workspace_bytes);
-    float *work = aligned_alloc(64, ((size_t)bytes + 63) / 64 * 64);
+    mha_scratch scratch;
+    float *work = mha_scratch_alloc(&scratch, (size_t)bytes);
     if (!work)
         return mha_fail(err, MHA_ERR_NOMEM, "query", "out of memory allocating %lld bytes of scratch",
                         (long long)bytes);
@@ -398,6 +406,6 @@ mha_status mha_forward(const mha_layer *layer, const mha_inputs *in, const mha_p
     mha_pool_run(pool, out.ntasks, gemm_task, &out);
     if (trace)
         trace_outputs(&f, output);
-    free(work);
+    mha_scratch_free(&scratch);
     return MHA_OK;
 }
