@@ -60,12 +60,19 @@ static void gemm_add(gemm_set *set, const float *A, int64_t lda, const float *W,
     gemm_job *g = &set->job[set->n++];
     *g = (gemm_job){A, lda, W, bias, C, ldc, M, Nc, K, 1, 1, set->ntasks};
     double work = (double)M * (double)Nc * (double)K;
-    if (threads > 1 && work >= 1 << 18) {
-        int64_t parts = threads;
-        if (M >= 64 * parts || M >= Nc)
-            g->row_parts = M / 16 < parts ? (M / 16 > 0 ? M / 16 : 1) : parts;
-        else
-            g->col_parts = Nc / 16 < parts ? (Nc / 16 > 0 ? Nc / 16 : 1) : parts;
+    if (threads > 1 && work >= 1 << 20) {
+        /* Several tiles per thread, so a thread slowed by a neighbour on the machine hands its
+         * share to the other instead of holding up the pass; tiles of at least 64 rows (or
+         * columns when there are few rows) keep each sgemm efficient. */
+        int64_t want = 4 * (int64_t)threads;
+        if (M / 64 >= threads)
+            g->row_parts = M / 64 < want ? M / 64 : want;
+        else {
+            int64_t cols = Nc / 64 > threads ? Nc / 64 : threads;
+            g->col_parts = cols < want ? cols : want;
+            if (g->col_parts > Nc / 16)
+                g->col_parts = Nc / 16 > 0 ? Nc / 16 : 1;
+        }
     }
     set->ntasks += g->row_parts * g->col_parts;
 }
@@ -324,6 +331,8 @@ mha_status mha_forward(const mha_layer *layer, const mha_inputs *in, const mha_p
     if (in->need_weights && !attn_weights)
         return mha_fail(err, MHA_ERR_ARG, "attn_weights", "need_weights is set but attn_weights is NULL");
     const mha_config *cfg = &layer->cfg;
+    if (plan->flops < 4e6)
+        pool = NULL; /* a pass this small is done before the pool's threads would wake up */
     const int threads = mha_pool_threads(pool);
     fwd f = {
         .layer = layer, .in = in, .trace = trace,
