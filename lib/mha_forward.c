@@ -170,6 +170,7 @@ static void attention_task(void *arg, int64_t task, int slot)
     float *trace_scores = f->trace ? f->trace->stage[MHA_TRACE_SCORES] : NULL;
     float *trace_weights = f->trace ? f->trace->stage[MHA_TRACE_ATTN_WEIGHTS] : NULL;
     float *avg = f->weights && !f->per_head ? f->weights + (b * L + i0) * S : NULL;
+    float *inv_sum = f->scratch + slot * f->slot_floats + f->rb * S; /* [rb] after the block */
 
     for (int64_t r = 0; r < m; r++) { /* torch: q_scaled = q / sqrt(head_dim) */
         float *row = qb + r * f->q_rs;
@@ -207,7 +208,9 @@ static void attention_task(void *arg, int64_t task, int slot)
         }
         if (trace_scores)
             memcpy(trace_scores + bhl * S, sc, (size_t)(m * S) * sizeof(float));
-        mha_softmax_rows(sc, m, S, S);
+        /* Normalised weights only when someone looks at them; else outputs are scaled below. */
+        const bool normalise = f->weights || trace_weights;
+        mha_softmax_rows(sc, m, S, S, normalise ? NULL : inv_sum);
         if (trace_weights)
             memcpy(trace_weights + bhl * S, sc, (size_t)(m * S) * sizeof(float));
         if (f->per_head)
@@ -227,6 +230,13 @@ static void attention_task(void *arg, int64_t task, int slot)
                 float p = sc[r * S + col_bk], *out = cb + r * f->c_rs + h * hd;
                 for (int64_t d = 0; d < hd; d++)
                     out[d] += p * bv[d];
+            }
+        }
+        if (!normalise) {
+            for (int64_t r = 0; r < m; r++) {
+                float inv = inv_sum[r], *out = cb + r * f->c_rs + h * hd;
+                for (int64_t d = 0; d < hd; d++)
+                    out[d] *= inv;
             }
         }
     }
@@ -343,7 +353,7 @@ mha_status mha_forward(const mha_layer *layer, const mha_inputs *in, const mha_p
         .qscale = (float)sqrt((double)plan->hd),
     };
     f.nblk = (f.L + f.rb - 1) / f.rb;
-    f.slot_floats = (f.rb * f.S + 15) / 16 * 16;
+    f.slot_floats = (f.rb * (f.S + 1) + 15) / 16 * 16; /* scores block + 1/sum per row */
     const int64_t N = f.N, L = f.L, S0 = f.S0, E = f.E;
 
     /* One allocation: the plan's workspace plus a score block for each further thread. */
@@ -354,7 +364,7 @@ mha_status mha_forward(const mha_layer *layer, const mha_inputs *in, const mha_p
         return mha_fail(err, MHA_ERR_LIMIT, "query", "this pass needs more than %lld bytes of scratch",
                         (long long)layer->limits.max_workspace_bytes);
     mha_scratch scratch;
-    float *work = mha_scratch_alloc(&scratch, (size_t)bytes);
+    float *work = mha_pool_scratch_get(pool, &scratch, (size_t)bytes);
     if (!work)
         return mha_fail(err, MHA_ERR_NOMEM, "query", "out of memory allocating %lld bytes of scratch",
                         (long long)bytes);
@@ -415,6 +425,6 @@ mha_status mha_forward(const mha_layer *layer, const mha_inputs *in, const mha_p
     mha_pool_run(pool, out.ntasks, gemm_task, &out);
     if (trace)
         trace_outputs(&f, output);
-    mha_scratch_free(&scratch);
+    mha_pool_scratch_put(pool, &scratch);
     return MHA_OK;
 }

@@ -62,8 +62,10 @@ struct mha_layer {
 /* Scratch                                                                                        */
 
 typedef struct mha_scratch {
-    void *base;  /* what to release */
-    size_t size; /* mapped size, when mapped */
+    void *ptr;    /* the usable, 64-byte aligned block   */
+    size_t bytes; /* its usable size                     */
+    void *base;   /* what to release                     */
+    size_t size;  /* mapped size, when mapped            */
     bool mapped;
 } mha_scratch;
 
@@ -83,13 +85,21 @@ typedef void (*mha_task_fn)(void *arg, int64_t task, int slot);
  * returns when all are done. pool NULL (or ntasks 1) runs them in order on the caller, slot 0. */
 void mha_pool_run(mha_pool *pool, int64_t ntasks, mha_task_fn fn, void *arg);
 
+/* Scratch for one pass: the pool keeps the last large block given back (up to 256 MiB) and
+ * hands it out again when it is big enough, so back-to-back passes skip the kernel's page
+ * zeroing and faults. pool NULL: plain mha_scratch_alloc / mha_scratch_free. */
+void *mha_pool_scratch_get(mha_pool *pool, mha_scratch *s, size_t bytes);
+void mha_pool_scratch_put(mha_pool *pool, mha_scratch *s);
+
 /* ---------------------------------------------------------------------------------------------- */
 /* Softmax                                                                                        */
 
 /* In place over each of rows rows of n floats (row r at x + r·ld): x = exp(x - max) / sum.
- * A row whose maximum is -inf (every key masked) becomes all zeros. Scores may hold -inf, never
- * NaN or +inf. Vectorised with AVX2/FMA when the CPU has them (chosen at run time). */
-void mha_softmax_rows(float *x, int64_t rows, int64_t n, int64_t ld);
+ * With inv_sum ([rows], may be NULL) the division is left to the caller: rows keep exp(x - max)
+ * and inv_sum[r] gets 1/sum (the attention core then scales rows·hd outputs instead of rows·S
+ * weights). A row whose maximum is -inf (every key masked) becomes all zeros (inv_sum 0).
+ * Scores may hold -inf, never NaN or +inf. AVX2/FMA when the CPU has them (chosen at run time). */
+void mha_softmax_rows(float *x, int64_t rows, int64_t n, int64_t ld, float *inv_sum);
 
 /* exp(x) for n floats (out may equal in): the kernel softmax uses, exposed for its tests. */
 void mha_expf_array(float *out, const float *in, int64_t n);
