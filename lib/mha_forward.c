@@ -170,7 +170,6 @@ static void attention_task(void *arg, int64_t task, int slot)
     float *trace_scores = f->trace ? f->trace->stage[MHA_TRACE_SCORES] : NULL;
     float *trace_weights = f->trace ? f->trace->stage[MHA_TRACE_ATTN_WEIGHTS] : NULL;
     float *avg = f->weights && !f->per_head ? f->weights + (b * L + i0) * S : NULL;
-    float *inv_sum = f->scratch + slot * f->slot_floats + f->rb * S; /* [rb] after the block */
 
     for (int64_t r = 0; r < m; r++) { /* torch: q_scaled = q / sqrt(head_dim) */
         float *row = qb + r * f->q_rs;
@@ -208,9 +207,10 @@ static void attention_task(void *arg, int64_t task, int slot)
         }
         if (trace_scores)
             memcpy(trace_scores + bhl * S, sc, (size_t)(m * S) * sizeof(float));
-        /* Normalised weights only when someone looks at them; else outputs are scaled below. */
-        const bool normalise = f->weights || trace_weights;
-        mha_softmax_rows(sc, m, S, S, normalise ? NULL : inv_sum);
+        /* Always normalised before weights·v, even when nobody reads the weights (scaling the
+         * rows·hd outputs instead would save a pass, but then need_weights would change the
+         * output's last bits, and callers compare outputs across modes). */
+        mha_softmax_rows(sc, m, S, S);
         if (trace_weights)
             memcpy(trace_weights + bhl * S, sc, (size_t)(m * S) * sizeof(float));
         if (f->per_head)
@@ -230,13 +230,6 @@ static void attention_task(void *arg, int64_t task, int slot)
                 float p = sc[r * S + col_bk], *out = cb + r * f->c_rs + h * hd;
                 for (int64_t d = 0; d < hd; d++)
                     out[d] += p * bv[d];
-            }
-        }
-        if (!normalise) {
-            for (int64_t r = 0; r < m; r++) {
-                float inv = inv_sum[r], *out = cb + r * f->c_rs + h * hd;
-                for (int64_t d = 0; d < hd; d++)
-                    out[d] *= inv;
             }
         }
     }
@@ -353,7 +346,7 @@ mha_status mha_forward(const mha_layer *layer, const mha_inputs *in, const mha_p
         .qscale = (float)sqrt((double)plan->hd),
     };
     f.nblk = (f.L + f.rb - 1) / f.rb;
-    f.slot_floats = (f.rb * (f.S + 1) + 15) / 16 * 16; /* scores block + 1/sum per row */
+    f.slot_floats = (f.rb * f.S + 15) / 16 * 16;
     const int64_t N = f.N, L = f.L, S0 = f.S0, E = f.E;
 
     /* One allocation: the plan's workspace plus a score block for each further thread. */

@@ -95,11 +95,9 @@ void mha_pool_scratch_put(mha_pool *pool, mha_scratch *s);
 /* Softmax                                                                                        */
 
 /* In place over each of rows rows of n floats (row r at x + r·ld): x = exp(x - max) / sum.
- * With inv_sum ([rows], may be NULL) the division is left to the caller: rows keep exp(x - max)
- * and inv_sum[r] gets 1/sum (the attention core then scales rows·hd outputs instead of rows·S
- * weights). A row whose maximum is -inf (every key masked) becomes all zeros (inv_sum 0).
- * Scores may hold -inf, never NaN or +inf. AVX2/FMA when the CPU has them (chosen at run time). */
-void mha_softmax_rows(float *x, int64_t rows, int64_t n, int64_t ld, float *inv_sum);
+ * A row whose maximum is -inf (every key masked) becomes all zeros. Scores may hold -inf, never
+ * NaN or +inf. Vectorised with AVX2/FMA when the CPU has them (chosen at run time). */
+void mha_softmax_rows(float *x, int64_t rows, int64_t n, int64_t ld);
 
 /* exp(x) for n floats (out may equal in): the kernel softmax uses, exposed for its tests. */
 void mha_expf_array(float *out, const float *in, int64_t n);

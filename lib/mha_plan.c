@@ -248,7 +248,7 @@ mha_status mha_plan_forward(const mha_layer *layer, const mha_inputs *in, const 
     bool ok = mha_mul_ok(N, L, &NL) && mha_mul_ok(N, S0, &NS0) && mha_mul_ok(NL, E, &cat);
     int64_t kv;
     ok = ok && mha_mul_ok(NS0, E, &kv) && mha_mul_ok(kv, 2, &kv) && mha_add_ok(cat, kv, &proj);
-    ok = ok && mha_mul_ok(mha_row_block(plan), S + 1, &blk);
+    ok = ok && mha_mul_ok(mha_row_block(plan), S, &blk);
     ok = ok && mha_add_ok(proj, cat, &total) && mha_add_ok(total, blk, &total) &&
          mha_add_ok(total, 16 * 8, &total) && mha_mul_ok(total, (int64_t)sizeof(float), &total);
     if (!ok || total > limits->max_workspace_bytes)

@@ -52,7 +52,7 @@ static inline float expf_portable(float x)
     return p * two.f;
 }
 
-static void softmax_rows_portable(float *x, int64_t rows, int64_t n, int64_t ld, float *inv_sum)
+static void softmax_rows_portable(float *x, int64_t rows, int64_t n, int64_t ld)
 {
     for (int64_t r = 0; r < rows; r++) {
         float *row = x + r * ld;
@@ -61,8 +61,6 @@ static void softmax_rows_portable(float *x, int64_t rows, int64_t n, int64_t ld,
             max = row[j] > max ? row[j] : max;
         if (max == -INFINITY) {
             memset(row, 0, (size_t)n * sizeof(float));
-            if (inv_sum)
-                inv_sum[r] = 0.0f;
             continue;
         }
         float sum = 0.0f;
@@ -71,10 +69,6 @@ static void softmax_rows_portable(float *x, int64_t rows, int64_t n, int64_t ld,
             sum += row[j];
         }
         float inv = 1.0f / sum;
-        if (inv_sum) {
-            inv_sum[r] = inv;
-            continue;
-        }
         for (int64_t j = 0; j < n; j++)
             row[j] *= inv;
     }
@@ -102,7 +96,7 @@ __attribute__((target("avx2,fma"))) static inline __m256 exp_avx2(__m256 x)
 }
 
 __attribute__((target("avx2,fma"))) static void softmax_rows_avx2(float *x, int64_t rows, int64_t n,
-                                                                   int64_t ld, float *inv_sum)
+                                                                   int64_t ld)
 {
     for (int64_t r = 0; r < rows; r++) {
         float *row = x + r * ld;
@@ -118,8 +112,6 @@ __attribute__((target("avx2,fma"))) static void softmax_rows_avx2(float *x, int6
             max = row[j] > max ? row[j] : max;
         if (max == -INFINITY) {
             memset(row, 0, (size_t)n * sizeof(float));
-            if (inv_sum)
-                inv_sum[r] = 0.0f;
             continue;
         }
         __m256 vm = _mm256_set1_ps(max);
@@ -144,10 +136,6 @@ __attribute__((target("avx2,fma"))) static void softmax_rows_avx2(float *x, int6
         s4 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
         s4 = _mm_add_ss(s4, _mm_shuffle_ps(s4, s4, 1));
         __m256 inv = _mm256_set1_ps(1.0f / _mm_cvtss_f32(s4));
-        if (inv_sum) {
-            inv_sum[r] = _mm256_cvtss_f32(inv);
-            continue;
-        }
         for (j = 0; j + 8 <= n; j += 8)
             _mm256_storeu_ps(row + j, _mm256_mul_ps(_mm256_loadu_ps(row + j), inv));
         for (; j < n; j++)
@@ -190,15 +178,15 @@ static bool have_avx2(void)
 }
 #endif
 
-void mha_softmax_rows(float *x, int64_t rows, int64_t n, int64_t ld, float *inv_sum)
+void mha_softmax_rows(float *x, int64_t rows, int64_t n, int64_t ld)
 {
 #ifdef MHA_HAVE_AVX2_KERNEL
     if (have_avx2()) {
-        softmax_rows_avx2(x, rows, n, ld, inv_sum);
+        softmax_rows_avx2(x, rows, n, ld);
         return;
     }
 #endif
-    softmax_rows_portable(x, rows, n, ld, inv_sum);
+    softmax_rows_portable(x, rows, n, ld);
 }
 
 void mha_copy_stream(float *dst, const float *src, int64_t n)
