@@ -69,6 +69,9 @@ $(BUILD)/%.o: %.c | $(DEPS_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -c -o $@ $<
 
+# /openapi.yaml is served from a copy built into the binary (server/openapi_embed.c uses .incbin)
+$(BUILD)/server/openapi_embed.o: openapi.yaml
+
 $(BUILD)/libmha.a: $(LIB_OBJ)
 	@rm -f $@ && ar rcs $@ $^
 $(BUILD)/libsrv.a: $(SRV_OBJ)
