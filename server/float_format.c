@@ -133,14 +133,13 @@ static inline void write_digits(char *p, uint32_t s, int n)
     }
 }
 
-static inline int digit_count(uint32_t s)
+static inline int digit_count(uint32_t s) /* s < 10^9 */
 {
-    int n = 1;
-    while (s >= 10) {
-        s /= 10;
-        n++;
-    }
-    return n;
+    if (s < 10000)
+        return s < 100 ? 1 + (s >= 10) : 3 + (s >= 1000);
+    if (s < 10000000)
+        return s < 1000000 ? 5 + (s >= 100000) : 7;
+    return 8 + (s >= 100000000);
 }
 
 int srv_format_float(char *buf, float f)

@@ -800,6 +800,9 @@ int srv_tensor_write(srv_buf *b, const float *data, int ndim, const int64_t *sha
         stride[i] = count;
         count *= shape[i];
     }
+    /* one reservation for the usual size (~10 bytes a number) saves the doubling copies */
+    if (enc != SRV_ENC_BASE64 && count < ((int64_t)1 << 40) && srv_buf_reserve(b, (size_t)count * 10 + 64) != 0)
+        return -1;
     switch (enc) {
     case SRV_ENC_FLAT:
         write_shape(b, ndim, shape);
