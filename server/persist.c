@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "app.h"
 #include "config.h"
 #include "log.h"
 #include "weights.h"
@@ -96,10 +97,16 @@ static srv_layer *load_one(srv_persist *p, const char *name, const mha_limits *l
         return NULL;
     srv_layer *l = srv_persist_build(name, dl->config, &dl->weights, limits, err);
     if (!l) {
-        /* say which file: the field names the config or the parameter */
-        char m[sizeof err->message];
-        snprintf(m, sizeof m, "layers/%s: %s%s%s", name, err->field,
-                 err->field[0] ? ": " : "", err->message);
+        /* say which layer and field: logs and /readyz show only the message */
+        char pre[160], m[sizeof err->message];
+        snprintf(pre, sizeof pre, "layers/%s: %.64s%s", name, err->field,
+                 err->field[0] ? ": " : "");
+        size_t pl = strlen(pre), ml = strlen(err->message);
+        if (ml > sizeof m - 1 - pl)
+            ml = sizeof m - 1 - pl;
+        memcpy(m, pre, pl);
+        memcpy(m + pl, err->message, ml);
+        m[pl + ml] = '\0';
         memcpy(err->message, m, sizeof m);
     }
     return l;

@@ -568,9 +568,18 @@ static void test_metrics(void)
     }
     hc_request(d, "GET", "/nope", NULL, NULL, 0, NULL, &r);
     hc_response_free(&r);
-    hc_request(d, "GET", "/metrics", NULL, NULL, 0, NULL, &r);
+    /* a request is counted when it completes, just after its reply went out: wait for that */
+    double want = (f0 < 0 ? 0 : f0) + 3;
+    for (int i = 0; i < 200; i++) {
+        hc_request(d, "GET", "/metrics", NULL, NULL, 0, NULL, &r);
+        if (metric(r.body, fwd) >= want &&
+            metric(r.body, "attnd_http_requests_total{method=\"\",route=\"unmatched\",code=\"404\"}") >= 1)
+            break;
+        hc_response_free(&r);
+        usleep(10 * 1000);
+    }
     double f1 = metric(r.body, fwd), flops1 = metric(r.body, "attnd_forward_flops_total");
-    CHECK(f1 == (f0 < 0 ? 0 : f0) + 3, "3 forwards counted (%g -> %g)", f0, f1);
+    CHECK(f1 == want, "3 forwards counted (%g -> %g)", f0, f1);
     CHECK(flops1 > flops0, "FLOPs grow (%g -> %g)", flops0, flops1);
     CHECK(metric(r.body, "attnd_http_requests_total{method=\"\",route=\"unmatched\",code=\"404\"}") >= 1,
           "404 counted under unmatched");
@@ -607,7 +616,7 @@ static int connect_port(int port)
 /* A forward request whose body is sent in two parts, so that it is in flight in between. */
 #define SLOW_HEAD                                                                                 \
     "POST /v1/layers/s/forward HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n" \
-    "Content-Length: 33\r\nConnection: close\r\n\r\n{\"query\": [[1,2,3,4,"
+    "Content-Length: 32\r\nConnection: close\r\n\r\n{\"query\": [[1,2,3,4,"
 #define SLOW_TAIL "5,6,7,8]]}  "
 
 static int slow_begin(int port)
@@ -667,6 +676,19 @@ static bool in_flight(void *app)
     return srv_metrics_in_flight(((srv_app *)app)->metrics) >= 1;
 }
 
+static bool idle(void *app)
+{
+    return srv_metrics_in_flight(((srv_app *)app)->metrics) == 0;
+}
+
+static bool refused(void *port)
+{
+    int fd = connect_port(*(int *)port);
+    if (fd >= 0)
+        close(fd);
+    return fd < 0;
+}
+
 static bool is_draining(void *app)
 {
     return __atomic_load_n(&((srv_app *)app)->draining, __ATOMIC_ACQUIRE);
@@ -680,6 +702,7 @@ static void test_drain(void)
     CHECK(put(d, "/v1/layers/s", LAYER_A) == 201, "PUT s");
     srv_app *app = srv_daemon_app(d);
     int port = srv_daemon_port(d);
+    CHECK(wait_for(idle, app, 5000), "the PUT completed");
     int fd = slow_begin(port);
     CHECK(fd >= 0 && wait_for(in_flight, app, 5000), "a request is in flight");
 
@@ -687,10 +710,7 @@ static void test_drain(void)
     pthread_t t;
     pthread_create(&t, NULL, drain_thread, &a);
     CHECK(wait_for(is_draining, app, 5000), "draining began");
-    int fd2 = connect_port(port);
-    CHECK(fd2 < 0, "no new connections while draining");
-    if (fd2 >= 0)
-        close(fd2);
+    CHECK(wait_for(refused, &port, 5000), "no new connections while draining");
     CHECK(slow_end(fd) == 200, "the request in flight is answered 200");
     pthread_join(t, NULL);
     CHECK(a.left == 0, "drain returns with nothing left in flight (%d)", a.left);
@@ -702,6 +722,7 @@ static void test_drain(void)
         return;
     CHECK(put(d, "/v1/layers/s", LAYER_A) == 201, "PUT s");
     app = srv_daemon_app(d);
+    CHECK(wait_for(idle, app, 5000), "the PUT completed");
     fd = slow_begin(srv_daemon_port(d));
     CHECK(fd >= 0 && wait_for(in_flight, app, 5000), "a stuck request is in flight");
     struct timespec t0, t1;
@@ -775,11 +796,11 @@ static int child_wait(child *c, int ms)
             close(c->err_fd);
             return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
         }
-        /* keep its stderr flowing */
+        /* keep its stderr flowing (at its end, read returns 0 at once: then just wait) */
         char sink[4096];
         struct pollfd pf = {c->err_fd, POLLIN, 0};
-        if (poll(&pf, 1, 10) > 0 && read(c->err_fd, sink, sizeof sink) < 0)
-            break;
+        if (poll(&pf, 1, 10) <= 0 || read(c->err_fd, sink, sizeof sink) <= 0)
+            usleep(10 * 1000);
     }
     return -1;
 }
@@ -816,6 +837,15 @@ static void test_signals(void)
     char *s1 = child_get_st(c.port, "s", &len1);
 
     /* SIGTERM with a request in flight: it is answered, then attnd exits 0 */
+    /* wait until the scrape is all that is in flight, then start the slow request */
+    bool quiet = false;
+    for (int i = 0; i < 500 && !quiet; i++) {
+        hc_request_port(c.port, "GET", "/metrics", NULL, NULL, 0, NULL, &r);
+        quiet = r.body && metric(r.body, "attnd_http_requests_in_flight") == 1;
+        hc_response_free(&r);
+        if (!quiet)
+            usleep(2000);
+    }
     int fd = slow_begin(c.port);
     bool seen = false;
     for (int i = 0; i < 500 && !seen; i++) {
