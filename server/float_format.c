@@ -182,21 +182,21 @@ int srv_format_float(char *buf, float f)
     int n = digit_count(s);
     int e = k + n - 1; /* v = d.ddd · 10^e */
     if (e >= -4 && e < 9) {
-        if (k >= 0) { /* integer: digits then zeros */
+        /* fixed-size copies and short loops: a libc call per number would cost more than the rest */
+        if (k >= 0) { /* integer: digits then k zeros (n + k <= 9) */
             write_digits(p, s, n);
-            p += n;
-            memset(p, '0', (size_t)k);
-            p += k;
-        } else if (e >= 0) { /* ddd.ddd */
+            for (int i = 0; i < k; i++)
+                p[n + i] = '0';
+            p += n + k;
+        } else if (e >= 0) { /* ddd.ddd: digits one to the right, then the integer part back left */
             write_digits(p + 1, s, n);
-            memmove(p, p + 1, (size_t)e + 1);
+            for (int i = 0; i <= e; i++)
+                p[i] = p[i + 1];
             p[e + 1] = '.';
             p += n + 1;
-        } else { /* 0.000ddd */
+        } else { /* 0.000ddd with -e-1 <= 3 zeros */
             int zeros = -e - 1;
-            p[0] = '0';
-            p[1] = '.';
-            memset(p + 2, '0', (size_t)zeros);
+            memcpy(p, "0.000", 5);
             write_digits(p + 2 + zeros, s, n);
             p += 2 + zeros + n;
         }

@@ -70,7 +70,7 @@ static inline int fc_fits_in(float f, int digits)
 /* Checks one finite float; returns 0 when fine, else writes a description into why. */
 static inline int fc_check(float f, char *why, size_t whylen)
 {
-    char out[32];
+    char out[16]; /* exactly the room the contract promises, so ASan sees any write past it */
     memset(out, 'x', sizeof out);
     int n = srv_format_float(out, f);
     if (n <= 0 || n > 15 || out[n] != '\0') {

@@ -148,6 +148,15 @@ static void test_parse(void)
     };
     for (size_t i = 0; i < sizeof good / sizeof good[0]; i++)
         parse_vs_strtof(good[i], &fails);
+    /* long tokens take the heap copy in the fallback */
+    char longnum[1200];
+    snprintf(longnum, sizeof longnum, "0.%0900d1", 0);
+    parse_vs_strtof(longnum, &fails);
+    memset(longnum, '7', 1000);
+    longnum[1000] = '\0';
+    parse_vs_strtof(longnum, &fails); /* 7777...7 (1000 digits): overflow */
+    snprintf(longnum, sizeof longnum, "1.%0500de-500", 0);
+    parse_vs_strtof(longnum, &fails);
 
     /* the grammar: what is not a JSON number consumes nothing or stops early */
     static const struct {

@@ -85,6 +85,25 @@ static void test_errors(void)
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
         expect_err(bad[i], 4, 8, SRV_E_BAD_JSON, "invalid JSON");
+
+    /* NUL bytes inside the text (the length says where it ends, not a NUL) */
+    srv_json_member m[2];
+    srv_error err = {0};
+    CHECK(srv_json_object_scan("{\"a\":1}\0", 8, "", 8, m, 2, &err) == -1 && err.code == SRV_E_BAD_JSON,
+          "NUL after the object");
+    memset(&err, 0, sizeof err);
+    CHECK(srv_json_object_scan("{\"a\":\"x\0y\"}", 11, "", 8, m, 2, &err) == -1 &&
+              err.code == SRV_E_BAD_JSON,
+          "NUL inside a string");
+    memset(&err, 0, sizeof err);
+    CHECK(srv_json_object_scan("{\"a\":1}xyz", 7, "", 8, m, 2, &err) == 1, "length bounds the text");
+
+    /* srv_json_string cuts output to cap but reports the full length */
+    char out[4];
+    size_t n = 0;
+    const char *s = "\"abcdef\" tail";
+    const char *q = srv_json_string(s, s + strlen(s), out, sizeof out, &n, s, "", &err);
+    CHECK(q == s + 8 && n == 6 && strcmp(out, "abc") == 0, "cut string: %s %zu", out, n);
 }
 
 /* Both scanners must agree on validity. jansson is told to reject duplicate keys and to take any
