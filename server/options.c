@@ -57,6 +57,10 @@ static const opt_spec specs[] = {
     {"api-key", STR(api_key), "KEY", "the API key itself (prefer ATTND_API_KEY or a file)"},
     {"cors-origin", STR(cors_origin), "ORIGIN", "allow browser pages from ORIGIN (or *)"},
     {"read-only", BOOL(read_only), NULL, "refuse every request that changes a layer"},
+    {"auth-reads", BOOL(auth_reads), NULL,
+     "reads need the API key too (probes and /metrics never do)"},
+    {"drain-timeout", INT(drain_timeout, 0, 3600), "SECONDS",
+     "on SIGTERM/SIGINT, how long requests in flight get to finish"},
 };
 #define NSPECS (sizeof specs / sizeof specs[0])
 
@@ -85,6 +89,7 @@ void srv_options_default(srv_options *opt)
     opt->max_trace_elements = INT64_C(1) << 24;     /* 64 MiB of float32            */
     opt->max_json_depth = 32;
     opt->log_format = SRV_LOG_TEXT;
+    opt->drain_timeout = 30;
 }
 
 /* ATTND_ + name in upper case with '-' → '_'. */
