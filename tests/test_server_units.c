@@ -111,8 +111,9 @@ static void test_options(void)
     unsetenv("ATTND_THREADS");
     CHECK(srv_options_parse(&o, 1, argv0, &err) == SRV_OPTIONS_RUN, "no flags");
     CHECK(o.port == 8080 && !strcmp(o.host, "127.0.0.1"), "defaults 127.0.0.1:8080");
-    CHECK(o.threads * o.blas_threads <= srv_ncores() || o.threads == srv_ncores(),
-          "threads x blas_threads within the cores: %d x %d on %d", o.threads, o.blas_threads,
+    CHECK(o.threads == srv_ncores() && o.blas_threads == srv_ncores() &&
+              o.max_inflight == o.threads,
+          "threads %d and engine threads %d from the %d cores", o.threads, o.blas_threads,
           srv_ncores());
 
     setenv("ATTND_PORT", "9000", 1);
