@@ -718,40 +718,6 @@ error:
     return -1;
 }
 
-int srv_v2_request_inputs(mha_inputs *in, const srv_v2_request *req, srv_error *err)
-{
-    static const float empty[1]; /* data for a zero-element input: NULL would mean "absent" */
-    memset(in, 0, sizeof *in);
-    for (int id = 0; id < SRV_V2_IN_COUNT; id++) {
-        const srv_v2_input *t = &req->inputs[id];
-        if (!t->present)
-            continue;
-        if (t->ndim > 4)
-            return srv_error_set(err, SRV_E_SHAPE, v2_input_names[id],
-                                 "input '%s' has %d dimensions; at most 4 are taken",
-                                 v2_input_names[id], t->ndim);
-        const void *data = t->data ? t->data : (const void *)empty;
-        if (v2_is_mask(id)) {
-            mha_mask *mk = id == SRV_V2_IN_ATTN_MASK ? &in->attn_mask : &in->key_padding_mask;
-            mk->data = data;
-            mk->type = t->dtype == SRV_DTYPE_BOOL ? MHA_MASK_BOOL : MHA_MASK_FLOAT;
-            mk->ndim = t->ndim;
-            memcpy(mk->shape, t->shape, sizeof(int64_t) * t->ndim);
-        } else {
-            mha_tensor *tt = id == SRV_V2_IN_QUERY ? &in->query
-                             : id == SRV_V2_IN_KEY ? &in->key
-                                                   : &in->value;
-            tt->data = data;
-            tt->ndim = t->ndim;
-            memcpy(tt->shape, t->shape, sizeof(int64_t) * t->ndim);
-        }
-    }
-    in->is_causal = req->is_causal;
-    in->need_weights = req->need_weights;
-    in->average_attn_weights = req->average_attn_weights;
-    return 0;
-}
-
 static int v2_write_shape(srv_buf *b, int ndim, const int64_t *shape)
 {
     srv_buf_putc(b, '[');

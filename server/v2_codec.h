@@ -107,11 +107,6 @@ int srv_v2_request_parse(srv_v2_request *req, const char *body, size_t body_len,
 
 void srv_v2_request_free(srv_v2_request *req); /* accepts NULL and a zeroed request */
 
-/* Fills in (zeroed first) with borrowed views of req's tensors and flags, for mha_plan_forward /
- * mha_forward. -1 with err (SRV_E_SHAPE, 400) when an input has more dimensions than the engine
- * takes (4). */
-int srv_v2_request_inputs(mha_inputs *in, const srv_v2_request *req, srv_error *err);
-
 /* One computed output: data [count] floats shaped [shape] (ndim <= 4); data NULL = not computed. */
 typedef struct srv_v2_result {
     const float *data;
