@@ -1,0 +1,403 @@
+/*
+ * mha_forward.c - the forward pass: in-projection, fused attention core, out-projection.
+ *
+ * Layout: projected q/k/v and the concatenated head outputs keep the row order of the input
+ * ([N,L,·] or [L,N,·]); a batch's rows are then reached through a batch stride and a row stride,
+ * so nothing is ever transposed and the output comes out in the input's layout. Row (b, i) of a
+ * buffer of row width W sits at b·bs + i·rs with (bs, rs) = (L·W, W) batch-first, (W, N·W) else.
+ *
+ * Attention core: one task per (batch, block of query rows); the task loops over heads and holds
+ * only a [rows, S] block of scores (or writes them straight into the per-head weights output), so
+ * without weights working memory does not grow with H·L·S. Scores = q·kᵀ (q already divided by
+ * √hd, as torch does), masks added, softmax in place, then weights·v into the head's columns of
+ * the concat buffer. The keys add_bias_kv and add_zero_attn append are not in the k/v buffers: their
+ * score column is computed by a dot product (bias_k) or is 0 (zero key), and their value is added
+ * separately (bias_v; the zero value adds nothing).
+ *
+ * Every GEMM is a single-threaded cblas_sgemm call made from the pool's threads; the pool splits
+ * the projections into row or column blocks and the attention into (batch, row block) tasks.
+ * Scratch: one allocation per pass (plan.workspace_bytes + one score block per further thread).
+ */
+#include "mha_forward_internal.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Parallel GEMM: C[M,Nc] = bias + A[M,K]·W[Nc,K]ᵀ, tiled over the pool                            */
+
+typedef struct gemm_job {
+    const float *A;      /* [M,K], row stride lda  */
+    int64_t lda;
+    const float *W;      /* [Nc,K] contiguous      */
+    const float *bias;   /* [Nc] or NULL (zero)    */
+    float *C;            /* [M,Nc], row stride ldc */
+    int64_t ldc;
+    int64_t M, Nc, K;
+    int64_t row_parts, col_parts, first_task;
+} gemm_job;
+
+typedef struct gemm_set {
+    gemm_job job[3];
+    int n;
+    int64_t ntasks;
+} gemm_set;
+
+/* Boundary of part p of n over [0, len), on a multiple of 16 (kernel-friendly) except the end. */
+static int64_t part_bound(int64_t len, int64_t p, int64_t n)
+{
+    if (p >= n)
+        return len;
+    int64_t b = len * p / n;
+    return b - b % 16;
+}
+
+static void gemm_add(gemm_set *set, const float *A, int64_t lda, const float *W, const float *bias,
+                     float *C, int64_t ldc, int64_t M, int64_t Nc, int64_t K, int threads)
+{
+    gemm_job *g = &set->job[set->n++];
+    *g = (gemm_job){A, lda, W, bias, C, ldc, M, Nc, K, 1, 1, set->ntasks};
+    double work = (double)M * (double)Nc * (double)K;
+    if (threads > 1 && work >= 1 << 18) {
+        int64_t parts = threads;
+        if (M >= 64 * parts || M >= Nc)
+            g->row_parts = M / 16 < parts ? (M / 16 > 0 ? M / 16 : 1) : parts;
+        else
+            g->col_parts = Nc / 16 < parts ? (Nc / 16 > 0 ? Nc / 16 : 1) : parts;
+    }
+    set->ntasks += g->row_parts * g->col_parts;
+}
+
+static void gemm_task(void *arg, int64_t task, int slot)
+{
+    (void)slot;
+    const gemm_set *set = arg;
+    const gemm_job *g = &set->job[0];
+    for (int i = 1; i < set->n && task >= set->job[i].first_task; i++)
+        g = &set->job[i];
+    int64_t t = task - g->first_task;
+    int64_t rp = t / g->col_parts, cp = t % g->col_parts;
+    int64_t r0 = part_bound(g->M, rp, g->row_parts), r1 = part_bound(g->M, rp + 1, g->row_parts);
+    int64_t c0 = part_bound(g->Nc, cp, g->col_parts), c1 = part_bound(g->Nc, cp + 1, g->col_parts);
+    if (r1 <= r0 || c1 <= c0)
+        return;
+    float *C = g->C + r0 * g->ldc + c0;
+    for (int64_t r = 0; r < r1 - r0; r++) { /* torch's addmm: the bias first, then += A·Wᵀ */
+        if (g->bias)
+            memcpy(C + r * g->ldc, g->bias + c0, (size_t)(c1 - c0) * sizeof(float));
+        else
+            memset(C + r * g->ldc, 0, (size_t)(c1 - c0) * sizeof(float));
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)(r1 - r0), (int)(c1 - c0), (int)g->K,
+                1.0f, g->A + r0 * g->lda, (int)g->lda, g->W + c0 * g->K, (int)g->K, 1.0f, C,
+                (int)g->ldc);
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Attention core                                                                                 */
+
+typedef struct fwd {
+    const mha_layer *layer;
+    const mha_inputs *in;
+    const mha_trace *trace;
+    int64_t N, L, S0, S, E, H, hd, rb, nblk;
+    float *q, *k, *v, *cat;             /* projected rows and concat, input row order        */
+    int64_t q_bs, q_rs, k_bs, k_rs, v_bs, v_rs, c_bs, c_rs; /* batch and row strides (floats) */
+    float *weights;                     /* [N,H,L,S] per head, [N,L,S] averaged, or NULL     */
+    bool per_head;
+    float *scratch;                     /* [threads][slot_floats]                            */
+    int64_t slot_floats;
+    float qscale;                       /* √hd as float, as torch divides by it               */
+} fwd;
+
+static inline float mask_val(const void *m, mha_mask_type t, int64_t j)
+{
+    if (t == MHA_MASK_BOOL)
+        return ((const uint8_t *)m)[j] ? -INFINITY : 0.0f;
+    return ((const float *)m)[j];
+}
+
+/* Adds the merged masks to one row of scores (keys [0,S0) only: appended keys are never masked).
+ * am, kp: that row of attn_mask / key_padding_mask or NULL; keys from causal_from on are -inf. */
+static void apply_masks(float *row, int64_t S0, const void *am, mha_mask_type amt, const void *kp,
+                        mha_mask_type kpt, int64_t causal_from)
+{
+    if (am && kp) {
+        for (int64_t j = 0; j < S0; j++)
+            row[j] += mask_val(am, amt, j) + mask_val(kp, kpt, j);
+    } else if (am) {
+        for (int64_t j = 0; j < S0; j++)
+            row[j] += mask_val(am, amt, j);
+    } else if (kp) {
+        for (int64_t j = 0; j < S0; j++)
+            row[j] += mask_val(kp, kpt, j);
+    }
+    for (int64_t j = causal_from; j < S0; j++)
+        row[j] = -INFINITY;
+}
+
+static const void *mask_row(const mha_mask *m, int64_t row, int64_t width)
+{
+    size_t elem = m->type == MHA_MASK_BOOL ? 1 : sizeof(float);
+    return (const char *)m->data + (size_t)(row * width) * elem;
+}
+
+static void attention_task(void *arg, int64_t task, int slot)
+{
+    const fwd *f = arg;
+    const mha_layer *layer = f->layer;
+    const mha_inputs *in = f->in;
+    const int64_t S0 = f->S0, S = f->S, H = f->H, hd = f->hd, L = f->L, E = f->E;
+    const int64_t b = task / f->nblk, i0 = (task % f->nblk) * f->rb;
+    const int64_t m = L - i0 < f->rb ? L - i0 : f->rb;
+    float *qb = f->q + b * f->q_bs + i0 * f->q_rs;     /* row r at qb + r·q_rs */
+    const float *kb = f->k + b * f->k_bs;
+    const float *vb = f->v + b * f->v_bs;
+    float *cb = f->cat + b * f->c_bs + i0 * f->c_rs;
+    const int64_t col_bk = layer->cfg.add_bias_kv ? S0 : -1;
+    const int64_t col_zero = layer->cfg.add_zero_attn ? S0 + (layer->cfg.add_bias_kv ? 1 : 0) : -1;
+    const mha_mask *am = in->attn_mask.data ? &in->attn_mask : NULL;
+    const mha_mask *kp = in->key_padding_mask.data ? &in->key_padding_mask : NULL;
+    float *trace_scores = f->trace ? f->trace->stage[MHA_TRACE_SCORES] : NULL;
+    float *trace_weights = f->trace ? f->trace->stage[MHA_TRACE_ATTN_WEIGHTS] : NULL;
+    float *avg = f->weights && !f->per_head ? f->weights + (b * L + i0) * S : NULL;
+
+    for (int64_t r = 0; r < m; r++) { /* torch: q_scaled = q / sqrt(head_dim) */
+        float *row = qb + r * f->q_rs;
+        for (int64_t e = 0; e < E; e++)
+            row[e] /= f->qscale;
+    }
+    for (int64_t h = 0; h < H; h++) {
+        const int64_t bhl = (b * H + h) * L + i0; /* row of [N,H,L,·] stages */
+        float *sc = f->per_head ? f->weights + bhl * S : f->scratch + slot * f->slot_floats;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)m, (int)S0, (int)hd, 1.0f,
+                    qb + h * hd, (int)f->q_rs, kb + h * hd, (int)f->k_rs, 0.0f, sc, (int)S);
+        for (int64_t r = 0; r < m; r++) {
+            float *row = sc + r * S;
+            const int64_t i = i0 + r;
+            if (col_bk >= 0) {
+                const float *qr = qb + r * f->q_rs + h * hd, *bk = layer->bias_k + h * hd;
+                float dot = 0.0f;
+                for (int64_t d = 0; d < hd; d++)
+                    dot += qr[d] * bk[d];
+                row[col_bk] = dot;
+            }
+            if (col_zero >= 0)
+                row[col_zero] = 0.0f;
+            const void *amr = NULL, *kpr = NULL;
+            if (am)
+                amr = mask_row(am, am->ndim == 3 ? (b * H + h) * L + i : i, S0);
+            if (kp)
+                kpr = mask_row(kp, b, S0);
+            if (amr || kpr || in->is_causal)
+                apply_masks(row, S0, amr, am ? am->type : MHA_MASK_FLOAT, kpr,
+                            kp ? kp->type : MHA_MASK_FLOAT, in->is_causal ? i + 1 : S0);
+        }
+        if (trace_scores)
+            memcpy(trace_scores + bhl * S, sc, (size_t)(m * S) * sizeof(float));
+        mha_softmax_rows(sc, m, S, S);
+        if (trace_weights)
+            memcpy(trace_weights + bhl * S, sc, (size_t)(m * S) * sizeof(float));
+        if (avg) {
+            if (h == 0)
+                memcpy(avg, sc, (size_t)(m * S) * sizeof(float));
+            else
+                for (int64_t x = 0; x < m * S; x++)
+                    avg[x] += sc[x];
+        }
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)hd, (int)S0, 1.0f, sc,
+                    (int)S, vb + h * hd, (int)f->v_rs, 0.0f, cb + h * hd, (int)f->c_rs);
+        if (col_bk >= 0) {
+            const float *bv = layer->bias_v + h * hd;
+            for (int64_t r = 0; r < m; r++) {
+                float p = sc[r * S + col_bk], *out = cb + r * f->c_rs + h * hd;
+                for (int64_t d = 0; d < hd; d++)
+                    out[d] += p * bv[d];
+            }
+        }
+    }
+    if (avg) { /* torch: weights.sum(dim=1) / num_heads */
+        const float nh = (float)H;
+        for (int64_t x = 0; x < m * S; x++)
+            avg[x] /= nh;
+    }
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Trace copies (small shapes only: the server caps trace sizes)                                   */
+
+/* Copies rows [0,len) of a batch of a strided buffer (columns [col, col+w)) into dst rows. */
+static void copy_rows(float *dst, const float *src, int64_t bs, int64_t rs, int64_t b, int64_t len,
+                      int64_t col, int64_t w)
+{
+    for (int64_t i = 0; i < len; i++)
+        memcpy(dst + i * w, src + b * bs + i * rs + col, (size_t)w * sizeof(float));
+}
+
+static void trace_projections(const fwd *f)
+{
+    float *const *st = f->trace->stage;
+    const mha_layer *layer = f->layer;
+    const int64_t N = f->N, L = f->L, S0 = f->S0, S = f->S, E = f->E, H = f->H, hd = f->hd;
+    for (int64_t b = 0; b < N; b++) {
+        if (st[MHA_TRACE_Q_PROJ])
+            copy_rows(st[MHA_TRACE_Q_PROJ] + b * L * E, f->q, f->q_bs, f->q_rs, b, L, 0, E);
+        if (st[MHA_TRACE_K_PROJ])
+            copy_rows(st[MHA_TRACE_K_PROJ] + b * S0 * E, f->k, f->k_bs, f->k_rs, b, S0, 0, E);
+        if (st[MHA_TRACE_V_PROJ])
+            copy_rows(st[MHA_TRACE_V_PROJ] + b * S0 * E, f->v, f->v_bs, f->v_rs, b, S0, 0, E);
+        for (int64_t h = 0; h < H; h++) {
+            if (st[MHA_TRACE_Q_HEADS])
+                copy_rows(st[MHA_TRACE_Q_HEADS] + (b * H + h) * L * hd, f->q, f->q_bs, f->q_rs, b, L,
+                          h * hd, hd);
+            for (int kv = 0; kv < 2; kv++) {
+                float *dst = st[kv ? MHA_TRACE_V_HEADS : MHA_TRACE_K_HEADS];
+                if (!dst)
+                    continue;
+                dst += (b * H + h) * S * hd;
+                if (kv)
+                    copy_rows(dst, f->v, f->v_bs, f->v_rs, b, S0, h * hd, hd);
+                else
+                    copy_rows(dst, f->k, f->k_bs, f->k_rs, b, S0, h * hd, hd);
+                int64_t s = S0;
+                if (layer->cfg.add_bias_kv)
+                    memcpy(dst + s++ * hd, (kv ? layer->bias_v : layer->bias_k) + h * hd,
+                           (size_t)hd * sizeof(float));
+                if (layer->cfg.add_zero_attn)
+                    memset(dst + s * hd, 0, (size_t)hd * sizeof(float));
+            }
+        }
+    }
+}
+
+static void trace_outputs(const fwd *f, const float *output)
+{
+    float *const *st = f->trace->stage;
+    const int64_t N = f->N, L = f->L, E = f->E, H = f->H, hd = f->hd;
+    for (int64_t b = 0; b < N; b++) {
+        for (int64_t h = 0; h < H && st[MHA_TRACE_HEAD_OUTPUTS]; h++)
+            copy_rows(st[MHA_TRACE_HEAD_OUTPUTS] + (b * H + h) * L * hd, f->cat, f->c_bs, f->c_rs, b,
+                      L, h * hd, hd);
+        if (st[MHA_TRACE_CONCAT])
+            copy_rows(st[MHA_TRACE_CONCAT] + b * L * E, f->cat, f->c_bs, f->c_rs, b, L, 0, E);
+        if (st[MHA_TRACE_OUTPUT]) /* the output has the concat's row order */
+            copy_rows(st[MHA_TRACE_OUTPUT] + b * L * E, output, f->c_bs, f->c_rs, b, L, 0, E);
+    }
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+
+/* Batch and row strides of a buffer of row width w holding len rows per batch in input order. */
+static void strides(const fwd *f, int64_t len, int64_t w, int64_t *bs, int64_t *rs)
+{
+    if (f->layer->cfg.batch_first || f->N == 1) {
+        *bs = len * w;
+        *rs = w;
+    } else {
+        *bs = w;
+        *rs = f->N * w;
+    }
+}
+
+static float *carve(float **cursor, int64_t n)
+{
+    float *p = *cursor;
+    *cursor += (n + 15) / 16 * 16; /* keep every buffer 64-byte aligned */
+    return p;
+}
+
+mha_status mha_forward(const mha_layer *layer, const mha_inputs *in, const mha_plan *plan,
+                       float *output, float *attn_weights, const mha_trace *trace, mha_pool *pool,
+                       mha_error *err)
+{
+    if (!layer || !in || !plan || !output)
+        return mha_fail(err, MHA_ERR_ARG, "forward", "forward: NULL layer, inputs, plan or output");
+    if (in->need_weights && !attn_weights)
+        return mha_fail(err, MHA_ERR_ARG, "attn_weights", "need_weights is set but attn_weights is NULL");
+    const mha_config *cfg = &layer->cfg;
+    const int threads = mha_pool_threads(pool);
+    fwd f = {
+        .layer = layer, .in = in, .trace = trace,
+        .N = plan->N, .L = plan->L, .S0 = plan->S0, .S = plan->S, .E = plan->E, .H = plan->H,
+        .hd = plan->hd, .rb = mha_row_block(plan),
+        .weights = in->need_weights ? attn_weights : NULL,
+        .per_head = in->need_weights && !in->average_attn_weights,
+        .qscale = (float)sqrt((double)plan->hd),
+    };
+    f.nblk = (f.L + f.rb - 1) / f.rb;
+    f.slot_floats = (f.rb * f.S + 15) / 16 * 16;
+    const int64_t N = f.N, L = f.L, S0 = f.S0, E = f.E;
+
+    /* One allocation: the plan's workspace plus a score block for each further thread. */
+    int64_t extra, bytes;
+    if (!mha_mul_ok(f.slot_floats * (int64_t)sizeof(float), threads - 1, &extra) ||
+        !mha_add_ok((int64_t)plan->workspace_bytes, extra, &bytes) ||
+        bytes > layer->limits.max_workspace_bytes)
+        return mha_fail(err, MHA_ERR_LIMIT, "query", "this pass needs more than %lld bytes of scratch",
+                        (long long)layer->limits.max_workspace_bytes);
+    float *work = aligned_alloc(64, ((size_t)bytes + 63) / 64 * 64);
+    if (!work)
+        return mha_fail(err, MHA_ERR_NOMEM, "query", "out of memory allocating %lld bytes of scratch",
+                        (long long)bytes);
+    float *cursor = work;
+
+    const mha_tensor *qt = &in->query;
+    const mha_tensor *kt = in->key.data ? &in->key : qt;
+    const mha_tensor *vt = in->value.data ? &in->value : kt;
+    const bool packed = layer->w_in != NULL;
+    const bool self = packed && kt->data == qt->data && vt->data == qt->data && S0 == L;
+    const bool kv_same = packed && vt->data == kt->data;
+    const float *b_in = layer->b_in;
+    gemm_set proj = {.n = 0};
+    if (self) { /* one GEMM: [N·L,E]·[3E,E]ᵀ -> q | k | v side by side */
+        float *qkv = carve(&cursor, N * L * 3 * E);
+        f.q = qkv;
+        f.k = qkv + E;
+        f.v = qkv + 2 * E;
+        strides(&f, L, 3 * E, &f.q_bs, &f.q_rs);
+        f.k_bs = f.v_bs = f.q_bs;
+        f.k_rs = f.v_rs = f.q_rs;
+        gemm_add(&proj, qt->data, E, layer->w_in, b_in, qkv, 3 * E, N * L, 3 * E, E, threads);
+    } else {
+        f.q = carve(&cursor, N * L * E);
+        strides(&f, L, E, &f.q_bs, &f.q_rs);
+        gemm_add(&proj, qt->data, E, layer->w_q, b_in, f.q, E, N * L, E, E, threads);
+        if (kv_same) { /* value = key: k and v in one GEMM against in_proj_weight rows [E,3E) */
+            float *kv = carve(&cursor, N * S0 * 2 * E);
+            f.k = kv;
+            f.v = kv + E;
+            strides(&f, S0, 2 * E, &f.k_bs, &f.k_rs);
+            f.v_bs = f.k_bs;
+            f.v_rs = f.k_rs;
+            gemm_add(&proj, kt->data, E, layer->w_k, b_in ? b_in + E : NULL, kv, 2 * E, N * S0,
+                     2 * E, E, threads);
+        } else {
+            const int64_t Kd = cfg->kdim, Vd = cfg->vdim;
+            f.k = carve(&cursor, N * S0 * E);
+            f.v = carve(&cursor, N * S0 * E);
+            strides(&f, S0, E, &f.k_bs, &f.k_rs);
+            strides(&f, S0, E, &f.v_bs, &f.v_rs);
+            gemm_add(&proj, kt->data, Kd, layer->w_k, b_in ? b_in + E : NULL, f.k, E, N * S0, E, Kd,
+                     threads);
+            gemm_add(&proj, vt->data, Vd, layer->w_v, b_in ? b_in + 2 * E : NULL, f.v, E, N * S0, E,
+                     Vd, threads);
+        }
+    }
+    f.cat = carve(&cursor, N * L * E);
+    strides(&f, L, E, &f.c_bs, &f.c_rs);
+    f.scratch = cursor;
+
+    mha_pool_run(pool, proj.ntasks, gemm_task, &proj);
+    if (trace)
+        trace_projections(&f);
+    mha_pool_run(pool, N * f.nblk, attention_task, &f);
+    gemm_set out = {.n = 0};
+    gemm_add(&out, f.cat, E, layer->w_out, layer->b_out, output, E, N * L, E, E, threads);
+    mha_pool_run(pool, out.ntasks, gemm_task, &out);
+    if (trace)
+        trace_outputs(&f, output);
+    free(work);
+    return MHA_OK;
+}

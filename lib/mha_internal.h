@@ -1,0 +1,83 @@
+/*
+ * mha_internal.h - private to lib/: the layer's layout, the error helper, checked size arithmetic,
+ * the pool's parallel-for and the softmax kernel. Nothing outside lib/ includes this.
+ */
+#ifndef ATTND_MHA_INTERNAL_H
+#define ATTND_MHA_INTERNAL_H
+
+#include "mha.h"
+
+#include <stdarg.h>
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Errors and sizes                                                                               */
+
+/* Fills err (may be NULL) with status, field and a printf-style message; returns status. */
+mha_status mha_fail(mha_error *err, mha_status status, const char *field, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* *out = a * b; false (and *out untouched) on overflow or a negative factor. */
+static inline bool mha_mul_ok(int64_t a, int64_t b, int64_t *out)
+{
+    int64_t r;
+    if (a < 0 || b < 0 || __builtin_mul_overflow(a, b, &r))
+        return false;
+    *out = r;
+    return true;
+}
+
+/* *out = a + b; false on overflow or a negative term. */
+static inline bool mha_add_ok(int64_t a, int64_t b, int64_t *out)
+{
+    int64_t r;
+    if (a < 0 || b < 0 || __builtin_add_overflow(a, b, &r))
+        return false;
+    *out = r;
+    return true;
+}
+
+/* Writes "[a,b,c]" for a shape into buf (always NUL-terminated); returns buf. */
+const char *mha_shape_str(char *buf, size_t size, int ndim, const int64_t *shape);
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Layers                                                                                         */
+
+struct mha_layer {
+    mha_config cfg;                          /* kdim, vdim resolved                            */
+    mha_limits limits;                       /* the limits the layer was created under         */
+    int nparams;
+    mha_param_info info[MHA_MAX_PARAMS];
+    float *param[MHA_MAX_PARAMS];            /* into data                                      */
+    float *data;                             /* every parameter, one allocation                */
+    /* Shortcuts into data (NULL when the config has no such parameter). */
+    const float *w_in;                       /* [3E,E] packed                                  */
+    const float *w_q, *w_k, *w_v;            /* [E,E], [E,Kd], [E,Vd] (into w_in when packed)  */
+    const float *b_in;                       /* [3E]                                           */
+    const float *bias_k, *bias_v;            /* [E] each                                       */
+    const float *w_out;                      /* [E,E]                                          */
+    const float *b_out;                      /* [E]                                            */
+};
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Pool                                                                                           */
+
+/* One task of a parallel-for: task index in [0, ntasks), slot in [0, mha_pool_threads(pool)) is
+ * unique among the threads running tasks of this call at the same time (for per-thread scratch). */
+typedef void (*mha_task_fn)(void *arg, int64_t task, int slot);
+
+/* Runs fn(arg, t, slot) for every t in [0, ntasks) on the pool's threads, the caller included, and
+ * returns when all are done. pool NULL (or ntasks 1) runs them in order on the caller, slot 0. */
+void mha_pool_run(mha_pool *pool, int64_t ntasks, mha_task_fn fn, void *arg);
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Softmax                                                                                        */
+
+/* In place over each of rows rows of n floats (row r at x + r·ld): x = exp(x - max) / sum.
+ * A row whose maximum is -inf (every key masked) becomes all zeros. Scores may hold -inf, never
+ * NaN or +inf. Vectorised with AVX2/FMA when the CPU has them (chosen at run time). */
+void mha_softmax_rows(float *x, int64_t rows, int64_t n, int64_t ld);
+
+/* exp(x) for n floats (out may equal in): the kernel softmax uses, exposed for its tests. */
+void mha_expf_array(float *out, const float *in, int64_t n);
+
+#endif

@@ -1,0 +1,264 @@
+/*
+ * mha_plan.c - checks a forward pass's inputs against the layer and computes every size it needs,
+ * with overflow checks and limits, before anything is allocated (STYLE point 8).
+ *
+ * Shape rules are torch's (F._mha_shape_check and multi_head_attention_forward); messages name the
+ * input at fault and both shapes.
+ */
+#include "mha_forward_internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+/* Formats "[a,b,c]" into a caller buffer. */
+#define SHAPE(buf, t) mha_shape_str((buf), sizeof(buf), clamp_nd((t)->ndim), (t)->shape)
+
+/* A rank usable to print a shape[4] array, whatever the caller put in ndim. */
+static int clamp_nd(int ndim)
+{
+    return ndim < 0 ? 0 : ndim > 4 ? 4 : ndim;
+}
+
+static mha_status check_rank(const char *field, int ndim, int min, int max, mha_error *err)
+{
+    if (ndim < min || ndim > max || ndim > 4)
+        return mha_fail(err, MHA_ERR_SHAPE, field, "%s has %d dimensions, expected %d%s%d", field,
+                        ndim, min, min == max ? "" : " or ", max);
+    return MHA_OK;
+}
+
+static mha_status check_finite(const char *field, const float *x, int64_t n, mha_error *err)
+{
+    for (int64_t i = 0; i < n; i++) {
+        if (!isfinite(x[i]))
+            return mha_fail(err, MHA_ERR_VALUE, field, "%s[%lld] is %s; inputs must be finite", field,
+                            (long long)i, isnan(x[i]) ? "NaN" : "infinite");
+    }
+    return MHA_OK;
+}
+
+/* Element count of a shape, checked for overflow and against the limit. */
+static mha_status count_of(const char *field, int ndim, const int64_t *shape, const mha_limits *lim,
+                           int64_t *count, mha_error *err)
+{
+    int64_t c = 1;
+    for (int d = 0; d < ndim; d++) {
+        if (shape[d] < 1)
+            return mha_fail(err, MHA_ERR_SHAPE, field, "%s has an empty or negative dimension %d (%lld)",
+                            field, d, (long long)shape[d]);
+        if (shape[d] > lim->max_dim)
+            return mha_fail(err, MHA_ERR_LIMIT, field, "%s dimension %d is %lld, over the limit of %lld",
+                            field, d, (long long)shape[d], (long long)lim->max_dim);
+        if (!mha_mul_ok(c, shape[d], &c) || c > lim->max_elements)
+            return mha_fail(err, MHA_ERR_LIMIT, field, "%s has more than %lld elements", field,
+                            (long long)lim->max_elements);
+    }
+    *count = c;
+    return MHA_OK;
+}
+
+static mha_status check_mask_values(const char *field, const mha_mask *m, int64_t n, mha_error *err)
+{
+    if (m->type == MHA_MASK_BOOL)
+        return MHA_OK;
+    const float *x = m->data;
+    for (int64_t i = 0; i < n; i++) {
+        if (isnan(x[i]) || x[i] == INFINITY)
+            return mha_fail(err, MHA_ERR_VALUE, field,
+                            "%s[%lld] is %s; a float mask may hold finite numbers and -inf only", field,
+                            (long long)i, isnan(x[i]) ? "NaN" : "+inf");
+    }
+    return MHA_OK;
+}
+
+static mha_status check_mask(const char *field, const mha_mask *m, int ndim, const int64_t *want,
+                             const mha_limits *lim, mha_error *err)
+{
+    char got[96], exp[96];
+    if (m->type != MHA_MASK_BOOL && m->type != MHA_MASK_FLOAT)
+        return mha_fail(err, MHA_ERR_ARG, field, "%s has an unknown mask type %d", field, (int)m->type);
+    bool same = m->ndim == ndim;
+    for (int d = 0; same && d < ndim; d++)
+        same = m->shape[d] == want[d];
+    if (!same) {
+        mha_shape_str(got, sizeof got, clamp_nd(m->ndim), m->shape);
+        mha_shape_str(exp, sizeof exp, ndim, want);
+        return mha_fail(err, MHA_ERR_SHAPE, field, "%s has shape %s, expected %s", field, got, exp);
+    }
+    int64_t n;
+    mha_status st = count_of(field, ndim, want, lim, &n, err);
+    if (st != MHA_OK)
+        return st;
+    return check_mask_values(field, m, n, err);
+}
+
+/* Rows of score scratch each thread works on at once (see mha_forward.c). */
+int64_t mha_row_block(const mha_plan *plan)
+{
+    int64_t rb = plan->S >= 1024 ? 32 : 64;
+    return plan->L < rb ? plan->L : rb;
+}
+
+mha_status mha_plan_forward(const mha_layer *layer, const mha_inputs *in, const mha_limits *limits,
+                            mha_plan *plan, mha_error *err)
+{
+    mha_limits def;
+    if (!layer || !in || !plan)
+        return mha_fail(err, MHA_ERR_ARG, "plan", "plan_forward: NULL argument");
+    if (!limits) {
+        mha_limits_default(&def);
+        limits = &def;
+    }
+    const mha_config *cfg = &layer->cfg;
+    const int64_t E = cfg->embed_dim, H = cfg->num_heads, Kd = cfg->kdim, Vd = cfg->vdim;
+    const bool bf = cfg->batch_first;
+    char a[96], b[96];
+    mha_status st;
+    memset(plan, 0, sizeof *plan);
+
+    /* query: [N,L,E] / [L,N,E] / [L,E] */
+    const mha_tensor *q = &in->query;
+    if (!q->data)
+        return mha_fail(err, MHA_ERR_SHAPE, "query", "query is required");
+    if ((st = check_rank("query", q->ndim, 2, 3, err)) != MHA_OK)
+        return st;
+    const bool batched = q->ndim == 3;
+    const int nd = q->ndim;
+    int64_t N = 1, L;
+    if (batched) {
+        N = bf ? q->shape[0] : q->shape[1];
+        L = bf ? q->shape[1] : q->shape[0];
+    } else {
+        L = q->shape[0];
+    }
+    int64_t qn, kn, vn;
+    if ((st = count_of("query", nd, q->shape, limits, &qn, err)) != MHA_OK)
+        return st;
+    if (q->shape[nd - 1] != E)
+        return mha_fail(err, MHA_ERR_SHAPE, "query", "query has %lld features (shape %s), layer expects embed_dim=%lld",
+                        (long long)q->shape[nd - 1], SHAPE(a, q), (long long)E);
+
+    /* key: absent = query */
+    const mha_tensor *k = in->key.data ? &in->key : q;
+    const char *kname = in->key.data ? "key" : "key (= query)";
+    if (k->ndim != nd)
+        return mha_fail(err, MHA_ERR_SHAPE, "key", "key has shape %s but query has shape %s: both must be %s",
+                        SHAPE(a, k), SHAPE(b, q), batched ? "3-D (batched)" : "2-D (unbatched)");
+    if ((st = count_of("key", nd, k->shape, limits, &kn, err)) != MHA_OK)
+        return st;
+    int64_t kN = batched ? (bf ? k->shape[0] : k->shape[1]) : 1;
+    int64_t S0 = batched ? (bf ? k->shape[1] : k->shape[0]) : k->shape[0];
+    if (kN != N)
+        return mha_fail(err, MHA_ERR_SHAPE, "key", "key has batch size %lld (shape %s), query has %lld (shape %s)",
+                        (long long)kN, SHAPE(a, k), (long long)N, SHAPE(b, q));
+    if (k->shape[nd - 1] != Kd)
+        return mha_fail(err, MHA_ERR_SHAPE, "key", "%s has %lld features (shape %s), layer expects kdim=%lld",
+                        kname, (long long)k->shape[nd - 1], SHAPE(a, k), (long long)Kd);
+
+    /* value: absent = key */
+    const mha_tensor *v = in->value.data ? &in->value : k;
+    const char *vname = in->value.data ? "value" : in->key.data ? "value (= key)" : "value (= query)";
+    if (v->ndim != nd)
+        return mha_fail(err, MHA_ERR_SHAPE, "value", "value has shape %s but query has shape %s: both must be %s",
+                        SHAPE(a, v), SHAPE(b, q), batched ? "3-D (batched)" : "2-D (unbatched)");
+    if ((st = count_of("value", nd, v->shape, limits, &vn, err)) != MHA_OK)
+        return st;
+    for (int d = 0; d < nd - 1; d++) {
+        if (v->shape[d] != k->shape[d])
+            return mha_fail(err, MHA_ERR_SHAPE, "value",
+                            "value has shape %s, key has shape %s: their sequence and batch sizes must match",
+                            SHAPE(a, v), SHAPE(b, k));
+    }
+    if (v->shape[nd - 1] != Vd)
+        return mha_fail(err, MHA_ERR_SHAPE, "value", "%s has %lld features (shape %s), layer expects vdim=%lld",
+                        vname, (long long)v->shape[nd - 1], SHAPE(a, v), (long long)Vd);
+
+    const int64_t S = S0 + (cfg->add_bias_kv ? 1 : 0) + (cfg->add_zero_attn ? 1 : 0);
+
+    /* key_padding_mask: [N,S0] / [S0] */
+    if (in->key_padding_mask.data) {
+        int64_t want[2] = {batched ? N : S0, S0};
+        if ((st = check_mask("key_padding_mask", &in->key_padding_mask, batched ? 2 : 1,
+                             batched ? want : want + 1, limits, err)) != MHA_OK)
+            return st;
+    }
+    /* attn_mask: [L,S0] or [N·H,L,S0] / [H,L,S0] */
+    if (in->attn_mask.data) {
+        const mha_mask *m = &in->attn_mask;
+        int64_t want2[2] = {L, S0};
+        int64_t want3[3] = {0, L, S0};
+        if (!mha_mul_ok(N, H, &want3[0]))
+            return mha_fail(err, MHA_ERR_LIMIT, "attn_mask", "N·H overflows");
+        if (m->ndim == 3)
+            st = check_mask("attn_mask", m, 3, want3, limits, err);
+        else if (m->ndim == 2)
+            st = check_mask("attn_mask", m, 2, want2, limits, err);
+        else {
+            mha_shape_str(a, sizeof a, clamp_nd(m->ndim), m->shape);
+            mha_shape_str(b, sizeof b, 3, want3);
+            st = mha_fail(err, MHA_ERR_SHAPE, "attn_mask", "attn_mask has shape %s, expected [%lld,%lld] or %s",
+                          a, (long long)L, (long long)S0, b);
+        }
+        if (st != MHA_OK)
+            return st;
+    }
+
+    /* Output, weights and workspace sizes. */
+    plan->batched = batched;
+    plan->N = N;
+    plan->L = L;
+    plan->S0 = S0;
+    plan->S = S;
+    plan->E = E;
+    plan->H = H;
+    plan->hd = E / H;
+    plan->out_ndim = nd;
+    for (int d = 0; d < nd; d++)
+        plan->out_shape[d] = q->shape[d];
+    plan->out_count = qn;
+    int64_t LS, w;
+    if (!mha_mul_ok(L, S, &LS))
+        return mha_fail(err, MHA_ERR_LIMIT, "query", "L·S overflows");
+    if (in->need_weights) {
+        bool avg = in->average_attn_weights;
+        int n = 0;
+        if (batched)
+            plan->weights_shape[n++] = N;
+        if (!avg)
+            plan->weights_shape[n++] = H;
+        plan->weights_shape[n++] = L;
+        plan->weights_shape[n++] = S;
+        plan->weights_ndim = n;
+        if (!mha_mul_ok(LS, N, &w) || (!avg && !mha_mul_ok(w, H, &w)) || w > limits->max_elements)
+            return mha_fail(err, MHA_ERR_LIMIT, "need_weights",
+                            "the attention weights would have more than %lld elements", (long long)limits->max_elements);
+        plan->weights_count = w;
+    }
+
+    /* Workspace (floats): projections + concat + one thread's score block; see mha_forward.c. */
+    int64_t NL, NS0, proj, cat, blk, total;
+    bool ok = mha_mul_ok(N, L, &NL) && mha_mul_ok(N, S0, &NS0) && mha_mul_ok(NL, E, &cat);
+    int64_t kv;
+    ok = ok && mha_mul_ok(NS0, E, &kv) && mha_mul_ok(kv, 2, &kv) && mha_add_ok(cat, kv, &proj);
+    ok = ok && mha_mul_ok(mha_row_block(plan), S, &blk);
+    ok = ok && mha_add_ok(proj, cat, &total) && mha_add_ok(total, blk, &total) &&
+         mha_add_ok(total, 16 * 8, &total) && mha_mul_ok(total, (int64_t)sizeof(float), &total);
+    if (!ok || total > limits->max_workspace_bytes)
+        return mha_fail(err, MHA_ERR_LIMIT, "query",
+                        "this pass needs more than %lld bytes of scratch (N=%lld, L=%lld, S=%lld, E=%lld)",
+                        (long long)limits->max_workspace_bytes, (long long)N, (long long)L, (long long)S,
+                        (long long)E);
+    plan->workspace_bytes = (size_t)total;
+    plan->flops = mha_flops(cfg, N, L, S0);
+
+    /* Values last: shapes are cheaper to check and more often wrong. */
+    if ((st = check_finite("query", q->data, qn, err)) != MHA_OK)
+        return st;
+    if (in->key.data && in->key.data != q->data && (st = check_finite("key", k->data, kn, err)) != MHA_OK)
+        return st;
+    if (in->value.data && in->value.data != k->data && in->value.data != q->data &&
+        (st = check_finite("value", v->data, vn, err)) != MHA_OK)
+        return st;
+    return MHA_OK;
+}

@@ -1,0 +1,206 @@
+/*
+ * mha_pool.c - the engine's thread pool: a parallel-for in which the calling thread takes part.
+ *
+ * Design: the pool keeps a queue of running jobs (one per mha_pool_run call; several threads may
+ * call at once). A job hands out task indices through an atomic counter; whoever is idle (a worker,
+ * or the caller itself) claims the next index. Workers sleep on a condition variable when no job
+ * has tasks left, so an idle pool takes no CPU. A job lives on its caller's stack; the caller leaves
+ * only when every task is done and no worker still holds the job.
+ */
+#include "mha_internal.h"
+
+#include <cblas.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct job {
+    mha_task_fn fn;
+    void *arg;
+    int64_t ntasks;
+    _Atomic int64_t next;     /* next task index to hand out                         */
+    int64_t done;             /* tasks finished (under pool->lock)                   */
+    int holders;              /* workers inside this job (under pool->lock)          */
+    int slots;                /* slots handed out; the caller has slot 0             */
+    struct job *prev, *next_job;
+} job;
+
+struct mha_pool {
+    int threads;              /* caller + workers                                    */
+    int nworkers;
+    pthread_t *workers;
+    pthread_mutex_t lock;
+    pthread_cond_t work;      /* a job was queued, or stop                           */
+    pthread_cond_t finished;  /* some job's tasks all finished                       */
+    job *head, *tail;         /* jobs with tasks possibly left                       */
+    bool stop;
+};
+
+static void unlink_job(mha_pool *pool, job *j)
+{
+    if (j->prev)
+        j->prev->next_job = j->next_job;
+    else if (pool->head == j)
+        pool->head = j->next_job;
+    else
+        return; /* not queued */
+    if (j->next_job)
+        j->next_job->prev = j->prev;
+    else
+        pool->tail = j->prev;
+    j->prev = j->next_job = NULL;
+}
+
+/* Runs tasks of j until none are left; returns how many this thread ran. */
+static int64_t run_tasks(job *j, int slot)
+{
+    int64_t ran = 0;
+    for (;;) {
+        int64_t t = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed);
+        if (t >= j->ntasks)
+            return ran;
+        j->fn(j->arg, t, slot);
+        ran++;
+    }
+}
+
+static void *worker_main(void *arg)
+{
+    mha_pool *pool = arg;
+    pthread_mutex_lock(&pool->lock);
+    for (;;) {
+        /* Drop exhausted jobs from the front; take the first one with tasks left. */
+        job *j = pool->head;
+        while (j && atomic_load_explicit(&j->next, memory_order_relaxed) >= j->ntasks) {
+            job *nx = j->next_job;
+            unlink_job(pool, j);
+            j = nx;
+        }
+        if (!j) {
+            if (pool->stop)
+                break;
+            pthread_cond_wait(&pool->work, &pool->lock);
+            continue;
+        }
+        if (j->slots >= pool->threads) { /* cannot happen: at most threads-1 workers join */
+            unlink_job(pool, j);
+            continue;
+        }
+        int slot = j->slots++;
+        j->holders++;
+        pthread_mutex_unlock(&pool->lock);
+        int64_t ran = run_tasks(j, slot);
+        pthread_mutex_lock(&pool->lock);
+        j->done += ran;
+        j->holders--;
+        unlink_job(pool, j);
+        if (j->done == j->ntasks && j->holders == 0)
+            pthread_cond_broadcast(&pool->finished);
+    }
+    pthread_mutex_unlock(&pool->lock);
+    return NULL;
+}
+
+mha_pool *mha_pool_create(int threads, mha_error *err)
+{
+    if (threads < 1 || threads > 1024) {
+        mha_fail(err, MHA_ERR_CONFIG, "threads", "a pool needs 1 to 1024 threads, got %d", threads);
+        return NULL;
+    }
+    mha_pool *pool = calloc(1, sizeof *pool);
+    if (!pool) {
+        mha_fail(err, MHA_ERR_NOMEM, "threads", "out of memory creating a pool");
+        return NULL;
+    }
+    pool->threads = threads;
+    pthread_mutex_init(&pool->lock, NULL);
+    pthread_cond_init(&pool->work, NULL);
+    pthread_cond_init(&pool->finished, NULL);
+    if (threads > 1) {
+        pool->workers = calloc((size_t)threads - 1, sizeof *pool->workers);
+        if (!pool->workers) {
+            mha_pool_free(pool);
+            mha_fail(err, MHA_ERR_NOMEM, "threads", "out of memory creating a pool");
+            return NULL;
+        }
+    }
+    for (int i = 0; i < threads - 1; i++) {
+        if (pthread_create(&pool->workers[i], NULL, worker_main, pool) != 0) {
+            mha_pool_free(pool);
+            mha_fail(err, MHA_ERR_NOMEM, "threads", "could not start pool thread %d of %d", i + 1,
+                     threads - 1);
+            return NULL;
+        }
+        pool->nworkers++;
+    }
+    return pool;
+}
+
+void mha_pool_free(mha_pool *pool)
+{
+    if (!pool)
+        return;
+    pthread_mutex_lock(&pool->lock);
+    pool->stop = true;
+    pthread_cond_broadcast(&pool->work);
+    pthread_mutex_unlock(&pool->lock);
+    for (int i = 0; i < pool->nworkers; i++)
+        pthread_join(pool->workers[i], NULL);
+    free(pool->workers);
+    pthread_cond_destroy(&pool->work);
+    pthread_cond_destroy(&pool->finished);
+    pthread_mutex_destroy(&pool->lock);
+    free(pool);
+}
+
+int mha_pool_threads(const mha_pool *pool)
+{
+    return pool ? pool->threads : 1;
+}
+
+void mha_blas_set_threads(int threads)
+{
+    openblas_set_num_threads(threads < 1 ? 1 : threads);
+}
+
+void mha_pool_run(mha_pool *pool, int64_t ntasks, mha_task_fn fn, void *arg)
+{
+    if (ntasks <= 0)
+        return;
+    if (!pool || pool->threads == 1 || ntasks == 1) {
+        for (int64_t t = 0; t < ntasks; t++)
+            fn(arg, t, 0);
+        return;
+    }
+    job j;
+    memset(&j, 0, sizeof j);
+    j.fn = fn;
+    j.arg = arg;
+    j.ntasks = ntasks;
+    atomic_init(&j.next, 0);
+    j.slots = 1; /* the caller runs as slot 0 */
+
+    pthread_mutex_lock(&pool->lock);
+    j.prev = pool->tail;
+    if (pool->tail)
+        pool->tail->next_job = &j;
+    else
+        pool->head = &j;
+    pool->tail = &j;
+    if (ntasks - 1 >= pool->nworkers)
+        pthread_cond_broadcast(&pool->work);
+    else
+        for (int64_t i = 0; i < ntasks - 1; i++)
+            pthread_cond_signal(&pool->work);
+    pthread_mutex_unlock(&pool->lock);
+
+    int64_t ran = run_tasks(&j, 0);
+
+    pthread_mutex_lock(&pool->lock);
+    unlink_job(pool, &j); /* no worker may join it any more */
+    j.done += ran;
+    while (j.done < j.ntasks || j.holders > 0)
+        pthread_cond_wait(&pool->finished, &pool->lock);
+    pthread_mutex_unlock(&pool->lock);
+}

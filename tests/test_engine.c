@@ -1,0 +1,823 @@
+/*
+ * test_engine.c - the engine's fast path against a naive reference (mha_forward_ref, below) on
+ * random shapes crossing every option, with and without a pool, and from several threads at once.
+ *
+ * mha_forward_ref is written straight from torch's F.multi_head_attention_forward (torch 2.x mask
+ * merging, fully masked rows giving 0): plain loops, double accumulation, no BLAS, nothing shared
+ * with lib/ but the layer's parameters.
+ */
+#include "check.h"
+#include "mha.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Small deterministic random numbers for the test data                                           */
+
+static uint64_t rng_state = 0x1234567u;
+
+static uint64_t rnd(void)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return rng_state;
+}
+
+static int rnd_int(int lo, int hi) /* inclusive */
+{
+    return lo + (int)(rnd() % (uint64_t)(hi - lo + 1));
+}
+
+static float rnd_float(void) /* uniform in [-1, 1) */
+{
+    return (float)((double)(rnd() >> 11) * 0x1.0p-53 * 2.0 - 1.0);
+}
+
+static float *rnd_array(int64_t n)
+{
+    float *x = malloc((size_t)(n ? n : 1) * sizeof(float));
+    for (int64_t i = 0; i < n; i++)
+        x[i] = rnd_float();
+    return x;
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Reference                                                                                      */
+
+static const float *param(const mha_layer *layer, const char *name)
+{
+    int i = mha_layer_param_find(layer, name);
+    return i < 0 ? NULL : mha_layer_param_data(layer, i);
+}
+
+static double mask_value(const mha_mask *m, int64_t idx)
+{
+    if (m->type == MHA_MASK_BOOL)
+        return ((const uint8_t *)m->data)[idx] ? -INFINITY : 0.0;
+    return ((const float *)m->data)[idx];
+}
+
+/* x[b,i,:] of a layer-ordered tensor (batched per batch_first, or unbatched) with feat features. */
+static const float *row_of(const mha_tensor *t, bool batched, bool bf, int64_t b, int64_t i)
+{
+    int64_t feat = t->shape[t->ndim - 1];
+    if (!batched)
+        return t->data + i * feat;
+    if (bf)
+        return t->data + (b * t->shape[1] + i) * feat;
+    return t->data + (i * t->shape[1] + b) * feat;
+}
+
+/* Naive forward. Fills out (input layout), weights (torch's shape) when need_weights, and every
+ * trace stage in tr (each array sized per mha_trace_stage_shape, batch-major) when tr != NULL. */
+static void mha_forward_ref(const mha_layer *layer, const mha_inputs *in, float *out, float *weights,
+                            float *tr[MHA_TRACE_NSTAGES])
+{
+    const mha_config *c = mha_layer_config(layer);
+    const int64_t E = c->embed_dim, H = c->num_heads, hd = E / H, Kd = c->kdim, Vd = c->vdim;
+    const bool bf = c->batch_first;
+    const mha_tensor *q = &in->query;
+    const mha_tensor *k = in->key.data ? &in->key : q;
+    const mha_tensor *v = in->value.data ? &in->value : k;
+    const bool batched = q->ndim == 3;
+    const int64_t N = batched ? (bf ? q->shape[0] : q->shape[1]) : 1;
+    const int64_t L = batched ? (bf ? q->shape[1] : q->shape[0]) : q->shape[0];
+    const int64_t S0 = batched ? (bf ? k->shape[1] : k->shape[0]) : k->shape[0];
+    const int64_t S = S0 + c->add_bias_kv + c->add_zero_attn;
+    const float *w_in = param(layer, "in_proj_weight");
+    const float *wq = w_in ? w_in : param(layer, "q_proj_weight");
+    const float *wk = w_in ? w_in + E * E : param(layer, "k_proj_weight");
+    const float *wv = w_in ? w_in + 2 * E * E : param(layer, "v_proj_weight");
+    const float *b_in = param(layer, "in_proj_bias");
+    const float *bk = param(layer, "bias_k"), *bv = param(layer, "bias_v");
+    const float *wo = param(layer, "out_proj.weight"), *bo = param(layer, "out_proj.bias");
+
+    double *Q = calloc((size_t)(L * E), sizeof(double));
+    double *K = calloc((size_t)(S * E), sizeof(double));
+    double *V = calloc((size_t)(S * E), sizeof(double));
+    double *P = calloc((size_t)(H * L * S), sizeof(double));
+    double *cat = calloc((size_t)(L * E), sizeof(double));
+    for (int64_t b = 0; b < N; b++) {
+        for (int64_t i = 0; i < L; i++) {
+            const float *x = row_of(q, batched, bf, b, i);
+            for (int64_t e = 0; e < E; e++) {
+                double s = b_in ? b_in[e] : 0;
+                for (int64_t t = 0; t < E; t++)
+                    s += (double)x[t] * wq[e * E + t];
+                Q[i * E + e] = (float)s;
+            }
+        }
+        for (int64_t j = 0; j < S0; j++) {
+            const float *xk = row_of(k, batched, bf, b, j), *xv = row_of(v, batched, bf, b, j);
+            for (int64_t e = 0; e < E; e++) {
+                double sk = b_in ? b_in[E + e] : 0, sv = b_in ? b_in[2 * E + e] : 0;
+                for (int64_t t = 0; t < Kd; t++)
+                    sk += (double)xk[t] * wk[e * Kd + t];
+                for (int64_t t = 0; t < Vd; t++)
+                    sv += (double)xv[t] * wv[e * Vd + t];
+                K[j * E + e] = (float)sk;
+                V[j * E + e] = (float)sv;
+            }
+        }
+        int64_t extra = S0;
+        if (c->add_bias_kv) {
+            for (int64_t e = 0; e < E; e++) {
+                K[extra * E + e] = bk[e];
+                V[extra * E + e] = bv[e];
+            }
+            extra++;
+        }
+        if (c->add_zero_attn) {
+            for (int64_t e = 0; e < E; e++)
+                K[extra * E + e] = V[extra * E + e] = 0;
+        }
+        if (tr) {
+            for (int64_t i = 0; i < L * E && tr[MHA_TRACE_Q_PROJ]; i++)
+                tr[MHA_TRACE_Q_PROJ][b * L * E + i] = (float)Q[i];
+            for (int64_t i = 0; i < S0 * E; i++) {
+                if (tr[MHA_TRACE_K_PROJ])
+                    tr[MHA_TRACE_K_PROJ][b * S0 * E + i] = (float)K[i];
+                if (tr[MHA_TRACE_V_PROJ])
+                    tr[MHA_TRACE_V_PROJ][b * S0 * E + i] = (float)V[i];
+            }
+            for (int64_t h = 0; h < H; h++)
+                for (int64_t d = 0; d < hd; d++) {
+                    for (int64_t i = 0; i < L && tr[MHA_TRACE_Q_HEADS]; i++)
+                        tr[MHA_TRACE_Q_HEADS][((b * H + h) * L + i) * hd + d] = (float)Q[i * E + h * hd + d];
+                    for (int64_t j = 0; j < S; j++) {
+                        if (tr[MHA_TRACE_K_HEADS])
+                            tr[MHA_TRACE_K_HEADS][((b * H + h) * S + j) * hd + d] = (float)K[j * E + h * hd + d];
+                        if (tr[MHA_TRACE_V_HEADS])
+                            tr[MHA_TRACE_V_HEADS][((b * H + h) * S + j) * hd + d] = (float)V[j * E + h * hd + d];
+                    }
+                }
+        }
+        for (int64_t h = 0; h < H; h++) {
+            for (int64_t i = 0; i < L; i++) {
+                double *p = P + (h * L + i) * S;
+                double max = -INFINITY;
+                for (int64_t j = 0; j < S; j++) {
+                    double dot = 0;
+                    for (int64_t d = 0; d < hd; d++)
+                        dot += Q[i * E + h * hd + d] * K[j * E + h * hd + d];
+                    double mask = 0; /* torch 2.x: masks merged by addition; appended keys unmasked */
+                    if (j < S0) {
+                        if (in->attn_mask.data)
+                            mask += mask_value(&in->attn_mask, in->attn_mask.ndim == 3
+                                                                   ? ((b * H + h) * L + i) * S0 + j
+                                                                   : i * S0 + j);
+                        if (in->key_padding_mask.data)
+                            mask += mask_value(&in->key_padding_mask, b * S0 + j);
+                        if (in->is_causal && j > i)
+                            mask = -INFINITY;
+                    }
+                    p[j] = dot / sqrt((double)hd) + mask;
+                    if (p[j] > max)
+                        max = p[j];
+                }
+                if (tr && tr[MHA_TRACE_SCORES])
+                    for (int64_t j = 0; j < S; j++)
+                        tr[MHA_TRACE_SCORES][((b * H + h) * L + i) * S + j] = (float)p[j];
+                double sum = 0;
+                for (int64_t j = 0; j < S; j++) {
+                    p[j] = max == -INFINITY ? 0 : exp(p[j] - max);
+                    sum += p[j];
+                }
+                for (int64_t j = 0; j < S; j++)
+                    p[j] = sum > 0 ? p[j] / sum : 0;
+                if (tr && tr[MHA_TRACE_ATTN_WEIGHTS])
+                    for (int64_t j = 0; j < S; j++)
+                        tr[MHA_TRACE_ATTN_WEIGHTS][((b * H + h) * L + i) * S + j] = (float)p[j];
+                for (int64_t d = 0; d < hd; d++) {
+                    double o = 0;
+                    for (int64_t j = 0; j < S; j++)
+                        o += p[j] * V[j * E + h * hd + d];
+                    cat[i * E + h * hd + d] = o;
+                    if (tr && tr[MHA_TRACE_HEAD_OUTPUTS])
+                        tr[MHA_TRACE_HEAD_OUTPUTS][((b * H + h) * L + i) * hd + d] = (float)o;
+                }
+            }
+        }
+        for (int64_t i = 0; i < L; i++) {
+            float *o = (float *)row_of(&(mha_tensor){out, q->ndim, {q->shape[0], q->shape[1], q->shape[2]}},
+                                       batched, bf, b, i);
+            for (int64_t e = 0; e < E; e++) {
+                double s = bo ? bo[e] : 0;
+                for (int64_t t = 0; t < E; t++)
+                    s += cat[i * E + t] * wo[e * E + t];
+                o[e] = (float)s;
+                if (tr && tr[MHA_TRACE_OUTPUT])
+                    tr[MHA_TRACE_OUTPUT][(b * L + i) * E + e] = (float)s;
+                if (tr && tr[MHA_TRACE_CONCAT])
+                    tr[MHA_TRACE_CONCAT][(b * L + i) * E + e] = (float)cat[i * E + e];
+            }
+        }
+        if (in->need_weights) {
+            for (int64_t i = 0; i < L; i++)
+                for (int64_t j = 0; j < S; j++) {
+                    if (in->average_attn_weights) {
+                        double s = 0;
+                        for (int64_t h = 0; h < H; h++)
+                            s += P[(h * L + i) * S + j];
+                        weights[(b * L + i) * S + j] = (float)(s / H);
+                    } else {
+                        for (int64_t h = 0; h < H; h++)
+                            weights[((b * H + h) * L + i) * S + j] = (float)P[(h * L + i) * S + j];
+                    }
+                }
+        }
+    }
+    free(Q);
+    free(K);
+    free(V);
+    free(P);
+    free(cat);
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Random cases                                                                                   */
+
+typedef struct tcase {
+    mha_config cfg;
+    mha_layer *layer;
+    mha_inputs in;
+    float *q, *k, *v;
+    void *kpm, *am;
+    char desc[256];
+} tcase;
+
+static void *rnd_mask(mha_mask *m, int ndim, const int64_t *shape, bool as_bool, int density_pct)
+{
+    int64_t n = 1;
+    m->ndim = ndim;
+    for (int d = 0; d < ndim; d++) {
+        m->shape[d] = shape[d];
+        n *= shape[d];
+    }
+    m->type = as_bool ? MHA_MASK_BOOL : MHA_MASK_FLOAT;
+    void *data;
+    if (as_bool) {
+        uint8_t *x = malloc((size_t)n);
+        for (int64_t i = 0; i < n; i++)
+            x[i] = rnd_int(0, 99) < density_pct;
+        data = x;
+    } else {
+        float *x = malloc((size_t)n * sizeof(float));
+        for (int64_t i = 0; i < n; i++)
+            x[i] = rnd_int(0, 99) < density_pct ? -INFINITY : 2.0f * rnd_float();
+        data = x;
+    }
+    m->data = data;
+    return data;
+}
+
+static void set_tensor(mha_tensor *t, const float *data, bool batched, bool bf, int64_t N, int64_t len,
+                       int64_t feat)
+{
+    t->data = data;
+    if (!batched) {
+        t->ndim = 2;
+        t->shape[0] = len;
+        t->shape[1] = feat;
+    } else {
+        t->ndim = 3;
+        t->shape[0] = bf ? N : len;
+        t->shape[1] = bf ? len : N;
+        t->shape[2] = feat;
+    }
+}
+
+/* Builds a random case; density_pct drives how often mask entries are set. */
+static void make_case(tcase *tc, int density_pct)
+{
+    memset(tc, 0, sizeof *tc);
+    static const int dims[][2] = {{4, 1}, {4, 2}, {8, 2}, {8, 4}, {12, 3}, {16, 4}, {32, 4}, {24, 6}, {64, 8}, {20, 5}};
+    int pick = rnd_int(0, 9);
+    mha_config_init(&tc->cfg, dims[pick][0], dims[pick][1]);
+    int64_t E = tc->cfg.embed_dim;
+    if (rnd_int(0, 3) == 0)
+        tc->cfg.kdim = rnd_int(1, 9);
+    if (rnd_int(0, 3) == 0)
+        tc->cfg.vdim = rnd_int(1, 9);
+    tc->cfg.bias = rnd_int(0, 3) != 0;
+    tc->cfg.add_bias_kv = rnd_int(0, 2) == 0;
+    tc->cfg.add_zero_attn = rnd_int(0, 2) == 0;
+    tc->cfg.batch_first = rnd_int(0, 1);
+    mha_error err;
+    tc->layer = mha_layer_create(&tc->cfg, NULL, &err);
+    mha_layer_init(tc->layer, "xavier_uniform", rnd(), &err);
+    for (int i = 0; i < mha_layer_param_count(tc->layer); i++) { /* random biases too */
+        const mha_param_info *p = mha_layer_param_info(tc->layer, i);
+        if (p->ndim == 1 || p->ndim == 3) {
+            float *x = rnd_array(p->count);
+            mha_layer_set_param(tc->layer, p->name, x, p->ndim, p->shape, &err);
+            free(x);
+        }
+    }
+    const mha_config *c = mha_layer_config(tc->layer);
+    bool batched = rnd_int(0, 4) != 0, bf = c->batch_first;
+    int64_t N = batched ? rnd_int(1, 3) : 1, L = rnd_int(1, 9), S0 = rnd_int(1, 9);
+    int kv = c->kdim == E && c->vdim == E ? rnd_int(0, 2) : 2; /* 0 self, 1 value = key, 2 both */
+    if (kv == 0)
+        S0 = L;
+    if (kv == 1 && rnd_int(0, 1) && c->kdim == c->vdim)
+        kv = 3; /* key and value the same array, passed twice */
+    tc->q = rnd_array(N * L * E);
+    set_tensor(&tc->in.query, tc->q, batched, bf, N, L, E);
+    if (kv >= 1) {
+        tc->k = rnd_array(N * S0 * c->kdim);
+        set_tensor(&tc->in.key, tc->k, batched, bf, N, S0, c->kdim);
+    }
+    if (kv == 2) {
+        tc->v = rnd_array(N * S0 * c->vdim);
+        set_tensor(&tc->in.value, tc->v, batched, bf, N, S0, c->vdim);
+    }
+    if (kv == 3)
+        set_tensor(&tc->in.value, tc->k, batched, bf, N, S0, c->vdim);
+    int km = rnd_int(0, 2);
+    if (km) {
+        int64_t shape[2] = {N, S0};
+        tc->kpm = rnd_mask(&tc->in.key_padding_mask, batched ? 2 : 1, batched ? shape : shape + 1,
+                           km == 1, density_pct);
+    }
+    int am = rnd_int(0, 4);
+    if (am) {
+        int64_t shape[3] = {N * c->num_heads, L, S0};
+        tc->am = rnd_mask(&tc->in.attn_mask, am <= 2 ? 2 : 3, am <= 2 ? shape + 1 : shape, am % 2,
+                          density_pct);
+    }
+    tc->in.is_causal = rnd_int(0, 3) == 0;
+    tc->in.need_weights = rnd_int(0, 2) != 0;
+    tc->in.average_attn_weights = rnd_int(0, 1);
+    snprintf(tc->desc, sizeof tc->desc,
+             "E=%lld H=%lld kdim=%lld vdim=%lld bias=%d bias_kv=%d zero_attn=%d bf=%d batched=%d "
+             "N=%lld L=%lld S0=%lld kv=%d kpm=%d am=%d causal=%d nw=%d avg=%d",
+             (long long)E, (long long)c->num_heads, (long long)c->kdim, (long long)c->vdim, c->bias,
+             c->add_bias_kv, c->add_zero_attn, bf, batched, (long long)N, (long long)L, (long long)S0,
+             kv, km, am, tc->in.is_causal, tc->in.need_weights, tc->in.average_attn_weights);
+}
+
+static void free_case(tcase *tc)
+{
+    mha_layer_free(tc->layer);
+    free(tc->q);
+    free(tc->k);
+    free(tc->v);
+    free(tc->kpm);
+    free(tc->am);
+}
+
+static float *nan_array(int64_t n)
+{
+    float *x = malloc((size_t)(n ? n : 1) * sizeof(float));
+    for (int64_t i = 0; i < n; i++)
+        x[i] = NAN; /* anything not written shows up as a mismatch */
+    return x;
+}
+
+/* Runs the case through the fast path (trace too when with_trace) and the reference; compares. */
+static bool run_case(tcase *tc, mha_pool *pool, bool with_trace)
+{
+    mha_plan plan;
+    mha_error err = {0};
+    mha_status st = mha_plan_forward(tc->layer, &tc->in, NULL, &plan, &err);
+    if (!CHECK(st == MHA_OK, "plan failed (%s: %s) for %s", err.field, err.message, tc->desc))
+        return false;
+    float *out = nan_array(plan.out_count), *ref_out = nan_array(plan.out_count);
+    float *w = tc->in.need_weights ? nan_array(plan.weights_count) : NULL;
+    float *ref_w = tc->in.need_weights ? nan_array(plan.weights_count) : NULL;
+    mha_trace tr = {{0}};
+    float *ref_tr[MHA_TRACE_NSTAGES] = {0};
+    int64_t counts[MHA_TRACE_NSTAGES];
+    if (with_trace) {
+        for (int s = 0; s < MHA_TRACE_NSTAGES; s++) {
+            int64_t shape[4];
+            mha_trace_stage_shape(&plan, (mha_trace_stage)s, shape, &counts[s]);
+            tr.stage[s] = nan_array(counts[s]);
+            ref_tr[s] = nan_array(counts[s]);
+        }
+    }
+    st = mha_forward(tc->layer, &tc->in, &plan, out, w, with_trace ? &tr : NULL, pool, &err);
+    bool ok = CHECK(st == MHA_OK, "forward failed (%s) for %s", err.message, tc->desc);
+    mha_forward_ref(tc->layer, &tc->in, ref_out, ref_w, with_trace ? ref_tr : NULL);
+    char what[400];
+    snprintf(what, sizeof what, "output of %s", tc->desc);
+    ok &= check_close_array(__FILE__, __LINE__, what, out, ref_out, plan.out_count, NULL);
+    if (w) {
+        snprintf(what, sizeof what, "attn_weights of %s", tc->desc);
+        ok &= check_close_array(__FILE__, __LINE__, what, w, ref_w, plan.weights_count, NULL);
+    }
+    for (int s = 0; with_trace && s < MHA_TRACE_NSTAGES; s++) {
+        snprintf(what, sizeof what, "trace %s of %s", mha_trace_stage_name((mha_trace_stage)s), tc->desc);
+        ok &= check_close_array(__FILE__, __LINE__, what, tr.stage[s], ref_tr[s], counts[s], NULL);
+        free(tr.stage[s]);
+        free(ref_tr[s]);
+    }
+    free(out);
+    free(ref_out);
+    free(w);
+    free(ref_w);
+    return ok;
+}
+
+static void test_random_cases(mha_pool *pool2)
+{
+    int failed = 0;
+    for (int n = 0; n < 600 && failed < 5; n++) {
+        tcase tc;
+        make_case(&tc, n % 3 == 0 ? 60 : 15);
+        mha_pool *pool = n % 2 ? pool2 : NULL;
+        if (!run_case(&tc, pool, n % 4 == 1))
+            failed++;
+        free_case(&tc);
+    }
+}
+
+/* A larger case so the pool really splits GEMMs and row blocks (L > block, several tasks). */
+static void test_larger_cases(mha_pool *pool2)
+{
+    const int shapes[][5] = {/* E, H, N, L, S0 */ {64, 4, 2, 150, 150}, {96, 3, 1, 70, 1100}, {128, 8, 3, 33, 40}};
+    for (int s = 0; s < 3; s++) {
+        for (int variant = 0; variant < 4; variant++) {
+            tcase tc;
+            memset(&tc, 0, sizeof tc);
+            mha_config_init(&tc.cfg, shapes[s][0], shapes[s][1]);
+            tc.cfg.batch_first = variant % 2;
+            tc.cfg.add_bias_kv = variant == 3;
+            mha_error err;
+            tc.layer = mha_layer_create(&tc.cfg, NULL, &err);
+            mha_layer_init(tc.layer, "xavier_uniform", 7, &err);
+            int64_t E = shapes[s][0], N = shapes[s][2], L = shapes[s][3], S0 = shapes[s][4];
+            bool self = L == S0 && variant < 2;
+            tc.q = rnd_array(N * L * E);
+            set_tensor(&tc.in.query, tc.q, true, tc.cfg.batch_first, N, L, E);
+            if (!self) {
+                tc.k = rnd_array(N * S0 * E);
+                set_tensor(&tc.in.key, tc.k, true, tc.cfg.batch_first, N, S0, E);
+            }
+            tc.in.is_causal = variant == 2;
+            tc.in.need_weights = variant >= 1;
+            tc.in.average_attn_weights = variant == 1;
+            snprintf(tc.desc, sizeof tc.desc, "larger E=%d N=%lld L=%lld S0=%lld variant %d", shapes[s][0],
+                     (long long)N, (long long)L, (long long)S0, variant);
+            run_case(&tc, pool2, false);
+            run_case(&tc, NULL, false);
+            free_case(&tc);
+        }
+    }
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Several threads on one layer and one pool                                                      */
+
+typedef struct conc_arg {
+    const mha_layer *layer;
+    const mha_inputs *in;
+    const mha_plan *plan;
+    mha_pool *pool;
+    const float *want;
+    int mismatches;
+} conc_arg;
+
+static void *conc_main(void *p)
+{
+    conc_arg *a = p;
+    float *out = malloc((size_t)a->plan->out_count * sizeof(float));
+    for (int rep = 0; rep < 20; rep++) {
+        if (mha_forward(a->layer, a->in, a->plan, out, NULL, NULL, a->pool, NULL) != MHA_OK ||
+            memcmp(out, a->want, (size_t)a->plan->out_count * sizeof(float)) != 0)
+            a->mismatches++;
+    }
+    free(out);
+    return NULL;
+}
+
+static void test_concurrency(mha_pool *pool2)
+{
+    mha_config cfg;
+    mha_config_init(&cfg, 32, 4);
+    mha_layer *layer = mha_layer_create(&cfg, NULL, NULL);
+    mha_layer_init(layer, "xavier_uniform", 3, NULL);
+    float *x = rnd_array(2 * 40 * 32);
+    mha_inputs in = {0};
+    set_tensor(&in.query, x, true, true, 2, 40, 32);
+    in.is_causal = true;
+    mha_plan plan;
+    CHECK(mha_plan_forward(layer, &in, NULL, &plan, NULL) == MHA_OK, "concurrency plan");
+    float *want = malloc((size_t)plan.out_count * sizeof(float));
+    mha_forward(layer, &in, &plan, want, NULL, NULL, NULL, NULL);
+    for (int use_pool = 0; use_pool < 2; use_pool++) {
+        pthread_t th[4];
+        conc_arg args[4];
+        for (int t = 0; t < 4; t++) {
+            args[t] = (conc_arg){layer, &in, &plan, use_pool ? pool2 : NULL, want, 0};
+            pthread_create(&th[t], NULL, conc_main, &args[t]);
+        }
+        int bad = 0;
+        for (int t = 0; t < 4; t++) {
+            pthread_join(th[t], NULL);
+            bad += args[t].mismatches;
+        }
+        /* Same BLAS calls on the same data: results are bit-identical whichever thread runs them. */
+        CHECK(bad == 0, "%d of 80 concurrent passes (pool=%d) differ from the single-thread result", bad,
+              use_pool);
+    }
+    free(want);
+    free(x);
+    mha_layer_free(layer);
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Fully masked rows, causal alone                                                                */
+
+static void test_fully_masked(void)
+{
+    mha_config cfg;
+    mha_config_init(&cfg, 8, 2);
+    mha_layer *layer = mha_layer_create(&cfg, NULL, NULL);
+    mha_layer_init(layer, "xavier_uniform", 1, NULL);
+    float *x = rnd_array(3 * 8);
+    uint8_t kpm[3] = {1, 1, 1};
+    mha_inputs in = {0};
+    set_tensor(&in.query, x, false, true, 1, 3, 8);
+    in.key_padding_mask = (mha_mask){kpm, MHA_MASK_BOOL, 1, {3}};
+    in.need_weights = true;
+    in.average_attn_weights = false;
+    mha_plan plan;
+    mha_status st = mha_plan_forward(layer, &in, NULL, &plan, NULL);
+    CHECK(st == MHA_OK && plan.weights_ndim == 3 && plan.weights_shape[0] == 2 && plan.weights_shape[2] == 3,
+          "unbatched per-head weights are [H,L,S]");
+    float out[24], w[18];
+    mha_forward(layer, &in, &plan, out, w, NULL, NULL, NULL);
+    const float *bo = param(layer, "out_proj.bias");
+    bool zero_w = true, out_is_bias = true;
+    for (int i = 0; i < 18; i++)
+        zero_w &= w[i] == 0.0f;
+    for (int i = 0; i < 24; i++)
+        out_is_bias &= out[i] == bo[i % 8]; /* head outputs 0, so output = out_proj.bias */
+    CHECK(zero_w, "a fully masked row gets weights 0");
+    CHECK(out_is_bias, "a fully masked row gets head output 0 (output = out_proj.bias)");
+    free(x);
+    mha_layer_free(layer);
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Errors                                                                                         */
+
+static void expect_plan_error(const mha_layer *layer, const mha_inputs *in, const mha_limits *lim,
+                              mha_status want, const char *field, const char *what)
+{
+    mha_plan plan;
+    mha_error err = {0};
+    mha_status st = mha_plan_forward(layer, in, lim, &plan, &err);
+    CHECK(st == want && !strcmp(err.field, field), "%s: got %s field '%s' (%s), want %s field '%s'", what,
+          mha_status_name(st), err.field, err.message, mha_status_name(want), field);
+}
+
+static void test_errors(void)
+{
+    mha_config cfg;
+    mha_error err;
+    mha_config_init(&cfg, 8, 2);
+    cfg.kdim = 4;
+    cfg.vdim = 6;
+    mha_layer *layer = mha_layer_create(&cfg, NULL, &err);
+    float q[2 * 3 * 8] = {0}, k[2 * 5 * 6] = {0}, v[2 * 5 * 6] = {0};
+    uint8_t m[2 * 2 * 3 * 5] = {0};
+    mha_inputs good = {0};
+    set_tensor(&good.query, q, true, true, 2, 3, 8);
+    set_tensor(&good.key, k, true, true, 2, 5, 4);
+    set_tensor(&good.value, v, true, true, 2, 5, 6);
+    mha_plan plan;
+    CHECK(mha_plan_forward(layer, &good, NULL, &plan, &err) == MHA_OK, "good inputs plan (%s)", err.message);
+
+    mha_inputs in = good;
+    in.query.data = NULL;
+    expect_plan_error(layer, &in, NULL, MHA_ERR_SHAPE, "query", "missing query");
+    in = good;
+    in.query.shape[2] = 7;
+    expect_plan_error(layer, &in, NULL, MHA_ERR_SHAPE, "query", "query features");
+    in = good;
+    in.query.ndim = 4;
+    expect_plan_error(layer, &in, NULL, MHA_ERR_SHAPE, "query", "query rank 4");
+    in = good;
+    in.key.shape[2] = 5;
+    expect_plan_error(layer, &in, NULL, MHA_ERR_SHAPE, "key", "key features");
+    mha_plan_forward(layer, &in, NULL, &plan, &err);
+    CHECK(strstr(err.message, "kdim=4") && strstr(err.message, "[2,5,5]"), "message names both: %s", err.message);
+    in = good;
+    in.key.shape[0] = 3;
+    expect_plan_error(layer, &in, NULL, MHA_ERR_SHAPE, "key", "key batch");
+    in = good;
+    in.key.ndim = 2;
+    expect_plan_error(layer, &in, NULL, MHA_ERR_SHAPE, "key", "key rank");
+    in = good;
+    in.value.shape[1] = 4;
+    expect_plan_error(layer, &in, NULL, MHA_ERR_SHAPE, "value", "value length");
+    in = good;
+    in.value.shape[2] = 4;
+    expect_plan_error(layer, &in, NULL, MHA_ERR_SHAPE, "value", "value features");
+    in = good;
+    in.value.data = NULL; /* value = key, which has kdim=4 features, not vdim=6 */
+    expect_plan_error(layer, &in, NULL, MHA_ERR_SHAPE, "value", "value absent with kdim != vdim");
+    in = good;
+    in.key.data = NULL; /* key = query: 8 features, layer expects kdim=4 */
+    expect_plan_error(layer, &in, NULL, MHA_ERR_SHAPE, "key", "key absent with kdim != E");
+    in = good;
+    in.key_padding_mask = (mha_mask){m, MHA_MASK_BOOL, 2, {2, 4}};
+    expect_plan_error(layer, &in, NULL, MHA_ERR_SHAPE, "key_padding_mask", "kpm shape");
+    in.key_padding_mask = (mha_mask){m, MHA_MASK_BOOL, 2, {2, 5}};
+    expect_plan_error(layer, &in, NULL, MHA_OK, "", "kpm ok");
+    in.key_padding_mask = (mha_mask){m, MHA_MASK_BOOL, 1, {5}};
+    expect_plan_error(layer, &in, NULL, MHA_ERR_SHAPE, "key_padding_mask", "kpm rank");
+    in = good;
+    in.attn_mask = (mha_mask){m, MHA_MASK_BOOL, 2, {3, 4}};
+    expect_plan_error(layer, &in, NULL, MHA_ERR_SHAPE, "attn_mask", "attn_mask 2-D shape");
+    in.attn_mask = (mha_mask){m, MHA_MASK_BOOL, 3, {2, 3, 5}};
+    expect_plan_error(layer, &in, NULL, MHA_ERR_SHAPE, "attn_mask", "attn_mask 3-D needs N*H");
+    in.attn_mask = (mha_mask){m, MHA_MASK_BOOL, 3, {4, 3, 5}};
+    expect_plan_error(layer, &in, NULL, MHA_OK, "", "attn_mask 3-D ok");
+    in.attn_mask = (mha_mask){m, MHA_MASK_BOOL, 1, {5}};
+    expect_plan_error(layer, &in, NULL, MHA_ERR_SHAPE, "attn_mask", "attn_mask 1-D");
+    in = good;
+    q[3] = NAN;
+    expect_plan_error(layer, &in, NULL, MHA_ERR_VALUE, "query", "NaN query");
+    q[3] = INFINITY;
+    expect_plan_error(layer, &in, NULL, MHA_ERR_VALUE, "query", "inf query");
+    q[3] = 0;
+    float fm[15] = {0};
+    fm[2] = -INFINITY;
+    in.attn_mask = (mha_mask){fm, MHA_MASK_FLOAT, 2, {3, 5}};
+    expect_plan_error(layer, &in, NULL, MHA_OK, "", "-inf in a float mask is fine");
+    fm[4] = INFINITY;
+    expect_plan_error(layer, &in, NULL, MHA_ERR_VALUE, "attn_mask", "+inf in a float mask");
+    fm[4] = NAN;
+    expect_plan_error(layer, &in, NULL, MHA_ERR_VALUE, "attn_mask", "NaN in a float mask");
+
+    /* Limits: refused before anything is allocated (these sizes could not be allocated at all). */
+    mha_limits lim;
+    mha_limits_default(&lim);
+    in = good;
+    in.query.shape[1] = (int64_t)1 << 19;
+    in.key.shape[1] = in.value.shape[1] = (int64_t)1 << 19;
+    in.need_weights = true;
+    in.average_attn_weights = false;
+    expect_plan_error(layer, &in, &lim, MHA_ERR_LIMIT, "need_weights", "huge weights");
+    in = good;
+    lim.max_workspace_bytes = 1024;
+    expect_plan_error(layer, &in, &lim, MHA_ERR_LIMIT, "query", "workspace over the limit");
+    mha_limits_default(&lim);
+    in = good;
+    in.query.shape[1] = (int64_t)1 << 40;
+    expect_plan_error(layer, &in, &lim, MHA_ERR_LIMIT, "query", "dimension over max_dim");
+    in = good;
+    in.query.shape[0] = INT64_MAX / 2;
+    in.key.shape[0] = in.value.shape[0] = INT64_MAX / 2;
+    lim.max_dim = INT64_MAX;
+    lim.max_elements = INT64_MAX;
+    expect_plan_error(layer, &in, &lim, MHA_ERR_LIMIT, "query", "element count overflow");
+    in = good;
+    lim.max_elements = 40;
+    expect_plan_error(layer, &in, &lim, MHA_ERR_LIMIT, "query", "query over max_elements");
+
+    /* Configs. */
+    mha_config bad;
+    mha_config_init(&bad, 10, 3);
+    CHECK(mha_config_check(&bad, NULL, &err) == MHA_ERR_CONFIG && !strcmp(err.field, "num_heads"),
+          "E %% H != 0 is a config error on num_heads");
+    mha_config_init(&bad, 0, 1);
+    CHECK(mha_config_check(&bad, NULL, &err) == MHA_ERR_CONFIG && !strcmp(err.field, "embed_dim"),
+          "embed_dim 0 is a config error");
+    mha_config_init(&bad, 8, -2);
+    CHECK(mha_config_check(&bad, NULL, &err) == MHA_ERR_CONFIG && !strcmp(err.field, "num_heads"),
+          "negative num_heads is a config error");
+    mha_config_init(&bad, 8, 2);
+    bad.kdim = -1;
+    CHECK(mha_layer_create(&bad, NULL, &err) == NULL && err.status == MHA_ERR_CONFIG &&
+              !strcmp(err.field, "kdim"), "negative kdim refused by create");
+    mha_config_init(&bad, 8, 2);
+    bad.dropout = 1.5;
+    CHECK(mha_config_check(&bad, NULL, &err) == MHA_ERR_CONFIG && !strcmp(err.field, "dropout"),
+          "dropout 1.5 is a config error");
+    mha_config_init(&bad, (int64_t)1 << 21, 1);
+    CHECK(mha_config_check(&bad, NULL, &err) == MHA_ERR_LIMIT && !strcmp(err.field, "embed_dim"),
+          "embed_dim over max_dim is a limit error");
+    mha_config_init(&bad, (int64_t)1 << 15, 1);
+    CHECK(mha_config_check(&bad, NULL, &err) == MHA_ERR_LIMIT, "a 3E x E weight over max_elements");
+
+    /* Parameters. */
+    float wq[64] = {0};
+    int64_t sh[2] = {8, 8};
+    CHECK(mha_layer_set_param(layer, "q_proj_weight", wq, 2, sh, &err) == MHA_OK, "set q_proj_weight");
+    CHECK(mha_layer_set_param(layer, "in_proj_weight", wq, 2, sh, &err) == MHA_ERR_PARAM &&
+              !strcmp(err.field, "in_proj_weight"), "separate layer has no in_proj_weight");
+    CHECK(mha_layer_set_param(layer, "nope", wq, 2, sh, &err) == MHA_ERR_PARAM, "unknown name");
+    int64_t shk[2] = {8, 5};
+    CHECK(mha_layer_set_param(layer, "k_proj_weight", wq, 2, shk, &err) == MHA_ERR_SHAPE &&
+              strstr(err.message, "[8,5]") && strstr(err.message, "[8,4]"),
+          "k_proj_weight shape names both shapes: %s", err.message);
+    CHECK(mha_layer_set_param(layer, "k_proj_weight", wq, 1, shk, &err) == MHA_ERR_SHAPE, "rank mismatch");
+    wq[5] = NAN;
+    CHECK(mha_layer_set_param(layer, "q_proj_weight", wq, 2, sh, &err) == MHA_ERR_VALUE, "NaN param");
+    CHECK(mha_layer_init(layer, "he", 0, &err) == MHA_ERR_CONFIG, "unknown init method");
+    mha_layer_free(layer);
+    mha_layer_free(NULL);
+    mha_pool_free(NULL);
+    CHECK(mha_pool_create(0, &err) == NULL && err.status == MHA_ERR_CONFIG, "pool of 0 threads");
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Parameter list, init                                                                           */
+
+static void test_params_and_init(void)
+{
+    mha_config cfg;
+    mha_config_init(&cfg, 64, 4);
+    cfg.add_bias_kv = true;
+    mha_param_info info[MHA_MAX_PARAMS];
+    int n = mha_param_list(&cfg, info);
+    const char *want[] = {"in_proj_weight", "in_proj_bias", "bias_k", "bias_v", "out_proj.weight", "out_proj.bias"};
+    bool names = n == 6;
+    for (int i = 0; names && i < n; i++)
+        names = !strcmp(info[i].name, want[i]);
+    CHECK(names, "packed param list in state_dict order (%d)", n);
+    CHECK(mha_param_total(&cfg) == 3 * 64 * 64 + 3 * 64 + 2 * 64 + 64 * 64 + 64, "param total");
+    CHECK(mha_flops(&cfg, 2, 10, 10) == 8.0 * 2 * 10 * 64 * 64 + 4.0 * 2 * 10 * 11 * 64, "flops");
+    cfg.kdim = 5;
+    cfg.bias = false;
+    cfg.add_bias_kv = false;
+    n = mha_param_list(&cfg, info);
+    CHECK(n == 4 && !strcmp(info[1].name, "k_proj_weight") && info[1].shape[0] == 64 && info[1].shape[1] == 5 &&
+              info[2].shape[1] == 64,
+          "separate param list");
+
+    /* Init: deterministic, torch's distributions. */
+    mha_config_init(&cfg, 256, 8);
+    cfg.add_bias_kv = true;
+    mha_layer *a = mha_layer_create(&cfg, NULL, NULL), *b = mha_layer_create(&cfg, NULL, NULL);
+    mha_layer_init(a, "xavier_uniform", 42, NULL);
+    mha_layer_init(b, "xavier_uniform", 42, NULL);
+    bool same = true;
+    for (int i = 0; i < mha_layer_param_count(a); i++)
+        same &= !memcmp(mha_layer_param_data(a, i), mha_layer_param_data(b, i),
+                        (size_t)mha_layer_param_info(a, i)->count * sizeof(float));
+    CHECK(same, "same seed, same weights");
+    mha_layer_init(b, "xavier_uniform", 43, NULL);
+    CHECK(memcmp(param(a, "in_proj_weight"), param(b, "in_proj_weight"), 64) != 0, "another seed differs");
+
+    struct { const char *name; double bound, std; } dist[] = {
+        {"in_proj_weight", sqrt(6.0 / (256 + 768)), sqrt(6.0 / (256 + 768)) / sqrt(3.0)},
+        {"out_proj.weight", 1.0 / 16.0, 1.0 / 16.0 / sqrt(3.0)},
+        {"bias_k", INFINITY, sqrt(2.0 / (256 + 256))},
+        {"bias_v", INFINITY, sqrt(2.0 / (256 + 256))},
+    };
+    for (int d = 0; d < 4; d++) {
+        int i = mha_layer_param_find(a, dist[d].name);
+        const float *x = mha_layer_param_data(a, i);
+        int64_t cnt = mha_layer_param_info(a, i)->count;
+        double sum = 0, sq = 0, mx = 0;
+        for (int64_t j = 0; j < cnt; j++) {
+            sum += x[j];
+            sq += (double)x[j] * x[j];
+            mx = fmax(mx, fabs(x[j]));
+        }
+        double mean = sum / cnt, sd = sqrt(sq / cnt - mean * mean);
+        double tol = 4 * dist[d].std / sqrt((double)cnt) * (cnt < 1000 ? 1.5 : 1);
+        CHECK(fabs(mean) < tol + 1e-9, "%s mean %g", dist[d].name, mean);
+        CHECK(fabs(sd - dist[d].std) < dist[d].std * (cnt < 1000 ? 0.2 : 0.02), "%s std %g, want %g",
+              dist[d].name, sd, dist[d].std);
+        CHECK(mx <= dist[d].bound, "%s within bound %g (max %g)", dist[d].name, dist[d].bound, mx);
+        if (isfinite(dist[d].bound))
+            CHECK(mx > dist[d].bound * 0.99, "%s reaches near its bound", dist[d].name);
+    }
+    const float *bias = param(a, "in_proj_bias");
+    bool zero = true;
+    for (int j = 0; j < 768; j++)
+        zero &= bias[j] == 0.0f;
+    CHECK(zero, "in_proj_bias is zero after init");
+    mha_layer_init(a, "zeros", 0, NULL);
+    CHECK(param(a, "in_proj_weight")[100] == 0.0f && param(a, "bias_k")[3] == 0.0f, "zeros init");
+    mha_layer_free(a);
+    mha_layer_free(b);
+}
+
+int main(void)
+{
+    mha_blas_set_threads(1);
+    mha_error err;
+    mha_pool *pool2 = mha_pool_create(2, &err);
+    CHECK(pool2 && mha_pool_threads(pool2) == 2, "pool of 2");
+    test_params_and_init();
+    test_errors();
+    test_fully_masked();
+    test_random_cases(pool2);
+    test_larger_cases(pool2);
+    test_concurrency(pool2);
+    mha_pool_free(pool2);
+    return check_report();
+}
