@@ -6,6 +6,8 @@
 #   make asan       the whole suite under AddressSanitizer + UBSan (in build-asan/)
 #   make bench      engine and HTTP benchmarks (bench/); never part of the tests
 #   make golden     regenerate tests/golden/ from torch (needs /usr/bin/python3 with torch)
+#   make test-container  build the Docker image with podman and check it (root; scripts/test_container.sh)
+#   make test-scale      three replicas + nginx on loopback, --watch, a replica killed (scripts/test_scale.sh)
 #   make clean
 #
 # Sources are found by wildcard: lib/*.c -> libmha.a, server/*.c (but main.c) -> libsrv.a,
@@ -46,7 +48,7 @@ BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 DEB_PKGS  := gcc make libmicrohttpd-dev libjansson-dev libopenblas-dev libcurl4-openssl-dev curl
 DEPS_STAMP := $(BUILD)/.deps-ok
 
-.PHONY: all deps run test asan ubsan bench golden clean format
+.PHONY: all deps run test asan ubsan bench golden clean format test-container test-scale
 all: $(BUILD)/attnd
 
 deps: $(DEPS_STAMP)
@@ -65,6 +67,9 @@ $(DEPS_STAMP):
 $(BUILD)/%.o: %.c | $(DEPS_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -c -o $@ $<
+
+# /openapi.yaml is served from a copy built into the binary (server/openapi_embed.c uses .incbin)
+$(BUILD)/server/openapi_embed.o: openapi.yaml
 
 $(BUILD)/libmha.a: $(LIB_OBJ)
 	@rm -f $@ && ar rcs $@ $^
@@ -95,6 +100,12 @@ ubsan:
 bench: $(BUILD)/attnd $(BENCH_BIN)
 	@BUILD=$(BUILD) bench/run.sh
 
+test-container:
+	scripts/test_container.sh
+
+test-scale: $(BUILD)/attnd
+	ATTND_BIN=$(BUILD)/attnd scripts/test_scale.sh
+
 golden:
 	/usr/bin/python3 tests/gen_golden.py
 
@@ -103,5 +114,7 @@ format:
 
 clean:
 	rm -rf build build-asan build-ubsan
+
+.SECONDARY:
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

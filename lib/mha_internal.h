@@ -59,6 +59,20 @@ struct mha_layer {
 };
 
 /* ---------------------------------------------------------------------------------------------- */
+/* Scratch                                                                                        */
+
+typedef struct mha_scratch {
+    void *base;  /* what to release */
+    size_t size; /* mapped size, when mapped */
+    bool mapped;
+} mha_scratch;
+
+/* Returns a 64-byte aligned block of bytes (huge-page backed when large), or NULL; s records how
+ * to release it with mha_scratch_free. */
+void *mha_scratch_alloc(mha_scratch *s, size_t bytes);
+void mha_scratch_free(mha_scratch *s);
+
+/* ---------------------------------------------------------------------------------------------- */
 /* Pool                                                                                           */
 
 /* One task of a parallel-for: task index in [0, ntasks), slot in [0, mha_pool_threads(pool)) is
@@ -79,5 +93,11 @@ void mha_softmax_rows(float *x, int64_t rows, int64_t n, int64_t ld);
 
 /* exp(x) for n floats (out may equal in): the kernel softmax uses, exposed for its tests. */
 void mha_expf_array(float *out, const float *in, int64_t n);
+
+/* Copies n floats to memory that will not be read again soon (the per-head weights output):
+ * non-temporal stores when the CPU has AVX2, so they neither pollute the cache nor read the
+ * destination first. Call mha_copy_stream_fence before the data is handed to another thread. */
+void mha_copy_stream(float *dst, const float *src, int64_t n);
+void mha_copy_stream_fence(void);
 
 #endif

@@ -31,4 +31,25 @@ typedef struct srv_json_member {
 int srv_json_object_scan(const char *json, size_t len, const char *field, int max_depth,
                          srv_json_member *out, int max, srv_error *err);
 
+/* The lexer pieces the scanner is made of, for other hand-written parsers (tensor.c). Positions are
+ * pointers into text that ends at `end`; `base` is the start of that text (error messages give byte
+ * offsets from it); errors are SRV_E_BAD_JSON naming `field`. */
+
+/* The first byte at or after p that is not JSON white space (end if none). */
+const char *srv_json_skip_ws(const char *p, const char *end);
+
+/* Validates the JSON string starting at p (which must point at its opening '"'), including escapes,
+ * \u surrogate pairs and UTF-8, and returns the position after its closing '"', or NULL with err.
+ * When out is not NULL the unescaped UTF-8 is written there, at most cap-1 bytes and a NUL;
+ * *out_len (may be NULL) gets the full unescaped length (> cap-1 means it was cut; a "\u0000" in
+ * it shows as strlen(out) < *out_len). */
+const char *srv_json_string(const char *p, const char *end, char *out, size_t cap, size_t *out_len,
+                            const char *base, const char *field, srv_error *err);
+
+/* Validates one JSON value starting at p (white space before it is skipped) whose containers may
+ * nest to level max_depth, counting `depth` levels already open around it. Returns the position
+ * after the value, or NULL with err (SRV_E_BAD_JSON). */
+const char *srv_json_skip_value(const char *p, const char *end, int depth, int max_depth,
+                                const char *base, const char *field, srv_error *err);
+
 #endif

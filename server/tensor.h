@@ -38,15 +38,21 @@ typedef struct srv_tensor_rules {
     const char *field;        /* name used in errors: "query", "weights.in_proj_weight"   */
     bool allow_bool;          /* masks: true/false and dtype "bool" accepted              */
     bool allow_neg_inf;       /* float masks: the string "-inf" accepted                  */
-    int64_t max_elements;     /* refuse larger tensors with SRV_E_TOO_LARGE               */
-    int max_depth;            /* nesting limit for form 1 (<= SRV_TENSOR_MAX_DIMS)        */
+    int64_t max_elements;     /* refuse larger tensors with SRV_E_TOO_LARGE (<= 0: none)  */
+    int max_depth;            /* nesting limit for form 1 and dims of "shape" (<= SRV_TENSOR_MAX_DIMS;
+                                 out of range means SRV_TENSOR_MAX_DIMS)                   */
 } srv_tensor_rules;
 
 /* Parses one JSON value (text [json, json+len), which holds exactly that value, surrounding white
  * space allowed) in any of the three forms into out (zeroed first; on error nothing is owned).
  * Bool input in form 1 with allow_bool gives SRV_DTYPE_BOOL; numbers give SRV_DTYPE_F32; mixing
  * them is a 400. Returns 0, or -1 with err filled (SRV_E_BAD_JSON, SRV_E_BAD_VALUE, SRV_E_SHAPE,
- * SRV_E_BAD_REQUEST, SRV_E_TOO_LARGE, SRV_E_NOMEM). */
+ * SRV_E_BAD_REQUEST, SRV_E_UNKNOWN_FIELD, SRV_E_MISSING_FIELD, SRV_E_TOO_LARGE, SRV_E_NOMEM);
+ * err->field is rules->field, the message names the element ("query[1][0]", "query.shape").
+ * Decisions: a zero dimension ([] / [[]] / a 0 in "shape") is SRV_E_SHAPE "empty"; a bare number is a
+ * 0-d tensor (ndim 0, count 1), as is "shape": []; ragged arrays and too deep nesting are
+ * SRV_E_SHAPE; numbers beyond float32 (1e39) are SRV_E_BAD_VALUE, tiny ones round to 0 as strtof
+ * does; base64 bool tensors hold bytes 0/1. Strict JSON: NaN/Infinity literals are SRV_E_BAD_JSON. */
 int srv_tensor_parse(srv_tensor *out, const char *json, size_t len, const srv_tensor_rules *rules,
                      srv_error *err);
 
@@ -57,19 +63,25 @@ typedef enum srv_encoding { SRV_ENC_NESTED = 0, SRV_ENC_FLAT, SRV_ENC_BASE64 } s
 /* Parses "nested" | "flat" | "base64"; -1 for anything else. */
 int srv_encoding_parse(const char *s, srv_encoding *out);
 
-/* Appends a float32 tensor [shape] in the chosen form to b. Non-finite values are written as the
- * strings "-inf" / "inf" / "nan" (only masks and scores in traces can hold -inf). Returns 0 or -1
- * (out of memory). */
+/* Appends a float32 tensor [shape] in the chosen form to b, without white space:
+ *   nested  [[0.1,-2],[3,4]]        (ndim 0: a bare number)
+ *   flat    {"shape":[2,2],"dtype":"float32","data":[0.1,-2,3,4]}
+ *   base64  {"shape":[2,2],"dtype":"float32","base64":"..."}   (little-endian float32)
+ * Numbers as srv_format_float writes them. Non-finite values are written as the strings "-inf" /
+ * "inf" / "nan" (only masks and scores in traces can hold -inf). Returns 0 or -1 (out of memory). */
 int srv_tensor_write(srv_buf *b, const float *data, int ndim, const int64_t *shape,
                      srv_encoding enc);
 
-/* Appends the shortest decimal that reads back (strtof) as exactly f; returns chars written.
- * buf needs room for 16 bytes. f must be finite. */
+/* Writes the shortest decimal that reads back (strtof) as exactly f, closest to f among the
+ * shortest, and a NUL; returns the chars written (at most 15). buf needs room for 16 bytes.
+ * f must be finite. Style: plain when 1e-4 <= |f| < 1e9 ("0.1", "1", "-0", "123.5", "0.0001"),
+ * else d[.ddd]e[-]x ("1e-7", "3.4028235e38"); integers have no ".0". */
 int srv_format_float(char *buf, float f);
 
-/* Parses a JSON number at [p, end) into a correctly rounded float32 (as strtof would);
- * returns the number of bytes consumed, or 0 when [p, end) does not start with a JSON number.
- * Sets *overflow when the value is finite in decimal but too large for float32. */
+/* Parses a JSON number at [p, end) into a correctly rounded float32 (as strtof would, in the C
+ * locale whatever the process's locale); returns the number of bytes consumed, or 0 when [p, end)
+ * does not start with a JSON number (the caller checks what follows: "01" consumes 1 byte).
+ * Sets *overflow (and *out = ±inf) when the value is finite in decimal but too large for float32. */
 size_t srv_parse_float(const char *p, const char *end, float *out, bool *overflow);
 
 /* Standard base64 (RFC 4648, padding required, no line breaks). decode returns decoded length or

@@ -7,6 +7,7 @@ so the same torch gives the same files. The suite itself never needs torch: the 
 
     gen_golden.py                              regenerate tests/golden/
     gen_golden.py --random N --seed S --out D  write N random cases (random config and options) to D
+                  [--large] [--no-trace]       large shapes; leave the trace out (smaller files)
 
 Semantics (../SPEC §1): torch.nn.MultiheadAttention in eval mode, float32, with torch 2.x mask merging
 (bool masks become 0 / -inf, float masks are added, key_padding_mask + attn_mask + causal mask are
@@ -99,6 +100,8 @@ class Spec:
         self.expect_fully_masked = kw.pop("expect_fully_masked", None)  # True/False: assert it
         self.scale = kw.pop("scale", 1.0)          # input magnitude
         self.trace = kw.pop("trace", True)         # False: no "trace" in the file (big cases)
+        self.strict = kw.pop("strict", True)       # False (--large): float32-vs-float64 distance is
+                                                   # reported, not asserted
         if kw:
             raise TypeError("unknown spec fields: %s" % sorted(kw))
         if self.kdim is None:
@@ -407,26 +410,27 @@ def run_case(spec):
         raise AssertionError("%s: expected fully masked rows: %s, got %s"
                              % (spec.name, spec.expect_fully_masked, any_dead))
 
+    xatol, xrtol = (XCHECK_ATOL, XCHECK_RTOL) if spec.strict else (F64_ATOL, F64_RTOL)
     f_out, f_w = functional(spec, objs)
     rows_out = ok_rows(spec, dead, "out") if any_dead else None
-    bad = close(out, f_out, XCHECK_ATOL, XCHECK_RTOL, rows_out)
+    bad = close(out, f_out, xatol, xrtol, rows_out)
     if bad > 0:
         raise AssertionError("%s: step-by-step output differs from F.multi_head_attention_forward"
                              % spec.name)
     if spec.need_weights:
         rows_w = ok_rows(spec, dead, "w") if any_dead else None
-        if close(w, f_w, XCHECK_ATOL, XCHECK_RTOL, rows_w) > 0:
+        if close(w, f_w, xatol, xrtol, rows_w) > 0:
             raise AssertionError("%s: step-by-step weights differ from the functional call" % spec.name)
     native = functional_native_masks(spec, objs)
     if native is not None:
-        if close(f_out, native[0], XCHECK_ATOL, XCHECK_RTOL, rows_out) > 0 or (
-                spec.need_weights and close(f_w, native[1], XCHECK_ATOL, XCHECK_RTOL, rows_w) > 0):
+        if close(f_out, native[0], xatol, xrtol, rows_out) > 0 or (
+                spec.need_weights and close(f_w, native[1], xatol, xrtol, rows_w) > 0):
             raise AssertionError("%s: merged mask disagrees with torch's own mask handling" % spec.name)
         checked_native[0] += 1
     m_out, m_w = module_forward(spec, objs)
-    if close(f_out, m_out, XCHECK_ATOL, XCHECK_RTOL, rows_out) > 0:
+    if close(f_out, m_out, xatol, xrtol, rows_out) > 0:
         raise AssertionError("%s: nn.MultiheadAttention disagrees with the functional call" % spec.name)
-    if spec.need_weights and close(f_w, m_w, XCHECK_ATOL, XCHECK_RTOL, rows_w) > 0:
+    if spec.need_weights and close(f_w, m_w, xatol, xrtol, rows_w) > 0:
         raise AssertionError("%s: nn.MultiheadAttention weights disagree" % spec.name)
 
     # float64: every golden number must be near the exact result.
@@ -436,8 +440,12 @@ def run_case(spec):
         if close(st[name], st64[name], F64_ATOL, F64_RTOL) > 0:
             diff = (st[name].double() - st64[name]).abs()
             diff[torch.isnan(diff)] = 0
-            raise AssertionError("%s: float32 stage %s is %.3g from float64" %
-                                 (spec.name, name, float(diff.max())))
+            msg = ("%s: float32 stage %s is %.3g from float64 (|x| up to %.3g)" %
+                   (spec.name, name, float(diff.max()), float(st64[name][torch.isfinite(st64[name])]
+                                                               .abs().max())))
+            if spec.strict:
+                raise AssertionError(msg)
+            print("note: " + msg)
 
     # Expected output/weights: torch's functional call; where it gives NaN (fully masked rows), the
     # step-by-step numbers (checked above to agree with it on every other row).
@@ -719,25 +727,110 @@ def committed_specs():
     rng = random.Random(20240)
     for i in range(40):
         specs.append(random_spec(rng, "mix_%02d" % i, 5000 + i, medium_ok=False))
+
+    # I. large finite mask values (robust ones only: a whole row of -1e9 or -1e4 would round
+    # differently in any two float32 implementations, so rows keep at least one ordinary key, except
+    # with finfo.min, where every score rounds to exactly that value)
+    add("mask_float_minus_1e9", "float 2-D attn_mask with -1e9 on about half the keys (never a whole "
+        "row) and ordinary values elsewhere", kind="cross", S=6, mask=mask_big_negative(-1e9),
+        average=False, expect_fully_masked=False)
+    add("mask_float_finfo_min_row", "float 3-D attn_mask holding finfo(float32).min, over a whole "
+        "row of one head: not masked (-inf) but added, so that row's weights are uniform",
+        L=4, mask=mask_finfo_min_row, average=False, expect_fully_masked=False)
+    add("mask_kpm_float_minus_1e4", "float key_padding_mask with -1e4 on some keys (the Hugging Face "
+        "convention), never all of a batch", kind="kv", S=5, kpm=kpm_big_negative(-1e4),
+        average=False, expect_fully_masked=False)
+    add("full_union_kpm_attn", "bool key_padding_mask masks keys 0-1, bool attn_mask masks keys 2-3 "
+        "of query row 2: neither masks a whole row, together they do", kind="cross", S=4,
+        kpm=kpm_keys01, mask=mask_row2_keys23, average=False, expect_fully_masked=True)
+    add("full_union_float_causal", "float key_padding_mask -inf on key 0 of batch 1 plus is_causal: "
+        "query row 0 of batch 1 has no key; averaged", L=4, kpm=kpm_float_key0_batch1,
+        is_causal=True, expect_fully_masked=True)
+
+    # J. a few more crossings
+    add("causal_bkv_za_masks", "is_causal with add_bias_kv and add_zero_attn, bool key_padding_mask "
+        "and float 3-D attn_mask: both appended keys stay allowed", kind="cross", L=4, S=5,
+        is_causal=True, add_bias_kv=True, add_zero_attn=True, kpm="bool", mask="float3",
+        average=False)
+    add("full_unbatched_causal_nw", "unbatched, is_causal + key_padding_mask on key 0: query row 0 "
+        "has no key; no weights", layout="unbatched", L=4, is_causal=True, kpm=kpm_key0,
+        need_weights=False, expect_fully_masked=True)
+    add("kv_kvdim_causal_sf", "sequence-first, value left out with kdim=vdim=5, is_causal, L=4 S=6; "
+        "per-head", layout="sf", kind="kv", kdim=5, vdim=5, L=4, S=6, is_causal=True, average=False)
+    add("cross_nobias_bkv_za_unbatched", "unbatched cross-attention kdim=3 vdim=6, bias=False, "
+        "add_bias_kv and add_zero_attn, float key_padding_mask with -inf; averaged",
+        layout="unbatched", kind="cross", kdim=3, vdim=6, L=3, S=4, bias=False, add_bias_kv=True,
+        add_zero_attn=True, kpm="float_inf")
     return specs
 
 
-def random_spec(rng, name, seed, medium_ok=True):
+def mask_big_negative(value):
+    def f(spec, gen):
+        m = torch.randn((spec.L, spec.S), generator=gen)
+        big = torch.rand((spec.L, spec.S), generator=gen) < 0.5
+        big[:, 0] = False
+        return torch.where(big, torch.tensor(value), m)
+    return f
+
+
+def kpm_big_negative(value):
+    def f(shape, gen):
+        m = torch.randn(shape, generator=gen)
+        big = torch.rand(shape, generator=gen) < 0.4
+        big[..., -1] = False
+        return torch.where(big, torch.tensor(value), m)
+    return f
+
+
+def mask_finfo_min_row(spec, gen):
+    shape = (spec.N * spec.H, spec.L, spec.S)
+    m = torch.randn(shape, generator=gen)
+    lo = torch.finfo(torch.float32).min
+    m[torch.rand(shape, generator=gen) < 0.3] = lo
+    m[:, :, 0] = 0.5                  # every row keeps an ordinary key ...
+    m[1, 2, :] = lo                   # ... but this one: all finfo.min, uniform weights
+    return m
+
+
+def kpm_keys01(shape, gen):
+    m = torch.zeros(shape, dtype=torch.bool)
+    m[..., 0:2] = True
+    return m
+
+
+def mask_row2_keys23(spec, gen):
+    m = torch.zeros((spec.L, spec.S), dtype=torch.bool)
+    m[2, 2:4] = True
+    return m
+
+
+def kpm_float_key0_batch1(shape, gen):
+    m = torch.randn(shape, generator=gen)
+    m[1, 0] = float("-inf")
+    return m
+
+
+def random_spec(rng, name, seed, medium_ok=True, large=False, trace=True):
     """A random valid combination of every option: mostly small shapes, one in five medium (L, S up to
-    100, past the tile sizes an engine may use)."""
+    100, past the tile sizes an engine may use); with large, every case large (L, S up to 300, E up to
+    1024, input magnitude 0.5-2)."""
     medium = medium_ok and rng.random() < 0.2
     H = rng.choice([1, 1, 2, 2, 3, 4] + ([6, 8] if medium else []))
     hd = rng.choice([1, 2, 3, 4, 8] + ([16, 5] if medium else []))
+    if large:
+        H = rng.choice([1, 2, 4, 8, 12, 16])
+        hd = rng.choice([8, 16, 32, 64])
     E = H * hd
     layout = rng.choice(["bf", "bf", "sf", "unbatched"])
     kind = rng.choice(["self", "kv", "cross", "cross"])
     kdim = vdim = E
+    maxfeat = 200 if large else 9
     if kind == "kv" and rng.random() < 0.4:
-        kdim = vdim = rng.randint(1, 9)
+        kdim = vdim = rng.randint(1, maxfeat)
     if kind == "cross" and rng.random() < 0.5:
-        kdim, vdim = rng.randint(1, 9), rng.randint(1, 9)
-    N = rng.randint(1, 3)
-    maxlen = 100 if medium else 7
+        kdim, vdim = rng.randint(1, maxfeat), rng.randint(1, maxfeat)
+    N = rng.randint(1, 2 if large else 3)
+    maxlen = 300 if large else (100 if medium else 7)
     L = rng.randint(1, maxlen)
     S = L if kind == "self" else rng.randint(1, maxlen)
     kpm = rng.choice([None, None, "bool", "float", "float_inf"])
@@ -750,13 +843,17 @@ def random_spec(rng, name, seed, medium_ok=True):
     bias = rng.random() < 0.8
     bkv = rng.random() < 0.3
     za = rng.random() < 0.3
+    scale = rng.uniform(0.5, 2.0) if large else 1.0
     desc = ("random: E=%d H=%d kdim=%d vdim=%d bias=%s add_bias_kv=%s add_zero_attn=%s layout=%s "
             "kind=%s N=%d L=%d S=%d kpm=%s attn_mask=%s is_causal=%s need_weights=%s average=%s" %
             (E, H, kdim, vdim, bias, bkv, za, layout, kind, N, L, S, kpm,
              getattr(mask, "__name__", mask) if callable(mask) else mask, is_causal, nw, avg))
+    if large:
+        desc += " scale=%.3g" % scale
     return Spec(name, desc, E=E, H=H, kdim=kdim, vdim=vdim, bias=bias, add_bias_kv=bkv,
                 add_zero_attn=za, layout=layout, kind=kind, N=N, L=L, S=S, kpm=kpm, mask=mask,
-                is_causal=is_causal, need_weights=nw, average=avg, seed=seed)
+                is_causal=is_causal, need_weights=nw, average=avg, seed=seed, scale=scale,
+                trace=trace, strict=not large)
 
 
 def write_cases(specs, out_dir, clean):
@@ -784,13 +881,17 @@ def main():
     ap.add_argument("--random", type=int, metavar="N", help="write N random cases instead")
     ap.add_argument("--seed", type=int, default=1, help="seed of --random")
     ap.add_argument("--out", help="output directory (default tests/golden)")
+    ap.add_argument("--large", action="store_true",
+                    help="with --random: large shapes (L, S up to 300, E up to 1024)")
+    ap.add_argument("--no-trace", action="store_true", help="with --random: leave the trace out")
     args = ap.parse_args()
     torch.set_num_threads(1)
     if args.random is not None:
         if not args.out:
             ap.error("--random needs --out DIR (tests/golden holds the committed cases)")
         rng = random.Random(args.seed)
-        specs = [random_spec(rng, "random_%d_%d" % (args.seed, i), args.seed * 100003 + i)
+        specs = [random_spec(rng, "random_%d_%d" % (args.seed, i), args.seed * 100003 + i,
+                             large=args.large, trace=not args.no_trace)
                  for i in range(args.random)]
         write_cases(specs, args.out, clean=False)
     else:

@@ -142,7 +142,7 @@ static void check_case(const golden_case *c)
           c->name);
     CHECK(!c->value.present || c->key.present, "%s: value without key", c->name);
     CHECK(c->inputs_json && strstr(c->inputs_json, "\"query\"") && c->weights_json &&
-              c->weights_json[0] == '{',
+              c->weights_json[0] == '{' && c->config_json && strstr(c->config_json, "\"embed_dim\""),
           "%s: JSON texts kept", c->name);
     check_weights(c);
 

@@ -267,9 +267,10 @@ static int load_case(loader *ld, golden_case *c, json_t *root)
             return -1;
     }
 
+    c->config_json = json_dumps(json_object_get(root, "config"), JSON_COMPACT);
     c->inputs_json = json_dumps(in, JSON_COMPACT);
     c->weights_json = json_dumps(weights, JSON_COMPACT);
-    if (!c->inputs_json || !c->weights_json)
+    if (!c->config_json || !c->inputs_json || !c->weights_json)
         return fail(ld, "out of memory");
     return 0;
 }
@@ -308,7 +309,8 @@ void golden_free(golden_case *c)
     tensor_free(&c->attn_weights);
     for (int s = 0; s < MHA_TRACE_NSTAGES; s++)
         tensor_free(&c->trace[s]);
-    free(c->inputs_json); /* json_dumps uses jansson's allocator: malloc unless changed */
+    free(c->config_json); /* json_dumps uses jansson's allocator: malloc unless changed */
+    free(c->inputs_json);
     free(c->weights_json);
     memset(c, 0, sizeof *c);
 }

@@ -3,8 +3,9 @@
  *
  * A case holds a layer config, its weights under torch's state_dict names, the forward inputs (ready
  * to hand to mha_plan_forward / mha_forward through golden_inputs), the expected output and attention
- * weights, every trace stage, and the JSON text of its "inputs" and "weights" objects (for tests that
- * post them over HTTP). It uses jansson and its own base64 decoder; nothing here depends on server/ or
+ * weights, every trace stage, and the JSON text of its "config", "inputs" and "weights" objects (for
+ * tests that post them over HTTP: PUT {"config": config_json, "weights": weights_json}, then POST
+ * inputs_json to .../forward). It uses jansson and its own base64 decoder; nothing here depends on server/ or
  * calls into lib/ (only lib/mha.h's types), so every test can link it.
  */
 #ifndef ATTND_GOLDEN_H
@@ -48,6 +49,7 @@ typedef struct golden_case {
     golden_tensor output;       /* [N,L,E] / [L,N,E] !! batch_first / [L,E]                      */
     golden_tensor attn_weights; /* present when need_weights: [N,L,S] / [N,H,L,S] (unbatched: no N) */
     golden_tensor trace[MHA_TRACE_NSTAGES]; /* in mha_trace_stage order, always batch-major      */
+    char *config_json;          /* the "config" object as compact JSON: PUT /v1/layers' "config" */
     char *inputs_json;          /* the "inputs" object as compact JSON: a /v1 forward body       */
     char *weights_json;         /* the "weights" object as compact JSON: a PUT weights map       */
 } golden_case;

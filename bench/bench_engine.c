@@ -1,0 +1,266 @@
+/*
+ * bench_engine.c - times the engine's forward pass on the issue's shapes (self-attention, batch_first)
+ * with and without per-head weights, on 1 and 2 threads, next to a square sgemm measured in the
+ * same run (the machine is shared: only same-run ratios mean much) and, when given, torch's times.
+ *
+ *   build/bench/bench_engine [--shapes S,M,L,XL] [--threads 1,2] [--min-time SEC] [--torch FILE]
+ *
+ * FILE holds lines "shape mode threads ms" (bench/torch_time.py writes them); mode is nw0
+ * (need_weights off) or nw1 (per-head weights). GFLOP/s use 8NLE² + 4NLSE.
+ */
+#include "mha.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+typedef struct shape {
+    const char *name;
+    int64_t N, L, E, H;
+} shape;
+
+static const shape shapes[] = {
+    {"S", 1, 32, 64, 4},
+    {"M", 1, 128, 512, 8},
+    {"L", 8, 512, 768, 12},
+    {"XL", 1, 2048, 1024, 16},
+};
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Seconds of one call of fn(ctx), from k back-to-back calls (k chosen so a sample lasts ~2 ms). */
+static double sample(void (*fn)(void *), void *ctx, int k)
+{
+    double t0 = now();
+    for (int i = 0; i < k; i++)
+        fn(ctx);
+    return (now() - t0) / k;
+}
+
+static int calls_per_sample(void (*fn)(void *), void *ctx)
+{
+    double t = sample(fn, ctx, 1); /* also the warm-up */
+    int k = (int)(2e-3 / (t > 1e-7 ? t : 1e-7));
+    return k < 1 ? 1 : k > 10000 ? 10000 : k;
+}
+
+static double median(double *t, int n)
+{
+    qsort(t, (size_t)n, sizeof t[0], cmp_double);
+    return t[n / 2];
+}
+typedef struct sgemm_ctx {
+    int n, threads;
+    float *a, *b, *c;
+} sgemm_ctx;
+
+typedef struct half_arg {
+    const sgemm_ctx *s;
+    int row0, rows;
+} half_arg;
+
+static void *sgemm_rows(void *p)
+{
+    const half_arg *h = p;
+    const sgemm_ctx *s = h->s;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, h->rows, s->n, s->n, 1.0f, s->a + (size_t)h->row0 * s->n,
+                s->n, s->b, s->n, 0.0f, s->c + (size_t)h->row0 * s->n, s->n);
+    return NULL;
+}
+
+/* The anchor: a square n x n sgemm, split in row halves over 2 threads the way the engine splits
+ * its GEMMs (OpenBLAS itself single-threaded). */
+static void sgemm_once(void *p)
+{
+    sgemm_ctx *s = p;
+    if (s->threads == 1) {
+        half_arg h = {s, 0, s->n};
+        sgemm_rows(&h);
+        return;
+    }
+    pthread_t th;
+    half_arg h1 = {s, 0, s->n / 2}, h2 = {s, s->n / 2, s->n - s->n / 2};
+    pthread_create(&th, NULL, sgemm_rows, &h2);
+    sgemm_rows(&h1);
+    pthread_join(th, NULL);
+}
+
+typedef struct fwd_ctx {
+    const mha_layer *layer;
+    mha_inputs in;
+    mha_plan plan;
+    float *out, *weights;
+    mha_pool *pool;
+} fwd_ctx;
+
+static void forward_once(void *p)
+{
+    fwd_ctx *f = p;
+    mha_error err;
+    if (mha_forward(f->layer, &f->in, &f->plan, f->out, f->weights, NULL, f->pool, &err) != MHA_OK) {
+        fprintf(stderr, "forward failed: %s\n", err.message);
+        exit(1);
+    }
+}
+
+static float *random_array(int64_t n, uint64_t seed)
+{
+    float *x = malloc((size_t)n * sizeof(float));
+    for (int64_t i = 0; i < n; i++) {
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        x[i] = (float)((double)(seed >> 40) / (double)(1 << 24) * 2.0 - 1.0);
+    }
+    return x;
+}
+
+/* torch's time for (shape, mode, threads) from the file, or NAN. */
+static double torch_ms(const char *file, const char *shape_name, const char *mode, int threads)
+{
+    if (!file)
+        return NAN;
+    FILE *fp = fopen(file, "r");
+    if (!fp)
+        return NAN;
+    char s[16], m[16];
+    int t;
+    double ms, found = NAN;
+    while (fscanf(fp, "%15s %15s %d %lf", s, m, &t, &ms) == 4) {
+        if (!strcmp(s, shape_name) && !strcmp(m, mode) && t == threads)
+            found = ms;
+    }
+    fclose(fp);
+    return found;
+}
+
+static bool in_list(const char *list, const char *item)
+{
+    size_t n = strlen(item);
+    for (const char *p = list; p && *p;) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        if (len == n && !strncmp(p, item, n))
+            return true;
+        p = end ? end + 1 : NULL;
+    }
+    return false;
+}
+
+int main(int argc, char **argv)
+{
+    const char *shape_list = "S,M,L,XL", *thread_list = "1,2", *torch_file = NULL;
+    double min_time = 1.0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--shapes") && i + 1 < argc)
+            shape_list = argv[++i];
+        else if (!strcmp(argv[i], "--threads") && i + 1 < argc)
+            thread_list = argv[++i];
+        else if (!strcmp(argv[i], "--min-time") && i + 1 < argc)
+            min_time = atof(argv[++i]);
+        else if (!strcmp(argv[i], "--torch") && i + 1 < argc)
+            torch_file = argv[++i];
+        else {
+            fprintf(stderr, "usage: %s [--shapes S,M,L,XL] [--threads 1,2] [--min-time SEC] [--torch FILE]\n",
+                    argv[0]);
+            return 2;
+        }
+    }
+
+    mha_blas_set_threads(1); /* the engine (and the anchor) parallelise themselves */
+    sgemm_ctx sg = {1024, 1, random_array(1024 * 1024, 1), random_array(1024 * 1024, 2),
+                    random_array(1024 * 1024, 3)};
+    printf("Each cell: median over rounds that interleave a 1024^2 sgemm (the anchor, same threads),\n"
+           "the pass without weights and the pass with per-head weights.\n\n");
+    printf("%-3s %2s %-4s %9s %8s %7s %9s %7s %8s\n", "shp", "t", "mode", "ms", "GFLOP/s", "%sgemm",
+           "torch ms", "x torch", "w cost");
+
+    mha_pool *pool2 = mha_pool_create(2, NULL);
+    enum { max_rounds = 400 };
+    static double t_anchor[max_rounds], t_mode[2][max_rounds];
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        const shape *sh = &shapes[s];
+        if (!in_list(shape_list, sh->name))
+            continue;
+        mha_config cfg;
+        mha_config_init(&cfg, sh->E, sh->H);
+        mha_error err;
+        mha_layer *layer = mha_layer_create(&cfg, NULL, &err);
+        mha_layer_init(layer, "xavier_uniform", 0, &err);
+        float *x = random_array(sh->N * sh->L * sh->E, 7);
+        for (int t = 1; t <= 2; t++) {
+            char tn[4];
+            snprintf(tn, sizeof tn, "%d", t);
+            if (!in_list(thread_list, tn))
+                continue;
+            fwd_ctx f[2];
+            int k[2];
+            for (int mode = 0; mode < 2; mode++) {
+                f[mode] = (fwd_ctx){.layer = layer, .pool = t == 2 ? pool2 : NULL};
+                f[mode].in.query = (mha_tensor){x, 3, {sh->N, sh->L, sh->E}};
+                f[mode].in.need_weights = mode == 1;
+                f[mode].in.average_attn_weights = false;
+                if (mha_plan_forward(layer, &f[mode].in, NULL, &f[mode].plan, &err) != MHA_OK) {
+                    fprintf(stderr, "plan failed: %s\n", err.message);
+                    return 1;
+                }
+                f[mode].out = calloc((size_t)f[mode].plan.out_count, sizeof(float));
+                f[mode].weights = mode ? calloc((size_t)f[mode].plan.weights_count, sizeof(float)) : NULL;
+                k[mode] = calls_per_sample(forward_once, &f[mode]);
+            }
+            sg.threads = t;
+            sgemm_once(&sg);
+            int rounds = 0;
+            double start = now();
+            while (rounds < max_rounds && (rounds < 3 || now() - start < min_time)) {
+                t_anchor[rounds] = sample(sgemm_once, &sg, 1);
+                for (int mode = 0; mode < 2; mode++)
+                    t_mode[mode][rounds] = sample(forward_once, &f[mode], k[mode]);
+                rounds++;
+            }
+            double anchor_gf = 2.0 * 1024 * 1024 * 1024 / median(t_anchor, rounds) / 1e9;
+            double ms[2];
+            for (int mode = 0; mode < 2; mode++) {
+                ms[mode] = median(t_mode[mode], rounds) * 1e3;
+                double gf = f[mode].plan.flops / ms[mode] / 1e6;
+                const char *mname = mode ? "nw1" : "nw0";
+                double tms = torch_ms(torch_file, sh->name, mname, t);
+                char tcol[16] = "-", rcol[16] = "-", wcol[16] = "";
+                if (!isnan(tms)) {
+                    snprintf(tcol, sizeof tcol, "%.3f", tms);
+                    snprintf(rcol, sizeof rcol, "%.2f", tms / ms[mode]);
+                }
+                if (mode == 1)
+                    snprintf(wcol, sizeof wcol, "%+.0f%%", (ms[1] / ms[0] - 1) * 100);
+                printf("%-3s %2d %-4s %9.3f %8.1f %6.0f%% %9s %7s %8s\n", sh->name, t, mname, ms[mode], gf,
+                       100 * gf / anchor_gf, tcol, rcol, wcol);
+                free(f[mode].out);
+                free(f[mode].weights);
+            }
+            printf("%-3s %2d %-4s %9s %8.1f  (%d rounds)\n", sh->name, t, "sgemm", "", anchor_gf, rounds);
+            fflush(stdout);
+        }
+        free(x);
+        mha_layer_free(layer);
+    }
+    mha_pool_free(pool2);
+    free(sg.a);
+    free(sg.b);
+    free(sg.c);
+    printf("\nnw0 = need_weights off, nw1 = per-head weights [N,H,L,S]; x torch = torch ms / ours;\n"
+           "w cost = nw1 over nw0 at the same thread count.\n");
+    return 0;
+}

@@ -1,0 +1,153 @@
+/*
+ * check_float_all.c - checks srv_format_float on every one of the 2^32 float32 bit patterns:
+ * the output reads back (strtof, C locale) as the same bits, is at most 15 characters, and no
+ * decimal with one significant digit fewer reads back as the same float (the two decimals of
+ * that length either side of the value, and their neighbours, are tried).
+ *
+ * Not part of `make test` or `make bench` (it takes ~10 minutes on two cores):
+ *     make build/bench/check_float_all && nice ./build/bench/check_float_all [threads [first last]]
+ * Prints the counts and exits 0 when every pattern passed.
+ */
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tensor.h"
+
+static atomic_ullong n_checked, n_bad;
+
+static int sig_digits(const char *s, int *dec_exp, unsigned long long *mant)
+{
+    /* significant digits, their value, and the power of ten of the last one */
+    char d[32];
+    int n = 0, point = -1, e = 0;
+    const char *p = s;
+    if (*p == '-')
+        p++;
+    for (; *p && *p != 'e'; p++) {
+        if (*p == '.')
+            point = n;
+        else
+            d[n++] = *p;
+    }
+    if (*p == 'e')
+        e = atoi(p + 1);
+    if (point < 0)
+        point = n;
+    int a = 0, b = n;
+    while (a < b && d[a] == '0')
+        a++;
+    while (b > a && d[b - 1] == '0')
+        b--;
+    unsigned long long m = 0;
+    for (int i = a; i < b; i++)
+        m = m * 10 + (unsigned long long)(d[i] - '0');
+    *mant = m;
+    *dec_exp = e + (point - b); /* value = m · 10^dec_exp */
+    return b - a;
+}
+
+static int reads_back(float f, unsigned long long m, int e)
+{
+    char t[48], r[24];
+    int n0 = 0, k = 0;
+    do
+        r[n0++] = (char)('0' + m % 10);
+    while ((m /= 10) != 0);
+    while (n0 > 0)
+        t[k++] = r[--n0];
+    t[k++] = 'e';
+    if (e < 0) {
+        t[k++] = '-';
+        e = -e;
+    }
+    if (e >= 10)
+        t[k++] = (char)('0' + e / 10);
+    t[k++] = (char)('0' + e % 10);
+    t[k] = '\0';
+    float g;
+    bool ovf;
+    size_t n = srv_parse_float(t, t + strlen(t), &g, &ovf);
+    return n == strlen(t) && memcmp(&g, &f, 4) == 0;
+}
+
+static long double pow10l_tab[120]; /* 10^(i-60) */
+
+static void *worker(void *arg)
+{
+    uint64_t lo = ((uint64_t *)arg)[0], hi = ((uint64_t *)arg)[1];
+    unsigned long long checked = 0, bad = 0;
+    for (uint64_t u = lo; u < hi; u++) {
+        uint32_t bits = (uint32_t)u;
+        float f;
+        memcpy(&f, &bits, 4);
+        if (!isfinite(f))
+            continue;
+        checked++;
+        char out[32];
+        int len = srv_format_float(out, f);
+        if (bits >> 31) { /* negative: must be "-" and the positive's text (checked in its turn) */
+            char pos[32];
+            float a = -f;
+            int plen = srv_format_float(pos, a);
+            if (len != plen + 1 || out[0] != '-' || strcmp(out + 1, pos) != 0) {
+                fprintf(stderr, "0x%08x: \"%s\" is not '-' and \"%s\"\n", bits, out, pos);
+                bad++;
+            }
+            continue;
+        }
+        float back = strtof(out, NULL);
+        int ok = len > 0 && len <= 15 && out[len] == '\0' && memcmp(&back, &f, 4) == 0;
+        float a = fabsf(f);
+        if (ok && a != 0) {
+            int e;
+            unsigned long long m;
+            int nd = sig_digits(out, &e, &m);
+            if (nd > 1) {
+                /* the (nd-1)-digit decimals near a: a ≈ t · 10^(e'), t in [10^(nd-2), 10^(nd-1)) */
+                int e1 = e + 1;
+                long double t = (long double)a / pow10l_tab[e1 + 60];
+                long long base = (long long)floorl(t);
+                for (long long c = base - 1; c <= base + 2 && ok; c++)
+                    if (c > 0 && reads_back(a, (unsigned long long)c, e1))
+                        ok = 0;
+            }
+        }
+        if (!ok) {
+            if (bad < 20)
+                fprintf(stderr, "0x%08x: \"%s\" wrong or not shortest\n", bits, out);
+            bad++;
+        }
+    }
+    atomic_fetch_add(&n_checked, checked);
+    atomic_fetch_add(&n_bad, bad);
+    return NULL;
+}
+
+int main(int argc, char **argv)
+{
+    int threads = argc > 1 ? atoi(argv[1]) : 2;
+    if (threads < 1 || threads > 64)
+        threads = 2;
+    for (int i = 0; i < 120; i++)
+        pow10l_tab[i] = powl(10.0L, (long double)(i - 60));
+    pthread_t th[64];
+    uint64_t ranges[64][2];
+    /* optional [first last] (hex, inclusive) to check a part */
+    uint64_t first = argc > 3 ? strtoull(argv[2], NULL, 16) : 0;
+    uint64_t end = argc > 3 ? strtoull(argv[3], NULL, 16) + 1 : 1ULL << 32;
+    uint64_t step = (end - first) / (uint64_t)threads;
+    for (int i = 0; i < threads; i++) {
+        ranges[i][0] = first + (uint64_t)i * step;
+        ranges[i][1] = i == threads - 1 ? end : first + (uint64_t)(i + 1) * step;
+        pthread_create(&th[i], NULL, worker, ranges[i]);
+    }
+    for (int i = 0; i < threads; i++)
+        pthread_join(th[i], NULL);
+    printf("%llu finite float32 patterns checked, %llu wrong or not shortest\n",
+           (unsigned long long)n_checked, (unsigned long long)n_bad);
+    return n_bad != 0;
+}

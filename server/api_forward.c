@@ -1,0 +1,143 @@
+/*
+ * api_forward.c - POST /v1/layers/{name}/forward and /trace.
+ *
+ * Body: {"query": T, "key": T, "value": T, "key_padding_mask": T, "attn_mask": T, "is_causal": b,
+ *        "need_weights": b, "average_attn_weights": b, "encoding": "nested"|"flat"|"base64"}
+ * (T in any form of tensor.h; null = absent). The reply is written straight into one buffer that is
+ * handed to libmicrohttpd as it is.
+ */
+#include <string.h>
+
+#include "api.h"
+#include "body.h"
+#include "forward.h"
+
+#define FORWARD_FIELDS                                                                            \
+    "query, key, value, key_padding_mask, attn_mask, is_causal, need_weights, "                   \
+    "average_attn_weights, encoding"
+
+/* Reads a forward body into args and enc. */
+static int parse_forward(const srv_app *app, const srv_request *req, srv_forward_args *args,
+                         srv_encoding *enc, srv_error *err)
+{
+    srv_json_member m[SRV_BODY_MAX_MEMBERS];
+    int n = srv_body_scan(app, req->body, req->body_len, "", m, err);
+    if (n < 0)
+        return -1;
+    for (int i = 0; i < n; i++) {
+        const char *k = m[i].key;
+        srv_tensor *t = NULL;
+        bool mask = false, *flag = NULL;
+        if (!strcmp(k, "query"))
+            t = &args->query;
+        else if (!strcmp(k, "key"))
+            t = &args->key;
+        else if (!strcmp(k, "value"))
+            t = &args->value;
+        else if (!strcmp(k, "key_padding_mask"))
+            t = &args->key_padding_mask, mask = true;
+        else if (!strcmp(k, "attn_mask"))
+            t = &args->attn_mask, mask = true;
+        else if (!strcmp(k, "is_causal"))
+            flag = &args->is_causal;
+        else if (!strcmp(k, "need_weights"))
+            flag = &args->need_weights;
+        else if (!strcmp(k, "average_attn_weights"))
+            flag = &args->average_attn_weights;
+        else if (!strcmp(k, "encoding")) {
+            if (srv_member_encoding(&m[i], enc, err) < 0)
+                return -1;
+            continue;
+        } else
+            return srv_body_unknown(err, "", k, FORWARD_FIELDS);
+
+        if (flag && srv_member_bool(&m[i], k, flag, err) < 0)
+            return -1;
+        /* null means "not given", as torch's None; query has no default */
+        if (t && !(srv_member_is_null(&m[i]) && strcmp(k, "query") != 0) &&
+            srv_member_tensor(t, &m[i], k, mask, app, err) < 0)
+            return -1;
+    }
+    if (!args->query.data)
+        return srv_error_set(err, SRV_E_MISSING_FIELD, "query", "query is required");
+    return 0;
+}
+
+static void put_shape(srv_buf *b, int ndim, const int64_t *shape)
+{
+    srv_buf_putc(b, '[');
+    for (int i = 0; i < ndim; i++)
+        srv_buf_printf(b, i ? ",%lld" : "%lld", (long long)shape[i]);
+    srv_buf_putc(b, ']');
+}
+
+/* Bytes a tensor of count elements takes in enc, roughly (to size the buffer once). */
+static size_t estimate(int64_t count, srv_encoding enc)
+{
+    return enc == SRV_ENC_BASE64 ? (size_t)count * 16 / 3 + 64 : (size_t)count * 13 + 64;
+}
+
+static int run(srv_app *app, const srv_request *req, srv_response *resp, bool trace,
+               srv_error *err)
+{
+    srv_layer *layer = srv_registry_get(app->registry, srv_request_param(req, "name"), err);
+    if (!layer)
+        return -1;
+    srv_forward_args args;
+    srv_forward_args_init(&args);
+    srv_encoding enc = SRV_ENC_NESTED;
+    srv_forward_result r = {0};
+    int rc = -1;
+    if (parse_forward(app, req, &args, &enc, err) < 0 ||
+        srv_forward_run(app, layer, &args, trace, &r, err) < 0)
+        goto out;
+    /* the inputs are not needed any more: give their memory back before writing the reply */
+    srv_forward_args_free(&args);
+    srv_forward_args_init(&args);
+
+    srv_buf *b = &resp->body;
+    if (!trace) {
+        srv_buf_reserve(b, estimate(r.plan.out_count, enc) + estimate(r.plan.weights_count, enc));
+        srv_buf_puts(b, "{\"output\":");
+        srv_tensor_write(b, r.output, r.plan.out_ndim, r.plan.out_shape, enc);
+        if (r.attn_weights) {
+            srv_buf_puts(b, ",\"attn_weights\":");
+            srv_tensor_write(b, r.attn_weights, r.plan.weights_ndim, r.plan.weights_shape, enc);
+        }
+        srv_buf_puts(b, "}");
+    } else {
+        int64_t shape[4], count, total = 0;
+        for (int s = 0; s < MHA_TRACE_NSTAGES; s++) {
+            mha_trace_stage_shape(&r.plan, (mha_trace_stage)s, shape, &count);
+            total += count;
+        }
+        srv_buf_reserve(b, estimate(total, enc));
+        srv_buf_puts(b, "{\"stages\":[");
+        for (int s = 0; s < MHA_TRACE_NSTAGES; s++) {
+            int nd = mha_trace_stage_shape(&r.plan, (mha_trace_stage)s, shape, &count);
+            srv_buf_printf(b, "%s{\"name\":\"%s\",\"shape\":", s ? "," : "",
+                           mha_trace_stage_name((mha_trace_stage)s));
+            put_shape(b, nd, shape);
+            srv_buf_puts(b, ",\"tensor\":");
+            srv_tensor_write(b, r.stage[s], nd, shape, enc);
+            srv_buf_putc(b, '}');
+        }
+        srv_buf_puts(b, "]}");
+    }
+    rc = 0;
+out:
+    srv_forward_result_free(&r);
+    srv_forward_args_free(&args);
+    srv_layer_release(layer);
+    return rc;
+}
+
+int srv_api_forward(srv_app *app, const srv_request *req, srv_response *resp, srv_error *err)
+{
+    return run(app, req, resp, false, err);
+}
+
+int srv_api_trace(srv_app *app, const srv_request *req, srv_response *resp, srv_error *err)
+{
+    return run(app, req, resp, true, err);
+}

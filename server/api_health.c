@@ -1,0 +1,45 @@
+/*
+ * api_health.c - GET /healthz (the process answers), /readyz (it should get traffic), /openapi.yaml.
+ */
+#include <string.h>
+
+#include "api.h"
+
+/* openapi_embed.c: the repository's openapi.yaml, built into the binary */
+extern const char srv_openapi_yaml[];
+extern const char srv_openapi_yaml_end[];
+
+int srv_api_healthz(srv_app *app, const srv_request *req, srv_response *resp, srv_error *err)
+{
+    srv_buf_printf(&resp->body, "{\"status\":\"ok\",\"version\":\"%s\",\"uptime_s\":%.3f}\n",
+                   ATTND_VERSION, srv_now() - app->started);
+    return 0;
+}
+
+int srv_api_readyz(srv_app *app, const srv_request *req, srv_response *resp, srv_error *err)
+{
+    bool ready = __atomic_load_n(&app->ready, __ATOMIC_ACQUIRE);
+    bool draining = __atomic_load_n(&app->draining, __ATOMIC_ACQUIRE);
+    int layers = srv_registry_count(app->registry);
+    if (ready && !draining) {
+        srv_buf_printf(&resp->body, "{\"ready\":true,\"layers\":%d}\n", layers);
+        return 0;
+    }
+    const char *why = draining ? "draining" : "starting";
+    resp->status = 503;
+    srv_response_header(resp, "Retry-After", "1");
+    srv_buf_printf(&resp->body,
+                   "{\"ready\":false,\"status\":\"%s\",\"layers\":%d,"
+                   "\"error\":{\"code\":\"unavailable\",\"message\":\"the daemon is %s\"}}\n",
+                   why, layers, draining ? "shutting down" : "starting");
+    return 0;
+}
+
+int srv_api_openapi(srv_app *app, const srv_request *req, srv_response *resp, srv_error *err)
+{
+    resp->content_type = "application/yaml";
+    return srv_buf_append(&resp->body, srv_openapi_yaml,
+                          (size_t)(srv_openapi_yaml_end - srv_openapi_yaml)) < 0
+               ? srv_error_set(err, SRV_E_NOMEM, "", "out of memory")
+               : 0;
+}

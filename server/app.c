@@ -1,0 +1,94 @@
+/*
+ * app.c - the daemon's shared state (see app.h).
+ */
+#include "app.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "log.h"
+
+int srv_error_from_mha(srv_error *err, const mha_error *e, const char *prefix)
+{
+    srv_code code;
+    switch (e->status) {
+    case MHA_ERR_CONFIG:
+        code = SRV_E_INVALID_CONFIG;
+        break;
+    case MHA_ERR_SHAPE:
+        code = SRV_E_SHAPE;
+        break;
+    case MHA_ERR_VALUE:
+        code = SRV_E_BAD_VALUE;
+        break;
+    case MHA_ERR_PARAM:
+        code = SRV_E_UNKNOWN_FIELD;
+        break;
+    case MHA_ERR_LIMIT:
+        code = SRV_E_TOO_LARGE;
+        break;
+    case MHA_ERR_NOMEM:
+        code = SRV_E_NOMEM;
+        break;
+    default:
+        code = SRV_E_INTERNAL;
+        break;
+    }
+    char field[sizeof err->field];
+    snprintf(field, sizeof field, "%s%s", e->field[0] ? prefix : "", e->field);
+    return srv_error_set(err, code, field, "%s", e->message[0] ? e->message : mha_status_name(e->status));
+}
+
+srv_app *srv_app_create(const srv_options *opt, srv_error *err)
+{
+    srv_app *app = calloc(1, sizeof *app);
+    if (!app) {
+        srv_error_set(err, SRV_E_NOMEM, "", "out of memory");
+        return NULL;
+    }
+    app->opt = *opt;
+    app->started = srv_now();
+    pthread_mutex_init(&app->inflight_lock, NULL);
+    pthread_cond_init(&app->inflight_cond, NULL);
+    mha_limits_default(&app->limits);
+    app->limits.max_elements = opt->max_tensor_elements;
+
+    /* The pool parallelises each pass; BLAS inside it runs on the calling thread. */
+    mha_blas_set_threads(1);
+    mha_error me = {0};
+    app->registry = srv_registry_create();
+    app->pool = mha_pool_create(opt->blas_threads, &me);
+    if (!app->registry || !app->pool) {
+        srv_error_from_mha(err, &me, "");
+        srv_error_set(err, SRV_E_NOMEM, "", "out of memory starting the engine");
+        srv_app_free(app);
+        return NULL;
+    }
+
+    if (opt->demo) {
+        mha_config cfg;
+        mha_config_init(&cfg, 64, 4);
+        srv_layer *l = srv_layer_build_init("demo", &cfg, &app->limits, "xavier_uniform", 0, err);
+        if (!l || srv_registry_put(app->registry, l, 0, NULL, err) < 0) {
+            srv_layer_release(l);
+            srv_app_free(app);
+            return NULL;
+        }
+        srv_layer_release(l);
+        srv_log(opt->log_format, "info", "created layer 'demo' (embed_dim 64, num_heads 4, seed 0)");
+    }
+    return app;
+}
+
+void srv_app_free(srv_app *app)
+{
+    if (!app)
+        return;
+    srv_registry_free(app->registry);
+    mha_pool_free(app->pool);
+    pthread_cond_destroy(&app->inflight_cond);
+    pthread_mutex_destroy(&app->inflight_lock);
+    free(app);
+}

@@ -1,0 +1,50 @@
+/*
+ * app.h - the state one daemon shares between its request handlers.
+ *
+ * An srv_app is created from the options before the HTTP side starts and freed after it stopped.
+ * Handlers get it as their first argument. Issues that add state (data dir, metrics, auth, watch)
+ * add a field here and set it up in srv_app_create.
+ */
+#ifndef ATTND_APP_H
+#define ATTND_APP_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "error.h"
+#include "mha.h"
+#include "options.h"
+#include "registry.h"
+
+typedef struct srv_app {
+    srv_options opt;          /* copy of the options the daemon started with                 */
+    srv_registry *registry;   /* the layers                                                   */
+    mha_pool *pool;           /* the engine's threads, shared by every forward pass          */
+    mha_limits limits;        /* engine limits derived from the options                       */
+
+    /* forward passes in flight (capped at opt.max_inflight; see forward.c) */
+    pthread_mutex_t inflight_lock;
+    pthread_cond_t inflight_cond;
+    int inflight;
+
+    /* lifecycle: set with __atomic stores, read with __atomic loads */
+    bool ready;               /* false until start-up (layers loaded) is complete -> /readyz  */
+    bool draining;            /* true once a graceful stop began -> /readyz 503, new work 503 */
+    double started;           /* Unix time (s) of start                                       */
+} srv_app;
+
+/* Creates the shared state: registry, engine pool (opt->blas_threads threads), limits; sets
+ * BLAS to one thread (the pool parallelises). With opt->demo, adds the layer "demo". ready is left
+ * false: the daemon sets it once it listens. NULL with err filled on failure. */
+srv_app *srv_app_create(const srv_options *opt, srv_error *err);
+void srv_app_free(srv_app *app); /* accepts NULL */
+
+/* Turns an engine error into a daemon error (config -> 422, shape -> 400, limit -> 413, ...);
+ * returns -1. `prefix` is put before the engine's field name ("config." or "weights."), may be "". */
+int srv_error_from_mha(srv_error *err, const mha_error *e, const char *prefix);
+
+/* Unix time now, in seconds. */
+double srv_now(void);
+
+#endif

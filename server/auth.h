@@ -1,0 +1,60 @@
+/*
+ * auth.h - who may change what: the API key (--api-key-file / ATTND_API_KEY), --auth-reads and
+ * --read-only, and CORS origins (--cors-origin).
+ *
+ * With a key set, a request that changes state (a route flagged SRV_ROUTE_CHANGES) must carry
+ * `Authorization: Bearer <key>`; with guard_reads every request must, except the probes and
+ * /metrics (orchestrators call those without credentials). The key is compared in constant time
+ * (the time depends on the key's length only, never on how much of a guess is right).
+ * A read-only daemon refuses every change with 403 (SRV_E_FORBIDDEN) before looking at the key.
+ */
+#ifndef ATTND_AUTH_H
+#define ATTND_AUTH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "error.h"
+
+#define SRV_API_KEY_MAX 256
+
+typedef struct srv_auth {
+    char key[SRV_API_KEY_MAX]; /* "" = no key                                               */
+    size_t key_len;
+    bool guard_reads;          /* reads need the key too                                     */
+    bool read_only;            /* refuse every change                                        */
+} srv_auth;
+
+/* Sets up a from the options: the key comes from key_file (its first line, without trailing
+ * white space) when key_file is not empty, else from key (the ATTND_API_KEY value; may be ""). A
+ * key file that cannot be read, or holds an empty key or one longer than SRV_API_KEY_MAX-1, is an
+ * error (the daemon must not start unguarded by mistake). Returns 0 or -1 with err filled. */
+int srv_auth_init(srv_auth *a, const char *key_file, const char *key, bool guard_reads,
+                  bool read_only, srv_error *err);
+
+/* Decides whether a request may go on. changes: the route changes state; probe: /healthz,
+ * /readyz, /metrics and the KServe health routes (never need a key). authorization: the request's
+ * Authorization header or NULL. Returns 0 (go on) or -1 with err: SRV_E_FORBIDDEN (read-only) or
+ * SRV_E_UNAUTHORIZED (missing/wrong key; the reply carries `WWW-Authenticate: Bearer`). */
+int srv_auth_check(const srv_auth *a, bool changes, bool probe, const char *authorization,
+                   srv_error *err);
+
+/* Constant-time equality of given[0..given_len) and key[0..key_len): the running time depends
+ * only on key_len. */
+bool srv_auth_equal(const char *given, size_t given_len, const char *key, size_t key_len);
+
+/* CORS: the Access-Control-Allow-Origin value for a request from origin (its Origin header, may
+ * be NULL) when configured is the --cors-origin value: "*" allows every origin (answer "*"); else a
+ * comma-separated list of exact origins ("https://a.example, http://localhost:3000"), and the
+ * request's origin is echoed when listed (the reply must then carry Vary: Origin). NULL when no
+ * CORS header is due. The result is configured's "*" or origin (borrowed). */
+const char *srv_cors_allow_origin(const char *configured, const char *origin);
+
+/* What a preflight (OPTIONS) reply allows. */
+#define SRV_CORS_ALLOW_METHODS "GET, HEAD, PUT, POST, DELETE, OPTIONS"
+#define SRV_CORS_ALLOW_HEADERS \
+    "Authorization, Content-Type, Accept, If-Match, Inference-Header-Content-Length"
+#define SRV_CORS_EXPOSE_HEADERS "ETag, Retry-After, Inference-Header-Content-Length, Location"
+#define SRV_CORS_MAX_AGE 600
+
+#endif

@@ -1,0 +1,106 @@
+/*
+ * base64.c - standard base64 (RFC 4648 §4: A-Z a-z 0-9 + /, '=' padding required, no line breaks)
+ * for the base64 tensor form, both directions.
+ *
+ * Hand-written because it is a hot path for large tensors (the base64 form exists to be fast:
+ * a 12 MB tensor should cost milliseconds) and the libraries at hand (jansson, libmicrohttpd) do not
+ * offer it. Decoding is table-driven, four characters at a time; any byte outside the alphabet,
+ * misplaced '=', or non-zero bits in the padding remainder is an error.
+ */
+#include <stdint.h>
+#include <string.h>
+
+#include "tensor.h"
+
+static const char b64_alphabet[65] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+/* 0-63 for alphabet bytes, 0xFF for everything else. */
+static const uint8_t b64_value[256] = {
+#define X 0xFF
+#define X16 X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X
+    X16, X16,
+    X, X, X, X, X, X, X, X, X, X, X, 62, X, X, X, 63,               /* '+' 0x2B, '/' 0x2F */
+    52, 53, 54, 55, 56, 57, 58, 59, 60, 61, X, X, X, X, X, X,       /* '0'-'9'            */
+    X, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14,            /* 'A'-'O'            */
+    15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, X, X, X, X, X,      /* 'P'-'Z'            */
+    X, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40,  /* 'a'-'o'            */
+    41, 42, 43, 44, 45, 46, 47, 48, 49, 50, 51, X, X, X, X, X,      /* 'p'-'z'            */
+    X16, X16, X16, X16, X16, X16, X16, X16,
+#undef X16
+#undef X
+};
+
+long srv_base64_decode(uint8_t *dst, const char *src, size_t len)
+{
+    if (len % 4 != 0)
+        return -1;
+    if (len == 0)
+        return 0;
+    const unsigned char *s = (const unsigned char *)src;
+    size_t full = len / 4 - 1; /* the last quartet may carry padding */
+    uint8_t *d = dst;
+    for (size_t i = 0; i < full; i++, s += 4) {
+        uint32_t a = b64_value[s[0]], b = b64_value[s[1]], c = b64_value[s[2]], e = b64_value[s[3]];
+        if ((a | b | c | e) & 0x80)
+            return -1;
+        uint32_t v = a << 18 | b << 12 | c << 6 | e;
+        d[0] = (uint8_t)(v >> 16);
+        d[1] = (uint8_t)(v >> 8);
+        d[2] = (uint8_t)v;
+        d += 3;
+    }
+    uint32_t a = b64_value[s[0]], b = b64_value[s[1]];
+    if ((a | b) & 0x80)
+        return -1;
+    if (s[2] == '=') {
+        if (s[3] != '=' || (b & 0x0F) != 0)
+            return -1;
+        d[0] = (uint8_t)(a << 2 | b >> 4);
+        d += 1;
+    } else if (s[3] == '=') {
+        uint32_t c = b64_value[s[2]];
+        if ((c & 0x80) || (c & 0x03) != 0)
+            return -1;
+        d[0] = (uint8_t)(a << 2 | b >> 4);
+        d[1] = (uint8_t)(b << 4 | c >> 2);
+        d += 2;
+    } else {
+        uint32_t c = b64_value[s[2]], e = b64_value[s[3]];
+        if ((c | e) & 0x80)
+            return -1;
+        uint32_t v = a << 18 | b << 12 | c << 6 | e;
+        d[0] = (uint8_t)(v >> 16);
+        d[1] = (uint8_t)(v >> 8);
+        d[2] = (uint8_t)v;
+        d += 3;
+    }
+    return (long)(d - dst);
+}
+
+int srv_base64_encode(srv_buf *b, const uint8_t *src, size_t len)
+{
+    size_t out_len = (len + 2) / 3 * 4;
+    if (srv_buf_reserve(b, out_len) != 0)
+        return -1;
+    char *o = b->data + b->len;
+    size_t i = 0;
+    for (; i + 3 <= len; i += 3) {
+        uint32_t v = (uint32_t)src[i] << 16 | (uint32_t)src[i + 1] << 8 | src[i + 2];
+        o[0] = b64_alphabet[v >> 18];
+        o[1] = b64_alphabet[v >> 12 & 63];
+        o[2] = b64_alphabet[v >> 6 & 63];
+        o[3] = b64_alphabet[v & 63];
+        o += 4;
+    }
+    if (i < len) {
+        uint32_t v = (uint32_t)src[i] << 16 | (i + 1 < len ? (uint32_t)src[i + 1] << 8 : 0);
+        o[0] = b64_alphabet[v >> 18];
+        o[1] = b64_alphabet[v >> 12 & 63];
+        o[2] = i + 1 < len ? b64_alphabet[v >> 6 & 63] : '=';
+        o[3] = '=';
+        o += 4;
+    }
+    b->len += out_len;
+    b->data[b->len] = '\0';
+    return 0;
+}

@@ -1,0 +1,190 @@
+/*
+ * forward.c - the shared forward path (see forward.h).
+ */
+#include "forward.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+void srv_forward_args_init(srv_forward_args *a)
+{
+    memset(a, 0, sizeof *a);
+    a->average_attn_weights = true;
+}
+
+void srv_forward_args_free(srv_forward_args *a)
+{
+    if (!a)
+        return;
+    srv_tensor_free(&a->query);
+    srv_tensor_free(&a->key);
+    srv_tensor_free(&a->value);
+    srv_tensor_free(&a->key_padding_mask);
+    srv_tensor_free(&a->attn_mask);
+}
+
+void srv_forward_result_free(srv_forward_result *r)
+{
+    if (!r)
+        return;
+    free(r->output);
+    free(r->attn_weights);
+    for (int i = 0; i < MHA_TRACE_NSTAGES; i++)
+        free(r->stage[i]);
+    memset(r, 0, sizeof *r);
+}
+
+/* A float32 input tensor of the request into the engine's view (borrowed). */
+static int to_tensor(mha_tensor *out, const srv_tensor *t, const char *field, srv_error *err)
+{
+    memset(out, 0, sizeof *out);
+    if (!t->data)
+        return 0;
+    if (t->dtype != SRV_DTYPE_F32)
+        return srv_error_set(err, SRV_E_BAD_REQUEST, field,
+                             "%s must hold numbers (float32), not booleans", field);
+    if (t->ndim < 2 || t->ndim > 3)
+        return srv_error_set(err, SRV_E_SHAPE, field,
+                             "%s has %d dimensions; it must have 3 (batched) or 2 (unbatched)",
+                             field, t->ndim);
+    out->data = t->data;
+    out->ndim = t->ndim;
+    memcpy(out->shape, t->shape, (size_t)t->ndim * sizeof *t->shape);
+    return 0;
+}
+
+static int to_mask(mha_mask *out, const srv_tensor *t, const char *field, srv_error *err)
+{
+    memset(out, 0, sizeof *out);
+    if (!t->data)
+        return 0;
+    if (t->ndim < 1 || t->ndim > 4)
+        return srv_error_set(err, SRV_E_SHAPE, field, "%s has %d dimensions; masks have 1 to 3",
+                             field, t->ndim);
+    out->data = t->data;
+    out->type = t->dtype == SRV_DTYPE_BOOL ? MHA_MASK_BOOL : MHA_MASK_FLOAT;
+    out->ndim = t->ndim;
+    memcpy(out->shape, t->shape, (size_t)t->ndim * sizeof *t->shape);
+    return 0;
+}
+
+/* Takes a slot under --max-inflight, waiting up to --queue-wait-ms. */
+static int inflight_enter(srv_app *app, srv_error *err)
+{
+    int rc = 0;
+    pthread_mutex_lock(&app->inflight_lock);
+    if (app->inflight >= app->opt.max_inflight) {
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        long ms = app->opt.queue_wait_ms;
+        until.tv_sec += ms / 1000;
+        until.tv_nsec += (ms % 1000) * 1000000L;
+        if (until.tv_nsec >= 1000000000L) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000L;
+        }
+        while (app->inflight >= app->opt.max_inflight && rc == 0)
+            rc = pthread_cond_timedwait(&app->inflight_cond, &app->inflight_lock, &until);
+        if (app->inflight < app->opt.max_inflight)
+            rc = 0;
+    }
+    if (rc == 0)
+        app->inflight++;
+    pthread_mutex_unlock(&app->inflight_lock);
+    if (rc != 0)
+        return srv_error_set(err, SRV_E_UNAVAILABLE, "",
+                             "busy: %d forward passes in flight (--max-inflight); retry shortly",
+                             app->opt.max_inflight);
+    return 0;
+}
+
+static void inflight_leave(srv_app *app)
+{
+    pthread_mutex_lock(&app->inflight_lock);
+    app->inflight--;
+    pthread_cond_signal(&app->inflight_cond);
+    pthread_mutex_unlock(&app->inflight_lock);
+}
+
+/* malloc of count floats, count already checked against the limits. */
+static float *alloc_floats(int64_t count)
+{
+    return malloc((size_t)(count > 0 ? count : 1) * sizeof(float));
+}
+
+int srv_forward_run(srv_app *app, const srv_layer *layer, const srv_forward_args *a, bool trace,
+                    srv_forward_result *out, srv_error *err)
+{
+    memset(out, 0, sizeof *out);
+    mha_inputs in;
+    memset(&in, 0, sizeof in);
+    if (!a->query.data)
+        return srv_error_set(err, SRV_E_MISSING_FIELD, "query", "query is required");
+    if (to_tensor(&in.query, &a->query, "query", err) < 0 ||
+        to_tensor(&in.key, &a->key, "key", err) < 0 ||
+        to_tensor(&in.value, &a->value, "value", err) < 0 ||
+        to_mask(&in.key_padding_mask, &a->key_padding_mask, "key_padding_mask", err) < 0 ||
+        to_mask(&in.attn_mask, &a->attn_mask, "attn_mask", err) < 0)
+        return -1;
+    in.is_causal = a->is_causal;
+    in.need_weights = a->need_weights;
+    in.average_attn_weights = a->average_attn_weights;
+
+    mha_error me = {0};
+    if (mha_plan_forward(layer->layer, &in, &app->limits, &out->plan, &me) != MHA_OK)
+        return srv_error_from_mha(err, &me, "");
+
+    mha_trace tr;
+    memset(&tr, 0, sizeof tr);
+    if (trace) {
+        int64_t total = 0, count;
+        int64_t shape[4];
+        for (int s = 0; s < MHA_TRACE_NSTAGES; s++) {
+            mha_trace_stage_shape(&out->plan, (mha_trace_stage)s, shape, &count);
+            if (count > INT64_MAX - total)
+                total = INT64_MAX;
+            else
+                total += count;
+        }
+        if (total > app->opt.max_trace_elements)
+            return srv_error_set(err, SRV_E_TOO_LARGE, "query",
+                                 "the trace would hold %lld numbers, over the limit of %lld "
+                                 "(--max-trace-elements); trace a shorter sequence or batch",
+                                 (long long)total, (long long)app->opt.max_trace_elements);
+        for (int s = 0; s < MHA_TRACE_NSTAGES; s++) {
+            mha_trace_stage_shape(&out->plan, (mha_trace_stage)s, shape, &count);
+            out->stage[s] = tr.stage[s] = alloc_floats(count);
+            if (!tr.stage[s])
+                goto nomem;
+        }
+        out->traced = true;
+    }
+    out->output = alloc_floats(out->plan.out_count);
+    if (!out->output)
+        goto nomem;
+    if (in.need_weights) {
+        out->attn_weights = alloc_floats(out->plan.weights_count);
+        if (!out->attn_weights)
+            goto nomem;
+    }
+
+    if (inflight_enter(app, err) < 0) {
+        srv_forward_result_free(out);
+        return -1;
+    }
+    mha_status st = mha_forward(layer->layer, &in, &out->plan, out->output, out->attn_weights,
+                                trace ? &tr : NULL, app->pool, &me);
+    inflight_leave(app);
+    if (st != MHA_OK) {
+        srv_forward_result_free(out);
+        return srv_error_from_mha(err, &me, "");
+    }
+    return 0;
+
+nomem:
+    srv_forward_result_free(out);
+    return srv_error_set(err, SRV_E_NOMEM, "", "out of memory for the outputs; retry later");
+}

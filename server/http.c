@@ -1,0 +1,689 @@
+/*
+ * http.c - the daemon: libmicrohttpd glue, body accumulation with limits, dispatch, replies, log.
+ *
+ * Life of a request (one req_ctx, created on the first callback, freed in on_completed):
+ *   1. headers in: match the route (404 / 405 + Allow), check the body's framing and size against the
+ *      limits (411, 413 from Content-Length, 415) and answer at once when they fail, before any of
+ *      the body is read (libmicrohttpd then sends no "100 Continue");
+ *   2. body chunks in: appended to one buffer sized from Content-Length up front, counted against
+ *      --max-body-bytes for chunked bodies (413 as soon as it is exceeded);
+ *   3. body complete: dispatch() runs the handler, on this thread or, for heavy routes with big bodies,
+ *      on a worker while the connection is suspended (so this thread keeps serving its other
+ *      connections); the response body buffer is handed to libmicrohttpd without a copy;
+ *   4. on_completed: one log line, the context is freed.
+ */
+#include "http.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netdb.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <microhttpd.h>
+
+#include "log.h"
+
+/* Bodies at least this large on a SRV_ROUTE_HEAVY route run on a worker thread. Below it the
+ * handler's work is short (an S forward pass is tens of microseconds) and a thread hop would cost
+ * more than it saves. */
+#define OFFLOAD_MIN_BODY 16384
+
+/* How much of a chunked body past --max-body-bytes is read (and dropped) so that the client gets
+ * its 413; past this the connection is closed instead. */
+#define DISCARD_MAX ((size_t)64 << 20)
+
+typedef struct req_ctx req_ctx;
+
+struct srv_daemon {
+    struct MHD_Daemon *mhd;
+    srv_app *app;
+    int port;
+
+    pthread_mutex_t lock;
+    pthread_cond_t cond;  /* signals: active dropped (drain), job queued (workers)     */
+    int active;           /* requests between their first callback and on_completed    */
+    bool quiesced;
+
+    /* workers for heavy handlers */
+    pthread_t *workers;
+    int nworkers;
+    req_ctx *jobs_head, *jobs_tail;
+    bool stopping;
+};
+
+struct req_ctx {
+    srv_daemon *d;
+    srv_request req;
+    char method[16];
+    char *path;          /* owned copy: libmicrohttpd's url is not ours to keep               */
+    char *params;        /* owned, as long as path: the values of the path's placeholders      */
+    srv_buf body;
+    int64_t limit;       /* --max-body-bytes                                                   */
+    bool responded;      /* a response was queued                                              */
+    bool too_large;      /* a chunked body went over the limit: the rest is read and dropped   */
+    bool offloaded;      /* the handler runs (or ran) on a worker                              */
+    srv_response *done;  /* the worker's response, queued when the connection resumes         */
+    req_ctx *next_job;
+    int status;
+    size_t bytes_in, bytes_out;
+};
+
+double srv_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Requests and responses                                                                         */
+
+const char *srv_request_header(const srv_request *req, const char *name)
+{
+    return MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND, name);
+}
+
+const char *srv_request_query(const srv_request *req, const char *name)
+{
+    const char *v = NULL;
+    size_t vlen = 0;
+    if (MHD_lookup_connection_value_n(req->conn, MHD_GET_ARGUMENT_KIND, name, strlen(name), &v,
+                                      &vlen) != MHD_YES)
+        return NULL;
+    return v ? v : ""; /* "?name" without "=value" */
+}
+
+const char *srv_request_param(const srv_request *req, const char *name)
+{
+    if (!req->route)
+        return NULL;
+    /* walk the pattern's placeholders in order */
+    int idx = 0;
+    size_t nlen = strlen(name);
+    for (const char *p = req->route->pattern; (p = strchr(p, '{')) != NULL; idx++) {
+        const char *q = strchr(p, '}');
+        if (!q)
+            break;
+        if ((size_t)(q - p - 1) == nlen && !strncmp(p + 1, name, nlen))
+            return idx < req->nparams ? req->params[idx] : NULL;
+        p = q;
+    }
+    return NULL;
+}
+
+int srv_response_header(srv_response *resp, const char *name, const char *fmt, ...)
+{
+    if (resp->nheaders >= SRV_MAX_RESP_HEADERS || strlen(name) >= sizeof resp->headers[0].name)
+        return -1;
+    int i = resp->nheaders++;
+    snprintf(resp->headers[i].name, sizeof resp->headers[i].name, "%s", name);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(resp->headers[i].value, sizeof resp->headers[i].value, fmt, ap);
+    va_end(ap);
+    return 0;
+}
+
+static void response_init(srv_response *resp)
+{
+    memset(resp, 0, sizeof *resp);
+    resp->status = 200;
+    resp->content_type = "application/json";
+    srv_buf_init(&resp->body);
+}
+
+static void response_free(srv_response *resp)
+{
+    if (resp)
+        srv_buf_free(&resp->body);
+}
+
+void srv_response_error(srv_response *resp, const srv_error *err)
+{
+    srv_code code = err->code == SRV_OK ? SRV_E_INTERNAL : err->code;
+    resp->status = srv_error_status(code);
+    resp->content_type = "application/json";
+    resp->body.len = 0;
+    resp->body.failed = false;
+    srv_buf_puts(&resp->body, "{\"error\":{\"code\":");
+    srv_buf_json_string(&resp->body, srv_error_name(code));
+    srv_buf_puts(&resp->body, ",\"message\":");
+    srv_buf_json_string(&resp->body, err->message[0] ? err->message : srv_error_name(code));
+    if (err->field[0]) {
+        srv_buf_puts(&resp->body, ",\"field\":");
+        srv_buf_json_string(&resp->body, err->field);
+    }
+    srv_buf_puts(&resp->body, "}}\n");
+    if (resp->status == 503)
+        srv_response_header(resp, "Retry-After", "1");
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Routes                                                                                         */
+
+/* Matches path against pattern; fills params (pointers into pathbuf, which is modified). */
+static bool pattern_match(const char *pattern, const char *path, const char **params, int *nparams,
+                          char *pathbuf, size_t pathbuf_size)
+{
+    *nparams = 0;
+    size_t off = 0;
+    const char *p = pattern, *s = path;
+    while (*p && *s) {
+        if (*p == '{') {
+            const char *q = strchr(p, '}');
+            size_t n = strcspn(s, "/");
+            if (!q || n == 0 || *nparams >= SRV_MAX_PATH_PARAMS || off + n + 1 > pathbuf_size)
+                return false;
+            memcpy(pathbuf + off, s, n);
+            pathbuf[off + n] = '\0';
+            params[(*nparams)++] = pathbuf + off;
+            off += n + 1;
+            p = q + 1;
+            s += n;
+        } else if (*p++ != *s++) {
+            return false;
+        }
+    }
+    return *p == '\0' && *s == '\0';
+}
+
+const srv_route *srv_route_match(const char *method, const char *path, srv_request *req,
+                                 char *scratch, size_t scratch_size, char *allow, size_t allow_size,
+                                 srv_error *err)
+{
+    const char *m = strcmp(method, "HEAD") == 0 ? "GET" : method;
+    const char *params[SRV_MAX_PATH_PARAMS];
+    int nparams;
+    size_t alen = 0;
+    allow[0] = '\0';
+    for (const srv_route *r = srv_routes; r->method; r++) {
+        if (!pattern_match(r->pattern, path, params, &nparams, scratch, scratch_size))
+            continue;
+        if (!strcmp(r->method, m)) {
+            memcpy(req->params, params, sizeof params);
+            req->nparams = nparams;
+            req->route = r;
+            return r;
+        }
+        if (!strstr(allow, r->method) && alen + strlen(r->method) + 3 < allow_size)
+            alen += (size_t)snprintf(allow + alen, allow_size - alen, "%s%s", alen ? ", " : "",
+                                     r->method);
+    }
+    if (alen) {
+        if (strstr(allow, "GET") && alen + 7 < allow_size)
+            snprintf(allow + alen, allow_size - alen, ", HEAD");
+        srv_error_set(err, SRV_E_METHOD, "", "%s is not allowed on %s; allowed: %s", method, path,
+                      allow);
+    } else {
+        srv_error_set(err, SRV_E_NOT_FOUND, "", "no such path: %s", path);
+    }
+    return NULL;
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Replies                                                                                        */
+
+/* Queues resp on c's connection (the body buffer is handed over without a copy). */
+static enum MHD_Result queue(req_ctx *c, srv_response *resp, bool close)
+{
+    size_t len = resp->body.len;
+    struct MHD_Response *r;
+    if (resp->body.failed) {
+        srv_error e = {0};
+        srv_error_set(&e, SRV_E_NOMEM, "", "out of memory writing the response; retry later");
+        srv_response_error(resp, &e);
+        len = resp->body.len;
+    }
+    if (len) {
+        char *data = srv_buf_steal(&resp->body, &len);
+        r = MHD_create_response_from_buffer(len, data, MHD_RESPMEM_MUST_FREE);
+        if (!r)
+            free(data);
+    } else {
+        r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+    }
+    if (!r)
+        return MHD_NO;
+    if (len || resp->status != 204)
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, resp->content_type);
+    for (int i = 0; i < resp->nheaders; i++)
+        MHD_add_response_header(r, resp->headers[i].name, resp->headers[i].value);
+    if (close)
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
+    enum MHD_Result ok = MHD_queue_response(c->req.conn, (unsigned)resp->status, r);
+    MHD_destroy_response(r);
+    c->responded = true;
+    c->status = resp->status;
+    c->bytes_out = len;
+    return ok;
+}
+
+/* Answers c with an error in the dialect of its route (v1 when no route matched). */
+static enum MHD_Result queue_error(req_ctx *c, const srv_error *err, const char *allow, bool close)
+{
+    srv_response resp;
+    response_init(&resp);
+    if (c->req.route && c->req.route->error_writer)
+        c->req.route->error_writer(&resp, err);
+    else
+        srv_response_error(&resp, err);
+    if (allow && *allow)
+        srv_response_header(&resp, "Allow", "%s", allow);
+    enum MHD_Result ok = queue(c, &resp, close);
+    response_free(&resp);
+    return ok;
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Dispatch: the one place every request passes through once its body is complete                 */
+
+static void dispatch(req_ctx *c, srv_response *resp)
+{
+    srv_app *app = c->d->app;
+    srv_error err = {0};
+    c->req.body = c->body.data ? c->body.data : "";
+    c->req.body_len = c->body.len;
+    if (c->req.route->handler(app, &c->req, resp, &err) < 0) {
+        if (c->req.route->error_writer)
+            c->req.route->error_writer(resp, &err);
+        else
+            srv_response_error(resp, &err);
+    }
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Workers for heavy handlers                                                                     */
+
+static void *worker_main(void *arg)
+{
+    srv_daemon *d = arg;
+    for (;;) {
+        pthread_mutex_lock(&d->lock);
+        while (!d->jobs_head && !d->stopping)
+            pthread_cond_wait(&d->cond, &d->lock);
+        req_ctx *c = d->jobs_head;
+        if (!c) {
+            pthread_mutex_unlock(&d->lock);
+            return NULL;
+        }
+        d->jobs_head = c->next_job;
+        if (!d->jobs_head)
+            d->jobs_tail = NULL;
+        pthread_mutex_unlock(&d->lock);
+
+        srv_response *resp = malloc(sizeof *resp);
+        if (resp) {
+            response_init(resp);
+            dispatch(c, resp);
+        }
+        c->done = resp; /* NULL: out of memory, answered when resumed */
+        MHD_resume_connection(c->req.conn);
+    }
+}
+
+/* Hands c to a worker; the connection stays suspended until the worker resumes it. */
+static bool offload(req_ctx *c)
+{
+    srv_daemon *d = c->d;
+    pthread_mutex_lock(&d->lock);
+    if (d->nworkers == 0 || d->stopping) { /* stopping: run it here, nothing may stay suspended */
+        pthread_mutex_unlock(&d->lock);
+        return false;
+    }
+    c->offloaded = true;
+    MHD_suspend_connection(c->req.conn);
+    c->next_job = NULL;
+    if (d->jobs_tail)
+        d->jobs_tail->next_job = c;
+    else
+        d->jobs_head = c;
+    d->jobs_tail = c;
+    pthread_cond_broadcast(&d->cond);
+    pthread_mutex_unlock(&d->lock);
+    return true;
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* libmicrohttpd callbacks                                                                        */
+
+static bool is_json_type(const char *ct)
+{
+    /* application/json, optionally with parameters (charset=utf-8), any case */
+    size_t n = strlen("application/json");
+    if (strncasecmp(ct, "application/json", n) != 0)
+        return false;
+    return ct[n] == '\0' || ct[n] == ';' || ct[n] == ' ' || ct[n] == '\t';
+}
+
+/* First callback of a request: route, framing and limits, before any of the body is read. */
+static enum MHD_Result on_headers(req_ctx *c)
+{
+    srv_app *app = c->d->app;
+    srv_error err = {0};
+    char allow[64];
+
+    if (__atomic_load_n(&app->draining, __ATOMIC_ACQUIRE)) {
+        srv_error_set(&err, SRV_E_UNAVAILABLE, "", "the daemon is shutting down; retry elsewhere");
+        return queue_error(c, &err, NULL, true);
+    }
+    if (!srv_route_match(c->method, c->path, &c->req, c->params, strlen(c->path) + 1, allow,
+                         sizeof allow, &err))
+        return queue_error(c, &err, allow, false);
+
+    const char *cl = MHD_lookup_connection_value(c->req.conn, MHD_HEADER_KIND,
+                                                 MHD_HTTP_HEADER_CONTENT_LENGTH);
+    const char *te = MHD_lookup_connection_value(c->req.conn, MHD_HEADER_KIND,
+                                                 MHD_HTTP_HEADER_TRANSFER_ENCODING);
+    bool chunked = te && strcasestr(te, "chunked");
+    unsigned long long length = 0;
+    if (cl) {
+        char *end;
+        errno = 0;
+        length = strtoull(cl, &end, 10);
+        if (errno || end == cl || *end) /* libmicrohttpd refuses these before we see them */
+            length = 0;
+    }
+    if (cl && length > (unsigned long long)c->limit) {
+        srv_error_set(&err, SRV_E_TOO_LARGE, "", "body of %llu bytes is over the limit of %lld (--max-body-bytes)",
+                      length, (long long)c->limit);
+        return queue_error(c, &err, NULL, true);
+    }
+    unsigned flags = c->req.route->flags;
+    if ((flags & SRV_ROUTE_BODY) && !cl && !chunked) {
+        srv_error_set(&err, SRV_E_LENGTH_REQUIRED, "",
+                      "%s %s needs a body: send Content-Length or Transfer-Encoding: chunked",
+                      c->method, c->path);
+        return queue_error(c, &err, NULL, true);
+    }
+    const char *ct = MHD_lookup_connection_value(c->req.conn, MHD_HEADER_KIND,
+                                                 MHD_HTTP_HEADER_CONTENT_TYPE);
+    if ((flags & SRV_ROUTE_JSON) && ct && (length || chunked) && !is_json_type(ct)) {
+        srv_error_set(&err, SRV_E_MEDIA_TYPE, "Content-Type",
+                      "Content-Type '%.100s' is not accepted here; send application/json", ct);
+        return queue_error(c, &err, NULL, true);
+    }
+    if (length && srv_buf_reserve(&c->body, (size_t)length) < 0) {
+        srv_error_set(&err, SRV_E_NOMEM, "", "out of memory for a body of %llu bytes", length);
+        return queue_error(c, &err, NULL, true);
+    }
+    return MHD_YES;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
+                                  const char *method, const char *version,
+                                  const char *upload_data, size_t *upload_data_size, void **con_cls)
+{
+    srv_daemon *d = cls;
+    req_ctx *c = *con_cls;
+
+    if (!c) {
+        c = calloc(1, sizeof *c);
+        if (!c)
+            return MHD_NO;
+        c->path = strdup(url);
+        c->params = malloc(strlen(url) + 1);
+        if (!c->path || !c->params) {
+            free(c->path);
+            free(c->params);
+            free(c);
+            return MHD_NO;
+        }
+        c->d = d;
+        snprintf(c->method, sizeof c->method, "%s", method);
+        c->req.method = c->method;
+        c->req.path = c->path;
+        c->req.conn = conn;
+        c->req.t_start = srv_now();
+        c->limit = d->app->opt.max_body_bytes;
+        srv_buf_init(&c->body);
+        *con_cls = c;
+        pthread_mutex_lock(&d->lock);
+        d->active++;
+        pthread_mutex_unlock(&d->lock);
+        return on_headers(c);
+    }
+
+    if (*upload_data_size) {
+        size_t n = *upload_data_size;
+        *upload_data_size = 0;
+        c->bytes_in += n;
+        if (c->responded) /* an early error reply is queued; the rest is dropped */
+            return MHD_YES;
+        srv_error err = {0};
+        if (c->too_large || (int64_t)(c->body.len + n) > c->limit) {
+            /* A chunked body over the limit. Answering now and closing would reset the connection
+             * under a client that is still sending, and it would never read the 413; so the rest
+             * is read and dropped (up to another DISCARD_MAX bytes, then the connection is cut)
+             * and the 413 is sent when the body ends. */
+            if (!c->too_large) {
+                c->too_large = true;
+                srv_buf_free(&c->body);
+            }
+            return c->bytes_in - (size_t)c->limit > DISCARD_MAX ? MHD_NO : MHD_YES;
+        }
+        if (srv_buf_append(&c->body, upload_data, n) < 0) {
+            srv_error_set(&err, SRV_E_NOMEM, "", "out of memory reading the body");
+            return queue_error(c, &err, NULL, true);
+        }
+        return MHD_YES;
+    }
+
+    if (c->responded)
+        return MHD_YES;
+    if (c->too_large) {
+        srv_error err = {0};
+        srv_error_set(&err, SRV_E_TOO_LARGE, "",
+                      "body of %zu bytes is over the limit of %lld bytes (--max-body-bytes)",
+                      c->bytes_in, (long long)c->limit);
+        return queue_error(c, &err, NULL, true);
+    }
+    if (c->offloaded) {
+        if (!c->done) {
+            if (c->req.route == NULL) /* cannot happen: offloaded requests have a route */
+                return MHD_NO;
+            srv_error err = {0};
+            srv_error_set(&err, SRV_E_NOMEM, "", "out of memory; retry later");
+            return queue_error(c, &err, NULL, false);
+        }
+        enum MHD_Result ok = queue(c, c->done, false);
+        response_free(c->done);
+        free(c->done);
+        c->done = NULL;
+        return ok;
+    }
+    if ((c->req.route->flags & SRV_ROUTE_HEAVY) && c->body.len >= OFFLOAD_MIN_BODY && offload(c))
+        return MHD_YES;
+
+    srv_response resp;
+    response_init(&resp);
+    dispatch(c, &resp);
+    enum MHD_Result ok = queue(c, &resp, false);
+    response_free(&resp);
+    return ok;
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+    srv_daemon *d = cls;
+    req_ctx *c = *con_cls;
+    if (!c)
+        return;
+    *con_cls = NULL;
+    double ms = (srv_now() - c->req.t_start) * 1e3;
+    /* a request that ended without a reply (client gone, timeout) is logged with status 0 */
+    srv_log_request(d->app->opt.log_format, c->method, c->path, c->responded ? c->status : 0,
+                    c->bytes_in, c->bytes_out, ms);
+    if (c->done) {
+        response_free(c->done);
+        free(c->done);
+    }
+    srv_buf_free(&c->body);
+    free(c->path);
+    free(c->params);
+    free(c);
+    pthread_mutex_lock(&d->lock);
+    d->active--;
+    pthread_cond_broadcast(&d->cond);
+    pthread_mutex_unlock(&d->lock);
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Start and stop                                                                                 */
+
+static int resolve(const char *host, int port, struct sockaddr_storage *out, socklen_t *len,
+                   srv_error *err)
+{
+    struct addrinfo hints = {0}, *res = NULL;
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE;
+    int rc = getaddrinfo(host, NULL, &hints, &res);
+    if (rc != 0 || !res)
+        return srv_error_set(err, SRV_E_BAD_REQUEST, "host", "cannot use host '%s': %s", host,
+                             gai_strerror(rc));
+    memcpy(out, res->ai_addr, res->ai_addrlen);
+    *len = res->ai_addrlen;
+    freeaddrinfo(res);
+    if (out->ss_family == AF_INET)
+        ((struct sockaddr_in *)out)->sin_port = htons((uint16_t)port);
+    else
+        ((struct sockaddr_in6 *)out)->sin6_port = htons((uint16_t)port);
+    return 0;
+}
+
+static void stop_workers(srv_daemon *d)
+{
+    pthread_mutex_lock(&d->lock);
+    d->stopping = true;
+    pthread_cond_broadcast(&d->cond);
+    pthread_mutex_unlock(&d->lock);
+    for (int i = 0; i < d->nworkers; i++)
+        pthread_join(d->workers[i], NULL);
+    free(d->workers);
+    d->workers = NULL;
+    d->nworkers = 0;
+}
+
+srv_daemon *srv_daemon_start(const srv_options *opt, srv_error *err)
+{
+    srv_daemon *d = calloc(1, sizeof *d);
+    if (!d) {
+        srv_error_set(err, SRV_E_NOMEM, "", "out of memory");
+        return NULL;
+    }
+    pthread_mutex_init(&d->lock, NULL);
+    pthread_cond_init(&d->cond, NULL);
+    d->app = srv_app_create(opt, err);
+    if (!d->app)
+        goto fail;
+
+    struct sockaddr_storage addr;
+    socklen_t alen;
+    if (resolve(opt->host, opt->port, &addr, &alen, err) < 0)
+        goto fail;
+
+    /* Workers run heavy handlers; as many as passes may be in flight. */
+    d->workers = calloc((size_t)opt->max_inflight, sizeof *d->workers);
+    if (!d->workers) {
+        srv_error_set(err, SRV_E_NOMEM, "", "out of memory");
+        goto fail;
+    }
+    for (; d->nworkers < opt->max_inflight; d->nworkers++)
+        if (pthread_create(&d->workers[d->nworkers], NULL, worker_main, d) != 0)
+            break;
+
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
+                     MHD_USE_ITC;
+    if (addr.ss_family == AF_INET6)
+        flags |= MHD_USE_IPv6;
+    struct MHD_OptionItem ops[] = {
+        {MHD_OPTION_SOCK_ADDR, 0, &addr},
+        {MHD_OPTION_CONNECTION_TIMEOUT, (intptr_t)opt->timeout, NULL},
+        {MHD_OPTION_CONNECTION_LIMIT, (intptr_t)opt->max_connections, NULL},
+        {MHD_OPTION_CONNECTION_MEMORY_LIMIT, (intptr_t)(256 * 1024), NULL},
+        {MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_completed, d},
+        {MHD_OPTION_LISTENING_ADDRESS_REUSE, 1, NULL},
+        {opt->threads > 1 ? MHD_OPTION_THREAD_POOL_SIZE : MHD_OPTION_END,
+         (intptr_t)opt->threads, NULL},
+        {MHD_OPTION_END, 0, NULL},
+    };
+    d->mhd = MHD_start_daemon(flags, (uint16_t)opt->port, NULL, NULL, on_request, d,
+                              MHD_OPTION_ARRAY, ops, MHD_OPTION_END);
+    if (!d->mhd) {
+        srv_error_set(err, SRV_E_UNAVAILABLE, "port",
+                      "cannot listen on %s port %d (in use, or not an address of this host?)",
+                      opt->host, opt->port);
+        goto fail;
+    }
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(d->mhd, MHD_DAEMON_INFO_BIND_PORT);
+    d->port = info ? info->port : opt->port;
+    __atomic_store_n(&d->app->ready, true, __ATOMIC_RELEASE);
+    return d;
+
+fail:
+    stop_workers(d);
+    srv_app_free(d->app);
+    pthread_cond_destroy(&d->cond);
+    pthread_mutex_destroy(&d->lock);
+    free(d);
+    return NULL;
+}
+
+int srv_daemon_port(const srv_daemon *d)
+{
+    return d->port;
+}
+
+srv_app *srv_daemon_app(srv_daemon *d)
+{
+    return d->app;
+}
+
+int srv_daemon_drain(srv_daemon *d, int deadline_ms)
+{
+    __atomic_store_n(&d->app->draining, true, __ATOMIC_RELEASE);
+    pthread_mutex_lock(&d->lock);
+    if (!d->quiesced) {
+        d->quiesced = true;
+        MHD_socket fd = MHD_quiesce_daemon(d->mhd);
+        if (fd != MHD_INVALID_SOCKET)
+            close(fd);
+    }
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += deadline_ms / 1000;
+    until.tv_nsec += (long)(deadline_ms % 1000) * 1000000L;
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+    }
+    while (d->active > 0)
+        if (pthread_cond_timedwait(&d->cond, &d->lock, &until) == ETIMEDOUT)
+            break;
+    int left = d->active;
+    pthread_mutex_unlock(&d->lock);
+    return left;
+}
+
+void srv_daemon_stop(srv_daemon *d)
+{
+    if (!d)
+        return;
+    /* Workers finish every queued job and resume its connection before they exit, and no request
+     * is offloaded once `stopping` is set, so libmicrohttpd is stopped with no connection suspended
+     * (which it does not allow). */
+    stop_workers(d);
+    MHD_stop_daemon(d->mhd);
+    srv_app_free(d->app);
+    pthread_cond_destroy(&d->cond);
+    pthread_mutex_destroy(&d->lock);
+    free(d);
+}

@@ -1,0 +1,228 @@
+/*
+ * registry.c - named, reference-counted layers behind one mutex (see registry.h).
+ *
+ * Layers are few (tens) and looked up once per request, so a sorted array under a mutex is enough;
+ * the lock is held only to find or swap a pointer and bump a count, never during a forward pass.
+ */
+#include "registry.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+struct srv_registry {
+    pthread_mutex_t lock;
+    srv_layer **items; /* sorted by name */
+    int n, cap;
+    uint64_t last_version;
+};
+
+static double now_unix(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+bool srv_layer_name_valid(const char *name, srv_error *err)
+{
+    size_t n = strlen(name);
+    const char *why = NULL;
+    if (n == 0)
+        why = "is empty";
+    else if (n > SRV_LAYER_NAME_MAX)
+        why = "is longer than 64 characters";
+    else if (name[0] == '.')
+        why = "starts with '.'";
+    else
+        for (size_t i = 0; i < n && !why; i++) {
+            unsigned char c = (unsigned char)name[i];
+            if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                  c == '.' || c == '_' || c == '-'))
+                why = "holds a character outside [A-Za-z0-9._-]";
+        }
+    if (!why)
+        return true;
+    srv_error_set(err, SRV_E_BAD_NAME, "name",
+                  "layer name %s; use 1-64 characters of [A-Za-z0-9._-], not starting with '.'",
+                  why);
+    return false;
+}
+
+srv_layer *srv_layer_new(const char *name, mha_layer *layer, json_t *config)
+{
+    srv_layer *l = calloc(1, sizeof *l);
+    if (!l || strlen(name) > SRV_LAYER_NAME_MAX) {
+        free(l);
+        mha_layer_free(layer);
+        json_decref(config);
+        return NULL;
+    }
+    strcpy(l->name, name);
+    l->layer = layer;
+    l->config = config;
+    l->refs = 1;
+    l->created = l->updated = now_unix();
+    return l;
+}
+
+srv_layer *srv_layer_ref(srv_layer *l)
+{
+    if (l)
+        __atomic_add_fetch(&l->refs, 1, __ATOMIC_RELAXED);
+    return l;
+}
+
+void srv_layer_release(srv_layer *l)
+{
+    if (!l || __atomic_sub_fetch(&l->refs, 1, __ATOMIC_ACQ_REL) != 0)
+        return;
+    mha_layer_free(l->layer);
+    json_decref(l->config);
+    free(l);
+}
+
+srv_registry *srv_registry_create(void)
+{
+    srv_registry *reg = calloc(1, sizeof *reg);
+    if (reg)
+        pthread_mutex_init(&reg->lock, NULL);
+    return reg;
+}
+
+void srv_registry_free(srv_registry *reg)
+{
+    if (!reg)
+        return;
+    for (int i = 0; i < reg->n; i++)
+        srv_layer_release(reg->items[i]);
+    free(reg->items);
+    pthread_mutex_destroy(&reg->lock);
+    free(reg);
+}
+
+/* Index of name, or -(insertion point) - 1. Caller holds the lock. */
+static int find(const srv_registry *reg, const char *name)
+{
+    int lo = 0, hi = reg->n - 1;
+    while (lo <= hi) {
+        int mid = (lo + hi) / 2, c = strcmp(reg->items[mid]->name, name);
+        if (c == 0)
+            return mid;
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid - 1;
+    }
+    return -lo - 1;
+}
+
+srv_layer *srv_registry_get(srv_registry *reg, const char *name, srv_error *err)
+{
+    pthread_mutex_lock(&reg->lock);
+    int i = find(reg, name);
+    srv_layer *l = i >= 0 ? srv_layer_ref(reg->items[i]) : NULL;
+    pthread_mutex_unlock(&reg->lock);
+    if (!l)
+        srv_error_set(err, SRV_E_LAYER_NOT_FOUND, "name", "no layer called '%s'", name);
+    return l;
+}
+
+static int version_conflict(srv_error *err, const char *name, uint64_t if_version,
+                            const srv_layer *cur)
+{
+    if (!cur)
+        return srv_error_set(err, SRV_E_CONFLICT, "If-Match",
+                             "layer '%s' does not exist, so it cannot be at version %llu", name,
+                             (unsigned long long)if_version);
+    return srv_error_set(err, SRV_E_CONFLICT, "If-Match",
+                         "layer '%s' is at version %llu, not %llu; read it again and retry", name,
+                         (unsigned long long)cur->version, (unsigned long long)if_version);
+}
+
+int srv_registry_put(srv_registry *reg, srv_layer *l, uint64_t if_version, bool *replaced,
+                     srv_error *err)
+{
+    int rc = 0;
+    pthread_mutex_lock(&reg->lock);
+    int i = find(reg, l->name);
+    srv_layer *old = i >= 0 ? reg->items[i] : NULL;
+    if (if_version && (!old || old->version != if_version)) {
+        rc = version_conflict(err, l->name, if_version, old);
+        goto out;
+    }
+    if (!old && reg->n == reg->cap) {
+        int cap = reg->cap ? reg->cap * 2 : 16;
+        srv_layer **items = realloc(reg->items, (size_t)cap * sizeof *items);
+        if (!items) {
+            rc = srv_error_set(err, SRV_E_NOMEM, "", "out of memory adding layer '%s'", l->name);
+            goto out;
+        }
+        reg->items = items;
+        reg->cap = cap;
+    }
+    l->version = ++reg->last_version;
+    if (old) {
+        l->created = old->created;
+        reg->items[i] = srv_layer_ref(l);
+        srv_layer_release(old); /* frees it only when no request holds it */
+    } else {
+        i = -i - 1;
+        memmove(reg->items + i + 1, reg->items + i, (size_t)(reg->n - i) * sizeof *reg->items);
+        reg->items[i] = srv_layer_ref(l);
+        reg->n++;
+    }
+    if (replaced)
+        *replaced = old != NULL;
+out:
+    pthread_mutex_unlock(&reg->lock);
+    return rc;
+}
+
+int srv_registry_delete(srv_registry *reg, const char *name, uint64_t if_version, srv_error *err)
+{
+    int rc = 0;
+    pthread_mutex_lock(&reg->lock);
+    int i = find(reg, name);
+    if (i < 0) {
+        rc = srv_error_set(err, SRV_E_LAYER_NOT_FOUND, "name", "no layer called '%s'", name);
+    } else if (if_version && reg->items[i]->version != if_version) {
+        rc = version_conflict(err, name, if_version, reg->items[i]);
+    } else {
+        srv_layer *old = reg->items[i];
+        memmove(reg->items + i, reg->items + i + 1, (size_t)(reg->n - i - 1) * sizeof *reg->items);
+        reg->n--;
+        srv_layer_release(old);
+    }
+    pthread_mutex_unlock(&reg->lock);
+    return rc;
+}
+
+int srv_registry_list(srv_registry *reg, srv_layer ***out)
+{
+    pthread_mutex_lock(&reg->lock);
+    int n = reg->n;
+    srv_layer **list = malloc((size_t)(n ? n : 1) * sizeof *list);
+    if (list)
+        for (int i = 0; i < n; i++)
+            list[i] = srv_layer_ref(reg->items[i]);
+    pthread_mutex_unlock(&reg->lock);
+    *out = list;
+    return list ? n : -1;
+}
+
+void srv_registry_list_free(srv_layer **list, int n)
+{
+    for (int i = 0; list && i < n; i++)
+        srv_layer_release(list[i]);
+    free(list);
+}
+
+int srv_registry_count(srv_registry *reg)
+{
+    pthread_mutex_lock(&reg->lock);
+    int n = reg->n;
+    pthread_mutex_unlock(&reg->lock);
+    return n;
+}

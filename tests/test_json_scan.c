@@ -1,0 +1,172 @@
+/*
+ * test_json_scan.c - srv_json_object_scan: members and their value text, keys unescaped, every
+ * refusal (syntax, duplicates, depth, too many members, long keys), and a differential check
+ * against jansson on thousands of mutated documents (both must agree on what is valid JSON).
+ */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "json_scan.h"
+
+static int scan(const char *text, srv_json_member *m, int max, int depth, srv_error *err)
+{
+    memset(err, 0, sizeof *err);
+    return srv_json_object_scan(text, strlen(text), "body", depth, m, max, err);
+}
+
+static void test_members(void)
+{
+    srv_json_member m[8];
+    srv_error err;
+    const char *text = " {\"query\": [[1, 2], [3, 4]], \"need_weights\" :true,\n"
+                       "\"config\": {\"a\": [1, {\"b\": null}]}, \"k\\u00e9y\\ud83d\\ude00\": \"s\\\"\"} ";
+    int n = scan(text, m, 8, 16, &err);
+    CHECK(n == 4, "4 members: %d %s", n, err.message);
+    if (n == 4) {
+        CHECK(strcmp(m[0].key, "query") == 0 && m[0].value_len == 16 &&
+                  strncmp(m[0].value, "[[1, 2], [3, 4]]", 16) == 0,
+              "query value text");
+        CHECK(strcmp(m[1].key, "need_weights") == 0 && m[1].value_len == 4 &&
+                  strncmp(m[1].value, "true", 4) == 0,
+              "bool value");
+        CHECK(strcmp(m[2].key, "config") == 0 && m[2].value[0] == '{' &&
+                  m[2].value[m[2].value_len - 1] == '}',
+              "object value");
+        CHECK(strcmp(m[3].key, "k\xc3\xa9y\xf0\x9f\x98\x80") == 0, "key unescaped to UTF-8: %s", m[3].key);
+        CHECK(m[3].value_len == 5, "string value with escape kept raw");
+    }
+    CHECK(scan("{}", m, 8, 4, &err) == 0, "empty object");
+    CHECK(scan(" \t\r\n{ } \n", m, 8, 4, &err) == 0, "white space");
+}
+
+static void expect_err(const char *text, int max, int depth, srv_code want, const char *needle)
+{
+    srv_json_member m[4];
+    srv_error err;
+    int n = scan(text, m, max, depth, &err);
+    CHECK(n == -1 && err.code == want, "%s: got %d %s (%s), want %s", text, n, srv_error_name(err.code),
+          err.message, srv_error_name(want));
+    if (needle && n == -1)
+        CHECK(strstr(err.message, needle) != NULL, "%s: message \"%s\" lacks \"%s\"", text, err.message,
+              needle);
+    if (n == -1)
+        CHECK(strcmp(err.field, "body") == 0, "field named: %s", err.field);
+}
+
+static void test_errors(void)
+{
+    expect_err("{\"a\":1,\"a\":2}", 4, 8, SRV_E_BAD_JSON, "duplicate key \"a\"");
+    expect_err("{\"a\":1,\"\\u0061\":2}", 4, 8, SRV_E_BAD_JSON, "duplicate");
+    expect_err("[1,2]", 4, 8, SRV_E_BAD_JSON, "object");
+    expect_err("\"x\"", 4, 8, SRV_E_BAD_JSON, "object");
+    expect_err("", 4, 8, SRV_E_BAD_JSON, NULL);
+    expect_err("{\"a\":1} {}", 4, 8, SRV_E_BAD_JSON, "byte 8");
+    expect_err("{\"a\":1,\"b\":2,\"c\":3}", 2, 8, SRV_E_BAD_REQUEST, "more than 2");
+    char longkey[300];
+    snprintf(longkey, sizeof longkey, "{\"%0200d\":1}", 0);
+    expect_err(longkey, 4, 8, SRV_E_BAD_REQUEST, "200 bytes");
+    expect_err("{\"a\\u0000b\":1}", 4, 8, SRV_E_BAD_REQUEST, "\\u0000");
+    expect_err("{\"a\":[[[1]]]}", 4, 3, SRV_E_BAD_JSON, "deeper than 3");
+    CHECK(scan("{\"a\":[[1]]}", (srv_json_member[4]){0}, 4, 3, &(srv_error){0}) == 1, "depth 3 fits");
+
+    static const char *bad[] = {
+        "{", "{\"a\"}", "{\"a\":}", "{\"a\" 1}", "{a:1}", "{'a':1}", "{\"a\":1,}", "{,}",
+        "{\"a\":01}", "{\"a\":+1}", "{\"a\":.5}", "{\"a\":1.}", "{\"a\":1e}", "{\"a\":-}", "{\"a\":0x1}",
+        "{\"a\":NaN}", "{\"a\":Infinity}", "{\"a\":-Infinity}", "{\"a\":tru}", "{\"a\":nul}",
+        "{\"a\":True}", "{\"a\":[1,]}", "{\"a\":[,1]}", "{\"a\":[1 2]}", "{\"a\":[}", "{\"a\":{\"b\"}}",
+        "{\"a\":\"\\x\"}", "{\"a\":\"\\u12\"}", "{\"a\":\"\\ud800\"}", "{\"a\":\"\\udc00\"}",
+        "{\"a\":\"\\ud800\\u0041\"}", "{\"a\":\"tab\there\"}", "{\"a\":\"\xff\"}", "{\"a\":\"\xc0\xaf\"}",
+        "{\"a\":\"\xed\xa0\x80\"}", "{\"a\":\"\xf4\x90\x80\x80\"}", "{\"a\":\"unterminated}", "{\"a\":1 ",
+        "{\"a\":[1]]}", "{\"a\":1}}", "{\"a\":1e5.5}", "{\"a\":-01}", "{\"a\":\"\x01\"}",
+        "\xef\xbb\xbf{}",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        expect_err(bad[i], 4, 8, SRV_E_BAD_JSON, "invalid JSON");
+
+    /* NUL bytes inside the text (the length says where it ends, not a NUL) */
+    srv_json_member m[2];
+    srv_error err = {0};
+    CHECK(srv_json_object_scan("{\"a\":1}\0", 8, "", 8, m, 2, &err) == -1 && err.code == SRV_E_BAD_JSON,
+          "NUL after the object");
+    memset(&err, 0, sizeof err);
+    CHECK(srv_json_object_scan("{\"a\":\"x\0y\"}", 11, "", 8, m, 2, &err) == -1 &&
+              err.code == SRV_E_BAD_JSON,
+          "NUL inside a string");
+    memset(&err, 0, sizeof err);
+    CHECK(srv_json_object_scan("{\"a\":1}xyz", 7, "", 8, m, 2, &err) == 1, "length bounds the text");
+
+    /* srv_json_string cuts output to cap but reports the full length */
+    char out[4];
+    size_t n = 0;
+    const char *s = "\"abcdef\" tail";
+    const char *q = srv_json_string(s, s + strlen(s), out, sizeof out, &n, s, "", &err);
+    CHECK(q == s + 8 && n == 6 && strcmp(out, "abc") == 0, "cut string: %s %zu", out, n);
+}
+
+/* Both scanners must agree on validity. jansson is told to reject duplicate keys and to take any
+ * value; differences that are decisions, not bugs, are skipped: numbers out of double range
+ * (jansson refuses them, JSON's grammar does not) and duplicates in nested objects (we only check
+ * the scanned object's own keys). */
+static void test_against_jansson(void)
+{
+    static const char *seeds[] = {
+        "{\"query\": [[0.1, -2e-3, 3E+2], [4, 5, 6]], \"need_weights\": true, \"x\": null}",
+        "{\"config\": {\"embed_dim\": 8, \"num_heads\": 2, \"bias\": false}, \"s\": \"a\\\"b\\\\c\\/\\u00e9\"}",
+        "{\"w\": {\"shape\": [2], \"dtype\": \"float32\", \"base64\": \"AACAPwAAAEA=\"}, \"e\": []}",
+        "{\"k\": \"\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\", \"n\": -0.0, \"m\": [{}, [], [[]]], \"z\": 0}",
+    };
+    uint64_t st = 12345;
+    int disagree = 0, tried = 0;
+    const char alphabet[] = "{}[]\",:0123456789.eE+-tfnrul\\ \xc3\xa9\xff\x01";
+    for (int it = 0; it < 40000; it++) {
+        const char *seed = seeds[it % 4];
+        char doc[256];
+        size_t len = strlen(seed);
+        memcpy(doc, seed, len + 1);
+        int muts = 1 + it % 3;
+        for (int k = 0; k < muts; k++) {
+            st ^= st << 13, st ^= st >> 7, st ^= st << 17;
+            size_t pos = (size_t)(st % len);
+            int op = (int)(st >> 20) % 3;
+            char ch = alphabet[(st >> 32) % (sizeof alphabet - 1)];
+            if (op == 0) { /* replace */
+                doc[pos] = ch;
+            } else if (op == 1 && len + 1 < sizeof doc) { /* insert */
+                memmove(doc + pos + 1, doc + pos, len - pos + 1);
+                doc[pos] = ch;
+                len++;
+            } else if (len > 1) { /* delete */
+                memmove(doc + pos, doc + pos + 1, len - pos);
+                len--;
+            }
+        }
+        json_error_t jerr;
+        json_t *j = json_loadb(doc, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &jerr);
+        bool jok = j != NULL && json_is_object(j);
+        json_decref(j);
+        srv_json_member m[16];
+        srv_error err = {0};
+        int n = srv_json_object_scan(doc, len, "", 64, m, 16, &err);
+        bool ok = n >= 0;
+        if (!jok && (strstr(jerr.text, "overflow") || strstr(jerr.text, "duplicate")))
+            continue;
+        tried++;
+        if (ok != jok) {
+            if (disagree++ < 5)
+                CHECK(0, "scanner says %s, jansson says %s, on: %s (%s / %s)", ok ? "valid" : "invalid",
+                      jok ? "valid" : "invalid", doc, err.message, jok ? "" : jerr.text);
+        }
+    }
+    CHECK(disagree == 0, "%d of %d mutated documents judged differently from jansson", disagree, tried);
+}
+
+int main(void)
+{
+    test_members();
+    test_errors();
+    test_against_jansson();
+    return check_report();
+}
