@@ -207,6 +207,9 @@ static void attention_task(void *arg, int64_t task, int slot)
         }
         if (trace_scores)
             memcpy(trace_scores + bhl * S, sc, (size_t)(m * S) * sizeof(float));
+        /* Always normalised before weights·v, even when nobody reads the weights (scaling the
+         * rows·hd outputs instead would save a pass, but then need_weights would change the
+         * output's last bits, and callers compare outputs across modes). */
         mha_softmax_rows(sc, m, S, S);
         if (trace_weights)
             memcpy(trace_weights + bhl * S, sc, (size_t)(m * S) * sizeof(float));
@@ -354,7 +357,7 @@ mha_status mha_forward(const mha_layer *layer, const mha_inputs *in, const mha_p
         return mha_fail(err, MHA_ERR_LIMIT, "query", "this pass needs more than %lld bytes of scratch",
                         (long long)layer->limits.max_workspace_bytes);
     mha_scratch scratch;
-    float *work = mha_scratch_alloc(&scratch, (size_t)bytes);
+    float *work = mha_pool_scratch_get(pool, &scratch, (size_t)bytes);
     if (!work)
         return mha_fail(err, MHA_ERR_NOMEM, "query", "out of memory allocating %lld bytes of scratch",
                         (long long)bytes);
@@ -415,6 +418,6 @@ mha_status mha_forward(const mha_layer *layer, const mha_inputs *in, const mha_p
     mha_pool_run(pool, out.ntasks, gemm_task, &out);
     if (trace)
         trace_outputs(&f, output);
-    mha_scratch_free(&scratch);
+    mha_pool_scratch_put(pool, &scratch);
     return MHA_OK;
 }

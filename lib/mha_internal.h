@@ -62,8 +62,10 @@ struct mha_layer {
 /* Scratch                                                                                        */
 
 typedef struct mha_scratch {
-    void *base;  /* what to release */
-    size_t size; /* mapped size, when mapped */
+    void *ptr;    /* the usable, 64-byte aligned block   */
+    size_t bytes; /* its usable size                     */
+    void *base;   /* what to release                     */
+    size_t size;  /* mapped size, when mapped            */
     bool mapped;
 } mha_scratch;
 
@@ -82,6 +84,12 @@ typedef void (*mha_task_fn)(void *arg, int64_t task, int slot);
 /* Runs fn(arg, t, slot) for every t in [0, ntasks) on the pool's threads, the caller included, and
  * returns when all are done. pool NULL (or ntasks 1) runs them in order on the caller, slot 0. */
 void mha_pool_run(mha_pool *pool, int64_t ntasks, mha_task_fn fn, void *arg);
+
+/* Scratch for one pass: the pool keeps the last large block given back (up to 256 MiB) and
+ * hands it out again when it is big enough, so back-to-back passes skip the kernel's page
+ * zeroing and faults. pool NULL: plain mha_scratch_alloc / mha_scratch_free. */
+void *mha_pool_scratch_get(mha_pool *pool, mha_scratch *s, size_t bytes);
+void mha_pool_scratch_put(mha_pool *pool, mha_scratch *s);
 
 /* ---------------------------------------------------------------------------------------------- */
 /* Softmax                                                                                        */

@@ -16,13 +16,14 @@
 
 void *mha_scratch_alloc(mha_scratch *s, size_t bytes)
 {
-    s->base = NULL;
-    s->size = 0;
+    s->ptr = s->base = NULL;
+    s->bytes = s->size = 0;
     s->mapped = false;
     bytes = (bytes + 63) / 64 * 64;
     if (bytes < MAP_FROM) {
-        s->base = aligned_alloc(64, bytes ? bytes : 64);
-        return s->base;
+        s->base = s->ptr = aligned_alloc(64, bytes ? bytes : 64);
+        s->bytes = s->ptr ? bytes : 0;
+        return s->ptr;
     }
     if (bytes > SIZE_MAX - HUGE_PAGE)
         return NULL;
@@ -37,6 +38,8 @@ void *mha_scratch_alloc(mha_scratch *s, size_t bytes)
 #ifdef MADV_HUGEPAGE
     madvise(aligned, (bytes + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE, MADV_HUGEPAGE); /* a hint */
 #endif
+    s->ptr = aligned;
+    s->bytes = bytes;
     return aligned;
 }
 
@@ -46,5 +49,7 @@ void mha_scratch_free(mha_scratch *s)
         munmap(s->base, s->size);
     else
         free(s->base);
-    s->base = NULL;
+    s->base = s->ptr = NULL;
+    s->bytes = s->size = 0;
+    s->mapped = false;
 }

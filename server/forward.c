@@ -178,6 +178,8 @@ int srv_forward_run(srv_app *app, const srv_layer *layer, const srv_forward_args
     mha_status st = mha_forward(layer->layer, &in, &out->plan, out->output, out->attn_weights,
                                 trace ? &tr : NULL, app->pool, &me);
     inflight_leave(app);
+    if (st == MHA_OK)
+        srv_metrics_forward(app->metrics, trace, out->plan.flops);
     if (st != MHA_OK) {
         srv_forward_result_free(out);
         return srv_error_from_mha(err, &me, "");

@@ -57,6 +57,10 @@ static const opt_spec specs[] = {
     {"api-key", STR(api_key), "KEY", "the API key itself (prefer ATTND_API_KEY or a file)"},
     {"cors-origin", STR(cors_origin), "ORIGIN", "allow browser pages from ORIGIN (or *)"},
     {"read-only", BOOL(read_only), NULL, "refuse every request that changes a layer"},
+    {"auth-reads", BOOL(auth_reads), NULL,
+     "reads need the API key too (probes and /metrics never do)"},
+    {"drain-timeout", INT(drain_timeout, 0, 3600), "SECONDS",
+     "on SIGTERM/SIGINT, how long requests in flight get to finish"},
 };
 #define NSPECS (sizeof specs / sizeof specs[0])
 
@@ -85,6 +89,7 @@ void srv_options_default(srv_options *opt)
     opt->max_trace_elements = INT64_C(1) << 24;     /* 64 MiB of float32            */
     opt->max_json_depth = 32;
     opt->log_format = SRV_LOG_TEXT;
+    opt->drain_timeout = 30;
 }
 
 /* ATTND_ + name in upper case with '-' → '_'. */
@@ -180,8 +185,13 @@ int srv_options_parse(srv_options *opt, int argc, char **argv, srv_error *err)
         inflight_given |= specs[i].offset == offsetof(srv_options, max_inflight);
     }
 
+    bool healthcheck = false; /* the other flags still count: they say where the daemon listens */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
+        if (!strcmp(a, "--healthcheck")) {
+            healthcheck = true;
+            continue;
+        }
         if (!strcmp(a, "--help") || !strcmp(a, "-h"))
             return SRV_OPTIONS_HELP;
         if (!strcmp(a, "--version") || !strcmp(a, "-V"))
@@ -217,7 +227,7 @@ int srv_options_parse(srv_options *opt, int argc, char **argv, srv_error *err)
     }
     if (!inflight_given)
         opt->max_inflight = opt->threads;
-    return SRV_OPTIONS_RUN;
+    return healthcheck ? SRV_OPTIONS_HEALTHCHECK : SRV_OPTIONS_RUN;
 }
 
 void srv_options_usage(void *fp, const char *argv0)
@@ -259,4 +269,6 @@ void srv_options_usage(void *fp, const char *argv0)
     }
     fprintf(f, "  %-32s %s\n  %-32s %s\n", "--help", "this text", "--version",
             "print the version and exit");
+    fprintf(f, "  %-32s %s\n", "--healthcheck",
+            "GET /healthz of the daemon at --host/--port; exit 0 if it answers 200, else 1");
 }

@@ -48,6 +48,8 @@ typedef struct srv_options {
     char api_key[256];           /* ATTND_API_KEY (--api-key), the key itself              */
     char cors_origin[512];       /* --cors-origin, allowed browser origin(s), "" = no CORS  */
     bool read_only;              /* --read-only, refuse every change                         */
+    bool auth_reads;             /* --auth-reads, reads need the API key too (probes never)  */
+    int drain_timeout;           /* --drain-timeout, seconds in-flight requests get on SIGTERM */
 } srv_options;
 
 /* Fills opt with the defaults (threads and blas_threads from the core count). */
@@ -58,6 +60,7 @@ typedef enum srv_options_action {
     SRV_OPTIONS_RUN = 0, /* start the daemon                */
     SRV_OPTIONS_HELP,    /* --help: print srv_options_usage */
     SRV_OPTIONS_VERSION, /* --version                       */
+    SRV_OPTIONS_HEALTHCHECK, /* --healthcheck: probe the daemon these options describe (healthcheck.h) */
 } srv_options_action;
 
 /* Fills opt from defaults, then the ATTND_* environment, then argv (--name value or --name=value;

@@ -10,18 +10,19 @@
 #define BODY_JSON (SRV_ROUTE_BODY | SRV_ROUTE_JSON)
 
 const srv_route srv_routes[] = {
-    {"GET", "/healthz", srv_api_healthz, 0, NULL},
-    {"GET", "/readyz", srv_api_readyz, 0, NULL},
+    {"GET", "/healthz", srv_api_healthz, SRV_ROUTE_PROBE, NULL},
+    {"GET", "/readyz", srv_api_readyz, SRV_ROUTE_PROBE, NULL},
+    {"GET", "/metrics", srv_api_metrics, SRV_ROUTE_PROBE, NULL},
     {"GET", "/openapi.yaml", srv_api_openapi, 0, NULL},
 
     {"GET", "/v1/layers", srv_api_layers_list, 0, NULL},
     {"GET", "/v1/layers/{name}", srv_api_layer_get, 0, NULL},
-    {"PUT", "/v1/layers/{name}", srv_api_layer_put, BODY_JSON | SRV_ROUTE_CHANGES | SRV_ROUTE_HEAVY,
-     NULL},
+    {"PUT", "/v1/layers/{name}", srv_api_layer_put,
+     BODY_JSON | SRV_ROUTE_BINARY | SRV_ROUTE_CHANGES | SRV_ROUTE_HEAVY, NULL},
     {"DELETE", "/v1/layers/{name}", srv_api_layer_delete, SRV_ROUTE_CHANGES, NULL},
     {"GET", "/v1/layers/{name}/weights", srv_api_weights_get, 0, NULL},
     {"PUT", "/v1/layers/{name}/weights", srv_api_weights_put,
-     BODY_JSON | SRV_ROUTE_CHANGES | SRV_ROUTE_HEAVY, NULL},
+     BODY_JSON | SRV_ROUTE_BINARY | SRV_ROUTE_CHANGES | SRV_ROUTE_HEAVY, NULL},
     {"POST", "/v1/layers/{name}/forward", srv_api_forward, BODY_JSON | SRV_ROUTE_HEAVY, NULL},
     {"POST", "/v1/layers/{name}/trace", srv_api_trace, BODY_JSON | SRV_ROUTE_HEAVY, NULL},
 

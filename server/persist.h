@@ -1,0 +1,85 @@
+/*
+ * persist.h - the daemon's layers kept in step with its data dir (--data-dir).
+ *
+ * Every change of a layer (PUT layer, PUT weights, DELETE) goes through srv_persist_put /
+ * srv_persist_delete, which write the disk first and publish to the registry only when the write
+ * succeeded: a failed write answers 5xx and leaves the old layer served (memory and disk agree).
+ * Changes are serialised by one lock (they are rare; reads and forward passes never take it), so
+ * an If-Match check, the disk write and the publish happen as one step.
+ *
+ * At start srv_persist_load_all reads every layer directory; a layer that cannot be loaded
+ * (damaged or half-written file, config that does not fit its weights) is logged with the reason,
+ * listed by srv_persist_damaged_json (GET /readyz shows it) and skipped; the others are served.
+ * Without a data dir the same calls only publish (layers live in memory).
+ *
+ * For --watch (replicas sharing a data dir): srv_datadir_list gives each layer's stamp cheaply,
+ * srv_persist_reload (re)reads one layer by name and publishes it, or unpublishes it when its
+ * directory is gone.
+ */
+#ifndef ATTND_PERSIST_H
+#define ATTND_PERSIST_H
+
+#include <pthread.h>
+#include <stdbool.h>
+
+#include <jansson.h>
+
+#include "buf.h"
+#include "datadir.h"
+#include "error.h"
+#include "mha.h"
+#include "options.h"
+#include "registry.h"
+#include "safetensors.h"
+
+typedef struct srv_damaged {
+    char name[65];
+    char reason[sizeof ((srv_error *)0)->message];
+} srv_damaged;
+
+typedef struct srv_persist {
+    srv_datadir *dd;           /* NULL: layers live in memory only                             */
+    srv_log_format log_format;
+    pthread_mutex_t lock;      /* serialises changes; guards damaged                           */
+    srv_damaged *damaged;      /* layers on disk that could not be loaded                      */
+    int ndamaged;
+} srv_persist;
+
+/* Opens the data dir (data_dir "" = none; read_only: never write it). NULL with err filled when
+ * the dir cannot be used (the daemon then refuses to start). Free with srv_persist_free. */
+srv_persist *srv_persist_create(const char *data_dir, bool read_only, srv_log_format log_format,
+                                srv_error *err);
+void srv_persist_free(srv_persist *p); /* accepts NULL */
+
+/* Builds a registry entry (one reference, the caller's) for name from a config object (PUT's
+ * "config" form; checked strictly) and named tensors (every parameter of the config, nothing
+ * else). NULL with err filled: 422 for the config, 400 for the weights. */
+srv_layer *srv_persist_build(const char *name, const json_t *config, const srv_st *weights,
+                             const mha_limits *limits, srv_error *err);
+
+/* Loads every layer of the data dir into reg (after removing stale temp files). Logs one line per
+ * layer loaded, repaired or damaged. Returns the number loaded. */
+int srv_persist_load_all(srv_persist *p, srv_registry *reg, const mha_limits *limits);
+
+/* (Re)loads layer name from disk into reg (--watch). Returns 1 when loaded, 0 when it is no longer
+ * on disk (unpublished, if it was served), -1 when it is damaged (err filled; the version served
+ * before, if any, stays). */
+int srv_persist_reload(srv_persist *p, srv_registry *reg, const char *name,
+                       const mha_limits *limits, srv_error *err);
+
+/* Saves l (a new entry for l->name) to disk, then publishes it in reg, if the current version is
+ * if_version (0 = any). *replaced (may be NULL) tells whether a layer was replaced. Returns 0, or
+ * -1 with err: SRV_E_CONFLICT, SRV_E_INTERNAL (disk write failed: nothing changed), ... */
+int srv_persist_put(srv_persist *p, srv_registry *reg, srv_layer *l, uint64_t if_version,
+                    bool *replaced, srv_error *err);
+
+/* Removes layer name from disk, then from reg, if its version is if_version (0 = any). Returns 0,
+ * or -1 with err (SRV_E_LAYER_NOT_FOUND, SRV_E_CONFLICT, SRV_E_INTERNAL). */
+int srv_persist_delete(srv_persist *p, srv_registry *reg, const char *name, uint64_t if_version,
+                       srv_error *err);
+
+/* Appends [{"name": ..., "reason": ...}, ...] for the damaged layers to out; returns their count. */
+int srv_persist_damaged_json(srv_persist *p, srv_buf *out);
+int srv_persist_damaged_count(srv_persist *p);
+
+#endif
