@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "healthcheck.h"
 #include "http.h"
 #include "log.h"
 #include "options.h"
@@ -30,6 +31,8 @@ int main(int argc, char **argv)
         printf("attnd %s (%s)\n", ATTND_VERSION, ATTND_GIT_REV);
         return 0;
     }
+    if (action == SRV_OPTIONS_HEALTHCHECK)
+        return srv_healthcheck_main(opt.host, opt.port);
 
     sigset_t stop;
     sigemptyset(&stop);

@@ -186,8 +186,13 @@ int srv_options_parse(srv_options *opt, int argc, char **argv, srv_error *err)
         inflight_given |= specs[i].offset == offsetof(srv_options, max_inflight);
     }
 
+    bool healthcheck = false; /* the other flags still count: they say where the daemon listens */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
+        if (!strcmp(a, "--healthcheck")) {
+            healthcheck = true;
+            continue;
+        }
         if (!strcmp(a, "--help") || !strcmp(a, "-h"))
             return SRV_OPTIONS_HELP;
         if (!strcmp(a, "--version") || !strcmp(a, "-V"))
@@ -222,7 +227,7 @@ int srv_options_parse(srv_options *opt, int argc, char **argv, srv_error *err)
         opt->blas_threads = srv_ncores();
     if (!inflight_given)
         opt->max_inflight = opt->threads;
-    return SRV_OPTIONS_RUN;
+    return healthcheck ? SRV_OPTIONS_HEALTHCHECK : SRV_OPTIONS_RUN;
 }
 
 void srv_options_usage(void *fp, const char *argv0)
@@ -264,4 +269,6 @@ void srv_options_usage(void *fp, const char *argv0)
     }
     fprintf(f, "  %-32s %s\n  %-32s %s\n", "--help", "this text", "--version",
             "print the version and exit");
+    fprintf(f, "  %-32s %s\n", "--healthcheck",
+            "GET /healthz of the daemon at --host/--port; exit 0 if it answers 200, else 1");
 }

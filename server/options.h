@@ -62,6 +62,7 @@ typedef enum srv_options_action {
     SRV_OPTIONS_RUN = 0, /* start the daemon                */
     SRV_OPTIONS_HELP,    /* --help: print srv_options_usage */
     SRV_OPTIONS_VERSION, /* --version                       */
+    SRV_OPTIONS_HEALTHCHECK, /* --healthcheck: probe the daemon these options describe (healthcheck.h) */
 } srv_options_action;
 
 /* Fills opt from defaults, then the ATTND_* environment, then argv (--name value or --name=value;
