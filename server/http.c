@@ -28,6 +28,7 @@
 
 #include <microhttpd.h>
 
+#include "api_v2.h"
 #include "auth.h"
 #include "log.h"
 
@@ -293,6 +294,8 @@ static enum MHD_Result queue_error(req_ctx *c, const srv_error *err, const char 
     response_init(&resp);
     if (c->req.route && c->req.route->error_writer)
         c->req.route->error_writer(&resp, err);
+    else if (c->path && strncmp(c->path, "/v2", 3) == 0 && (c->path[3] == '\0' || c->path[3] == '/'))
+        srv_v2_error_reply(&resp, err); /* unmatched /v2 paths (404, 405) in the protocol's dialect */
     else
         srv_response_error(&resp, err);
     if (allow && *allow)

@@ -5,6 +5,7 @@
  * A path that matches a pattern with another method is a 405 with Allow; no pattern at all, a 404.
  */
 #include "api.h"
+#include "api_v2.h"
 
 #define BODY_JSON (SRV_ROUTE_BODY | SRV_ROUTE_JSON)
 
@@ -24,6 +25,20 @@ const srv_route srv_routes[] = {
      BODY_JSON | SRV_ROUTE_BINARY | SRV_ROUTE_CHANGES | SRV_ROUTE_HEAVY, NULL},
     {"POST", "/v1/layers/{name}/forward", srv_api_forward, BODY_JSON | SRV_ROUTE_HEAVY, NULL},
     {"POST", "/v1/layers/{name}/trace", srv_api_trace, BODY_JSON | SRV_ROUTE_HEAVY, NULL},
+
+    /* Open Inference Protocol (api_v2.c): errors in the protocol's {"error": "..."} form */
+    {"GET", "/v2", srv_v2_server_metadata, 0, srv_v2_error_reply},
+    {"GET", "/v2/health/live", srv_v2_health_live, 0, srv_v2_error_reply},
+    {"GET", "/v2/health/ready", srv_v2_health_ready, 0, srv_v2_error_reply},
+    {"GET", "/v2/models/{name}", srv_v2_model_metadata, 0, srv_v2_error_reply},
+    {"GET", "/v2/models/{name}/ready", srv_v2_model_ready, 0, srv_v2_error_reply},
+    {"POST", "/v2/models/{name}/infer", srv_v2_infer, SRV_ROUTE_BODY | SRV_ROUTE_HEAVY,
+     srv_v2_error_reply},
+    {"GET", "/v2/models/{name}/versions/{version}", srv_v2_model_metadata, 0, srv_v2_error_reply},
+    {"GET", "/v2/models/{name}/versions/{version}/ready", srv_v2_model_ready, 0,
+     srv_v2_error_reply},
+    {"POST", "/v2/models/{name}/versions/{version}/infer", srv_v2_infer,
+     SRV_ROUTE_BODY | SRV_ROUTE_HEAVY, srv_v2_error_reply},
 
     {NULL, NULL, NULL, 0, NULL},
 };
