@@ -30,7 +30,7 @@ FROM ${DEBIAN_IMAGE}
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
         libmicrohttpd12 libjansson4 libopenblas0-pthread \
- && rm -rf /var/lib/apt/lists/* /var/cache/apt/archives/*.deb \
+ && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/cache/apt/archives/*.deb \
  && groupadd --system --gid 10001 attnd \
  && useradd --system --uid 10001 --gid 10001 --home-dir /data --no-create-home \
         --shell /usr/sbin/nologin attnd \

@@ -8,6 +8,7 @@
 #   make golden     regenerate tests/golden/ from torch (needs /usr/bin/python3 with torch)
 #   make test-container  build the Docker image with podman and check it (root; scripts/test_container.sh)
 #   make test-scale      three replicas + nginx on loopback, --watch, a replica killed (scripts/test_scale.sh)
+#   make bench-scale     wrk: one replica vs three behind nginx (scripts/bench_scale.sh)
 #   make clean
 #
 # Sources are found by wildcard: lib/*.c -> libmha.a, server/*.c (but main.c) -> libsrv.a,
@@ -48,7 +49,7 @@ BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 DEB_PKGS  := gcc make libmicrohttpd-dev libjansson-dev libopenblas-dev libcurl4-openssl-dev curl
 DEPS_STAMP := $(BUILD)/.deps-ok
 
-.PHONY: all deps run test asan ubsan bench golden clean format test-container test-scale
+.PHONY: all deps run test asan ubsan bench golden clean format test-container test-scale bench-scale
 all: $(BUILD)/attnd
 
 deps: $(DEPS_STAMP)
@@ -105,6 +106,9 @@ test-container:
 
 test-scale: $(BUILD)/attnd
 	ATTND_BIN=$(BUILD)/attnd scripts/test_scale.sh
+
+bench-scale: $(BUILD)/attnd
+	ATTND_BIN=$(BUILD)/attnd scripts/bench_scale.sh
 
 golden:
 	/usr/bin/python3 tests/gen_golden.py

@@ -3,7 +3,7 @@
  * with and without per-head weights, on 1 and 2 threads, next to a square sgemm measured in the
  * same run (the machine is shared: only same-run ratios mean much) and, when given, torch's times.
  *
- *   build/bench/bench_engine [--shapes S,M,L,XL] [--threads 1,2] [--min-time 0.3] [--torch FILE]
+ *   build/bench/bench_engine [--shapes S,M,L,XL] [--threads 1,2] [--min-time SEC] [--torch FILE]
  *
  * FILE holds lines "shape mode threads ms" (bench/torch_time.py writes them); mode is nw0
  * (need_weights off) or nw1 (per-head weights). GFLOP/s use 8NLE² + 4NLSE.
@@ -12,6 +12,7 @@
 
 #include <cblas.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,33 +43,61 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* Median seconds of repeated calls of fn(ctx): at least 3 and until min_time has passed (max 2000). */
-static double time_median(void (*fn)(void *), void *ctx, double min_time)
+/* Seconds of one call of fn(ctx), from k back-to-back calls (k chosen so a sample lasts ~2 ms). */
+static double sample(void (*fn)(void *), void *ctx, int k)
 {
-    enum { max_reps = 2000 };
-    static double t[max_reps];
-    fn(ctx); /* warm-up */
-    int n = 0;
-    double start = now();
-    while (n < max_reps && (n < 3 || now() - start < min_time)) {
-        double t0 = now();
+    double t0 = now();
+    for (int i = 0; i < k; i++)
         fn(ctx);
-        t[n++] = now() - t0;
-    }
+    return (now() - t0) / k;
+}
+
+static int calls_per_sample(void (*fn)(void *), void *ctx)
+{
+    double t = sample(fn, ctx, 1); /* also the warm-up */
+    int k = (int)(2e-3 / (t > 1e-7 ? t : 1e-7));
+    return k < 1 ? 1 : k > 10000 ? 10000 : k;
+}
+
+static double median(double *t, int n)
+{
     qsort(t, (size_t)n, sizeof t[0], cmp_double);
     return t[n / 2];
 }
-
 typedef struct sgemm_ctx {
-    int n;
+    int n, threads;
     float *a, *b, *c;
 } sgemm_ctx;
 
+typedef struct half_arg {
+    const sgemm_ctx *s;
+    int row0, rows;
+} half_arg;
+
+static void *sgemm_rows(void *p)
+{
+    const half_arg *h = p;
+    const sgemm_ctx *s = h->s;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, h->rows, s->n, s->n, 1.0f, s->a + (size_t)h->row0 * s->n,
+                s->n, s->b, s->n, 0.0f, s->c + (size_t)h->row0 * s->n, s->n);
+    return NULL;
+}
+
+/* The anchor: a square n x n sgemm, split in row halves over 2 threads the way the engine splits
+ * its GEMMs (OpenBLAS itself single-threaded). */
 static void sgemm_once(void *p)
 {
     sgemm_ctx *s = p;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, s->n, s->n, s->n, 1.0f, s->a, s->n, s->b, s->n,
-                0.0f, s->c, s->n);
+    if (s->threads == 1) {
+        half_arg h = {s, 0, s->n};
+        sgemm_rows(&h);
+        return;
+    }
+    pthread_t th;
+    half_arg h1 = {s, 0, s->n / 2}, h2 = {s, s->n / 2, s->n - s->n / 2};
+    pthread_create(&th, NULL, sgemm_rows, &h2);
+    sgemm_rows(&h1);
+    pthread_join(th, NULL);
 }
 
 typedef struct fwd_ctx {
@@ -134,7 +163,7 @@ static bool in_list(const char *list, const char *item)
 int main(int argc, char **argv)
 {
     const char *shape_list = "S,M,L,XL", *thread_list = "1,2", *torch_file = NULL;
-    double min_time = 0.3;
+    double min_time = 1.0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--shapes") && i + 1 < argc)
             shape_list = argv[++i];
@@ -151,24 +180,18 @@ int main(int argc, char **argv)
         }
     }
 
-    /* The sgemm anchor: square n=1024, OpenBLAS on 1 and on 2 threads. */
-    sgemm_ctx sg = {1024, random_array(1024 * 1024, 1), random_array(1024 * 1024, 2),
+    mha_blas_set_threads(1); /* the engine (and the anchor) parallelise themselves */
+    sgemm_ctx sg = {1024, 1, random_array(1024 * 1024, 1), random_array(1024 * 1024, 2),
                     random_array(1024 * 1024, 3)};
-    double peak[3] = {0};
-    for (int t = 1; t <= 2; t++) {
-        char tn[4];
-        snprintf(tn, sizeof tn, "%d", t);
-        if (!in_list(thread_list, tn))
-            continue;
-        mha_blas_set_threads(t);
-        peak[t] = 2.0 * 1024 * 1024 * 1024 / time_median(sgemm_once, &sg, min_time) / 1e9;
-    }
-    mha_blas_set_threads(1); /* the engine parallelises itself */
-    printf("sgemm 1024^2: %.1f GFLOP/s on 1 thread, %.1f on 2 (OpenBLAS threads)\n\n", peak[1], peak[2]);
-    printf("%-3s %-4s %2s %9s %8s %7s %9s %7s %8s\n", "shp", "mode", "t", "ms", "GFLOP/s", "%sgemm",
+    printf("Each cell: median over rounds that interleave a 1024^2 sgemm (the anchor, same threads),\n"
+           "the pass without weights and the pass with per-head weights.\n\n");
+    printf("%-3s %2s %-4s %9s %8s %7s %9s %7s %8s\n", "shp", "t", "mode", "ms", "GFLOP/s", "%sgemm",
            "torch ms", "x torch", "w cost");
 
-    mha_pool *pool2 = mha_pool_create(2, NULL);
+    /* Long-lived pools, as a server holds them (a pool also keeps scratch between passes). */
+    mha_pool *pool1 = mha_pool_create(1, NULL), *pool2 = mha_pool_create(2, NULL);
+    enum { max_rounds = 400 };
+    static double t_anchor[max_rounds], t_mode[2][max_rounds];
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         const shape *sh = &shapes[s];
         if (!in_list(shape_list, sh->name))
@@ -184,41 +207,57 @@ int main(int argc, char **argv)
             snprintf(tn, sizeof tn, "%d", t);
             if (!in_list(thread_list, tn))
                 continue;
-            double ms_nw0 = NAN;
+            fwd_ctx f[2];
+            int k[2];
             for (int mode = 0; mode < 2; mode++) {
-                fwd_ctx f = {.layer = layer, .pool = t == 2 ? pool2 : NULL};
-                f.in.query = (mha_tensor){x, 3, {sh->N, sh->L, sh->E}};
-                f.in.need_weights = mode == 1;
-                f.in.average_attn_weights = false;
-                if (mha_plan_forward(layer, &f.in, NULL, &f.plan, &err) != MHA_OK) {
+                f[mode] = (fwd_ctx){.layer = layer, .pool = t == 2 ? pool2 : pool1};
+                f[mode].in.query = (mha_tensor){x, 3, {sh->N, sh->L, sh->E}};
+                f[mode].in.need_weights = mode == 1;
+                f[mode].in.average_attn_weights = false;
+                if (mha_plan_forward(layer, &f[mode].in, NULL, &f[mode].plan, &err) != MHA_OK) {
                     fprintf(stderr, "plan failed: %s\n", err.message);
                     return 1;
                 }
-                f.out = calloc((size_t)f.plan.out_count, sizeof(float));
-                f.weights = mode ? calloc((size_t)f.plan.weights_count, sizeof(float)) : NULL;
-                double sec = time_median(forward_once, &f, min_time);
-                double ms = sec * 1e3, gf = f.plan.flops / sec / 1e9;
+                f[mode].out = calloc((size_t)f[mode].plan.out_count, sizeof(float));
+                f[mode].weights = mode ? calloc((size_t)f[mode].plan.weights_count, sizeof(float)) : NULL;
+                k[mode] = calls_per_sample(forward_once, &f[mode]);
+            }
+            sg.threads = t;
+            sgemm_once(&sg);
+            int rounds = 0;
+            double start = now();
+            while (rounds < max_rounds && (rounds < 3 || now() - start < min_time)) {
+                t_anchor[rounds] = sample(sgemm_once, &sg, 1);
+                for (int mode = 0; mode < 2; mode++)
+                    t_mode[mode][rounds] = sample(forward_once, &f[mode], k[mode]);
+                rounds++;
+            }
+            double anchor_gf = 2.0 * 1024 * 1024 * 1024 / median(t_anchor, rounds) / 1e9;
+            double ms[2];
+            for (int mode = 0; mode < 2; mode++) {
+                ms[mode] = median(t_mode[mode], rounds) * 1e3;
+                double gf = f[mode].plan.flops / ms[mode] / 1e6;
                 const char *mname = mode ? "nw1" : "nw0";
                 double tms = torch_ms(torch_file, sh->name, mname, t);
-                if (mode == 0)
-                    ms_nw0 = ms;
                 char tcol[16] = "-", rcol[16] = "-", wcol[16] = "";
                 if (!isnan(tms)) {
                     snprintf(tcol, sizeof tcol, "%.3f", tms);
-                    snprintf(rcol, sizeof rcol, "%.2f", tms / ms);
+                    snprintf(rcol, sizeof rcol, "%.2f", tms / ms[mode]);
                 }
                 if (mode == 1)
-                    snprintf(wcol, sizeof wcol, "%+.0f%%", (ms / ms_nw0 - 1) * 100);
-                printf("%-3s %-4s %2d %9.3f %8.1f %6.0f%% %9s %7s %8s\n", sh->name, mname, t, ms, gf,
-                       100 * gf / peak[t], tcol, rcol, wcol);
-                fflush(stdout);
-                free(f.out);
-                free(f.weights);
+                    snprintf(wcol, sizeof wcol, "%+.0f%%", (ms[1] / ms[0] - 1) * 100);
+                printf("%-3s %2d %-4s %9.3f %8.1f %6.0f%% %9s %7s %8s\n", sh->name, t, mname, ms[mode], gf,
+                       100 * gf / anchor_gf, tcol, rcol, wcol);
+                free(f[mode].out);
+                free(f[mode].weights);
             }
+            printf("%-3s %2d %-4s %9s %8.1f  (%d rounds)\n", sh->name, t, "sgemm", "", anchor_gf, rounds);
+            fflush(stdout);
         }
         free(x);
         mha_layer_free(layer);
     }
+    mha_pool_free(pool1);
     mha_pool_free(pool2);
     free(sg.a);
     free(sg.b);

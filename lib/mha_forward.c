@@ -60,12 +60,19 @@ static void gemm_add(gemm_set *set, const float *A, int64_t lda, const float *W,
     gemm_job *g = &set->job[set->n++];
     *g = (gemm_job){A, lda, W, bias, C, ldc, M, Nc, K, 1, 1, set->ntasks};
     double work = (double)M * (double)Nc * (double)K;
-    if (threads > 1 && work >= 1 << 18) {
-        int64_t parts = threads;
-        if (M >= 64 * parts || M >= Nc)
-            g->row_parts = M / 16 < parts ? (M / 16 > 0 ? M / 16 : 1) : parts;
-        else
-            g->col_parts = Nc / 16 < parts ? (Nc / 16 > 0 ? Nc / 16 : 1) : parts;
+    if (threads > 1 && work >= 1 << 20) {
+        /* Several tiles per thread, so a thread slowed by a neighbour on the machine hands its
+         * share to the other instead of holding up the pass; tiles of at least 64 rows (or
+         * columns when there are few rows) keep each sgemm efficient. */
+        int64_t want = 4 * (int64_t)threads;
+        if (M / 64 >= threads)
+            g->row_parts = M / 64 < want ? M / 64 : want;
+        else {
+            int64_t cols = Nc / 64 > threads ? Nc / 64 : threads;
+            g->col_parts = cols < want ? cols : want;
+            if (g->col_parts > Nc / 16)
+                g->col_parts = Nc / 16 > 0 ? Nc / 16 : 1;
+        }
     }
     set->ntasks += g->row_parts * g->col_parts;
 }
@@ -144,6 +151,14 @@ static const void *mask_row(const mha_mask *m, int64_t row, int64_t width)
     return (const char *)m->data + (size_t)(row * width) * elem;
 }
 
+/* Sets columns [from, S) of rows rows (row stride S) to value. */
+static void fill_cols(float *x, int64_t rows, int64_t S, int64_t from, float value)
+{
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t j = from; j < S; j++)
+            x[r * S + j] = value;
+}
+
 static void attention_task(void *arg, int64_t task, int slot)
 {
     const fwd *f = arg;
@@ -163,6 +178,10 @@ static void attention_task(void *arg, int64_t task, int slot)
     float *trace_scores = f->trace ? f->trace->stage[MHA_TRACE_SCORES] : NULL;
     float *trace_weights = f->trace ? f->trace->stage[MHA_TRACE_ATTN_WEIGHTS] : NULL;
     float *avg = f->weights && !f->per_head ? f->weights + (b * L + i0) * S : NULL;
+    /* Keys computed: causal without appended keys masks every key past the block's last row, so
+     * those are skipped (about half the attention work) and their weights are filled with 0. */
+    const int64_t kn = in->is_causal && S == S0 && i0 + m < S0 ? i0 + m : S0;
+    const int64_t ncols = kn < S0 ? kn : S; /* score columns in play (appended keys included) */
 
     for (int64_t r = 0; r < m; r++) { /* torch: q_scaled = q / sqrt(head_dim) */
         float *row = qb + r * f->q_rs;
@@ -171,8 +190,11 @@ static void attention_task(void *arg, int64_t task, int slot)
     }
     for (int64_t h = 0; h < H; h++) {
         const int64_t bhl = (b * H + h) * L + i0; /* row of [N,H,L,·] stages */
-        float *sc = f->per_head ? f->weights + bhl * S : f->scratch + slot * f->slot_floats;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)m, (int)S0, (int)hd, 1.0f,
+        /* Scores live in this thread's block (hot in cache) even when per-head weights are wanted:
+         * they are streamed out after the softmax, which measured far cheaper than computing in
+         * the [N,H,L,S] output, whose every block is cold. */
+        float *sc = f->scratch + slot * f->slot_floats;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)m, (int)kn, (int)hd, 1.0f,
                     qb + h * hd, (int)f->q_rs, kb + h * hd, (int)f->k_rs, 0.0f, sc, (int)S);
         for (int64_t r = 0; r < m; r++) {
             float *row = sc + r * S;
@@ -192,14 +214,23 @@ static void attention_task(void *arg, int64_t task, int slot)
             if (kp)
                 kpr = mask_row(kp, b, S0);
             if (amr || kpr || in->is_causal)
-                apply_masks(row, S0, amr, am ? am->type : MHA_MASK_FLOAT, kpr,
-                            kp ? kp->type : MHA_MASK_FLOAT, in->is_causal ? i + 1 : S0);
+                apply_masks(row, kn, amr, am ? am->type : MHA_MASK_FLOAT, kpr,
+                            kp ? kp->type : MHA_MASK_FLOAT, in->is_causal ? i + 1 : kn);
         }
-        if (trace_scores)
+        if (trace_scores) {
+            fill_cols(sc, m, S, ncols, -INFINITY); /* the causally skipped keys */
             memcpy(trace_scores + bhl * S, sc, (size_t)(m * S) * sizeof(float));
-        mha_softmax_rows(sc, m, S, S);
+        }
+        /* Always normalised before weights·v, even when nobody reads the weights (scaling the
+         * rows·hd outputs instead would save a pass, but then need_weights would change the
+         * output's last bits, and callers compare outputs across modes). */
+        mha_softmax_rows(sc, m, ncols, S);
+        if (f->weights || trace_weights)
+            fill_cols(sc, m, S, ncols, 0.0f);
         if (trace_weights)
             memcpy(trace_weights + bhl * S, sc, (size_t)(m * S) * sizeof(float));
+        if (f->per_head)
+            mha_copy_stream(f->weights + bhl * S, sc, m * S);
         if (avg) {
             if (h == 0)
                 memcpy(avg, sc, (size_t)(m * S) * sizeof(float));
@@ -207,7 +238,7 @@ static void attention_task(void *arg, int64_t task, int slot)
                 for (int64_t x = 0; x < m * S; x++)
                     avg[x] += sc[x];
         }
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)hd, (int)S0, 1.0f, sc,
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)hd, (int)kn, 1.0f, sc,
                     (int)S, vb + h * hd, (int)f->v_rs, 0.0f, cb + h * hd, (int)f->c_rs);
         if (col_bk >= 0) {
             const float *bv = layer->bias_v + h * hd;
@@ -218,6 +249,8 @@ static void attention_task(void *arg, int64_t task, int slot)
             }
         }
     }
+    if (f->per_head)
+        mha_copy_stream_fence();
     if (avg) { /* torch: weights.sum(dim=1) / num_heads */
         const float nh = (float)H;
         for (int64_t x = 0; x < m * S; x++)
@@ -317,6 +350,8 @@ mha_status mha_forward(const mha_layer *layer, const mha_inputs *in, const mha_p
     if (in->need_weights && !attn_weights)
         return mha_fail(err, MHA_ERR_ARG, "attn_weights", "need_weights is set but attn_weights is NULL");
     const mha_config *cfg = &layer->cfg;
+    if (plan->flops < 4e6)
+        pool = NULL; /* a pass this small is done before the pool's threads would wake up */
     const int threads = mha_pool_threads(pool);
     fwd f = {
         .layer = layer, .in = in, .trace = trace,
@@ -337,7 +372,8 @@ mha_status mha_forward(const mha_layer *layer, const mha_inputs *in, const mha_p
         bytes > layer->limits.max_workspace_bytes)
         return mha_fail(err, MHA_ERR_LIMIT, "query", "this pass needs more than %lld bytes of scratch",
                         (long long)layer->limits.max_workspace_bytes);
-    float *work = aligned_alloc(64, ((size_t)bytes + 63) / 64 * 64);
+    mha_scratch scratch;
+    float *work = mha_pool_scratch_get(pool, &scratch, (size_t)bytes);
     if (!work)
         return mha_fail(err, MHA_ERR_NOMEM, "query", "out of memory allocating %lld bytes of scratch",
                         (long long)bytes);
@@ -398,6 +434,6 @@ mha_status mha_forward(const mha_layer *layer, const mha_inputs *in, const mha_p
     mha_pool_run(pool, out.ntasks, gemm_task, &out);
     if (trace)
         trace_outputs(&f, output);
-    free(work);
+    mha_pool_scratch_put(pool, &scratch);
     return MHA_OK;
 }

@@ -59,6 +59,22 @@ struct mha_layer {
 };
 
 /* ---------------------------------------------------------------------------------------------- */
+/* Scratch                                                                                        */
+
+typedef struct mha_scratch {
+    void *ptr;    /* the usable, 64-byte aligned block   */
+    size_t bytes; /* its usable size                     */
+    void *base;   /* what to release                     */
+    size_t size;  /* mapped size, when mapped            */
+    bool mapped;
+} mha_scratch;
+
+/* Returns a 64-byte aligned block of bytes (huge-page backed when large), or NULL; s records how
+ * to release it with mha_scratch_free. */
+void *mha_scratch_alloc(mha_scratch *s, size_t bytes);
+void mha_scratch_free(mha_scratch *s);
+
+/* ---------------------------------------------------------------------------------------------- */
 /* Pool                                                                                           */
 
 /* One task of a parallel-for: task index in [0, ntasks), slot in [0, mha_pool_threads(pool)) is
@@ -68,6 +84,12 @@ typedef void (*mha_task_fn)(void *arg, int64_t task, int slot);
 /* Runs fn(arg, t, slot) for every t in [0, ntasks) on the pool's threads, the caller included, and
  * returns when all are done. pool NULL (or ntasks 1) runs them in order on the caller, slot 0. */
 void mha_pool_run(mha_pool *pool, int64_t ntasks, mha_task_fn fn, void *arg);
+
+/* Scratch for one pass: the pool keeps the last large block given back (up to 256 MiB) and
+ * hands it out again when it is big enough, so back-to-back passes skip the kernel's page
+ * zeroing and faults. pool NULL: plain mha_scratch_alloc / mha_scratch_free. */
+void *mha_pool_scratch_get(mha_pool *pool, mha_scratch *s, size_t bytes);
+void mha_pool_scratch_put(mha_pool *pool, mha_scratch *s);
 
 /* ---------------------------------------------------------------------------------------------- */
 /* Softmax                                                                                        */
@@ -79,5 +101,11 @@ void mha_softmax_rows(float *x, int64_t rows, int64_t n, int64_t ld);
 
 /* exp(x) for n floats (out may equal in): the kernel softmax uses, exposed for its tests. */
 void mha_expf_array(float *out, const float *in, int64_t n);
+
+/* Copies n floats to memory that will not be read again soon (the per-head weights output):
+ * non-temporal stores when the CPU has AVX2, so they neither pollute the cache nor read the
+ * destination first. Call mha_copy_stream_fence before the data is handed to another thread. */
+void mha_copy_stream(float *dst, const float *src, int64_t n);
+void mha_copy_stream_fence(void);
 
 #endif

@@ -35,7 +35,10 @@ struct mha_pool {
     pthread_cond_t finished;  /* some job's tasks all finished                       */
     job *head, *tail;         /* jobs with tasks possibly left                       */
     bool stop;
+    mha_scratch cache;        /* a pass's scratch kept for the next (under lock)     */
 };
+
+#define CACHE_MAX ((size_t)256 << 20)
 
 static void unlink_job(mha_pool *pool, job *j)
 {
@@ -148,6 +151,7 @@ void mha_pool_free(mha_pool *pool)
     for (int i = 0; i < pool->nworkers; i++)
         pthread_join(pool->workers[i], NULL);
     free(pool->workers);
+    mha_scratch_free(&pool->cache);
     pthread_cond_destroy(&pool->work);
     pthread_cond_destroy(&pool->finished);
     pthread_mutex_destroy(&pool->lock);
@@ -157,6 +161,38 @@ void mha_pool_free(mha_pool *pool)
 int mha_pool_threads(const mha_pool *pool)
 {
     return pool ? pool->threads : 1;
+}
+
+void *mha_pool_scratch_get(mha_pool *pool, mha_scratch *s, size_t bytes)
+{
+    if (pool) {
+        pthread_mutex_lock(&pool->lock);
+        bool fits = pool->cache.ptr && pool->cache.bytes >= bytes;
+        if (fits) {
+            *s = pool->cache;
+            memset(&pool->cache, 0, sizeof pool->cache);
+        }
+        pthread_mutex_unlock(&pool->lock);
+        if (fits)
+            return s->ptr;
+    }
+    return mha_scratch_alloc(s, bytes);
+}
+
+void mha_pool_scratch_put(mha_pool *pool, mha_scratch *s)
+{
+    if (pool && s->ptr && s->bytes <= CACHE_MAX) {
+        mha_scratch old = {0};
+        pthread_mutex_lock(&pool->lock);
+        if (!pool->cache.ptr || pool->cache.bytes < s->bytes) { /* keep the larger one */
+            old = pool->cache;
+            pool->cache = *s;
+            memset(s, 0, sizeof *s);
+        }
+        pthread_mutex_unlock(&pool->lock);
+        mha_scratch_free(&old); /* outside the lock: munmap can take a while */
+    }
+    mha_scratch_free(s);
 }
 
 void mha_blas_set_threads(int threads)

@@ -158,6 +158,19 @@ __attribute__((target("avx2,fma"))) static void expf_array_avx2(float *out, cons
     }
 }
 
+__attribute__((target("avx2"))) static void copy_stream_avx2(float *dst, const float *src, int64_t n)
+{
+    int64_t j = 0;
+    while (j < n && ((uintptr_t)(dst + j) & 31)) { /* up to the first 32-byte boundary */
+        dst[j] = src[j];
+        j++;
+    }
+    for (; j + 8 <= n; j += 8)
+        _mm256_stream_ps(dst + j, _mm256_loadu_ps(src + j));
+    for (; j < n; j++)
+        dst[j] = src[j];
+}
+
 static bool have_avx2(void)
 {
     /* __builtin_cpu_supports reads state libgcc fills once at start-up: no mutable global here. */
@@ -174,6 +187,25 @@ void mha_softmax_rows(float *x, int64_t rows, int64_t n, int64_t ld)
     }
 #endif
     softmax_rows_portable(x, rows, n, ld);
+}
+
+void mha_copy_stream(float *dst, const float *src, int64_t n)
+{
+#ifdef MHA_HAVE_AVX2_KERNEL
+    if (have_avx2() && ((uintptr_t)dst & 3) == 0) {
+        copy_stream_avx2(dst, src, n);
+        return;
+    }
+#endif
+    memcpy(dst, src, (size_t)n * sizeof(float));
+}
+
+/* Orders the streaming stores above before anything another thread reads after the pass. */
+void mha_copy_stream_fence(void)
+{
+#ifdef MHA_HAVE_AVX2_KERNEL
+    _mm_sfence();
+#endif
 }
 
 void mha_expf_array(float *out, const float *in, int64_t n)

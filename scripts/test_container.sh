@@ -131,9 +131,9 @@ check "image HEALTHCHECK runs attnd --healthcheck ($hc)" grep -q '"attnd","--hea
 check "image stop signal is SIGTERM" grep -q '"StopSignal":"SIGTERM"' <<<"${cfg// /}"
 
 # --- no compiler in the runtime image -------------------------------------------------------------
-tools=$($P run --rm $U --network=host --entrypoint sh "$IMAGE" -c \
+tools=$($P run --rm $U --network=host --no-healthcheck --entrypoint sh "$IMAGE" -c \
     'for c in gcc cc c99 c89 g++ c++ clang tcc as ld make; do command -v $c; done;
-     dpkg-query -W -f="\${Package}\n" | grep -E "^(gcc|g\+\+|cpp|clang|binutils|libc6-dev|make)(-|$)"' 2>&1)
+     dpkg-query -W -f="\${Package}\n" | grep -E "^(gcc|g\+\+|cpp|clang|tcc|binutils|libc6-dev|make)(-[0-9.]+)?$"' 2>/dev/null)
 check "runtime image holds no compiler, assembler, linker or -dev libc${tools:+ (found: $tools)}" test -z "$tools"
 
 # --- run ------------------------------------------------------------------------------------------

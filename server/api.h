@@ -11,6 +11,9 @@ int srv_api_healthz(srv_app *app, const srv_request *req, srv_response *resp, sr
 int srv_api_readyz(srv_app *app, const srv_request *req, srv_response *resp, srv_error *err);
 int srv_api_openapi(srv_app *app, const srv_request *req, srv_response *resp, srv_error *err);
 
+/* api_metrics.c */
+int srv_api_metrics(srv_app *app, const srv_request *req, srv_response *resp, srv_error *err);
+
 /* api_layers.c */
 int srv_api_layers_list(srv_app *app, const srv_request *req, srv_response *resp, srv_error *err);
 int srv_api_layer_put(srv_app *app, const srv_request *req, srv_response *resp, srv_error *err);

@@ -71,10 +71,11 @@ static void put_shape(srv_buf *b, int ndim, const int64_t *shape)
     srv_buf_putc(b, ']');
 }
 
-/* Bytes a tensor of count elements takes in enc, roughly (to size the buffer once). */
+/* Bytes a tensor of count elements takes in enc at most (a float is at most 15 characters and a
+ * separator), so the reply buffer is allocated once and never moved. */
 static size_t estimate(int64_t count, srv_encoding enc)
 {
-    return enc == SRV_ENC_BASE64 ? (size_t)count * 16 / 3 + 64 : (size_t)count * 13 + 64;
+    return enc == SRV_ENC_BASE64 ? (size_t)count * 16 / 3 + 64 : (size_t)count * 17 + 64;
 }
 
 static int run(srv_app *app, const srv_request *req, srv_response *resp, bool trace,
@@ -111,7 +112,7 @@ static int run(srv_app *app, const srv_request *req, srv_response *resp, bool tr
             mha_trace_stage_shape(&r.plan, (mha_trace_stage)s, shape, &count);
             total += count;
         }
-        srv_buf_reserve(b, estimate(total, enc));
+        srv_buf_reserve(b, estimate(total, enc) + 2048);
         srv_buf_puts(b, "{\"stages\":[");
         for (int s = 0; s < MHA_TRACE_NSTAGES; s++) {
             int nd = mha_trace_stage_shape(&r.plan, (mha_trace_stage)s, shape, &count);

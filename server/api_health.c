@@ -22,7 +22,11 @@ int srv_api_readyz(srv_app *app, const srv_request *req, srv_response *resp, srv
     bool draining = __atomic_load_n(&app->draining, __ATOMIC_ACQUIRE);
     int layers = srv_registry_count(app->registry);
     if (ready && !draining) {
-        srv_buf_printf(&resp->body, "{\"ready\":true,\"layers\":%d}\n", layers);
+        /* layers of the data dir that could not be loaded are listed, with why; the daemon is
+         * ready all the same (it serves the others) */
+        srv_buf_printf(&resp->body, "{\"ready\":true,\"layers\":%d,\"damaged\":", layers);
+        srv_persist_damaged_json(app->persist, &resp->body);
+        srv_buf_puts(&resp->body, "}\n");
         return 0;
     }
     const char *why = draining ? "draining" : "starting";

@@ -17,6 +17,7 @@
 #include "api.h"
 #include "body.h"
 #include "config.h"
+#include "layer_io.h"
 
 /* Hands a JSON document to the response (status set). */
 static int reply_json(srv_response *resp, json_t *doc, int status, srv_error *err)
@@ -254,6 +255,26 @@ out:
 /* ---------------------------------------------------------------------------------------------- */
 /* Handlers                                                                                       */
 
+/* Saves (data dir) and publishes the new entry l (the caller's reference is taken), honouring
+ * If-Match; answers 201 + Location or 200, with the ETag. */
+static int publish(srv_app *app, const srv_request *req, srv_response *resp, srv_layer *l,
+                   srv_error *err)
+{
+    uint64_t if_version;
+    bool replaced = false;
+    if (srv_if_match(req, app->registry, l->name, &if_version, err) < 0 ||
+        srv_persist_put(app->persist, app->registry, l, if_version, &replaced, err) < 0) {
+        srv_layer_release(l);
+        return -1;
+    }
+    if (!replaced)
+        srv_response_header(resp, "Location", "/v1/layers/%s", l->name);
+    srv_etag(resp, l->version);
+    int rc = reply_json(resp, summary_json(l), replaced ? 200 : 201, err);
+    srv_layer_release(l);
+    return rc;
+}
+
 int srv_api_layers_list(srv_app *app, const srv_request *req, srv_response *resp, srv_error *err)
 {
     srv_layer **list;
@@ -272,6 +293,10 @@ int srv_api_layer_put(srv_app *app, const srv_request *req, srv_response *resp, 
     const char *name = srv_request_param(req, "name");
     if (!srv_layer_name_valid(name, err))
         return -1;
+    if (srv_is_octet(req)) { /* a safetensors file, config in its metadata (layer_io.h) */
+        srv_layer *l = srv_layer_from_safetensors(app, name, req->body, req->body_len, err);
+        return l ? publish(app, req, resp, l, err) : -1;
+    }
     srv_json_member m[SRV_BODY_MAX_MEMBERS];
     int n = srv_body_scan(app, req->body, req->body_len, "", m, err);
     if (n < 0)
@@ -327,16 +352,7 @@ int srv_api_layer_put(srv_app *app, const srv_request *req, srv_response *resp, 
             return -1;
     }
 
-    bool replaced = false;
-    if (srv_registry_put(app->registry, l, 0, &replaced, err) < 0) {
-        srv_layer_release(l);
-        return -1;
-    }
-    if (!replaced)
-        srv_response_header(resp, "Location", "/v1/layers/%s", name);
-    rc = reply_json(resp, summary_json(l), replaced ? 200 : 201, err);
-    srv_layer_release(l);
-    return rc;
+    return publish(app, req, resp, l, err);
 }
 
 int srv_api_layer_get(srv_app *app, const srv_request *req, srv_response *resp, srv_error *err)
@@ -345,6 +361,7 @@ int srv_api_layer_get(srv_app *app, const srv_request *req, srv_response *resp, 
     if (!l)
         return -1;
     json_t *doc = describe_json(l, req, app, err);
+    srv_etag(resp, l->version);
     srv_layer_release(l);
     if (!doc)
         return -1;
@@ -353,7 +370,10 @@ int srv_api_layer_get(srv_app *app, const srv_request *req, srv_response *resp, 
 
 int srv_api_layer_delete(srv_app *app, const srv_request *req, srv_response *resp, srv_error *err)
 {
-    if (srv_registry_delete(app->registry, srv_request_param(req, "name"), 0, err) < 0)
+    const char *name = srv_request_param(req, "name");
+    uint64_t if_version;
+    if (srv_if_match(req, app->registry, name, &if_version, err) < 0 ||
+        srv_persist_delete(app->persist, app->registry, name, if_version, err) < 0)
         return -1;
     resp->status = 204;
     return 0;
@@ -369,6 +389,12 @@ int srv_api_weights_get(srv_app *app, const srv_request *req, srv_response *resp
     srv_layer *l = srv_registry_get(app->registry, srv_request_param(req, "name"), err);
     if (!l)
         return -1;
+    srv_etag(resp, l->version);
+    if (srv_wants_octet(req)) { /* a safetensors file */
+        int rc = srv_weights_reply_safetensors(resp, l, err);
+        srv_layer_release(l);
+        return rc;
+    }
     srv_buf *b = &resp->body;
     int np = mha_layer_param_count(l->layer);
     srv_buf_reserve(b, (size_t)mha_param_total(mha_layer_config(l->layer)) * 13 + 256);
@@ -394,6 +420,15 @@ int srv_api_weights_put(srv_app *app, const srv_request *req, srv_response *resp
     mha_error me = {0};
     srv_layer *l = NULL;
     int rc = -1;
+    uint64_t if_version;
+    if (srv_if_match(req, app->registry, old->name, &if_version, err) < 0)
+        goto out;
+    if (srv_is_octet(req)) { /* a safetensors file */
+        l = srv_weights_from_safetensors(app, old, req->body, req->body_len, err);
+        if (!l)
+            goto out;
+        goto publish;
+    }
     mha_layer *layer = mha_layer_create(mha_layer_config(old->layer), &app->limits, &me);
     if (!layer) {
         srv_error_from_mha(err, &me, "");
@@ -408,9 +443,13 @@ int srv_api_weights_put(srv_app *app, const srv_request *req, srv_response *resp
         srv_error_set(err, SRV_E_NOMEM, "", "out of memory");
         goto out;
     }
-    /* conditional on the version read above: a concurrent replacement is not overwritten */
-    if (srv_registry_put(app->registry, l, old->version, NULL, err) < 0)
+publish:
+    /* conditional on the version read above (or If-Match's): a concurrent replacement is not
+     * overwritten */
+    if (srv_persist_put(app->persist, app->registry, l, if_version ? if_version : old->version,
+                        NULL, err) < 0)
         goto out;
+    srv_etag(resp, l->version);
     rc = reply_json(resp, summary_json(l), 200, err);
 out:
     srv_layer_release(l);

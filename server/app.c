@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "http.h"
 #include "log.h"
 
 int srv_error_from_mha(srv_error *err, const mha_error *e, const char *prefix)
@@ -79,6 +80,38 @@ srv_app *srv_app_create(const srv_options *opt, srv_error *err)
         srv_layer_release(l);
         srv_log(opt->log_format, "info", "created layer 'demo' (embed_dim 64, num_heads 4, seed 0)");
     }
+
+    /* metrics are labelled with the route table's patterns */
+    const char *methods[SRV_METRICS_MAX_ROUTES], *patterns[SRV_METRICS_MAX_ROUTES];
+    int nroutes = 0;
+    for (; srv_routes[nroutes].method && nroutes < SRV_METRICS_MAX_ROUTES; nroutes++) {
+        methods[nroutes] = srv_routes[nroutes].method;
+        patterns[nroutes] = srv_routes[nroutes].pattern;
+    }
+    app->metrics = srv_metrics_create(nroutes, methods, patterns);
+    if (!app->metrics) {
+        srv_error_set(err, SRV_E_NOMEM, "", "out of memory");
+        srv_app_free(app);
+        return NULL;
+    }
+    if (srv_auth_init(&app->auth, opt->api_key_file, opt->api_key, opt->auth_reads,
+                      opt->read_only, err) < 0) {
+        srv_app_free(app);
+        return NULL;
+    }
+    /* the data dir's layers are loaded before the daemon listens (and so before /readyz is 200) */
+    app->persist = srv_persist_create(opt->data_dir, opt->read_only, opt->log_format, err);
+    if (!app->persist) {
+        srv_app_free(app);
+        return NULL;
+    }
+    if (app->persist->dd) {
+        int n = srv_persist_load_all(app->persist, app->registry, &app->limits);
+        int bad = srv_persist_damaged_count(app->persist);
+        srv_log(opt->log_format, bad ? "warn" : "info",
+                "data dir %s: %d layers loaded, %d damaged (skipped, listed in /readyz)",
+                opt->data_dir, n, bad);
+    }
     return app;
 }
 
@@ -88,6 +121,8 @@ void srv_app_free(srv_app *app)
         return;
     srv_registry_free(app->registry);
     mha_pool_free(app->pool);
+    srv_persist_free(app->persist);
+    srv_metrics_free(app->metrics);
     pthread_cond_destroy(&app->inflight_cond);
     pthread_mutex_destroy(&app->inflight_lock);
     free(app);

@@ -12,9 +12,12 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "auth.h"
 #include "error.h"
+#include "metrics.h"
 #include "mha.h"
 #include "options.h"
+#include "persist.h"
 #include "registry.h"
 
 typedef struct srv_app {
@@ -22,6 +25,9 @@ typedef struct srv_app {
     srv_registry *registry;   /* the layers                                                   */
     mha_pool *pool;           /* the engine's threads, shared by every forward pass          */
     mha_limits limits;        /* engine limits derived from the options                       */
+    srv_persist *persist;     /* the data dir (or none); every layer change goes through it  */
+    srv_auth auth;            /* API key, --auth-reads, --read-only                           */
+    srv_metrics *metrics;     /* counters for GET /metrics                                    */
 
     /* forward passes in flight (capped at opt.max_inflight; see forward.c) */
     pthread_mutex_t inflight_lock;
@@ -35,7 +41,9 @@ typedef struct srv_app {
 } srv_app;
 
 /* Creates the shared state: registry, engine pool (opt->blas_threads threads), limits; sets
- * BLAS to one thread (the pool parallelises). With opt->demo, adds the layer "demo". ready is left
+ * BLAS to one thread (the pool parallelises); API key, metrics; loads the data dir's layers (a
+ * data dir that cannot be used, or a bad key file, is an error). With opt->demo, adds the layer
+ * "demo" (in memory only, unless the data dir holds one). ready is left
  * false: the daemon sets it once it listens. NULL with err filled on failure. */
 srv_app *srv_app_create(const srv_options *opt, srv_error *err);
 void srv_app_free(srv_app *app); /* accepts NULL */

@@ -28,12 +28,14 @@
 
 #include <microhttpd.h>
 
+#include "api_v2.h"
+#include "auth.h"
 #include "log.h"
 
 /* Bodies at least this large on a SRV_ROUTE_HEAVY route run on a worker thread. Below it the
- * handler's work is short (an S forward pass is tens of microseconds) and a thread hop would cost
- * more than it saves. */
-#define OFFLOAD_MIN_BODY 16384
+ * handler's work is short (an S request, 19 KB in and 60 KB out, takes a few hundred microseconds
+ * in all) and the hop to a worker (suspend, wake, resume) would cost more than it saves. */
+#define OFFLOAD_MIN_BODY 65536
 
 /* How much of a chunked body past --max-body-bytes is read (and dropped) so that the client gets
  * its 413; past this the connection is closed instead. */
@@ -231,6 +233,23 @@ const srv_route *srv_route_match(const char *method, const char *path, srv_reque
 /* Replies                                                                                        */
 
 /* Queues resp on c's connection (the body buffer is handed over without a copy). */
+/* CORS (--cors-origin): every reply to an allowed origin says so, and which headers a page may
+ * read. */
+static void add_cors(req_ctx *c, struct MHD_Response *r)
+{
+    const char *conf = c->d->app->opt.cors_origin;
+    if (!conf[0])
+        return;
+    const char *origin = MHD_lookup_connection_value(c->req.conn, MHD_HEADER_KIND, "Origin");
+    const char *allow = srv_cors_allow_origin(conf, origin);
+    if (!allow)
+        return;
+    MHD_add_response_header(r, "Access-Control-Allow-Origin", allow);
+    if (strcmp(allow, "*") != 0)
+        MHD_add_response_header(r, "Vary", "Origin");
+    MHD_add_response_header(r, "Access-Control-Expose-Headers", SRV_CORS_EXPOSE_HEADERS);
+}
+
 static enum MHD_Result queue(req_ctx *c, srv_response *resp, bool close)
 {
     size_t len = resp->body.len;
@@ -255,6 +274,9 @@ static enum MHD_Result queue(req_ctx *c, srv_response *resp, bool close)
         MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, resp->content_type);
     for (int i = 0; i < resp->nheaders; i++)
         MHD_add_response_header(r, resp->headers[i].name, resp->headers[i].value);
+    if (resp->status == 401)
+        MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer realm=\"attnd\"");
+    add_cors(c, r);
     if (close)
         MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
     enum MHD_Result ok = MHD_queue_response(c->req.conn, (unsigned)resp->status, r);
@@ -272,6 +294,8 @@ static enum MHD_Result queue_error(req_ctx *c, const srv_error *err, const char 
     response_init(&resp);
     if (c->req.route && c->req.route->error_writer)
         c->req.route->error_writer(&resp, err);
+    else if (c->path && strncmp(c->path, "/v2", 3) == 0 && (c->path[3] == '\0' || c->path[3] == '/'))
+        srv_v2_error_reply(&resp, err); /* unmatched /v2 paths (404, 405) in the protocol's dialect */
     else
         srv_response_error(&resp, err);
     if (allow && *allow)
@@ -362,6 +386,40 @@ static bool is_json_type(const char *ct)
     return ct[n] == '\0' || ct[n] == ';' || ct[n] == ' ' || ct[n] == '\t';
 }
 
+static bool is_octet_type(const char *ct)
+{
+    size_t n = strlen("application/octet-stream");
+    return strncasecmp(ct, "application/octet-stream", n) == 0 &&
+           (ct[n] == '\0' || ct[n] == ';' || ct[n] == ' ' || ct[n] == '\t');
+}
+
+/* OPTIONS: 204 with Allow for a known path (404 otherwise), and the CORS preflight answer when the
+ * origin is allowed (add_cors adds Allow-Origin). Needs no API key: browsers send preflights
+ * without credentials. */
+static enum MHD_Result preflight(req_ctx *c)
+{
+    srv_error err = {0};
+    char allow[64] = "";
+    srv_request probe = c->req;
+    if (!srv_route_match("OPTIONS", c->path, &probe, c->params, strlen(c->path) + 1, allow,
+                         sizeof allow, &err) &&
+        err.code == SRV_E_NOT_FOUND)
+        return queue_error(c, &err, NULL, false);
+    srv_response resp;
+    response_init(&resp);
+    resp.status = 204;
+    srv_response_header(&resp, "Allow", "%s, OPTIONS", allow);
+    const char *origin = MHD_lookup_connection_value(c->req.conn, MHD_HEADER_KIND, "Origin");
+    if (srv_cors_allow_origin(c->d->app->opt.cors_origin, origin)) {
+        srv_response_header(&resp, "Access-Control-Allow-Methods", "%s", SRV_CORS_ALLOW_METHODS);
+        srv_response_header(&resp, "Access-Control-Allow-Headers", "%s", SRV_CORS_ALLOW_HEADERS);
+        srv_response_header(&resp, "Access-Control-Max-Age", "%d", SRV_CORS_MAX_AGE);
+    }
+    enum MHD_Result ok = queue(c, &resp, false);
+    response_free(&resp);
+    return ok;
+}
+
 /* First callback of a request: route, framing and limits, before any of the body is read. */
 static enum MHD_Result on_headers(req_ctx *c)
 {
@@ -373,9 +431,18 @@ static enum MHD_Result on_headers(req_ctx *c)
         srv_error_set(&err, SRV_E_UNAVAILABLE, "", "the daemon is shutting down; retry elsewhere");
         return queue_error(c, &err, NULL, true);
     }
+    if (strcmp(c->method, "OPTIONS") == 0)
+        return preflight(c);
     if (!srv_route_match(c->method, c->path, &c->req, c->params, strlen(c->path) + 1, allow,
                          sizeof allow, &err))
         return queue_error(c, &err, allow, false);
+    /* the key is checked before any of the body is read */
+    if (srv_auth_check(&app->auth, c->req.route->flags & SRV_ROUTE_CHANGES,
+                       c->req.route->flags & SRV_ROUTE_PROBE,
+                       MHD_lookup_connection_value(c->req.conn, MHD_HEADER_KIND,
+                                                   MHD_HTTP_HEADER_AUTHORIZATION),
+                       &err) < 0)
+        return queue_error(c, &err, NULL, true);
 
     const char *cl = MHD_lookup_connection_value(c->req.conn, MHD_HEADER_KIND,
                                                  MHD_HTTP_HEADER_CONTENT_LENGTH);
@@ -404,7 +471,8 @@ static enum MHD_Result on_headers(req_ctx *c)
     }
     const char *ct = MHD_lookup_connection_value(c->req.conn, MHD_HEADER_KIND,
                                                  MHD_HTTP_HEADER_CONTENT_TYPE);
-    if ((flags & SRV_ROUTE_JSON) && ct && (length || chunked) && !is_json_type(ct)) {
+    if ((flags & SRV_ROUTE_JSON) && ct && (length || chunked) && !is_json_type(ct) &&
+        !((flags & SRV_ROUTE_BINARY) && is_octet_type(ct))) {
         srv_error_set(&err, SRV_E_MEDIA_TYPE, "Content-Type",
                       "Content-Type '%.100s' is not accepted here; send application/json", ct);
         return queue_error(c, &err, NULL, true);
@@ -446,6 +514,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         *con_cls = c;
         pthread_mutex_lock(&d->lock);
         d->active++;
+        srv_metrics_request_begin(d->app->metrics);
         pthread_mutex_unlock(&d->lock);
         return on_headers(c);
     }
@@ -519,6 +588,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     *con_cls = NULL;
     double ms = (srv_now() - c->req.t_start) * 1e3;
     /* a request that ended without a reply (client gone, timeout) is logged with status 0 */
+    srv_metrics_request_end(d->app->metrics, c->req.route ? (int)(c->req.route - srv_routes) : -1,
+                            c->responded ? c->status : 0, ms / 1e3, c->bytes_in, c->bytes_out);
     srv_log_request(d->app->opt.log_format, c->method, c->path, c->responded ? c->status : 0,
                     c->bytes_in, c->bytes_out, ms);
     if (c->done) {

@@ -80,6 +80,8 @@ enum srv_route_flags {
     SRV_ROUTE_JSON = 1 << 1,    /* the body is JSON: 415 for another Content-Type (none = JSON)   */
     SRV_ROUTE_CHANGES = 1 << 2, /* changes state (auth, --read-only apply)                        */
     SRV_ROUTE_HEAVY = 1 << 3,   /* may compute for long: large bodies run on a worker thread     */
+    SRV_ROUTE_BINARY = 1 << 4,  /* also takes application/octet-stream (safetensors) bodies       */
+    SRV_ROUTE_PROBE = 1 << 5,   /* health/metrics probe: never needs the API key                  */
 };
 
 typedef struct srv_route {

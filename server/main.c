@@ -8,12 +8,11 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "healthcheck.h"
 #include "http.h"
 #include "log.h"
 #include "options.h"
 
-/* How long in-flight requests get to finish after SIGTERM before the daemon closes them. */
-#define DRAIN_DEADLINE_MS 30000
 
 int main(int argc, char **argv)
 {
@@ -32,6 +31,8 @@ int main(int argc, char **argv)
         printf("attnd %s (%s)\n", ATTND_VERSION, ATTND_GIT_REV);
         return 0;
     }
+    if (action == SRV_OPTIONS_HEALTHCHECK)
+        return srv_healthcheck_main(opt.host, opt.port);
 
     sigset_t stop;
     sigemptyset(&stop);
@@ -54,8 +55,9 @@ int main(int argc, char **argv)
     int sig = 0;
     sigwait(&stop, &sig);
     srv_log(opt.log_format, "info", "%s: draining (up to %d s)", strsignal(sig),
-            DRAIN_DEADLINE_MS / 1000);
-    int left = srv_daemon_drain(d, DRAIN_DEADLINE_MS);
+            opt.drain_timeout);
+    /* in-flight requests get --drain-timeout seconds to finish before the daemon closes them */
+    int left = srv_daemon_drain(d, opt.drain_timeout * 1000);
     if (left)
         srv_log(opt.log_format, "warn", "%d requests still in flight at the deadline; closing them",
                 left);

@@ -38,8 +38,8 @@ typedef struct route_counters {
 
 struct srv_metrics {
     int nroutes;
-    const char *const *methods;
-    const char *const *patterns;
+    const char *methods[SRV_METRICS_MAX_ROUTES];  /* borrowed static strings */
+    const char *patterns[SRV_METRICS_MAX_ROUTES];
     route_counters routes[SRV_METRICS_MAX_ROUTES + 1]; /* last: unmatched                      */
     atomic_int_fast64_t in_flight;
     atomic_uint_fast64_t bytes_in, bytes_out;
@@ -54,8 +54,10 @@ srv_metrics *srv_metrics_create(int nroutes, const char *const *methods,
     if (!m)
         return NULL;
     m->nroutes = nroutes < 0 ? 0 : nroutes > SRV_METRICS_MAX_ROUTES ? SRV_METRICS_MAX_ROUTES : nroutes;
-    m->methods = methods;
-    m->patterns = patterns;
+    for (int i = 0; i < m->nroutes; i++) {
+        m->methods[i] = methods[i];
+        m->patterns[i] = patterns[i];
+    }
     return m;
 }
 

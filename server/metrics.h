@@ -34,7 +34,7 @@ typedef struct srv_metrics srv_metrics;
 
 /* Creates the counters for nroutes routes (at most SRV_METRICS_MAX_ROUTES; more are counted as
  * unmatched); methods[i] and patterns[i] label route i and must outlive the metrics (static
- * strings from the route table). NULL when out of memory. */
+ * strings from the route table; the arrays themselves are copied). NULL when out of memory. */
 srv_metrics *srv_metrics_create(int nroutes, const char *const *methods,
                                 const char *const *patterns);
 void srv_metrics_free(srv_metrics *m); /* accepts NULL */

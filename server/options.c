@@ -34,7 +34,7 @@ static const opt_spec specs[] = {
     {"port", INT(port, 0, 65535), "N", "TCP port; 0 picks any free port"},
     {"threads", INT(threads, 1, 1024), "N", "HTTP threads (default: cores)"},
     {"blas-threads", INT(blas_threads, 1, 1024), "N",
-     "engine threads per forward pass (default: cores / threads)"},
+     "engine threads for a forward pass that runs alone (overlapping passes take one each)"},
     {"max-inflight", INT(max_inflight, 1, 4096), "N",
      "forward passes at once; more wait, then get 503 + Retry-After"},
     {"queue-wait-ms", INT(queue_wait_ms, 0, 600000), "MS",
@@ -57,6 +57,10 @@ static const opt_spec specs[] = {
     {"api-key", STR(api_key), "KEY", "the API key itself (prefer ATTND_API_KEY or a file)"},
     {"cors-origin", STR(cors_origin), "ORIGIN", "allow browser pages from ORIGIN (or *)"},
     {"read-only", BOOL(read_only), NULL, "refuse every request that changes a layer"},
+    {"auth-reads", BOOL(auth_reads), NULL,
+     "reads need the API key too (probes and /metrics never do)"},
+    {"drain-timeout", INT(drain_timeout, 0, 3600), "SECONDS",
+     "on SIGTERM/SIGINT, how long requests in flight get to finish"},
 };
 #define NSPECS (sizeof specs / sizeof specs[0])
 
@@ -73,9 +77,10 @@ void srv_options_default(srv_options *opt)
     snprintf(opt->host, sizeof opt->host, "127.0.0.1");
     opt->port = 8080;
     /* HTTP threads carry the forward passes of small requests themselves, so they take the cores;
-     * one BLAS thread each keeps threads × blas_threads = cores. */
+     * a pass alone in flight spreads over the engine pool (blas_threads), overlapping passes take
+     * one thread each: the threads computing stay at the core count. */
     opt->threads = cores;
-    opt->blas_threads = 1;
+    opt->blas_threads = cores;
     opt->max_inflight = cores;
     opt->queue_wait_ms = 2000;
     opt->timeout = 30;
@@ -85,6 +90,7 @@ void srv_options_default(srv_options *opt)
     opt->max_trace_elements = INT64_C(1) << 24;     /* 64 MiB of float32            */
     opt->max_json_depth = 32;
     opt->log_format = SRV_LOG_TEXT;
+    opt->drain_timeout = 30;
 }
 
 /* ATTND_ + name in upper case with '-' → '_'. */
@@ -180,8 +186,13 @@ int srv_options_parse(srv_options *opt, int argc, char **argv, srv_error *err)
         inflight_given |= specs[i].offset == offsetof(srv_options, max_inflight);
     }
 
+    bool healthcheck = false; /* the other flags still count: they say where the daemon listens */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
+        if (!strcmp(a, "--healthcheck")) {
+            healthcheck = true;
+            continue;
+        }
         if (!strcmp(a, "--help") || !strcmp(a, "-h"))
             return SRV_OPTIONS_HELP;
         if (!strcmp(a, "--version") || !strcmp(a, "-V"))
@@ -210,14 +221,13 @@ int srv_options_parse(srv_options *opt, int argc, char **argv, srv_error *err)
         inflight_given |= s->offset == offsetof(srv_options, max_inflight);
     }
 
-    /* Fewer HTTP threads than cores leaves the rest to the engine, unless told otherwise. */
-    if (!blas_given) {
-        int b = srv_ncores() / opt->threads;
-        opt->blas_threads = b < 1 ? 1 : b;
-    }
+    /* The engine pool serves a pass that runs alone (forward.c): it may take every core. Passes
+     * that overlap run one thread each, on their HTTP threads (--threads <= cores by default). */
+    if (!blas_given)
+        opt->blas_threads = srv_ncores();
     if (!inflight_given)
         opt->max_inflight = opt->threads;
-    return SRV_OPTIONS_RUN;
+    return healthcheck ? SRV_OPTIONS_HEALTHCHECK : SRV_OPTIONS_RUN;
 }
 
 void srv_options_usage(void *fp, const char *argv0)
@@ -259,4 +269,6 @@ void srv_options_usage(void *fp, const char *argv0)
     }
     fprintf(f, "  %-32s %s\n  %-32s %s\n", "--help", "this text", "--version",
             "print the version and exit");
+    fprintf(f, "  %-32s %s\n", "--healthcheck",
+            "GET /healthz of the daemon at --host/--port; exit 0 if it answers 200, else 1");
 }

@@ -96,24 +96,24 @@ static int entry_parse(st_entry *e, const char *name, const json_t *info, uint64
     e->name = name;
     if (!json_is_object(info))
         return srv_error_set(err, SRV_E_BAD_REQUEST, field,
-                             "tensor \"%s\": header entry is not an object with dtype, shape and "
+                             "safetensors tensor \"%s\": header entry is not an object with dtype, shape and "
                              "data_offsets", name);
     const json_t *jd = json_object_get(info, "dtype");
     const json_t *js = json_object_get(info, "shape");
     const json_t *jo = json_object_get(info, "data_offsets");
     if (!json_is_string(jd) || !json_is_array(js) || !json_is_array(jo))
         return srv_error_set(err, SRV_E_BAD_REQUEST, field,
-                             "tensor \"%s\": header entry needs \"dtype\" (string), \"shape\" "
+                             "safetensors tensor \"%s\": header entry needs \"dtype\" (string), \"shape\" "
                              "(array) and \"data_offsets\" (array)", name);
     size_t dsize;
     if (dtype_parse(json_string_value(jd), &e->dtype, &dsize) != 0)
         return srv_error_set(err, SRV_E_BAD_REQUEST, field,
-                             "tensor \"%s\" has dtype %.16s: attnd reads F32, F16, BF16 or F64 "
+                             "safetensors tensor \"%s\" has dtype %.16s: attnd reads F32, F16, BF16 or F64 "
                              "(convert it to float32 before saving)", name, json_string_value(jd));
     size_t nd = json_array_size(js);
     if (nd > SRV_TENSOR_MAX_DIMS)
         return srv_error_set(err, SRV_E_BAD_REQUEST, field,
-                             "tensor \"%s\" has %zu dimensions, at most %d are supported", name, nd,
+                             "safetensors tensor \"%s\" has %zu dimensions, at most %d are supported", name, nd,
                              SRV_TENSOR_MAX_DIMS);
     e->ndim = (int)nd;
     uint64_t count = 1;
@@ -122,7 +122,7 @@ static int entry_parse(st_entry *e, const char *name, const json_t *info, uint64
         uint64_t d;
         if (json_nonneg(json_array_get(js, i), &d) != 0)
             return srv_error_set(err, SRV_E_BAD_REQUEST, field,
-                                 "tensor \"%s\": shape[%zu] is not a non-negative integer", name, i);
+                                 "safetensors tensor \"%s\": shape[%zu] is not a non-negative integer", name, i);
         e->shape[i] = (int64_t)d;
         /* keep multiplying past an overflow only to report it; a zero dim makes the count 0 */
         if (d != 0 && count > UINT64_MAX / d)
@@ -135,23 +135,23 @@ static int entry_parse(st_entry *e, const char *name, const json_t *info, uint64
             overflow = false, count = 0;
     if (overflow || count > (uint64_t)max_elements)
         return srv_error_set(err, SRV_E_TOO_LARGE, field,
-                             "tensor \"%s\" has more than %" PRId64 " elements (the limit)", name,
+                             "safetensors tensor \"%s\" has more than %" PRId64 " elements (the limit)", name,
                              max_elements);
     e->count = (int64_t)count;
     if (json_array_size(jo) != 2 || json_nonneg(json_array_get(jo, 0), &e->begin) != 0 ||
         json_nonneg(json_array_get(jo, 1), &e->end) != 0)
         return srv_error_set(err, SRV_E_BAD_REQUEST, field,
-                             "tensor \"%s\": data_offsets must be [begin, end], two non-negative "
+                             "safetensors tensor \"%s\": data_offsets must be [begin, end], two non-negative "
                              "integers", name);
     if (e->begin > e->end || e->end > data_len)
         return srv_error_set(err, SRV_E_BAD_REQUEST, field,
-                             "tensor \"%s\": data_offsets [%" PRIu64 ", %" PRIu64 "] lie outside "
+                             "safetensors tensor \"%s\": data_offsets [%" PRIu64 ", %" PRIu64 "] lie outside "
                              "the data buffer of %" PRIu64 " bytes", name, e->begin, e->end,
                              data_len);
     /* count <= max_elements (< 2^62) and dsize <= 8, so this cannot overflow */
     if (e->end - e->begin != count * dsize)
         return srv_error_set(err, SRV_E_BAD_REQUEST, field,
-                             "tensor \"%s\": data_offsets span %" PRIu64 " bytes but shape x dtype "
+                             "safetensors tensor \"%s\": data_offsets span %" PRIu64 " bytes but shape x dtype "
                              "needs %" PRIu64, name, e->end - e->begin, count * dsize);
     return 0;
 }
@@ -197,7 +197,7 @@ static int entry_convert(srv_st_tensor *t, const st_entry *e, const uint8_t *dat
              * conversion (which C leaves undefined out of range) */
             if (isfinite(d) && fabs(d) >= 0x1.ffffffp127)
                 return srv_error_set(err, SRV_E_BAD_VALUE, field,
-                                     "tensor \"%s\" element %" PRId64 " is %g, outside float32's "
+                                     "safetensors tensor \"%s\" element %" PRId64 " is %g, outside float32's "
                                      "range", e->name, i, d);
             v = (float)d; /* round to nearest */
             p += 8;
@@ -208,7 +208,7 @@ static int entry_convert(srv_st_tensor *t, const st_entry *e, const uint8_t *dat
         }
         if (!isfinite(v))
             return srv_error_set(err, SRV_E_BAD_VALUE, field,
-                                 "tensor \"%s\" element %" PRId64 " is %s: weights must be finite",
+                                 "safetensors tensor \"%s\" element %" PRId64 " is %s: weights must be finite",
                                  e->name, i, isnan(v) ? "NaN" : "infinite");
         t->data[i] = v;
     }
@@ -460,7 +460,7 @@ int srv_st_write(srv_buf *out, const srv_st_view *tensors, int n, const json_t *
         uint64_t count = 1;
         for (int d = 0; d < t->ndim; d++) {
             if (t->shape[d] < 0 || (t->shape[d] && count > UINT64_MAX / 4 / (uint64_t)t->shape[d])) {
-                srv_error_set(err, SRV_E_INTERNAL, "", "tensor \"%s\": bad shape", t->name);
+                srv_error_set(err, SRV_E_INTERNAL, "", "safetensors tensor \"%s\": bad shape", t->name);
                 goto error;
             }
             count *= (uint64_t)t->shape[d];

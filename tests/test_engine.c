@@ -532,6 +532,35 @@ static void test_concurrency(mha_pool *pool2)
     mha_layer_free(layer);
 }
 
+/* need_weights and average_attn_weights must not change the output's bits (callers compare). */
+static void test_output_same_across_modes(mha_pool *pool2)
+{
+    mha_config cfg;
+    mha_config_init(&cfg, 64, 4);
+    cfg.add_bias_kv = true;
+    mha_layer *layer = mha_layer_create(&cfg, NULL, NULL);
+    mha_layer_init(layer, "xavier_uniform", 5, NULL);
+    float *x = rnd_array(2 * 70 * 64);
+    float *out[3], *w = malloc(2 * 4 * 70 * 71 * sizeof(float));
+    for (int mode = 0; mode < 3; mode++) {
+        mha_inputs in = {0};
+        set_tensor(&in.query, x, true, true, 2, 70, 64);
+        in.need_weights = mode > 0;
+        in.average_attn_weights = mode == 1;
+        mha_plan plan;
+        mha_plan_forward(layer, &in, NULL, &plan, NULL);
+        out[mode] = malloc((size_t)plan.out_count * sizeof(float));
+        mha_forward(layer, &in, &plan, out[mode], w, NULL, pool2, NULL);
+    }
+    CHECK(!memcmp(out[0], out[1], 2 * 70 * 64 * sizeof(float)) && !memcmp(out[0], out[2], 2 * 70 * 64 * sizeof(float)),
+          "the output is bit-identical with and without (averaged or per-head) weights");
+    for (int mode = 0; mode < 3; mode++)
+        free(out[mode]);
+    free(w);
+    free(x);
+    mha_layer_free(layer);
+}
+
 /* ---------------------------------------------------------------------------------------------- */
 /* Fully masked rows, causal alone                                                                */
 
@@ -818,6 +847,7 @@ int main(void)
     test_random_cases(pool2);
     test_larger_cases(pool2);
     test_concurrency(pool2);
+    test_output_same_across_modes(pool2);
     mha_pool_free(pool2);
     return check_report();
 }

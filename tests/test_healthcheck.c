@@ -7,6 +7,7 @@
  */
 #include "check.h"
 #include "healthcheck.h"
+#include "http_client.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -163,5 +164,13 @@ int main(void)
     }
     CHECK(srv_healthcheck("127.0.0.1", 0, "/healthz", 100, msg, sizeof msg) == -1, "port 0");
 
+    /* The real thing: attnd's own /healthz, daemon in-process on port 0. */
+    srv_daemon *d = hc_start(NULL);
+    if (CHECK(d != NULL, "daemon starts")) {
+        int st = srv_healthcheck("127.0.0.1", srv_daemon_port(d), "/healthz", 3000, msg, sizeof msg);
+        CHECK(st == 200, "attnd's /healthz: %d (%s)", st, msg);
+        CHECK(srv_healthcheck_main("0.0.0.0", srv_daemon_port(d)) == 0, "--healthcheck exits 0");
+        hc_stop(d);
+    }
     return check_report();
 }

@@ -108,6 +108,7 @@ int hc_request_port(int port, const char *method, const char *path, const char *
 
     curl_easy_setopt(c, CURLOPT_URL, url);
     curl_easy_setopt(c, CURLOPT_NOPROXY, "*");
+    curl_easy_setopt(c, CURLOPT_PATH_AS_IS, 1L); /* send "/.." as it is: tests need it */
     curl_easy_setopt(c, CURLOPT_TIMEOUT, 120L);
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, &bodybuf);

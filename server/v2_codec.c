@@ -1,0 +1,849 @@
+/*
+ * v2_codec.c - Open Inference Protocol requests and responses for attnd's layers (see v2_codec.h).
+ *
+ * The request's JSON header is split with srv_json_object_scan (which validates all of it); the
+ * "inputs" array is walked element by element here, each input object split again, its small
+ * members (name, shape, datatype, parameters) parsed with jansson and its "data" with
+ * srv_tensor_parse, which reads numbers straight from the text. Binary tensor data is used in place
+ * when it is aligned for float and copied once when it is not.
+ *
+ * Binary tensors are little-endian by the protocol; this file assumes a little-endian host.
+ */
+#include "v2_codec.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "json_scan.h"
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "v2_codec.c reads and writes binary tensors as host floats: little-endian hosts only"
+#endif
+
+#define V2_SCAN_DEPTH (SRV_TENSOR_MAX_DIMS + 8) /* body > inputs > input > data nesting     */
+#define V2_MAX_MEMBERS 16
+
+static const char *const v2_input_names[SRV_V2_IN_COUNT] = {
+    "query", "key", "value", "key_padding_mask", "attn_mask",
+};
+static const char *const v2_output_names[SRV_V2_OUT_COUNT] = {"output", "attn_weights"};
+
+const char *srv_v2_input_name(int id)
+{
+    return id >= 0 && id < SRV_V2_IN_COUNT ? v2_input_names[id] : NULL;
+}
+
+const char *srv_v2_output_name(int id)
+{
+    return id >= 0 && id < SRV_V2_OUT_COUNT ? v2_output_names[id] : NULL;
+}
+
+static bool v2_is_mask(int id)
+{
+    return id == SRV_V2_IN_KEY_PADDING_MASK || id == SRV_V2_IN_ATTN_MASK;
+}
+
+/* Writes "[2,3,4]" into out[cap]. */
+static const char *v2_shape_str(char *out, size_t cap, int ndim, const int64_t *shape)
+{
+    size_t n = 0;
+    n += (size_t)snprintf(out + n, cap - n, "[");
+    for (int i = 0; i < ndim && n < cap; i++)
+        n += (size_t)snprintf(out + n, cap - n, i ? ",%" PRId64 : "%" PRId64, shape[i]);
+    if (n < cap)
+        snprintf(out + n, cap - n, "]");
+    return out;
+}
+
+static const char *v2_skip_ws(const char *p, const char *end)
+{
+    while (p < end && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r'))
+        p++;
+    return p;
+}
+
+/* Returns the end of the JSON object or array that starts at p (*p is '{' or '['), or NULL when
+ * the text ends first. The text was validated by srv_json_object_scan before, so this only has to
+ * track strings and nesting; it never reads past end whatever the input. */
+static const char *v2_skip_container(const char *p, const char *end)
+{
+    int64_t depth = 0;
+    while (p < end) {
+        char c = *p;
+        if (c == '"') {
+            p++;
+            while (p < end && *p != '"') {
+                if (*p == '\\') {
+                    if (end - p < 2)
+                        return NULL;
+                    p += 2;
+                } else {
+                    p++;
+                }
+            }
+            if (p == end)
+                return NULL;
+        } else if (c == '{' || c == '[') {
+            depth++;
+        } else if (c == '}' || c == ']') {
+            if (--depth == 0)
+                return p + 1;
+        }
+        p++;
+    }
+    return NULL;
+}
+
+/* Parses a small JSON value (already validated) with jansson. New reference, or NULL with err. */
+static json_t *v2_json_load(const char *text, size_t len, const char *field, srv_error *err)
+{
+    json_error_t jerr;
+    json_t *v = json_loadb(text, len, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &jerr);
+    if (!v)
+        srv_error_set(err, SRV_E_BAD_JSON, field, "%s: %s", field, jerr.text);
+    return v;
+}
+
+/* Request "parameters": is_causal, need_weights, average_attn_weights, binary_data_output must be
+ * booleans; other keys are server-specific parameters of other servers and are ignored. */
+static int v2_parse_parameters(srv_v2_request *req, bool *need_weights, bool *need_weights_given,
+                               bool *binary_data_output, const char *text, size_t len,
+                               srv_error *err)
+{
+    json_t *obj = v2_json_load(text, len, "parameters", err);
+    if (!obj)
+        return -1;
+    int rc = -1;
+    if (!json_is_object(obj)) {
+        srv_error_set(err, SRV_E_BAD_REQUEST, "parameters",
+                      "\"parameters\" must be an object of key/value pairs");
+        goto error;
+    }
+    static const char *const flags[] = {"is_causal", "need_weights", "average_attn_weights",
+                                        "binary_data_output"};
+    bool *dst[] = {&req->is_causal, need_weights, &req->average_attn_weights, binary_data_output};
+    for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++) {
+        json_t *v = json_object_get(obj, flags[i]);
+        if (!v)
+            continue;
+        if (!json_is_boolean(v)) {
+            srv_error_set(err, SRV_E_BAD_REQUEST, flags[i],
+                          "parameters.%s must be true or false", flags[i]);
+            goto error;
+        }
+        *dst[i] = json_is_true(v);
+        if (dst[i] == need_weights)
+            *need_weights_given = true;
+    }
+    rc = 0;
+error:
+    json_decref(obj);
+    return rc;
+}
+
+/* "shape": an array of at most SRV_TENSOR_MAX_DIMS non-negative integers whose product is at most
+ * max_elements. */
+static int v2_parse_shape(srv_v2_input *in, const char *name, const char *text, size_t len,
+                          int64_t max_elements, srv_error *err)
+{
+    json_t *arr = v2_json_load(text, len, name, err);
+    if (!arr)
+        return -1;
+    int rc = -1;
+    if (!json_is_array(arr)) {
+        srv_error_set(err, SRV_E_BAD_REQUEST, name,
+                      "input '%s': \"shape\" must be an array of integers", name);
+        goto error;
+    }
+    size_t ndim = json_array_size(arr);
+    if (ndim > SRV_TENSOR_MAX_DIMS) {
+        srv_error_set(err, SRV_E_SHAPE, name, "input '%s' has %zu dimensions; at most %d are taken",
+                      name, ndim, SRV_TENSOR_MAX_DIMS);
+        goto error;
+    }
+    int64_t count = 1;
+    for (size_t i = 0; i < ndim; i++) {
+        json_t *d = json_array_get(arr, i);
+        if (!json_is_integer(d) || json_integer_value(d) < 0) {
+            srv_error_set(err, SRV_E_BAD_REQUEST, name,
+                          "input '%s': shape[%zu] must be a non-negative integer", name, i);
+            goto error;
+        }
+        in->shape[i] = json_integer_value(d);
+        if (__builtin_mul_overflow(count, in->shape[i], &count) || count > max_elements) {
+            srv_error_set(err, SRV_E_TOO_LARGE, name,
+                          "input '%s' is larger than the limit of %" PRId64 " elements", name,
+                          max_elements);
+            goto error;
+        }
+    }
+    in->ndim = (int)ndim;
+    in->count = count;
+    rc = 0;
+error:
+    json_decref(arr);
+    return rc;
+}
+
+/* "datatype": FP32 for every input, BOOL for the masks too. */
+static int v2_parse_datatype(srv_v2_input *in, int id, const char *text, size_t len,
+                             srv_error *err)
+{
+    const char *name = v2_input_names[id];
+    json_t *s = v2_json_load(text, len, name, err);
+    if (!s)
+        return -1;
+    int rc = -1;
+    const char *dt = json_string_value(s);
+    if (!dt) {
+        srv_error_set(err, SRV_E_BAD_REQUEST, name,
+                      "input '%s': \"datatype\" must be a string such as \"FP32\"", name);
+    } else if (strcmp(dt, "FP32") == 0) {
+        in->dtype = SRV_DTYPE_F32;
+        rc = 0;
+    } else if (strcmp(dt, "BOOL") == 0 && v2_is_mask(id)) {
+        in->dtype = SRV_DTYPE_BOOL;
+        rc = 0;
+    } else {
+        srv_error_set(err, SRV_E_BAD_REQUEST, name, "input '%s' has datatype %.32s; it takes %s",
+                      name, dt, v2_is_mask(id) ? "BOOL or FP32" : "FP32");
+    }
+    json_decref(s);
+    return rc;
+}
+
+/* Input "parameters": binary_data_size (a non-negative integer) marks binary data; other keys are
+ * ignored. *binsize gets the size, or -1 when the input's data is JSON. */
+static int v2_parse_input_parameters(int64_t *binsize, const char *name, const char *text,
+                                     size_t len, srv_error *err)
+{
+    *binsize = -1;
+    json_t *obj = v2_json_load(text, len, name, err);
+    if (!obj)
+        return -1;
+    int rc = -1;
+    if (!json_is_object(obj)) {
+        srv_error_set(err, SRV_E_BAD_REQUEST, name, "input '%s': \"parameters\" must be an object",
+                      name);
+        goto error;
+    }
+    json_t *v = json_object_get(obj, "binary_data_size");
+    if (v) {
+        if (!json_is_integer(v) || json_integer_value(v) < 0) {
+            srv_error_set(err, SRV_E_BAD_REQUEST, name,
+                          "input '%s': parameters.binary_data_size must be a non-negative integer",
+                          name);
+            goto error;
+        }
+        *binsize = json_integer_value(v);
+    }
+    rc = 0;
+error:
+    json_decref(obj);
+    return rc;
+}
+
+/* Parses the JSON "data" of input id into in->json and checks it against the declared shape and
+ * datatype: flat data needs the same element count, nested data the same shape. */
+static int v2_parse_json_data(srv_v2_input *in, int id, const char *text, size_t len,
+                              int64_t max_elements, srv_error *err)
+{
+    const char *name = v2_input_names[id];
+    const char *p = v2_skip_ws(text, text + len);
+    if (p == text + len || *p != '[')
+        return srv_error_set(err, SRV_E_BAD_REQUEST, name,
+                             "input '%s': \"data\" must be an array (flat or nested)", name);
+    srv_tensor_rules rules = {
+        .field = name,
+        .allow_bool = in->dtype == SRV_DTYPE_BOOL,
+        .allow_neg_inf = v2_is_mask(id) && in->dtype == SRV_DTYPE_F32,
+        .max_elements = max_elements,
+        .max_depth = SRV_TENSOR_MAX_DIMS,
+    };
+    if (srv_tensor_parse(&in->json, text, len, &rules, err) < 0)
+        return -1;
+    char a[96], b[96];
+    if (in->json.count != in->count)
+        return srv_error_set(err, SRV_E_SHAPE, name,
+                             "input '%s' has shape %s (%" PRId64 " elements) but its data holds %" PRId64,
+                             name, v2_shape_str(a, sizeof a, in->ndim, in->shape), in->count,
+                             in->json.count);
+    if (in->json.ndim > 1 && (in->json.ndim != in->ndim ||
+                              memcmp(in->json.shape, in->shape, sizeof(int64_t) * in->ndim) != 0))
+        return srv_error_set(err, SRV_E_SHAPE, name,
+                             "input '%s' has shape %s but its data is nested as %s; send it flat "
+                             "or nested as the shape says",
+                             name, v2_shape_str(a, sizeof a, in->ndim, in->shape),
+                             v2_shape_str(b, sizeof b, in->json.ndim, in->json.shape));
+    if (in->count > 0 && in->json.dtype != in->dtype)
+        return srv_error_set(err, SRV_E_BAD_REQUEST, name,
+                             "input '%s' has datatype BOOL but its data holds numbers; send "
+                             "true/false or use datatype FP32",
+                             name);
+    in->data = in->json.data;
+    return 0;
+}
+
+/* One element of "inputs": {"name", "shape", "datatype", "parameters"?, "data"?}. binsize[id]
+ * gets the binary_data_size, or -1 for JSON data. */
+static int v2_parse_input(srv_v2_request *req, int64_t binsize[SRV_V2_IN_COUNT], int index,
+                          const char *text, size_t len, int64_t max_elements, srv_error *err)
+{
+    char field[32];
+    snprintf(field, sizeof field, "inputs[%d]", index);
+    srv_json_member m[V2_MAX_MEMBERS];
+    int n = srv_json_object_scan(text, len, field, V2_SCAN_DEPTH, m, V2_MAX_MEMBERS, err);
+    if (n < 0)
+        return -1;
+    const srv_json_member *name = NULL, *shape = NULL, *dtype = NULL, *params = NULL, *data = NULL;
+    for (int i = 0; i < n; i++) {
+        if (strcmp(m[i].key, "name") == 0)
+            name = &m[i];
+        else if (strcmp(m[i].key, "shape") == 0)
+            shape = &m[i];
+        else if (strcmp(m[i].key, "datatype") == 0)
+            dtype = &m[i];
+        else if (strcmp(m[i].key, "parameters") == 0)
+            params = &m[i];
+        else if (strcmp(m[i].key, "data") == 0)
+            data = &m[i];
+        else
+            return srv_error_set(err, SRV_E_UNKNOWN_FIELD, field,
+                                 "%s has an unknown member \"%.64s\"; an input has name, shape, "
+                                 "datatype, parameters and data",
+                                 field, m[i].key);
+    }
+    if (!name)
+        return srv_error_set(err, SRV_E_MISSING_FIELD, field, "%s has no \"name\"", field);
+    json_t *js = v2_json_load(name->value, name->value_len, field, err);
+    if (!js)
+        return -1;
+    int id = -1;
+    if (json_is_string(js))
+        for (int i = 0; i < SRV_V2_IN_COUNT; i++)
+            if (strcmp(json_string_value(js), v2_input_names[i]) == 0)
+                id = i;
+    if (id < 0) {
+        if (json_is_string(js))
+            srv_error_set(err, SRV_E_UNKNOWN_FIELD, field,
+                          "unknown input '%.64s'; the model's inputs are query, key, value, "
+                          "key_padding_mask and attn_mask",
+                          json_string_value(js));
+        else
+            srv_error_set(err, SRV_E_BAD_REQUEST, field, "%s: \"name\" must be a string", field);
+        json_decref(js);
+        return -1;
+    }
+    json_decref(js);
+    const char *nm = v2_input_names[id];
+    srv_v2_input *in = &req->inputs[id];
+    if (in->present)
+        return srv_error_set(err, SRV_E_BAD_REQUEST, nm, "input '%s' is given twice", nm);
+    in->present = true;
+    req->input_order[req->ninputs++] = id;
+    if (!shape)
+        return srv_error_set(err, SRV_E_MISSING_FIELD, nm, "input '%s' has no \"shape\"", nm);
+    if (!dtype)
+        return srv_error_set(err, SRV_E_MISSING_FIELD, nm, "input '%s' has no \"datatype\"", nm);
+    if (v2_parse_datatype(in, id, dtype->value, dtype->value_len, err) < 0 ||
+        v2_parse_shape(in, nm, shape->value, shape->value_len, max_elements, err) < 0)
+        return -1;
+    binsize[id] = -1;
+    if (params && v2_parse_input_parameters(&binsize[id], nm, params->value, params->value_len,
+                                            err) < 0)
+        return -1;
+    if (binsize[id] >= 0) {
+        if (data)
+            return srv_error_set(err, SRV_E_BAD_REQUEST, nm,
+                                 "input '%s' has both \"data\" and parameters.binary_data_size; "
+                                 "send one of them",
+                                 nm);
+        int64_t esize = in->dtype == SRV_DTYPE_F32 ? 4 : 1;
+        if (binsize[id] / esize != in->count || binsize[id] % esize != 0) {
+            char a[96];
+            return srv_error_set(err, SRV_E_SHAPE, nm,
+                                 "input '%s' has shape %s and datatype %s, so %" PRId64
+                                 " bytes of binary data, but parameters.binary_data_size is %" PRId64,
+                                 nm, v2_shape_str(a, sizeof a, in->ndim, in->shape),
+                                 in->dtype == SRV_DTYPE_F32 ? "FP32" : "BOOL", in->count * esize,
+                                 binsize[id]);
+        }
+        in->binary = true;
+        return 0;
+    }
+    if (!data)
+        return srv_error_set(err, SRV_E_MISSING_FIELD, nm,
+                             "input '%s' has neither \"data\" nor parameters.binary_data_size", nm);
+    return v2_parse_json_data(in, id, data->value, data->value_len, max_elements, err);
+}
+
+static int v2_parse_inputs(srv_v2_request *req, int64_t binsize[SRV_V2_IN_COUNT], const char *text,
+                           size_t len, int64_t max_elements, srv_error *err)
+{
+    const char *end = text + len;
+    const char *p = v2_skip_ws(text, end);
+    if (p == end || *p != '[')
+        return srv_error_set(err, SRV_E_BAD_REQUEST, "inputs",
+                             "\"inputs\" must be an array of input tensors");
+    p = v2_skip_ws(p + 1, end);
+    if (p < end && *p == ']')
+        return srv_error_set(err, SRV_E_MISSING_FIELD, "inputs",
+                             "\"inputs\" is empty; the model needs at least 'query'");
+    for (int index = 0;; index++) {
+        p = v2_skip_ws(p, end);
+        if (p == end || *p != '{')
+            return srv_error_set(err, SRV_E_BAD_REQUEST, "inputs",
+                                 "inputs[%d] must be an object {\"name\", \"shape\", "
+                                 "\"datatype\", \"data\"}",
+                                 index);
+        const char *elem_end = v2_skip_container(p, end);
+        if (!elem_end)
+            return srv_error_set(err, SRV_E_BAD_JSON, "inputs", "inputs[%d] is cut short", index);
+        if (v2_parse_input(req, binsize, index, p, (size_t)(elem_end - p), max_elements, err) < 0)
+            return -1;
+        p = v2_skip_ws(elem_end, end);
+        if (p < end && *p == ',') {
+            p++;
+            continue;
+        }
+        if (p < end && *p == ']')
+            return 0;
+        return srv_error_set(err, SRV_E_BAD_JSON, "inputs", "inputs: expected ',' or ']'");
+    }
+}
+
+/* "outputs": [{"name", "parameters"?: {"binary_data"?}}]; an empty array means all outputs. */
+static int v2_parse_outputs(srv_v2_request *req, bool binary_data_output, const char *text,
+                            size_t len, srv_error *err)
+{
+    json_t *arr = v2_json_load(text, len, "outputs", err);
+    if (!arr)
+        return -1;
+    int rc = -1;
+    if (!json_is_array(arr)) {
+        srv_error_set(err, SRV_E_BAD_REQUEST, "outputs",
+                      "\"outputs\" must be an array of {\"name\": ...} objects");
+        goto error;
+    }
+    size_t i;
+    json_t *o;
+    json_array_foreach(arr, i, o) {
+        const char *key;
+        json_t *v;
+        if (!json_is_object(o)) {
+            srv_error_set(err, SRV_E_BAD_REQUEST, "outputs", "outputs[%zu] must be an object", i);
+            goto error;
+        }
+        json_object_foreach(o, key, v) {
+            if (strcmp(key, "name") != 0 && strcmp(key, "parameters") != 0) {
+                srv_error_set(err, SRV_E_UNKNOWN_FIELD, "outputs",
+                              "outputs[%zu] has an unknown member \"%.64s\"; an output has name "
+                              "and parameters",
+                              i, key);
+                goto error;
+            }
+        }
+        const char *name = json_string_value(json_object_get(o, "name"));
+        if (!name) {
+            srv_error_set(err, SRV_E_MISSING_FIELD, "outputs",
+                          "outputs[%zu] needs a \"name\" string", i);
+            goto error;
+        }
+        int id = -1;
+        for (int k = 0; k < SRV_V2_OUT_COUNT; k++)
+            if (strcmp(name, v2_output_names[k]) == 0)
+                id = k;
+        if (id < 0) {
+            srv_error_set(err, SRV_E_UNKNOWN_FIELD, "outputs",
+                          "unknown output '%.64s'; the model's outputs are output and "
+                          "attn_weights",
+                          name);
+            goto error;
+        }
+        for (int k = 0; k < req->noutputs; k++)
+            if (req->outputs[k].which == (srv_v2_output_id)id) {
+                srv_error_set(err, SRV_E_BAD_REQUEST, "outputs", "output '%s' is asked twice",
+                              name);
+                goto error;
+            }
+        bool binary = binary_data_output;
+        json_t *params = json_object_get(o, "parameters");
+        if (params) {
+            if (!json_is_object(params)) {
+                srv_error_set(err, SRV_E_BAD_REQUEST, "outputs",
+                              "output '%s': \"parameters\" must be an object", name);
+                goto error;
+            }
+            json_t *bd = json_object_get(params, "binary_data");
+            if (bd && !json_is_boolean(bd)) {
+                srv_error_set(err, SRV_E_BAD_REQUEST, "outputs",
+                              "output '%s': parameters.binary_data must be true or false", name);
+                goto error;
+            }
+            if (bd)
+                binary = json_is_true(bd);
+            if (json_object_get(params, "classification")) {
+                srv_error_set(err, SRV_E_BAD_REQUEST, "outputs",
+                              "output '%s': the classification extension is not supported", name);
+                goto error;
+            }
+        }
+        req->outputs[req->noutputs].which = (srv_v2_output_id)id;
+        req->outputs[req->noutputs].binary = binary;
+        req->noutputs++;
+    }
+    rc = 0;
+error:
+    json_decref(arr);
+    return rc;
+}
+
+/* Checks the values of a binary input: finite floats (FP32 masks may hold -inf), BOOL bytes 0/1. */
+static int v2_check_values(const srv_v2_input *in, int id, srv_error *err)
+{
+    const char *name = v2_input_names[id];
+    if (in->dtype == SRV_DTYPE_BOOL) {
+        const uint8_t *u = in->data;
+        for (int64_t i = 0; i < in->count; i++)
+            if (u[i] > 1)
+                return srv_error_set(err, SRV_E_BAD_VALUE, name,
+                                     "input '%s': BOOL element %" PRId64 " is byte %u; BOOL "
+                                     "elements are one byte, 0 or 1",
+                                     name, i, u[i]);
+        return 0;
+    }
+    const float *f = in->data;
+    bool mask = v2_is_mask(id);
+    for (int64_t i = 0; i < in->count; i++) {
+        if (isfinite(f[i]) || (mask && f[i] == -INFINITY))
+            continue;
+        return srv_error_set(err, SRV_E_BAD_VALUE, name,
+                             "input '%s': element %" PRId64 " is %s; %s", name, i,
+                             isnan(f[i]) ? "NaN" : f[i] > 0 ? "+inf" : "-inf",
+                             mask ? "an FP32 mask may hold finite numbers and -inf"
+                                  : "values must be finite");
+    }
+    return 0;
+}
+
+/* Hands out the binary part of the body [header_len, body_len) to the binary inputs, in the
+ * order the request listed them. The sizes must add up to the binary part exactly. */
+static int v2_attach_binary(srv_v2_request *req, const int64_t binsize[SRV_V2_IN_COUNT],
+                            const char *body, size_t body_len, size_t header_len, srv_error *err)
+{
+    uint64_t total = 0;
+    for (int k = 0; k < req->ninputs; k++) {
+        int id = req->input_order[k];
+        if (req->inputs[id].binary)
+            total += (uint64_t)binsize[id]; /* each <= max_elements * 4: no overflow */
+    }
+    size_t avail = body_len - header_len;
+    if (total != avail) {
+        if (avail == 0)
+            return srv_error_set(err, SRV_E_BAD_REQUEST, "Inference-Header-Content-Length",
+                                 "the inputs' binary_data_size add up to %" PRIu64 " bytes but "
+                                 "the body has no binary data after the JSON header (is the "
+                                 "Inference-Header-Content-Length header missing?)",
+                                 total);
+        return srv_error_set(err, SRV_E_BAD_REQUEST, "Inference-Header-Content-Length",
+                             "the inputs' binary_data_size add up to %" PRIu64 " bytes but the "
+                             "body has %zu bytes after its %zu-byte JSON header; they must match "
+                             "exactly",
+                             total, avail, header_len);
+    }
+    size_t off = header_len;
+    for (int k = 0; k < req->ninputs; k++) {
+        int id = req->input_order[k];
+        srv_v2_input *in = &req->inputs[id];
+        if (!in->binary)
+            continue;
+        const char *p = body + off;
+        size_t size = (size_t)binsize[id];
+        off += size;
+        if (in->dtype == SRV_DTYPE_F32 && ((uintptr_t)p % _Alignof(float)) != 0) {
+            /* The JSON header's length puts the floats off alignment: copy them once. */
+            in->copy = malloc(size ? size : 1);
+            if (!in->copy)
+                return srv_error_set(err, SRV_E_NOMEM, v2_input_names[id],
+                                     "out of memory for input '%s' (%zu bytes)",
+                                     v2_input_names[id], size);
+            memcpy(in->copy, p, size);
+            in->data = in->copy;
+        } else {
+            in->data = p;
+        }
+        if (v2_check_values(in, id, err) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+int srv_v2_header_length(size_t *out, const char *value, size_t body_len, srv_error *err)
+{
+    if (!value) {
+        *out = body_len;
+        return 0;
+    }
+    const char *p = value;
+    while (*p == ' ' || *p == '\t')
+        p++;
+    if (*p < '0' || *p > '9')
+        return srv_error_set(err, SRV_E_BAD_REQUEST, "Inference-Header-Content-Length",
+                             "Inference-Header-Content-Length must be a byte count, not '%.32s'",
+                             value);
+    char *endp;
+    errno = 0;
+    unsigned long long n = strtoull(p, &endp, 10);
+    while (*endp == ' ' || *endp == '\t')
+        endp++;
+    if (*endp != '\0' || errno == ERANGE)
+        return srv_error_set(err, SRV_E_BAD_REQUEST, "Inference-Header-Content-Length",
+                             "Inference-Header-Content-Length must be a byte count, not '%.32s'",
+                             value);
+    if (n > body_len)
+        return srv_error_set(err, SRV_E_BAD_REQUEST, "Inference-Header-Content-Length",
+                             "Inference-Header-Content-Length is %llu but the body has only %zu "
+                             "bytes",
+                             n, body_len);
+    *out = (size_t)n;
+    return 0;
+}
+
+void srv_v2_request_free(srv_v2_request *req)
+{
+    if (!req)
+        return;
+    free(req->id);
+    for (int i = 0; i < SRV_V2_IN_COUNT; i++) {
+        srv_tensor_free(&req->inputs[i].json);
+        free(req->inputs[i].copy);
+    }
+    memset(req, 0, sizeof *req);
+}
+
+int srv_v2_request_parse(srv_v2_request *req, const char *body, size_t body_len, size_t header_len,
+                         int64_t max_elements, srv_error *err)
+{
+    memset(req, 0, sizeof *req);
+    req->average_attn_weights = true;
+    if (header_len > body_len)
+        return srv_error_set(err, SRV_E_BAD_REQUEST, "Inference-Header-Content-Length",
+                             "Inference-Header-Content-Length is %zu but the body has only %zu "
+                             "bytes",
+                             header_len, body_len);
+    srv_json_member m[V2_MAX_MEMBERS];
+    int n = srv_json_object_scan(body, header_len, "", V2_SCAN_DEPTH, m, V2_MAX_MEMBERS, err);
+    if (n < 0)
+        return -1;
+    const srv_json_member *id = NULL, *params = NULL, *inputs = NULL, *outputs = NULL;
+    for (int i = 0; i < n; i++) {
+        if (strcmp(m[i].key, "id") == 0)
+            id = &m[i];
+        else if (strcmp(m[i].key, "parameters") == 0)
+            params = &m[i];
+        else if (strcmp(m[i].key, "inputs") == 0)
+            inputs = &m[i];
+        else if (strcmp(m[i].key, "outputs") == 0)
+            outputs = &m[i];
+        else if (strcmp(m[i].key, "model_name") != 0 && strcmp(m[i].key, "model_version") != 0)
+            /* model_name/model_version: Triton's own examples send them; the URL decides. */
+            return srv_error_set(err, SRV_E_UNKNOWN_FIELD, m[i].key,
+                                 "unknown member \"%.64s\"; an inference request has id, "
+                                 "parameters, inputs and outputs",
+                                 m[i].key);
+    }
+    int64_t binsize[SRV_V2_IN_COUNT];
+    bool need_weights = false, need_weights_given = false, binary_data_output = false;
+    if (id) {
+        json_t *s = v2_json_load(id->value, id->value_len, "id", err);
+        if (!s)
+            goto error;
+        if (json_is_string(s))
+            req->id = strdup(json_string_value(s));
+        bool ok = json_is_string(s);
+        json_decref(s);
+        if (!ok) {
+            srv_error_set(err, SRV_E_BAD_REQUEST, "id", "\"id\" must be a string");
+            goto error;
+        }
+        if (!req->id) {
+            srv_error_set(err, SRV_E_NOMEM, "id", "out of memory");
+            goto error;
+        }
+    }
+    if (params && v2_parse_parameters(req, &need_weights, &need_weights_given, &binary_data_output,
+                                      params->value, params->value_len, err) < 0)
+        goto error;
+    if (!inputs) {
+        srv_error_set(err, SRV_E_MISSING_FIELD, "inputs",
+                      "the request has no \"inputs\"; the model needs at least 'query'");
+        goto error;
+    }
+    if (v2_parse_inputs(req, binsize, inputs->value, inputs->value_len, max_elements, err) < 0)
+        goto error;
+    if (!req->inputs[SRV_V2_IN_QUERY].present) {
+        srv_error_set(err, SRV_E_MISSING_FIELD, "query", "the request has no input 'query'");
+        goto error;
+    }
+    if (outputs &&
+        v2_parse_outputs(req, binary_data_output, outputs->value, outputs->value_len, err) < 0)
+        goto error;
+    if (req->noutputs == 0) {
+        /* No outputs asked for: all that the request makes, i.e. output, and attn_weights when
+         * need_weights is true. */
+        req->outputs[req->noutputs++] = (srv_v2_output_sel){SRV_V2_OUT_OUTPUT, binary_data_output};
+        if (need_weights)
+            req->outputs[req->noutputs++] =
+                (srv_v2_output_sel){SRV_V2_OUT_ATTN_WEIGHTS, binary_data_output};
+    }
+    req->need_weights = false;
+    for (int k = 0; k < req->noutputs; k++)
+        if (req->outputs[k].which == SRV_V2_OUT_ATTN_WEIGHTS)
+            req->need_weights = true;
+    if (need_weights_given && !need_weights && req->need_weights) {
+        srv_error_set(err, SRV_E_BAD_REQUEST, "outputs",
+                      "output 'attn_weights' is asked for but parameters.need_weights is false");
+        goto error;
+    }
+    if (v2_attach_binary(req, binsize, body, body_len, header_len, err) < 0)
+        goto error;
+    return 0;
+error:
+    srv_v2_request_free(req);
+    return -1;
+}
+
+static int v2_write_shape(srv_buf *b, int ndim, const int64_t *shape)
+{
+    srv_buf_putc(b, '[');
+    for (int i = 0; i < ndim; i++)
+        srv_buf_printf(b, i ? ",%" PRId64 : "%" PRId64, shape[i]);
+    return srv_buf_putc(b, ']');
+}
+
+/* Appends count floats as a flat JSON array, each in its shortest float32 form. This is the hot
+ * loop of a JSON response: room is reserved once and the digits written in place. */
+static int v2_write_floats(srv_buf *b, const float *f, int64_t count)
+{
+    size_t need;
+    if (__builtin_mul_overflow((size_t)count, (size_t)18, &need) ||
+        srv_buf_reserve(b, need + 2) < 0) {
+        b->failed = true;
+        return -1;
+    }
+    char *p = b->data + b->len;
+    *p++ = '[';
+    for (int64_t i = 0; i < count; i++) {
+        if (i)
+            *p++ = ',';
+        if (isfinite(f[i])) {
+            p += srv_format_float(p, f[i]);
+        } else {
+            const char *s = isnan(f[i]) ? "\"nan\"" : f[i] > 0 ? "\"inf\"" : "\"-inf\"";
+            size_t n = strlen(s);
+            memcpy(p, s, n);
+            p += n;
+        }
+    }
+    *p++ = ']';
+    *p = '\0';
+    b->len = (size_t)(p - b->data);
+    return 0;
+}
+
+int srv_v2_response_write(srv_buf *b, size_t *json_len, const srv_v2_request *req,
+                          const char *model_name, const char *model_version,
+                          const srv_v2_result results[SRV_V2_OUT_COUNT], srv_error *err)
+{
+    int64_t counts[SRV_V2_OUT_COUNT];
+    for (int k = 0; k < req->noutputs; k++) {
+        const srv_v2_result *r = &results[req->outputs[k].which];
+        if (!r->data || r->ndim < 0 || r->ndim > 4)
+            return srv_error_set(err, SRV_E_INTERNAL, v2_output_names[req->outputs[k].which],
+                                 "output '%s' was not computed",
+                                 v2_output_names[req->outputs[k].which]);
+        int64_t c = 1;
+        for (int i = 0; i < r->ndim; i++)
+            c *= r->shape[i];
+        counts[req->outputs[k].which] = c;
+    }
+    srv_buf_puts(b, "{\"model_name\":");
+    srv_buf_json_string(b, model_name);
+    srv_buf_puts(b, ",\"model_version\":");
+    srv_buf_json_string(b, model_version);
+    if (req->id) {
+        srv_buf_puts(b, ",\"id\":");
+        srv_buf_json_string(b, req->id);
+    }
+    srv_buf_puts(b, ",\"outputs\":[");
+    for (int k = 0; k < req->noutputs; k++) {
+        srv_v2_output_id which = req->outputs[k].which;
+        const srv_v2_result *r = &results[which];
+        srv_buf_printf(b, "%s{\"name\":\"%s\",\"datatype\":\"FP32\",\"shape\":", k ? "," : "",
+                       v2_output_names[which]);
+        v2_write_shape(b, r->ndim, r->shape);
+        if (req->outputs[k].binary) {
+            srv_buf_printf(b, ",\"parameters\":{\"binary_data_size\":%" PRId64 "}}",
+                           counts[which] * 4);
+        } else {
+            srv_buf_puts(b, ",\"data\":");
+            v2_write_floats(b, r->data, counts[which]);
+            srv_buf_putc(b, '}');
+        }
+    }
+    srv_buf_puts(b, "]}");
+    *json_len = b->len;
+    for (int k = 0; k < req->noutputs; k++)
+        if (req->outputs[k].binary)
+            srv_buf_append(b, results[req->outputs[k].which].data,
+                           (size_t)counts[req->outputs[k].which] * sizeof(float));
+    if (b->failed)
+        return srv_error_set(err, SRV_E_NOMEM, "", "out of memory writing the response");
+    return 0;
+}
+
+int srv_v2_metadata_write(srv_buf *b, const char *name, const char *version,
+                          const mha_config *cfg)
+{
+    int64_t E = cfg->embed_dim;
+    int64_t Kd = cfg->kdim ? cfg->kdim : E, Vd = cfg->vdim ? cfg->vdim : E;
+    srv_buf_puts(b, "{\"name\":");
+    srv_buf_json_string(b, name);
+    srv_buf_puts(b, ",\"versions\":[");
+    srv_buf_json_string(b, version);
+    srv_buf_puts(b, "],\"platform\":\"attnd_mha\",\"inputs\":[");
+    srv_buf_printf(b,
+                   "{\"name\":\"query\",\"datatype\":\"FP32\",\"shape\":[-1,-1,%" PRId64 "]},"
+                   "{\"name\":\"key\",\"datatype\":\"FP32\",\"shape\":[-1,-1,%" PRId64 "]},"
+                   "{\"name\":\"value\",\"datatype\":\"FP32\",\"shape\":[-1,-1,%" PRId64 "]},"
+                   "{\"name\":\"key_padding_mask\",\"datatype\":\"BOOL\",\"shape\":[-1,-1]},"
+                   "{\"name\":\"attn_mask\",\"datatype\":\"BOOL\",\"shape\":[-1,-1]}],",
+                   E, Kd, Vd);
+    srv_buf_printf(b,
+                   "\"outputs\":["
+                   "{\"name\":\"output\",\"datatype\":\"FP32\",\"shape\":[-1,-1,%" PRId64 "]},"
+                   "{\"name\":\"attn_weights\",\"datatype\":\"FP32\",\"shape\":[-1,-1,-1]}],",
+                   E);
+    srv_buf_printf(b,
+                   "\"parameters\":{\"embed_dim\":%" PRId64 ",\"num_heads\":%" PRId64
+                   ",\"kdim\":%" PRId64 ",\"vdim\":%" PRId64 ",\"bias\":%s,\"add_bias_kv\":%s,"
+                   "\"add_zero_attn\":%s,\"batch_first\":%s}}",
+                   E, cfg->num_heads, Kd, Vd, cfg->bias ? "true" : "false",
+                   cfg->add_bias_kv ? "true" : "false", cfg->add_zero_attn ? "true" : "false",
+                   cfg->batch_first ? "true" : "false");
+    return b->failed ? -1 : 0;
+}
+
+int srv_v2_error_write(srv_buf *b, const srv_error *err)
+{
+    srv_code code = err->code == SRV_OK ? SRV_E_INTERNAL : err->code;
+    srv_buf_puts(b, "{\"error\":");
+    srv_buf_json_string(b, err->message[0] ? err->message : srv_error_name(code));
+    srv_buf_putc(b, '}');
+    return srv_error_status(code);
+}
