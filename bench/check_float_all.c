@@ -76,11 +76,18 @@ static int reads_back(float f, unsigned long long m, int e)
 
 static long double pow10l_tab[120]; /* 10^(i-60) */
 
+static int n_threads = 1;
+
 static void *worker(void *arg)
 {
-    uint64_t lo = ((uint64_t *)arg)[0], hi = ((uint64_t *)arg)[1];
+    /* blocks of 2^16 patterns dealt round-robin, so every thread gets its share of the slow ones */
+    uint64_t lo = ((uint64_t *)arg)[0], hi = ((uint64_t *)arg)[1], me = ((uint64_t *)arg)[2];
     unsigned long long checked = 0, bad = 0;
     for (uint64_t u = lo; u < hi; u++) {
+        if (((u - lo) >> 16) % (uint64_t)n_threads != me) {
+            u = lo + ((u - lo) | 0xFFFF); /* skip to the end of this block */
+            continue;
+        }
         uint32_t bits = (uint32_t)u;
         float f;
         memcpy(&f, &bits, 4);
@@ -135,14 +142,15 @@ int main(int argc, char **argv)
     for (int i = 0; i < 120; i++)
         pow10l_tab[i] = powl(10.0L, (long double)(i - 60));
     pthread_t th[64];
-    uint64_t ranges[64][2];
+    uint64_t ranges[64][3];
     /* optional [first last] (hex, inclusive) to check a part */
     uint64_t first = argc > 3 ? strtoull(argv[2], NULL, 16) : 0;
     uint64_t end = argc > 3 ? strtoull(argv[3], NULL, 16) + 1 : 1ULL << 32;
-    uint64_t step = (end - first) / (uint64_t)threads;
+    n_threads = threads;
     for (int i = 0; i < threads; i++) {
-        ranges[i][0] = first + (uint64_t)i * step;
-        ranges[i][1] = i == threads - 1 ? end : first + (uint64_t)(i + 1) * step;
+        ranges[i][0] = first;
+        ranges[i][1] = end;
+        ranges[i][2] = (uint64_t)i;
         pthread_create(&th[i], NULL, worker, ranges[i]);
     }
     for (int i = 0; i < threads; i++)

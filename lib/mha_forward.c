@@ -151,6 +151,14 @@ static const void *mask_row(const mha_mask *m, int64_t row, int64_t width)
     return (const char *)m->data + (size_t)(row * width) * elem;
 }
 
+/* Sets columns [from, S) of rows rows (row stride S) to value. */
+static void fill_cols(float *x, int64_t rows, int64_t S, int64_t from, float value)
+{
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t j = from; j < S; j++)
+            x[r * S + j] = value;
+}
+
 static void attention_task(void *arg, int64_t task, int slot)
 {
     const fwd *f = arg;
@@ -170,6 +178,10 @@ static void attention_task(void *arg, int64_t task, int slot)
     float *trace_scores = f->trace ? f->trace->stage[MHA_TRACE_SCORES] : NULL;
     float *trace_weights = f->trace ? f->trace->stage[MHA_TRACE_ATTN_WEIGHTS] : NULL;
     float *avg = f->weights && !f->per_head ? f->weights + (b * L + i0) * S : NULL;
+    /* Keys computed: causal without appended keys masks every key past the block's last row, so
+     * those are skipped (about half the attention work) and their weights are filled with 0. */
+    const int64_t kn = in->is_causal && S == S0 && i0 + m < S0 ? i0 + m : S0;
+    const int64_t ncols = kn < S0 ? kn : S; /* score columns in play (appended keys included) */
 
     for (int64_t r = 0; r < m; r++) { /* torch: q_scaled = q / sqrt(head_dim) */
         float *row = qb + r * f->q_rs;
@@ -182,7 +194,7 @@ static void attention_task(void *arg, int64_t task, int slot)
          * they are streamed out after the softmax, which measured far cheaper than computing in
          * the [N,H,L,S] output, whose every block is cold. */
         float *sc = f->scratch + slot * f->slot_floats;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)m, (int)S0, (int)hd, 1.0f,
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)m, (int)kn, (int)hd, 1.0f,
                     qb + h * hd, (int)f->q_rs, kb + h * hd, (int)f->k_rs, 0.0f, sc, (int)S);
         for (int64_t r = 0; r < m; r++) {
             float *row = sc + r * S;
@@ -202,15 +214,19 @@ static void attention_task(void *arg, int64_t task, int slot)
             if (kp)
                 kpr = mask_row(kp, b, S0);
             if (amr || kpr || in->is_causal)
-                apply_masks(row, S0, amr, am ? am->type : MHA_MASK_FLOAT, kpr,
-                            kp ? kp->type : MHA_MASK_FLOAT, in->is_causal ? i + 1 : S0);
+                apply_masks(row, kn, amr, am ? am->type : MHA_MASK_FLOAT, kpr,
+                            kp ? kp->type : MHA_MASK_FLOAT, in->is_causal ? i + 1 : kn);
         }
-        if (trace_scores)
+        if (trace_scores) {
+            fill_cols(sc, m, S, ncols, -INFINITY); /* the causally skipped keys */
             memcpy(trace_scores + bhl * S, sc, (size_t)(m * S) * sizeof(float));
+        }
         /* Always normalised before weights·v, even when nobody reads the weights (scaling the
          * rows·hd outputs instead would save a pass, but then need_weights would change the
          * output's last bits, and callers compare outputs across modes). */
-        mha_softmax_rows(sc, m, S, S);
+        mha_softmax_rows(sc, m, ncols, S);
+        if (f->weights || trace_weights)
+            fill_cols(sc, m, S, ncols, 0.0f);
         if (trace_weights)
             memcpy(trace_weights + bhl * S, sc, (size_t)(m * S) * sizeof(float));
         if (f->per_head)
@@ -222,7 +238,7 @@ static void attention_task(void *arg, int64_t task, int slot)
                 for (int64_t x = 0; x < m * S; x++)
                     avg[x] += sc[x];
         }
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)hd, (int)S0, 1.0f, sc,
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)hd, (int)kn, 1.0f, sc,
                     (int)S, vb + h * hd, (int)f->v_rs, 0.0f, cb + h * hd, (int)f->c_rs);
         if (col_bk >= 0) {
             const float *bv = layer->bias_v + h * hd;

@@ -71,8 +71,9 @@ static int to_mask(mha_mask *out, const srv_tensor *t, const char *field, srv_er
     return 0;
 }
 
-/* Takes a slot under --max-inflight, waiting up to --queue-wait-ms. */
-static int inflight_enter(srv_app *app, srv_error *err)
+/* Takes a slot under --max-inflight, waiting up to --queue-wait-ms. *alone tells whether no other
+ * pass is in flight. */
+static int inflight_enter(srv_app *app, bool *alone, srv_error *err)
 {
     int rc = 0;
     pthread_mutex_lock(&app->inflight_lock);
@@ -92,7 +93,7 @@ static int inflight_enter(srv_app *app, srv_error *err)
             rc = 0;
     }
     if (rc == 0)
-        app->inflight++;
+        *alone = ++app->inflight == 1;
     pthread_mutex_unlock(&app->inflight_lock);
     if (rc != 0)
         return srv_error_set(err, SRV_E_UNAVAILABLE, "",
@@ -171,12 +172,16 @@ int srv_forward_run(srv_app *app, const srv_layer *layer, const srv_forward_args
             goto nomem;
     }
 
-    if (inflight_enter(app, err) < 0) {
+    bool alone = false;
+    if (inflight_enter(app, &alone, err) < 0) {
         srv_forward_result_free(out);
         return -1;
     }
+    /* A pass that runs alone spreads over the engine's pool (--blas-threads); passes that run at
+     * the same time take one thread each (their HTTP thread), so the threads computing never
+     * outnumber the cores by more than the pool's workers for the moment two passes overlap. */
     mha_status st = mha_forward(layer->layer, &in, &out->plan, out->output, out->attn_weights,
-                                trace ? &tr : NULL, app->pool, &me);
+                                trace ? &tr : NULL, alone ? app->pool : NULL, &me);
     inflight_leave(app);
     if (st == MHA_OK)
         srv_metrics_forward(app->metrics, trace, out->plan.flops);

@@ -34,7 +34,7 @@ static const opt_spec specs[] = {
     {"port", INT(port, 0, 65535), "N", "TCP port; 0 picks any free port"},
     {"threads", INT(threads, 1, 1024), "N", "HTTP threads (default: cores)"},
     {"blas-threads", INT(blas_threads, 1, 1024), "N",
-     "engine threads per forward pass (default: cores / threads)"},
+     "engine threads for a forward pass that runs alone (overlapping passes take one each)"},
     {"max-inflight", INT(max_inflight, 1, 4096), "N",
      "forward passes at once; more wait, then get 503 + Retry-After"},
     {"queue-wait-ms", INT(queue_wait_ms, 0, 600000), "MS",
@@ -77,9 +77,10 @@ void srv_options_default(srv_options *opt)
     snprintf(opt->host, sizeof opt->host, "127.0.0.1");
     opt->port = 8080;
     /* HTTP threads carry the forward passes of small requests themselves, so they take the cores;
-     * one BLAS thread each keeps threads × blas_threads = cores. */
+     * a pass alone in flight spreads over the engine pool (blas_threads), overlapping passes take
+     * one thread each: the threads computing stay at the core count. */
     opt->threads = cores;
-    opt->blas_threads = 1;
+    opt->blas_threads = cores;
     opt->max_inflight = cores;
     opt->queue_wait_ms = 2000;
     opt->timeout = 30;
@@ -220,11 +221,10 @@ int srv_options_parse(srv_options *opt, int argc, char **argv, srv_error *err)
         inflight_given |= s->offset == offsetof(srv_options, max_inflight);
     }
 
-    /* Fewer HTTP threads than cores leaves the rest to the engine, unless told otherwise. */
-    if (!blas_given) {
-        int b = srv_ncores() / opt->threads;
-        opt->blas_threads = b < 1 ? 1 : b;
-    }
+    /* The engine pool serves a pass that runs alone (forward.c): it may take every core. Passes
+     * that overlap run one thread each, on their HTTP threads (--threads <= cores by default). */
+    if (!blas_given)
+        opt->blas_threads = srv_ncores();
     if (!inflight_given)
         opt->max_inflight = opt->threads;
     return healthcheck ? SRV_OPTIONS_HEALTHCHECK : SRV_OPTIONS_RUN;

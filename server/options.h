@@ -5,8 +5,10 @@
  * its twin, which wins over the default. The table of flags lives in options.c (one row per flag:
  * name, kind, field, help); adding a setting is adding a field here and a row there.
  *
- * Defaults are chosen from the number of cores (nproc) so that HTTP threads × BLAS threads never
- * oversubscribe them (SPEC §4).
+ * Defaults are chosen from the number of cores (nproc) so that the threads computing never
+ * oversubscribe them (SPEC §4): --threads HTTP threads (= cores) each run their own requests' passes
+ * on one thread; only a pass that is alone in flight spreads over the engine pool of --blas-threads
+ * (= cores) threads. OpenBLAS itself always runs single-threaded inside those threads.
  */
 #ifndef ATTND_OPTIONS_H
 #define ATTND_OPTIONS_H
@@ -28,7 +30,7 @@ typedef struct srv_options {
     int port;                    /* --port, default 8080; 0 = any free port                 */
     /* concurrency */
     int threads;                 /* --threads, HTTP threads (libmicrohttpd's pool)          */
-    int blas_threads;            /* --blas-threads, engine threads per forward pass         */
+    int blas_threads;            /* --blas-threads, engine threads of a pass running alone  */
     int max_inflight;            /* --max-inflight, forward passes at once; over it: wait   */
     int queue_wait_ms;           /* --queue-wait-ms, how long a pass waits for a slot (503) */
     int timeout;                 /* --timeout, idle connection timeout in seconds           */

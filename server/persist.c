@@ -38,6 +38,7 @@ void srv_persist_free(srv_persist *p)
         return;
     srv_datadir_free(p->dd);
     free(p->damaged);
+    free(p->known);
     pthread_mutex_destroy(&p->lock);
     free(p);
 }
@@ -89,6 +90,36 @@ static void set_damaged(srv_persist *p, const char *name, const char *reason)
     snprintf(p->damaged[i].reason, sizeof p->damaged[i].reason, "%s", reason);
 }
 
+/* Records (stamp != NULL) or forgets the stamp of layer name on disk. Caller holds p->lock. */
+static void set_known(srv_persist *p, const char *name, const srv_dd_stamp *stamp)
+{
+    int i = 0;
+    while (i < p->nknown && strcmp(p->known[i].name, name) != 0)
+        i++;
+    if (!stamp) {
+        if (i < p->nknown)
+            p->known[i] = p->known[--p->nknown];
+        return;
+    }
+    if (i == p->nknown) {
+        srv_known *g = realloc(p->known, (size_t)(p->nknown + 1) * sizeof *g);
+        if (!g)
+            return; /* the next sync reloads it once more: harmless */
+        p->known = g;
+        p->nknown++;
+        snprintf(p->known[i].name, sizeof p->known[i].name, "%s", name);
+    }
+    p->known[i].stamp = *stamp;
+}
+
+static const srv_known *find_known(const srv_persist *p, const char *name)
+{
+    for (int i = 0; i < p->nknown; i++)
+        if (strcmp(p->known[i].name, name) == 0)
+            return &p->known[i];
+    return NULL;
+}
+
 /* Reads and builds layer name from disk. Caller holds p->lock. */
 static srv_layer *load_one(srv_persist *p, const char *name, const mha_limits *limits,
                            srv_dd_layer *dl, srv_error *err)
@@ -130,6 +161,7 @@ int srv_persist_load_all(srv_persist *p, srv_registry *reg, const mha_limits *li
         srv_dd_layer dl;
         srv_error e = {0};
         srv_layer *l = load_one(p, list[i].name, limits, &dl, &e);
+        set_known(p, list[i].name, l ? &dl.stamp : &list[i].stamp);
         if (l && srv_registry_put(reg, l, 0, NULL, &e) == 0) {
             loaded++;
             set_damaged(p, list[i].name, NULL);
@@ -160,11 +192,15 @@ int srv_persist_reload(srv_persist *p, srv_registry *reg, const char *name,
     srv_layer *l = load_one(p, name, limits, &dl, &e);
     if (l) {
         rc = srv_registry_put(reg, l, 0, NULL, &e) == 0 ? 1 : -1;
-        if (rc == 1)
+        if (rc == 1) {
             set_damaged(p, name, NULL);
+            set_known(p, name, &dl.stamp);
+        }
     } else if (e.code == SRV_E_LAYER_NOT_FOUND) {
-        srv_registry_delete(reg, name, 0, NULL);
+        if (find_known(p, name))
+            srv_registry_delete(reg, name, 0, NULL);
         set_damaged(p, name, NULL);
+        set_known(p, name, NULL);
         rc = 0;
     } else {
         set_damaged(p, name, e.message);
@@ -176,6 +212,61 @@ int srv_persist_reload(srv_persist *p, srv_registry *reg, const char *name,
     srv_layer_release(l);
     srv_dd_layer_free(&dl);
     return rc;
+}
+
+int srv_persist_sync(srv_persist *p, srv_registry *reg, const mha_limits *limits)
+{
+    if (!p->dd)
+        return 0;
+    srv_error err = {0};
+    srv_dd_entry *list;
+    int n = srv_datadir_list(p->dd, &list, &err);
+    if (n < 0) {
+        srv_log(p->log_format, "error", "data dir: %s", err.message);
+        return 0;
+    }
+    int changes = 0;
+    pthread_mutex_lock(&p->lock);
+    for (int i = 0; i < n; i++) {
+        const srv_known *k = find_known(p, list[i].name);
+        if (k && srv_dd_stamp_equal(&k->stamp, &list[i].stamp))
+            continue;
+        srv_dd_layer dl;
+        srv_error e = {0};
+        srv_layer *l = load_one(p, list[i].name, limits, &dl, &e);
+        if (l && srv_registry_put(reg, l, 0, NULL, &e) == 0) {
+            set_known(p, list[i].name, &dl.stamp);
+            set_damaged(p, list[i].name, NULL);
+            srv_log(p->log_format, "info", "layer '%s' (re)loaded from the data dir", list[i].name);
+        } else if (e.code != SRV_E_LAYER_NOT_FOUND) {
+            /* keep serving what was there; try again when the files change */
+            set_known(p, list[i].name, &list[i].stamp);
+            set_damaged(p, list[i].name, e.message);
+            srv_log(p->log_format, "error", "layer '%s' not reloaded: %s", list[i].name, e.message);
+        }
+        changes++;
+        srv_layer_release(l);
+        srv_dd_layer_free(&dl);
+    }
+    /* layers this process knew on disk whose directory is gone: deleted by another replica */
+    for (int k = p->nknown - 1; k >= 0; k--) {
+        bool present = false;
+        for (int i = 0; i < n && !present; i++)
+            present = strcmp(list[i].name, p->known[k].name) == 0;
+        if (present)
+            continue;
+        char name[65];
+        memcpy(name, p->known[k].name, sizeof name);
+        srv_registry_delete(reg, name, 0, NULL);
+        set_damaged(p, name, NULL);
+        set_known(p, name, NULL);
+        srv_log(p->log_format, "info", "layer '%s' removed from the data dir: no longer served",
+                name);
+        changes++;
+    }
+    pthread_mutex_unlock(&p->lock);
+    free(list);
+    return changes;
 }
 
 /* The If-Match check before touching the disk (the registry checks again when publishing). */
@@ -206,7 +297,10 @@ int srv_persist_put(srv_persist *p, srv_registry *reg, srv_layer *l, uint64_t if
         srv_st_view v[MHA_MAX_PARAMS];
         int n = srv_weights_views(l->layer, v);
         srv_error e = {0};
-        if (srv_datadir_write(p->dd, l->name, l->config, v, n, NULL, NULL, &e) < 0) {
+        srv_dd_stamp stamp;
+        if (srv_datadir_write(p->dd, l->name, l->config, v, n, NULL, &stamp, &e) == 0)
+            set_known(p, l->name, &stamp);
+        else {
             srv_log(p->log_format, "error", "layer '%s' not saved, the old one is kept: %s",
                     l->name, e.message);
             rc = srv_error_set(err, SRV_E_INTERNAL, "",
@@ -252,6 +346,7 @@ int srv_persist_delete(srv_persist *p, srv_registry *reg, const char *name, uint
         if (served)
             rc = srv_registry_delete(reg, name, if_version, err);
         set_damaged(p, name, NULL);
+        set_known(p, name, NULL);
     }
     pthread_mutex_unlock(&p->lock);
     return rc;

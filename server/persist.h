@@ -12,9 +12,10 @@
  * listed by srv_persist_damaged_json (GET /readyz shows it) and skipped; the others are served.
  * Without a data dir the same calls only publish (layers live in memory).
  *
- * For --watch (replicas sharing a data dir): srv_datadir_list gives each layer's stamp cheaply,
- * srv_persist_reload (re)reads one layer by name and publishes it, or unpublishes it when its
- * directory is gone.
+ * For --watch (replicas sharing a data dir): srv_persist_sync compares the data dir with what this
+ * process last loaded or wrote (a stamp per layer: inode, size and mtime of both files) and
+ * reloads what changed, unpublishes what is gone; a layer this process wrote itself is not
+ * reloaded (its version, the ETag a client holds, stays). srv_persist_reload (re)reads one layer.
  */
 #ifndef ATTND_PERSIST_H
 #define ATTND_PERSIST_H
@@ -37,12 +38,19 @@ typedef struct srv_damaged {
     char reason[sizeof ((srv_error *)0)->message];
 } srv_damaged;
 
+typedef struct srv_known {
+    char name[65];
+    srv_dd_stamp stamp;        /* of the files last loaded or written by this process          */
+} srv_known;
+
 typedef struct srv_persist {
     srv_datadir *dd;           /* NULL: layers live in memory only                             */
     srv_log_format log_format;
-    pthread_mutex_t lock;      /* serialises changes; guards damaged                           */
+    pthread_mutex_t lock;      /* serialises changes; guards damaged and known                 */
     srv_damaged *damaged;      /* layers on disk that could not be loaded                      */
     int ndamaged;
+    srv_known *known;          /* every layer on disk this process has seen, with its stamp    */
+    int nknown;
 } srv_persist;
 
 /* Opens the data dir (data_dir "" = none; read_only: never write it). NULL with err filled when
@@ -66,6 +74,12 @@ int srv_persist_load_all(srv_persist *p, srv_registry *reg, const mha_limits *li
  * before, if any, stays). */
 int srv_persist_reload(srv_persist *p, srv_registry *reg, const char *name,
                        const mha_limits *limits, srv_error *err);
+
+/* One --watch step: reloads every layer whose files changed since this process last loaded or
+ * wrote them, loads new ones, unpublishes those whose directory is gone (layers never on disk, such
+ * as --demo's, are left alone). Cheap when nothing changed (a readdir and two stats per layer).
+ * Returns the number of layers published, unpublished or found damaged. */
+int srv_persist_sync(srv_persist *p, srv_registry *reg, const mha_limits *limits);
 
 /* Saves l (a new entry for l->name) to disk, then publishes it in reg, if the current version is
  * if_version (0 = any). *replaced (may be NULL) tells whether a layer was replaced. Returns 0, or

@@ -29,6 +29,7 @@
 
 #include "check.h"
 #include "http_client.h"
+#include "persist.h"
 #include "safetensors.h"
 
 static char root[64];
@@ -190,6 +191,120 @@ static void test_restart(void)
 out:
     free(a1);
     free(b1);
+}
+
+/* The ETag of a response, without quotes, as a number (0 when absent). */
+static unsigned long long etag_of(const hc_response *r)
+{
+    char v[64] = "";
+    if (!hc_header(r, "ETag", v, sizeof v))
+        return 0;
+    return strtoull(v[0] == '"' ? v + 1 : v, NULL, 10);
+}
+
+/* Two daemons sharing a data dir, kept in step by srv_persist_sync (what --watch runs). */
+static void test_sync(void)
+{
+    char dir[128];
+    snprintf(dir, sizeof dir, "%s/shared", root);
+    srv_daemon *a = start_dir(dir), *b = start_dir(dir);
+    if (!CHECK(a && b, "two daemons on one data dir")) {
+        hc_stop(a);
+        hc_stop(b);
+        return;
+    }
+    srv_app *aa = srv_daemon_app(a), *ba = srv_daemon_app(b);
+    hc_response r;
+    hc_request(a, "PUT", "/v1/layers/x", NULL, LAYER_A, -1, NULL, &r);
+    unsigned long long v = etag_of(&r);
+    CHECK(r.status == 201, "PUT x on A");
+    hc_response_free(&r);
+    CHECK(srv_persist_sync(aa->persist, aa->registry, &aa->limits) == 0,
+          "A does not reload its own write");
+    hc_request(a, "GET", "/v1/layers/x", NULL, NULL, 0, NULL, &r);
+    CHECK(etag_of(&r) == v, "A's ETag unchanged by the sync");
+    hc_response_free(&r);
+    CHECK(srv_persist_sync(ba->persist, ba->registry, &ba->limits) == 1, "B picks up x");
+    CHECK(srv_persist_sync(ba->persist, ba->registry, &ba->limits) == 0, "then nothing changes");
+    size_t la = 0, lb = 0;
+    char *xa = get_st(a, "x", &la), *xb = get_st(b, "x", &lb);
+    CHECK(xa && xb && la == lb && memcmp(xa, xb, la) == 0, "B serves A's x bit for bit");
+    free(xa);
+    free(xb);
+
+    /* replaced on A: B follows */
+    hc_request(a, "PUT", "/v1/layers/x", NULL, LAYER_B, -1, NULL, &r);
+    hc_response_free(&r);
+    CHECK(srv_persist_sync(ba->persist, ba->registry, &ba->limits) == 1, "B reloads x");
+    hc_request(b, "GET", "/v1/layers/x", NULL, NULL, 0, NULL, &r);
+    CHECK(r.body && strstr(r.body, "\"kdim\":3"), "B has the new config: %.200s", r.body);
+    hc_response_free(&r);
+
+    /* damaged on disk: B keeps serving the version it has, and reports it */
+    char p[256];
+    snprintf(p, sizeof p, "%s/layers/x/weights.safetensors", dir);
+    CHECK(truncate(p, 100) == 0, "damage x");
+    CHECK(srv_persist_sync(ba->persist, ba->registry, &ba->limits) == 1, "B notices");
+    hc_request(b, "GET", "/v1/layers/x", NULL, NULL, 0, NULL, &r);
+    CHECK(r.status == 200, "B still serves x (%ld)", r.status);
+    hc_response_free(&r);
+    CHECK(srv_persist_damaged_count(ba->persist) == 1, "B reports x damaged");
+    CHECK(srv_persist_sync(ba->persist, ba->registry, &ba->limits) == 0,
+          "a damaged file is not re-read until it changes");
+
+    /* deleted on A: B stops serving it */
+    hc_request(a, "DELETE", "/v1/layers/x", NULL, NULL, 0, NULL, &r);
+    CHECK(r.status == 204, "DELETE x on A");
+    hc_response_free(&r);
+    CHECK(srv_persist_sync(ba->persist, ba->registry, &ba->limits) == 1, "B notices the delete");
+    hc_request(b, "GET", "/v1/layers/x", NULL, NULL, 0, NULL, &r);
+    CHECK(r.status == 404 && srv_persist_damaged_count(ba->persist) == 0,
+          "B no longer serves x (%ld)", r.status);
+    hc_response_free(&r);
+    hc_stop(a);
+    hc_stop(b);
+}
+
+/* A failed write answers 5xx and changes nothing, in memory or on disk. */
+static void test_write_failure(void)
+{
+    char dir[128], p[256];
+    snprintf(dir, sizeof dir, "%s/failing", root);
+    srv_daemon *d = start_dir(dir);
+    if (!CHECK(d, "daemon"))
+        return;
+    CHECK(put(d, "/v1/layers/a", LAYER_A) == 201, "PUT a");
+    size_t l1 = 0, l2 = 0;
+    char *w1 = get_st(d, "a", &l1);
+    /* a directory where the weights file goes: the rename of the new weights fails */
+    snprintf(p, sizeof p, "%s/layers/a/weights.safetensors", dir);
+    unlink(p);
+    mkdir(p, 0755);
+    snprintf(p, sizeof p, "%s/layers/a/weights.safetensors/x", dir);
+    FILE *f = fopen(p, "w");
+    if (f)
+        fclose(f);
+    hc_response r;
+    hc_request(d, "PUT", "/v1/layers/a", NULL, LAYER_B, -1, NULL, &r);
+    CHECK(r.status >= 500 && r.body && strstr(r.body, "could not save"),
+          "replace that cannot be written: 5xx (%ld %.200s)", r.status, r.body);
+    hc_response_free(&r);
+    char *w2 = get_st(d, "a", &l2);
+    CHECK(w1 && w2 && l1 == l2 && memcmp(w1, w2, l1) == 0, "the old layer is still served");
+    free(w1);
+    free(w2);
+    /* a file where a new layer's directory goes */
+    snprintf(p, sizeof p, "%s/layers/n", dir);
+    f = fopen(p, "w");
+    if (f)
+        fclose(f);
+    hc_request(d, "PUT", "/v1/layers/n", NULL, LAYER_A, -1, NULL, &r);
+    CHECK(r.status >= 500, "create that cannot be written: 5xx (%ld)", r.status);
+    hc_response_free(&r);
+    hc_request(d, "GET", "/v1/layers/n", NULL, NULL, 0, NULL, &r);
+    CHECK(r.status == 404, "and the layer does not exist (%ld)", r.status);
+    hc_response_free(&r);
+    hc_stop(d);
 }
 
 static float *floats_of(const json_t *t, size_t *n)
@@ -359,15 +474,6 @@ static void test_weights_io(void)
     srv_st_free(&parsed);
     free(st);
     hc_stop(d);
-}
-
-/* The ETag of a response, without quotes, as a number (0 when absent). */
-static unsigned long long etag_of(const hc_response *r)
-{
-    char v[64] = "";
-    if (!hc_header(r, "ETag", v, sizeof v))
-        return 0;
-    return strtoull(v[0] == '"' ? v + 1 : v, NULL, 10);
 }
 
 static void test_etag(void)
@@ -901,6 +1007,8 @@ int main(void)
         return 1;
     }
     test_restart();
+    test_sync();
+    test_write_failure();
     test_hand_written();
     test_weights_io();
     test_etag();
