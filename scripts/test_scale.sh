@@ -175,9 +175,11 @@ check "the layer's directory is gone from the data dir" test ! -e "$T/data/layer
 # --- a replica dies mid-burst; nginx routes around it ---------------------------------------------
 check "PUT the layer again" $GC put "$LB" scaled "$CASE"
 check "every replica serves it again" $GC follow "$ALL" scaled "$CASE" "digest:$D0" 2 absent
-check "400 forwards through nginx, replica 2 SIGKILLed after 100: no failed request" \
-    $GC burst "$LB" scaled "$CASE" 400 "digest:$D0" "${APIDS[1]}" 100
-wait "${APIDS[1]}" 2>/dev/null
+check "1000 forwards through nginx, replica 2 SIGKILLed after 300: no failed request" \
+    $GC burst "$LB" scaled "$CASE" 1000 "digest:$D0" "${APIDS[1]}" 300
+{ wait "${APIDS[1]}"; } 2>/dev/null
+retried=$(grep -cE 'upstream|connect\(\) failed' "$T/nginx/error.log")
+check "nginx met the dead replica and retried elsewhere ($retried upstream errors in its log)" test "$retried" -gt 0
 if curl -s -o /dev/null --max-time 1 "${URLS[1]}/healthz"; then
     fail "replica 2 is really gone"
 else

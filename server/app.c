@@ -112,6 +112,16 @@ srv_app *srv_app_create(const srv_options *opt, srv_error *err)
                 "data dir %s: %d layers loaded, %d damaged (skipped, listed in /readyz)",
                 opt->data_dir, n, bad);
     }
+    if (opt->watch) {
+        srv_watch_config wc = {.interval_ms = opt->watch_interval_ms,
+                               .no_inotify = opt->watch_poll,
+                               .log_format = opt->log_format};
+        app->watch = srv_watch_start(app->persist, app->registry, &app->limits, &wc, err);
+        if (!app->watch) {
+            srv_app_free(app);
+            return NULL;
+        }
+    }
     return app;
 }
 
@@ -119,6 +129,7 @@ void srv_app_free(srv_app *app)
 {
     if (!app)
         return;
+    srv_watch_free(app->watch); /* first: its thread uses the registry and the data dir */
     srv_registry_free(app->registry);
     mha_pool_free(app->pool);
     srv_persist_free(app->persist);

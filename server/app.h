@@ -19,6 +19,7 @@
 #include "options.h"
 #include "persist.h"
 #include "registry.h"
+#include "watch.h"
 
 typedef struct srv_app {
     srv_options opt;          /* copy of the options the daemon started with                 */
@@ -26,6 +27,7 @@ typedef struct srv_app {
     mha_pool *pool;           /* the engine's threads, shared by every forward pass          */
     mha_limits limits;        /* engine limits derived from the options                       */
     srv_persist *persist;     /* the data dir (or none); every layer change goes through it  */
+    srv_watch *watch;         /* --watch: follows the data dir other replicas write, or NULL */
     srv_auth auth;            /* API key, --auth-reads, --read-only                           */
     srv_metrics *metrics;     /* counters for GET /metrics                                    */
 

@@ -53,6 +53,10 @@ static const opt_spec specs[] = {
     {"demo", BOOL(demo), NULL, "create a demo layer \"demo\" (E=64, H=4, seed 0) at start"},
     {"data-dir", STR(data_dir), "DIR", "keep layers in DIR (default: in memory only)"},
     {"watch", BOOL(watch), NULL, "pick up layers that other replicas write to the data dir"},
+    {"watch-interval-ms", INT(watch_interval_ms, 10, 60000), "MS",
+     "with --watch: rescan the data dir this often even without inotify events"},
+    {"watch-poll", BOOL(watch_poll), NULL,
+     "with --watch: rescan only, no inotify (changes then show within the interval)"},
     {"api-key-file", STR(api_key_file), "FILE", "require the key in FILE for every change"},
     {"api-key", STR(api_key), "KEY", "the API key itself (prefer ATTND_API_KEY or a file)"},
     {"cors-origin", STR(cors_origin), "ORIGIN", "allow browser pages from ORIGIN (or *)"},
@@ -83,6 +87,7 @@ void srv_options_default(srv_options *opt)
     opt->blas_threads = cores;
     opt->max_inflight = cores;
     opt->queue_wait_ms = 2000;
+    opt->watch_interval_ms = 500; /* replicas follow each other within 2 s even on NFS */
     opt->timeout = 30;
     opt->max_connections = 1024;
     opt->max_body_bytes = INT64_C(256) << 20;       /* an L request is 30 MB of JSON */

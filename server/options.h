@@ -46,6 +46,8 @@ typedef struct srv_options {
     /* persistence, security, deployment (issues 4 and 6 act on these) */
     char data_dir[1024];         /* --data-dir, "" = layers in memory only                 */
     bool watch;                  /* --watch, pick up layers other replicas write            */
+    int watch_interval_ms;       /* --watch-interval-ms, full rescan period (watch.h)       */
+    bool watch_poll;             /* --watch-poll, rescan only, no inotify (NFS-like)         */
     char api_key_file[1024];     /* --api-key-file, a file holding the API key             */
     char api_key[256];           /* ATTND_API_KEY (--api-key), the key itself              */
     char cors_origin[512];       /* --cors-origin, allowed browser origin(s), "" = no CORS  */

@@ -220,13 +220,16 @@ int srv_persist_sync(srv_persist *p, srv_registry *reg, const mha_limits *limits
         return 0;
     srv_error err = {0};
     srv_dd_entry *list;
+    /* List under the lock: a listing taken before a concurrent srv_persist_put would miss the layer
+     * it writes (and sets known), and the loop below would unpublish it. */
+    pthread_mutex_lock(&p->lock);
     int n = srv_datadir_list(p->dd, &list, &err);
     if (n < 0) {
+        pthread_mutex_unlock(&p->lock);
         srv_log(p->log_format, "error", "data dir: %s", err.message);
         return 0;
     }
     int changes = 0;
-    pthread_mutex_lock(&p->lock);
     for (int i = 0; i < n; i++) {
         const srv_known *k = find_known(p, list[i].name);
         if (k && srv_dd_stamp_equal(&k->stamp, &list[i].stamp))
