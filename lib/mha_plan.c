@@ -243,6 +243,15 @@ mha_status mha_plan_forward(const mha_layer *layer, const mha_inputs *in, const 
         plan->weights_count = w;
     }
 
+    /* cblas takes int sizes and strides: the largest is a row count times a row width of the
+     * projection buffers (N·L·3E), whatever limits the caller chose. */
+    int64_t widest = E > Kd ? E : Kd, rows_max = L > S0 ? L : S0, big;
+    widest = widest > Vd ? widest : Vd;
+    if (!mha_mul_ok(N, rows_max, &big) || !mha_mul_ok(big, 3 * widest, &big) || big > INT32_MAX)
+        return mha_fail(err, MHA_ERR_LIMIT, "query",
+                        "N=%lld, L=%lld, S=%lld with %lld features is too large for one pass", (long long)N,
+                        (long long)L, (long long)S0, (long long)widest);
+
     /* Workspace (floats): projections + concat + one thread's score block; see mha_forward.c. */
     int64_t NL, NS0, proj, cat, blk, total;
     bool ok = mha_mul_ok(N, L, &NL) && mha_mul_ok(N, S0, &NS0) && mha_mul_ok(NL, E, &cat);

@@ -556,6 +556,8 @@ int srv_datadir_write(srv_datadir *dd, const char *name, const json_t *config,
                              name);
     if (!json_is_object(config))
         return srv_error_set(err, SRV_E_INTERNAL, "", "srv_datadir_write: config not an object");
+    if (dd->read_only)
+        return srv_error_set(err, SRV_E_FORBIDDEN, "", "the data dir is open read-only");
     if (path_fmt(dir, err, "%s/%s", dd->layers, name) != 0 ||
         path_fmt(wp, err, "%s/" WEIGHTS_FILE, dir) != 0 ||
         path_fmt(cp, err, "%s/" CONFIG_FILE, dir) != 0)
@@ -657,6 +659,8 @@ int srv_datadir_remove(srv_datadir *dd, const char *name, srv_error *err)
     if (!srv_dd_name_valid(name))
         return srv_error_set(err, SRV_E_BAD_NAME, "", "\"%.80s\" is not a valid layer name",
                              name);
+    if (dd->read_only)
+        return srv_error_set(err, SRV_E_FORBIDDEN, "", "the data dir is open read-only");
     unsigned n = atomic_fetch_add(&temp_counter, 1);
     if (path_fmt(dir, err, "%s/%s", dd->layers, name) != 0 ||
         path_fmt(gone, err, "%s/" DELETED_PREFIX "%s-%ld-%u", dd->layers, name, (long)getpid(),
@@ -682,6 +686,8 @@ static bool stale(const struct stat *st, time_t now, int grace)
 
 int srv_datadir_clean(srv_datadir *dd)
 {
+    if (dd->read_only)
+        return 0;
     DIR *d = opendir(dd->layers);
     if (!d)
         return 0;

@@ -111,8 +111,9 @@ int srv_datadir_write(srv_datadir *dd, const char *name, const json_t *config,
  * is not on disk is not an error. Returns 0, or -1 with err filled (SRV_E_INTERNAL). */
 int srv_datadir_remove(srv_datadir *dd, const char *name, srv_error *err);
 
-/* Removes leftovers older than temp_grace_s: temp files in layer dirs and deleted layer dirs.
- * Returns how many entries it removed. Errors are ignored (the next call tries again). */
+/* Removes leftovers older than temp_grace_s: temp files in layer dirs and deleted layer dirs
+ * (nothing when read_only; write and remove are refused then too). Returns how many entries it
+ * removed. Errors are ignored (the next call tries again). */
 int srv_datadir_clean(srv_datadir *dd);
 
 #endif

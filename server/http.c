@@ -73,6 +73,7 @@ struct req_ctx {
     bool offloaded;      /* the handler runs (or ran) on a worker                              */
     srv_response *done;  /* the worker's response, queued when the connection resumes         */
     req_ctx *next_job;
+    double queued_at;    /* srv_now() when handed to the workers                               */
     int status;
     size_t bytes_in, bytes_out;
 };
@@ -345,7 +346,22 @@ static void *worker_main(void *arg)
         srv_response *resp = malloc(sizeof *resp);
         if (resp) {
             response_init(resp);
-            dispatch(c, resp);
+            /* Every worker was busy for longer than a pass may wait for a slot: the daemon is
+             * over capacity; say so rather than let the queue grow. */
+            double waited_ms = (srv_now() - c->queued_at) * 1e3;
+            if (waited_ms > d->app->opt.queue_wait_ms) {
+                srv_error err = {0};
+                srv_error_set(&err, SRV_E_UNAVAILABLE, "",
+                              "busy: waited %.0f ms for one of %d workers (--max-inflight); retry "
+                              "shortly",
+                              waited_ms, d->nworkers);
+                if (c->req.route->error_writer)
+                    c->req.route->error_writer(resp, &err);
+                else
+                    srv_response_error(resp, &err);
+            } else {
+                dispatch(c, resp);
+            }
         }
         c->done = resp; /* NULL: out of memory, answered when resumed */
         MHD_resume_connection(c->req.conn);
@@ -364,6 +380,7 @@ static bool offload(req_ctx *c)
     c->offloaded = true;
     MHD_suspend_connection(c->req.conn);
     c->next_job = NULL;
+    c->queued_at = srv_now();
     if (d->jobs_tail)
         d->jobs_tail->next_job = c;
     else

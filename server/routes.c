@@ -28,8 +28,8 @@ const srv_route srv_routes[] = {
 
     /* Open Inference Protocol (api_v2.c): errors in the protocol's {"error": "..."} form */
     {"GET", "/v2", srv_v2_server_metadata, 0, srv_v2_error_reply},
-    {"GET", "/v2/health/live", srv_v2_health_live, 0, srv_v2_error_reply},
-    {"GET", "/v2/health/ready", srv_v2_health_ready, 0, srv_v2_error_reply},
+    {"GET", "/v2/health/live", srv_v2_health_live, SRV_ROUTE_PROBE, srv_v2_error_reply},
+    {"GET", "/v2/health/ready", srv_v2_health_ready, SRV_ROUTE_PROBE, srv_v2_error_reply},
     {"GET", "/v2/models/{name}", srv_v2_model_metadata, 0, srv_v2_error_reply},
     {"GET", "/v2/models/{name}/ready", srv_v2_model_ready, 0, srv_v2_error_reply},
     {"POST", "/v2/models/{name}/infer", srv_v2_infer, SRV_ROUTE_BODY | SRV_ROUTE_HEAVY,

@@ -369,6 +369,30 @@ static void test_open(void)
     memset(&err, 0, sizeof err);
     snprintf(p, sizeof p, "%s/nothing", root);
     CHECK(srv_datadir_open(p, true, &err) == NULL, "read-only open of a missing dir refused");
+
+    /* read-only: reads work, nothing is ever written or removed */
+    memset(&err, 0, sizeof err);
+    srv_datadir *ro = srv_datadir_open(root, true, &err);
+    if (!CHECK(ro, "read-only open: %s", err.message))
+        return;
+    small_layer a;
+    small_init(&a, 1.0f);
+    json_t *c = cfg(1);
+    CHECK(srv_datadir_write(ro, "ro", c, a.v, 4, NULL, NULL, &err) == -1 &&
+              err.code == SRV_E_FORBIDDEN,
+          "read-only: write refused");
+    memset(&err, 0, sizeof err);
+    CHECK(srv_datadir_remove(ro, "alpha", &err) == -1, "read-only: remove refused");
+    char t[256];
+    snprintf(t, sizeof t, "%s/layers/alpha/.config.json.tmp-1-1", root);
+    put_file(t, "{}", 2);
+    ro->temp_grace_s = 0;
+    CHECK(srv_datadir_clean(ro) == 0 && exists(t), "read-only: leftovers left alone");
+    srv_dd_layer l;
+    CHECK(srv_datadir_read(ro, "alpha", 1 << 20, &l, &err) == 0, "read-only: alpha reads");
+    srv_dd_layer_free(&l);
+    json_decref(c);
+    srv_datadir_free(ro);
 }
 
 int main(void)

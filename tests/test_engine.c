@@ -711,6 +711,10 @@ static void test_errors(void)
     lim.max_elements = INT64_MAX;
     expect_plan_error(layer, &in, &lim, MHA_ERR_LIMIT, "query", "element count overflow");
     in = good;
+    in.query.shape[0] = in.key.shape[0] = in.value.shape[0] = (int64_t)1 << 14;
+    in.query.shape[1] = in.key.shape[1] = in.value.shape[1] = (int64_t)1 << 14;
+    expect_plan_error(layer, &in, &lim, MHA_ERR_LIMIT, "query", "sizes past BLAS's int, under raised limits");
+    in = good;
     lim.max_elements = 40;
     expect_plan_error(layer, &in, &lim, MHA_ERR_LIMIT, "query", "query over max_elements");
 

@@ -607,6 +607,70 @@ static void test_drain(void)
     hc_stop(d);
 }
 
+static int raw_connect(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {0};
+    a.sin_family = AF_INET;
+    a.sin_port = htons((uint16_t)port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (connect(fd, (struct sockaddr *)&a, sizeof a) < 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* Stalled clients (half a header, half a body) hold up nobody, even with one HTTP thread, and are
+ * closed after --timeout. */
+static void test_slow_clients(void)
+{
+    srv_options opt;
+    hc_options(&opt);
+    opt.threads = 1;
+    opt.timeout = 1;
+    opt.demo = true;
+    srv_daemon *d = hc_start(&opt);
+    if (!CHECK(d != NULL, "daemon"))
+        return;
+    int port = srv_daemon_port(d);
+    int a = raw_connect(port), b = raw_connect(port);
+    const char *half_body = "POST /v1/layers/demo/forward HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                            "Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n"
+                            "{\"query\": [[";
+    const char *half_header = "GET /healthz HTTP/1.1\r\nHo";
+    CHECK(a >= 0 && b >= 0 && send(a, half_body, strlen(half_body), MSG_NOSIGNAL) > 0 &&
+              send(b, half_header, strlen(half_header), MSG_NOSIGNAL) > 0,
+          "two stalled clients");
+    int ok = 0;
+    for (int i = 0; i < 5; i++) {
+        hc_response r;
+        hc_request(d, "POST", "/v1/layers/demo/forward", NULL,
+                   "{\"query\": [[0,1,2,3,4,5,6,7,8,9,0,1,2,3,4,5,6,7,8,9,0,1,2,3,4,5,6,7,8,9,0,1,2,"
+                   "3,4,5,6,7,8,9,0,1,2,3,4,5,6,7,8,9,0,1,2,3,4,5,6,7,8,9,0,1,2,3]]}",
+                   -1, NULL, &r);
+        ok += r.status == 200;
+        hc_response_free(&r);
+    }
+    CHECK(ok == 5, "%d of 5 requests served beside the stalled clients", ok);
+    /* the idle timeout closes both (recv sees the end, possibly after a 408-like reply) */
+    for (int k = 0; k < 2; k++) {
+        int fd = k ? b : a;
+        char buf[512];
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        bool closed = false;
+        for (int i = 0; i < 10 && !closed; i++) {
+            if (poll(&p, 1, 1000) > 0) {
+                ssize_t n = recv(fd, buf, sizeof buf, 0);
+                closed = n <= 0;
+            }
+        }
+        CHECK(closed, "stalled client %d closed by --timeout", k);
+        close(fd);
+    }
+    hc_stop(d);
+}
+
 /* Many clients at once, some replacing the layer they use: all answers are whole and right. */
 typedef struct worker_arg {
     srv_daemon *d;
@@ -671,6 +735,7 @@ int main(void)
     test_concurrency(d);
     hc_stop(d);
     test_limits();
+    test_slow_clients();
     test_drain();
     return check_report();
 }
