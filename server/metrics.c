@@ -23,7 +23,8 @@
 static const int STATUSES[] = {200, 201, 204, 400, 401, 403, 404, 405, 409,
                                411, 413, 415, 422, 429, 500, 503};
 #define NSTATUS (int)(sizeof STATUSES / sizeof STATUSES[0])
-#define NSLOTS (NSTATUS + 5) /* + 1xx..5xx classes for the others */
+#define NSLOTS (NSTATUS + 6) /* + 1xx..5xx classes for the others, + never answered */
+#define SLOT_ABORTED (NSTATUS + 5)
 
 /* upper bounds of the latency buckets, seconds */
 static const double BUCKETS[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
@@ -78,7 +79,9 @@ static int status_slot(int status)
         if (STATUSES[i] == status)
             return i;
     int cls = status / 100;
-    return NSTATUS + (cls >= 1 && cls <= 5 ? cls - 1 : 4);
+    if (cls < 1 || cls > 5) /* 0: the client went away (or timed out) before an answer */
+        return SLOT_ABORTED;
+    return NSTATUS + cls - 1;
 }
 
 void srv_metrics_request_end(srv_metrics *m, int route, int status, double seconds,
@@ -172,6 +175,8 @@ int srv_metrics_render(srv_buf *b, const srv_metrics *m, const srv_metrics_gauge
             route_labels(b, m, r);
             if (s < NSTATUS)
                 srv_buf_printf(b, ",code=\"%d\"} %llu\n", STATUSES[s], (unsigned long long)v);
+            else if (s == SLOT_ABORTED)
+                srv_buf_printf(b, ",code=\"aborted\"} %llu\n", (unsigned long long)v);
             else
                 srv_buf_printf(b, ",code=\"%dxx\"} %llu\n", s - NSTATUS + 1,
                                (unsigned long long)v);

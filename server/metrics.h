@@ -8,7 +8,8 @@
  * Series (names follow Prometheus conventions; seconds and bytes in base units):
  *   attnd_build_info{version,revision} 1
  *   attnd_start_time_seconds                       Unix time the daemon started
- *   attnd_http_requests_total{method,route,code}   requests answered
+ *   attnd_http_requests_total{method,route,code}   requests answered (code="aborted": the client
+ *                                                  went away or timed out before the answer)
  *   attnd_http_request_duration_seconds{method,route} histogram, from request line to last byte queued
  *   attnd_http_requests_in_flight                  requests received and not yet answered
  *   attnd_http_request_bytes_total                 request body bytes read

@@ -103,6 +103,8 @@ static void test_metrics(void)
     srv_metrics_request_end(m, -1, 404, 0.0001, 0, 50);
     srv_metrics_request_begin(m);
     srv_metrics_request_end(m, 1, 418, 20.0, 5, 5);
+    srv_metrics_request_begin(m);
+    srv_metrics_request_end(m, 0, 0, 0.5, 10, 0);
     srv_metrics_forward(m, false, 1234.0);
     srv_metrics_forward(m, true, 10.0);
     srv_buf b;
@@ -122,7 +124,8 @@ static void test_metrics(void)
         "attnd_http_request_duration_seconds_count{method=\"POST\",route=\"/v1/layers/{name}/forward\"} 2\n",
         "attnd_http_request_duration_seconds_sum{method=\"POST\",route=\"/v1/layers/{name}/forward\"} 20.003",
         "attnd_http_requests_in_flight 0\n",
-        "attnd_http_request_bytes_total 105\n",
+        "attnd_http_requests_total{method=\"GET\",route=\"/v1/layers\",code=\"aborted\"} 1\n",
+        "attnd_http_request_bytes_total 115\n",
         "attnd_http_response_bytes_total 2055\n",
         "attnd_forward_passes_total{kind=\"forward\"} 1\n",
         "attnd_forward_passes_total{kind=\"trace\"} 1\n",
@@ -134,7 +137,7 @@ static void test_metrics(void)
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
         CHECK(strstr(t, want[i]) != NULL, "exposition has: %s", want[i]);
-    CHECK(strstr(t, "route=\"/v1/layers\"") == NULL, "routes never hit have no series");
+    CHECK(strstr(t, "code=\"5xx\"") == NULL, "an unanswered request is not a 5xx");
     srv_buf_free(&b);
     srv_metrics_free(m);
 }

@@ -356,8 +356,56 @@ static void test_round_trip(void)
     srv_buf_free(&out);
 }
 
+/* Random byte changes in the header and the length of a valid file: every result is either a
+ * clean parse whose tensors tile the data, or a refusal; never a crash or an overread (ASan). */
+static void test_mutations(void)
+{
+    size_t len;
+    char *orig = check_read_file(DIR "golden_bf16.safetensors", &len);
+    if (!CHECK(orig && len > 16, "read golden_bf16"))
+        return;
+    uint64_t hl = 0;
+    for (int i = 7; i >= 0; i--)
+        hl = hl << 8 | (uint8_t)orig[i];
+    uint8_t *f = malloc(len);
+    uint32_t seed = 12345;
+    int parsed = 0, refused = 0, bad = 0;
+    const char pool[] = "{}[]\":,0123456789-. eE\\aF";
+    for (int round = 0; round < 3000; round++) {
+        memcpy(f, orig, len);
+        int changes = 1 + round % 4;
+        for (int k = 0; k < changes; k++) {
+            seed = seed * 1664525u + 1013904223u;
+            size_t at = (seed >> 8) % (8 + hl); /* the length or the header */
+            seed = seed * 1664525u + 1013904223u;
+            f[at] = (seed >> 24) & 1 ? (uint8_t)pool[(seed >> 8) % (sizeof pool - 1)]
+                                     : (uint8_t)(seed >> 16);
+        }
+        srv_st st;
+        srv_error err = {0};
+        if (srv_st_parse(&st, f, len, 1 << 20, "m", &err) == 0) {
+            parsed++;
+            int64_t total = 0;
+            for (int i = 0; i < st.n; i++)
+                total += st.tensors[i].count;
+            if (total > (int64_t)len)
+                bad++;
+        } else {
+            refused++;
+            if (!err.message[0] || err.code == SRV_OK)
+                bad++;
+        }
+        srv_st_free(&st);
+    }
+    CHECK(bad == 0 && refused > 0, "3000 mutated files: %d parsed, %d refused with a message, %d bad",
+          parsed, refused, bad);
+    free(f);
+    free(orig);
+}
+
 int main(void)
 {
+    test_mutations();
     test_golden();
     test_hand_built();
     test_bad();
