@@ -2,9 +2,9 @@
  * v2_codec.c - Open Inference Protocol requests and responses for attnd's layers (see v2_codec.h).
  *
  * The request's JSON header is split with srv_json_object_scan (which validates all of it); the
- * "inputs" array is walked element by element here, each input object split again, its small
- * members (name, shape, datatype, parameters) parsed with jansson and its "data" with
- * srv_tensor_parse, which reads numbers straight from the text. Binary tensor data is used in place
+ * "inputs" array is then walked here without validating again (a table-driven skip over the
+ * numbers), each input's small members (name, shape, datatype, parameters) parsed with jansson and
+ * its "data" with srv_tensor_parse, which reads numbers straight from the text. Binary tensor data is used in place
  * when it is aligned for float and copied once when it is not.
  *
  * Binary tensors are little-endian by the protocol; this file assumes a little-endian host.
@@ -67,36 +67,115 @@ static const char *v2_skip_ws(const char *p, const char *end)
     return p;
 }
 
-/* Returns the end of the JSON object or array that starts at p (*p is '{' or '['), or NULL when
- * the text ends first. The text was validated by srv_json_object_scan before, so this only has to
- * track strings and nesting; it never reads past end whatever the input. */
-static const char *v2_skip_container(const char *p, const char *end)
+/* Byte classes for walking JSON text that srv_json_object_scan has already validated:
+ * 1 a quote, 2 an opening bracket, 3 a closing one, 0 anything else (digits, commas, ...). */
+static const unsigned char v2_class[256] = {['"'] = 1, ['['] = 2, ['{'] = 2, [']'] = 3, ['}'] = 3};
+
+/* Returns the position after the string that starts at p (*p is '"'), or NULL at end. */
+static const char *v2_skip_string(const char *p, const char *end)
 {
-    int64_t depth = 0;
-    while (p < end) {
-        char c = *p;
-        if (c == '"') {
-            p++;
-            while (p < end && *p != '"') {
-                if (*p == '\\') {
-                    if (end - p < 2)
-                        return NULL;
-                    p += 2;
-                } else {
-                    p++;
-                }
-            }
-            if (p == end)
+    for (p++; p < end; p++) {
+        if (*p == '\\') {
+            if (++p == end)
                 return NULL;
-        } else if (c == '{' || c == '[') {
+        } else if (*p == '"') {
+            return p + 1;
+        }
+    }
+    return NULL;
+}
+
+/* Returns the end of the JSON value that starts at p, or NULL when the text ends first. The text
+ * was validated before (the body's scan), so this only tracks strings and nesting, skipping runs
+ * of ordinary bytes (a tensor's numbers) with a table lookup; it never reads past end whatever the
+ * input. */
+static const char *v2_skip_value(const char *p, const char *end)
+{
+    if (p >= end)
+        return NULL;
+    if (*p == '"')
+        return v2_skip_string(p, end);
+    if (*p != '[' && *p != '{') { /* number or literal */
+        while (p < end && *p != ',' && *p != ']' && *p != '}' && *p != ' ' && *p != '\t' &&
+               *p != '\n' && *p != '\r')
+            p++;
+        return p;
+    }
+    int64_t depth = 0;
+    for (;;) {
+        while (p < end && !v2_class[(unsigned char)*p])
+            p++;
+        if (p == end)
+            return NULL;
+        switch (v2_class[(unsigned char)*p]) {
+        case 1:
+            p = v2_skip_string(p, end);
+            if (!p)
+                return NULL;
+            continue;
+        case 2:
             depth++;
-        } else if (c == '}' || c == ']') {
+            break;
+        default:
             if (--depth == 0)
                 return p + 1;
         }
         p++;
     }
-    return NULL;
+}
+
+/* Splits the object at p (*p is '{', validated text) into up to max members; *after gets the
+ * position after it. Returns the number of members, or -1 with err (a duplicate or too long key,
+ * too many members, text cut short). Unlike srv_json_object_scan it does not validate again what
+ * the body's scan already did, which matters when a member holds megabytes of numbers. */
+static int v2_object_members(srv_json_member *m, int max, const char **after, const char *p,
+                             const char *end, const char *field, srv_error *err)
+{
+    int n = 0;
+    p = v2_skip_ws(p + 1, end);
+    if (p < end && *p == '}') {
+        *after = p + 1;
+        return 0;
+    }
+    for (;;) {
+        p = v2_skip_ws(p, end);
+        if (p == end || *p != '"')
+            return srv_error_set(err, SRV_E_BAD_JSON, field, "%s: expected a member name", field);
+        if (n == max)
+            return srv_error_set(err, SRV_E_BAD_REQUEST, field, "%s has more than %d members",
+                                 field, max);
+        size_t klen;
+        const char *q = srv_json_string(p, end, m[n].key, sizeof m[n].key, &klen, p, field, err);
+        if (!q)
+            return -1;
+        if (klen >= sizeof m[n].key || strlen(m[n].key) != klen)
+            return srv_error_set(err, SRV_E_BAD_REQUEST, field, "%s has a member name that is "
+                                 "too long or holds a NUL", field);
+        for (int i = 0; i < n; i++)
+            if (strcmp(m[i].key, m[n].key) == 0)
+                return srv_error_set(err, SRV_E_BAD_JSON, field, "%s has \"%s\" twice", field,
+                                     m[n].key);
+        p = v2_skip_ws(q, end);
+        if (p == end || *p != ':')
+            return srv_error_set(err, SRV_E_BAD_JSON, field, "%s: expected ':'", field);
+        p = v2_skip_ws(p + 1, end);
+        const char *ve = v2_skip_value(p, end);
+        if (!ve)
+            return srv_error_set(err, SRV_E_BAD_JSON, field, "%s is cut short", field);
+        m[n].value = p;
+        m[n].value_len = (size_t)(ve - p);
+        n++;
+        p = v2_skip_ws(ve, end);
+        if (p < end && *p == ',') {
+            p++;
+            continue;
+        }
+        if (p < end && *p == '}') {
+            *after = p + 1;
+            return n;
+        }
+        return srv_error_set(err, SRV_E_BAD_JSON, field, "%s: expected ',' or '}'", field);
+    }
 }
 
 /* Parses a small JSON value (already validated) with jansson. New reference, or NULL with err. */
@@ -291,15 +370,9 @@ static int v2_parse_json_data(srv_v2_input *in, int id, const char *text, size_t
 
 /* One element of "inputs": {"name", "shape", "datatype", "parameters"?, "data"?}. binsize[id]
  * gets the binary_data_size, or -1 for JSON data. */
-static int v2_parse_input(srv_v2_request *req, int64_t binsize[SRV_V2_IN_COUNT], int index,
-                          const char *text, size_t len, int64_t max_elements, srv_error *err)
+static int v2_parse_input(srv_v2_request *req, int64_t binsize[SRV_V2_IN_COUNT], const char *field,
+                          const srv_json_member *m, int n, int64_t max_elements, srv_error *err)
 {
-    char field[32];
-    snprintf(field, sizeof field, "inputs[%d]", index);
-    srv_json_member m[V2_MAX_MEMBERS];
-    int n = srv_json_object_scan(text, len, field, V2_SCAN_DEPTH, m, V2_MAX_MEMBERS, err);
-    if (n < 0)
-        return -1;
     const srv_json_member *name = NULL, *shape = NULL, *dtype = NULL, *params = NULL, *data = NULL;
     for (int i = 0; i < n; i++) {
         if (strcmp(m[i].key, "name") == 0)
@@ -401,10 +474,12 @@ static int v2_parse_inputs(srv_v2_request *req, int64_t binsize[SRV_V2_IN_COUNT]
                                  "inputs[%d] must be an object {\"name\", \"shape\", "
                                  "\"datatype\", \"data\"}",
                                  index);
-        const char *elem_end = v2_skip_container(p, end);
-        if (!elem_end)
-            return srv_error_set(err, SRV_E_BAD_JSON, "inputs", "inputs[%d] is cut short", index);
-        if (v2_parse_input(req, binsize, index, p, (size_t)(elem_end - p), max_elements, err) < 0)
+        char field[32];
+        snprintf(field, sizeof field, "inputs[%d]", index);
+        srv_json_member m[V2_MAX_MEMBERS];
+        const char *elem_end = NULL;
+        int n = v2_object_members(m, V2_MAX_MEMBERS, &elem_end, p, end, field, err);
+        if (n < 0 || v2_parse_input(req, binsize, field, m, n, max_elements, err) < 0)
             return -1;
         p = v2_skip_ws(elem_end, end);
         if (p < end && *p == ',') {
@@ -772,6 +847,12 @@ int srv_v2_response_write(srv_buf *b, size_t *json_len, const srv_v2_request *re
             c *= r->shape[i];
         counts[req->outputs[k].which] = c;
     }
+    /* One allocation for the whole response: the binary part and the numbers are most of it. */
+    size_t need = 512 + strlen(model_name) * 6 + (req->id ? strlen(req->id) * 6 : 0);
+    for (int k = 0; k < req->noutputs; k++)
+        need += (size_t)counts[req->outputs[k].which] * (req->outputs[k].binary ? 4 : 18);
+    if (srv_buf_reserve(b, need) < 0)
+        return srv_error_set(err, SRV_E_NOMEM, "", "out of memory for a %zu-byte response", need);
     srv_buf_puts(b, "{\"model_name\":");
     srv_buf_json_string(b, model_name);
     srv_buf_puts(b, ",\"model_version\":");

@@ -308,6 +308,14 @@ static void test_structure_errors(void)
                    "{\"inputs\":[{\"name\":\"key\",\"shape\":[1],\"datatype\":\"FP32\","
                    "\"data\":[1]}]}",
                    NULL, 0, 400, "query");
+    expect_refused("a member twice in an input",
+                   "{\"inputs\":[{\"name\":\"query\",\"shape\":[1],\"datatype\":\"FP32\","
+                   "\"data\":[1],\"shape\":[1]}]}",
+                   NULL, 0, 400, "twice");
+    expect_refused("escaped member names are unescaped",
+                   "{\"inputs\":[{\"n\\u0061me\":\"query\",\"shape\":[1],\"datatype\":\"FP32\","
+                   "\"data\":[1],\"name\":\"key\"}]}",
+                   NULL, 0, 400, "twice");
     expect_refused("unknown member of an input",
                    "{\"inputs\":[{\"name\":\"query\",\"shape\":[1],\"datatype\":\"FP32\","
                    "\"data\":[1],\"dtype\":\"x\"}]}",
