@@ -9,6 +9,9 @@
 #include <string.h>
 #include <time.h>
 
+/* Passes below this many FLOPs (about a millisecond of one core) run on the calling thread alone. */
+#define POOL_MIN_FLOPS 2e7
+
 void srv_forward_args_init(srv_forward_args *a)
 {
     memset(a, 0, sizeof *a);
@@ -179,9 +182,11 @@ int srv_forward_run(srv_app *app, const srv_layer *layer, const srv_forward_args
     }
     /* A pass that runs alone spreads over the engine's pool (--blas-threads); passes that run at
      * the same time take one thread each (their HTTP thread), so the threads computing never
-     * outnumber the cores by more than the pool's workers for the moment two passes overlap. */
+     * outnumber the cores by more than the pool's workers for the moment two passes overlap.
+     * Small passes stay on their thread: waking the pool would cost more than it saves. */
+    mha_pool *pool = alone && out->plan.flops >= POOL_MIN_FLOPS ? app->pool : NULL;
     mha_status st = mha_forward(layer->layer, &in, &out->plan, out->output, out->attn_weights,
-                                trace ? &tr : NULL, alone ? app->pool : NULL, &me);
+                                trace ? &tr : NULL, pool, &me);
     inflight_leave(app);
     if (st == MHA_OK)
         srv_metrics_forward(app->metrics, trace, out->plan.flops);
