@@ -102,6 +102,12 @@ void mha_softmax_rows(float *x, int64_t rows, int64_t n, int64_t ld);
 /* exp(x) for n floats (out may equal in): the kernel softmax uses, exposed for its tests. */
 void mha_expf_array(float *out, const float *in, int64_t n);
 
+/* The same with a chosen instruction set, so tests can cover every kernel on one machine;
+ * false (nothing done) when this CPU lacks it. */
+typedef enum mha_isa { MHA_ISA_PORTABLE, MHA_ISA_AVX2, MHA_ISA_AVX512, MHA_ISA_COUNT } mha_isa;
+bool mha_softmax_rows_isa(mha_isa isa, float *x, int64_t rows, int64_t n, int64_t ld);
+bool mha_expf_array_isa(mha_isa isa, float *out, const float *in, int64_t n);
+
 /* Copies n floats to memory that will not be read again soon (the per-head weights output):
  * non-temporal stores when the CPU has AVX2, so they neither pollute the cache nor read the
  * destination first. Call mha_copy_stream_fence before the data is handed to another thread. */
