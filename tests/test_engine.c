@@ -532,6 +532,31 @@ static void test_concurrency(mha_pool *pool2)
     mha_layer_free(layer);
 }
 
+/* Without weights, scratch is O(N·L·E + threads·rows·S): never the [N,H,L,S] score tensor. */
+static void test_workspace_bound(void)
+{
+    const int64_t L = 2048, E = 1024;
+    float *x = calloc((size_t)(L * E), sizeof(float));
+    size_t ws[2];
+    for (int i = 0; i < 2; i++) {
+        mha_config cfg;
+        mha_config_init(&cfg, E, i ? 16 : 1);
+        mha_layer *layer = mha_layer_create(&cfg, NULL, NULL);
+        mha_inputs in = {0};
+        set_tensor(&in.query, x, true, true, 1, L, E);
+        mha_plan plan;
+        mha_plan_forward(layer, &in, NULL, &plan, NULL);
+        ws[i] = plan.workspace_bytes;
+        mha_layer_free(layer);
+    }
+    CHECK(ws[0] == ws[1], "workspace does not depend on H (%zu vs %zu)", ws[0], ws[1]);
+    /* q|k|v and concat (4·L·E floats) plus one block of at most 128 rows of S scores. */
+    CHECK(ws[1] <= (size_t)(4 * L * E + 128 * L + 1024) * sizeof(float),
+          "XL-sized workspace %zu bytes, no score matrix (H·L·S alone would be %lld bytes)", ws[1],
+          (long long)(16 * L * L * 4));
+    free(x);
+}
+
 /* need_weights and average_attn_weights must not change the output's bits (callers compare). */
 static void test_output_same_across_modes(mha_pool *pool2)
 {
@@ -852,6 +877,7 @@ int main(void)
     test_larger_cases(pool2);
     test_concurrency(pool2);
     test_output_same_across_modes(pool2);
+    test_workspace_bound();
     mha_pool_free(pool2);
     return check_report();
 }
