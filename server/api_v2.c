@@ -9,6 +9,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include "forward.h"
 #include "registry.h"
@@ -137,6 +138,14 @@ int srv_v2_infer(srv_app *app, const srv_request *req, srv_response *resp, srv_e
     srv_forward_result fr;
     memset(&vr, 0, sizeof vr);
     memset(&fr, 0, sizeof fr);
+    const char *ce = srv_request_header(req, "Content-Encoding");
+    if (ce && strcasecmp(ce, "identity") != 0) {
+        /* Triton can take gzip/deflate bodies; attnd does not decompress: say so plainly instead
+         * of failing on the compressed bytes as if they were JSON. */
+        srv_error_set(err, SRV_E_MEDIA_TYPE, "Content-Encoding",
+                      "Content-Encoding '%.32s' is not supported; send the body uncompressed", ce);
+        goto done;
+    }
     size_t header_len;
     if (srv_v2_header_length(&header_len, srv_request_header(req, "Inference-Header-Content-Length"),
                              req->body_len, err) < 0 ||

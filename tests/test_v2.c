@@ -728,6 +728,13 @@ static void test_errors(srv_daemon *d, const golden_case *c)
         CHECK_V2_ERROR(&r, 400, "twelve", "header length not a number");
         hc_response_free(&r);
     }
+    {
+        const char *hdrs[] = {"Content-Encoding: gzip", NULL};
+        hc_opts o = {.headers = hdrs};
+        hc_request(d, "POST", "/v2/models/e/infer", NULL, dt, -1, &o, &r);
+        CHECK_V2_ERROR(&r, 415, "gzip", "compressed body");
+        hc_response_free(&r);
+    }
     /* header length shorter than the JSON: the JSON part is cut */
     post(d, "/v2/models/e/infer", body.p, body.len - 1, hl - 5, &r);
     CHECK(r.status == 400 && is_v2_error(&r, 400, ""), "header length inside the JSON: %ld %s",
