@@ -771,6 +771,14 @@ static void test_errors(srv_daemon *d, const golden_case *c)
         hc_response_free(&r);
     }
 
+    /* no body at all (neither Content-Length nor chunked): 411 in the protocol's dialect */
+    {
+        const char *raw = "POST /v2/models/e/infer HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                          "Connection: close\r\n\r\n";
+        char reply[2048] = "";
+        int st = hc_raw(srv_daemon_port(d), raw, strlen(raw), 2000, reply, sizeof reply);
+        CHECK(st == 411 && strstr(reply, "{\"error\":\""), "no body: %d %.300s", st, reply);
+    }
     /* a body over --max-body-bytes: 413 in the protocol's dialect */
     {
         srv_app *app = srv_daemon_app(d);

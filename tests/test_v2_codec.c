@@ -699,6 +699,51 @@ static void test_metadata(void)
     srv_buf_free(&b);
 }
 
+/* Every prefix of a valid request, and every single-byte change of it, is parsed or refused with
+ * a 4xx, never a crash or a read out of bounds (the ASan build runs this too). */
+static void test_robustness(void)
+{
+    const char *json = "{\"id\":\"r\",\"parameters\":{\"is_causal\":true},\"inputs\":["
+                       "{\"name\":\"query\",\"shape\":[1,2,2],\"datatype\":\"FP32\","
+                       "\"data\":[[[1,2.5e-1],[-3E+2,4]]]},"
+                       "{\"name\":\"attn_mask\",\"shape\":[2,2],\"datatype\":\"BOOL\","
+                       "\"parameters\":{\"binary_data_size\":4}}],"
+                       "\"outputs\":[{\"name\":\"output\",\"parameters\":{\"binary_data\":true}}]}";
+    unsigned char bin[4] = {0, 1, 1, 0};
+    size_t hl = strlen(json), n = hl + sizeof bin;
+    char *buf = malloc(n);
+    int refused = 0, bad_status = 0, accepted = 0;
+    for (size_t cut = 0; cut <= n; cut++) {
+        for (int mode = 0; mode < 2; mode++) {
+            memcpy(buf, json, hl);
+            memcpy(buf + hl, bin, sizeof bin);
+            /* mode 0: the body cut at `cut`; mode 1: the byte at `cut` changed */
+            size_t len = mode == 0 ? cut : n;
+            if (mode == 1 && cut < n)
+                buf[cut] = (char)(buf[cut] ^ 0x5a);
+            char *copy = malloc(len ? len : 1); /* exact size: ASan sees any overread */
+            memcpy(copy, buf, len);
+            srv_v2_request req;
+            srv_error err = {0};
+            size_t h = hl < len ? hl : len;
+            if (srv_v2_request_parse(&req, copy, len, h, MAXEL, &err) == 0) {
+                accepted++;
+                srv_v2_request_free(&req);
+            } else {
+                refused++;
+                int st = srv_error_status(err.code);
+                if (st < 400 || st >= 500)
+                    bad_status++;
+            }
+            free(copy);
+        }
+    }
+    CHECK(bad_status == 0, "every refusal is a 4xx (%d were not)", bad_status);
+    CHECK(refused > 0 && accepted > 0, "some changes refused (%d), the intact body accepted (%d)",
+          refused, accepted);
+    free(buf);
+}
+
 int main(void)
 {
     test_protocol_request_example();
@@ -712,5 +757,6 @@ int main(void)
     test_parameters_and_outputs();
     test_response_writer();
     test_metadata();
+    test_robustness();
     return check_report();
 }
