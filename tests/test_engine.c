@@ -441,8 +441,8 @@ static void test_random_cases(mha_pool *pool2)
 /* A larger case so the pool really splits GEMMs and row blocks (L > block, several tasks). */
 static void test_larger_cases(mha_pool *pool2)
 {
-    const int shapes[][5] = {/* E, H, N, L, S0 */ {64, 4, 2, 150, 150}, {96, 3, 1, 70, 1100}, {128, 8, 3, 33, 40}};
-    for (int s = 0; s < 3; s++) {
+    const int shapes[][5] = {/* E, H, N, L, S0 */ {64, 4, 2, 150, 150}, {96, 3, 1, 70, 1100}, {128, 8, 3, 33, 40}, {32, 2, 1, 300, 300}};
+    for (int s = 0; s < 4; s++) {
         for (int variant = 0; variant < 4; variant++) {
             tcase tc;
             memset(&tc, 0, sizeof tc);
