@@ -224,12 +224,15 @@ static void attention_task(void *arg, int64_t task, int slot)
         /* Always normalised before weights·v, even when nobody reads the weights (scaling the
          * rows·hd outputs instead would save a pass, but then need_weights would change the
          * output's last bits, and callers compare outputs across modes). */
-        mha_softmax_rows(sc, m, ncols, S);
+        /* Per-head weights go straight from the softmax to the output when no column is left
+         * to fill (the causal skip fills its zeros in the block, then copies). */
+        const bool fused_copy = f->per_head && ncols == S;
+        mha_softmax_rows(sc, m, ncols, S, fused_copy ? f->weights + bhl * S : NULL);
         if (f->weights || trace_weights)
             fill_cols(sc, m, S, ncols, 0.0f);
         if (trace_weights)
             memcpy(trace_weights + bhl * S, sc, (size_t)(m * S) * sizeof(float));
-        if (f->per_head)
+        if (f->per_head && !fused_copy)
             mha_copy_stream(f->weights + bhl * S, sc, m * S);
         if (avg) {
             if (h == 0)
