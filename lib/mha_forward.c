@@ -61,17 +61,17 @@ static void gemm_add(gemm_set *set, const float *A, int64_t lda, const float *W,
     *g = (gemm_job){A, lda, W, bias, C, ldc, M, Nc, K, 1, 1, set->ntasks};
     double work = (double)M * (double)Nc * (double)K;
     if (threads > 1 && work >= 1 << 20) {
-        /* Several tiles per thread, so a thread slowed by a neighbour on the machine hands its
-         * share to the other instead of holding up the pass; tiles of at least 64 rows (or
-         * columns when there are few rows) keep each sgemm efficient. */
-        int64_t want = 4 * (int64_t)threads;
-        if (M / 64 >= threads)
-            g->row_parts = M / 64 < want ? M / 64 : want;
-        else {
-            int64_t cols = Nc / 64 > threads ? Nc / 64 : threads;
-            g->col_parts = cols < want ? cols : want;
-            if (g->col_parts > Nc / 16)
-                g->col_parts = Nc / 16 > 0 ? Nc / 16 : 1;
+        /* Two tiles per thread, so a thread slowed by a neighbour on the machine hands part of
+         * its share to the other. Each tile makes OpenBLAS repack the operand it shares with the
+         * other tiles (all of W for row tiles, all of A for column tiles): splitting the longer
+         * side keeps that below ~1/(4·side) of the work. Tiles keep at least 64 rows/columns. */
+        int64_t want = 2 * (int64_t)threads, side = M >= Nc ? M : Nc;
+        int64_t parts = side / 64 < want ? side / 64 : want;
+        if (parts > 1) {
+            if (M >= Nc)
+                g->row_parts = parts;
+            else
+                g->col_parts = parts;
         }
     }
     set->ntasks += g->row_parts * g->col_parts;
@@ -224,12 +224,15 @@ static void attention_task(void *arg, int64_t task, int slot)
         /* Always normalised before weights·v, even when nobody reads the weights (scaling the
          * rows·hd outputs instead would save a pass, but then need_weights would change the
          * output's last bits, and callers compare outputs across modes). */
-        mha_softmax_rows(sc, m, ncols, S);
+        /* Per-head weights go straight from the softmax to the output when no column is left
+         * to fill (the causal skip fills its zeros in the block, then copies). */
+        const bool fused_copy = f->per_head && ncols == S;
+        mha_softmax_rows(sc, m, ncols, S, fused_copy ? f->weights + bhl * S : NULL);
         if (f->weights || trace_weights)
             fill_cols(sc, m, S, ncols, 0.0f);
         if (trace_weights)
             memcpy(trace_weights + bhl * S, sc, (size_t)(m * S) * sizeof(float));
-        if (f->per_head)
+        if (f->per_head && !fused_copy)
             mha_copy_stream(f->weights + bhl * S, sc, m * S);
         if (avg) {
             if (h == 0)

@@ -96,11 +96,11 @@ static mha_status check_mask(const char *field, const mha_mask *m, int ndim, con
 /* Rows of score scratch each thread works on at once (see mha_forward.c). */
 int64_t mha_row_block(const mha_plan *plan)
 {
-    /* About 512 KiB of scores (L2-sized), 16 to 128 rows: fewer rows and OpenBLAS's packing of
-     * K and V (redone every call) starts to cost; more and the block leaves L2 (measured on
-     * XL and L). Then at least 4 tasks where rows allow and the work is worth splitting, so
+    /* About 1 MiB of scores (L2-sized on Zen 4/5), 16 to 128 rows: OpenBLAS repacks a head's K
+     * and V on every call, about 1/(2·rows) of the attention's work, so fewer rows cost more;
+     * much more and the block leaves L2 (measured on XL: 128 rows ~7% faster than 64). Then at least 4 tasks where rows allow and the work is worth splitting, so
      * two threads both get work. */
-    int64_t rb = ((int64_t)1 << 17) / (plan->S > 0 ? plan->S : 1);
+    int64_t rb = ((int64_t)1 << 18) / (plan->S > 0 ? plan->S : 1);
     rb = rb < 16 ? 16 : rb > 128 ? 128 : rb / 16 * 16;
     while (rb > 16 && plan->N * ((plan->L + rb - 1) / rb) < 4 && plan->L * plan->S * plan->E >= 1 << 20)
         rb -= 16;

@@ -441,8 +441,8 @@ static void test_random_cases(mha_pool *pool2)
 /* A larger case so the pool really splits GEMMs and row blocks (L > block, several tasks). */
 static void test_larger_cases(mha_pool *pool2)
 {
-    const int shapes[][5] = {/* E, H, N, L, S0 */ {64, 4, 2, 150, 150}, {96, 3, 1, 70, 1100}, {128, 8, 3, 33, 40}};
-    for (int s = 0; s < 3; s++) {
+    const int shapes[][5] = {/* E, H, N, L, S0 */ {64, 4, 2, 150, 150}, {96, 3, 1, 70, 1100}, {128, 8, 3, 33, 40}, {32, 2, 1, 300, 300}};
+    for (int s = 0; s < 4; s++) {
         for (int variant = 0; variant < 4; variant++) {
             tcase tc;
             memset(&tc, 0, sizeof tc);
@@ -530,6 +530,31 @@ static void test_concurrency(mha_pool *pool2)
     free(want);
     free(x);
     mha_layer_free(layer);
+}
+
+/* Without weights, scratch is O(N·L·E + threads·rows·S): never the [N,H,L,S] score tensor. */
+static void test_workspace_bound(void)
+{
+    const int64_t L = 2048, E = 1024;
+    float *x = calloc((size_t)(L * E), sizeof(float));
+    size_t ws[2];
+    for (int i = 0; i < 2; i++) {
+        mha_config cfg;
+        mha_config_init(&cfg, E, i ? 16 : 1);
+        mha_layer *layer = mha_layer_create(&cfg, NULL, NULL);
+        mha_inputs in = {0};
+        set_tensor(&in.query, x, true, true, 1, L, E);
+        mha_plan plan;
+        mha_plan_forward(layer, &in, NULL, &plan, NULL);
+        ws[i] = plan.workspace_bytes;
+        mha_layer_free(layer);
+    }
+    CHECK(ws[0] == ws[1], "workspace does not depend on H (%zu vs %zu)", ws[0], ws[1]);
+    /* q|k|v and concat (4·L·E floats) plus one block of at most 128 rows of S scores. */
+    CHECK(ws[1] <= (size_t)(4 * L * E + 128 * L + 1024) * sizeof(float),
+          "XL-sized workspace %zu bytes, no score matrix (H·L·S alone would be %lld bytes)", ws[1],
+          (long long)(16 * L * L * 4));
+    free(x);
 }
 
 /* need_weights and average_attn_weights must not change the output's bits (callers compare). */
@@ -852,6 +877,7 @@ int main(void)
     test_larger_cases(pool2);
     test_concurrency(pool2);
     test_output_same_across_modes(pool2);
+    test_workspace_bound();
     mha_pool_free(pool2);
     return check_report();
 }
