@@ -103,13 +103,13 @@ bench: $(BUILD)/attnd $(BENCH_BIN)
 	@BUILD=$(BUILD) bench/run.sh
 
 test-container:
-	scripts/test_container.sh
+	bash scripts/test_container.sh
 
 test-scale: $(BUILD)/attnd
-	ATTND_BIN=$(BUILD)/attnd scripts/test_scale.sh
+	ATTND_BIN=$(BUILD)/attnd bash scripts/test_scale.sh
 
 bench-scale: $(BUILD)/attnd
-	ATTND_BIN=$(BUILD)/attnd scripts/bench_scale.sh
+	ATTND_BIN=$(BUILD)/attnd bash scripts/bench_scale.sh
 
 fuzz:
 	fuzz/build.sh

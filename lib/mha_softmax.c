@@ -21,8 +21,8 @@
 #define MHA_HAVE_AVX2_KERNEL 1
 #endif
 
-#define EXP_HI 88.0f          /* inputs are clamped here: exp(88) is finite in float     */
-#define EXP_LO -87.336544f    /* ln(FLT_MIN): below this the result is flushed to 0       */
+#define EXP_HI 88.0f       /* inputs are clamped here: exp(88) is finite in float     */
+#define EXP_LO -87.336544f /* ln(FLT_MIN): below this the result is flushed to 0       */
 #define LOG2E 1.44269504088896341f
 #define LN2_HI 0.693359375f
 #define LN2_LO -2.12194440e-4f
@@ -49,11 +49,14 @@ static inline float expf_portable(float x)
     p = p * r + P4;
     p = p * r + P5;
     p = p * r * r + r + 1.0f;
-    union { uint32_t u; float f; } two = {.u = (uint32_t)((int32_t)n + 127) << 23};
+    union {
+        uint32_t u;
+        float f;
+    } two = {.u = (uint32_t)((int32_t)n + 127) << 23};
     return p * two.f;
 }
 
-static void softmax_rows_portable(float *x, int64_t rows, int64_t n, int64_t ld)
+static void softmax_rows_portable(float *x, int64_t rows, int64_t n, int64_t ld, float *dst)
 {
     for (int64_t r = 0; r < rows; r++) {
         float *row = x + r * ld;
@@ -62,6 +65,8 @@ static void softmax_rows_portable(float *x, int64_t rows, int64_t n, int64_t ld)
             max = row[j] > max ? row[j] : max;
         if (max == -INFINITY) {
             memset(row, 0, (size_t)n * sizeof(float));
+            if (dst)
+                memset(dst + r * ld, 0, (size_t)n * sizeof(float));
             continue;
         }
         float sum = 0.0f;
@@ -72,6 +77,8 @@ static void softmax_rows_portable(float *x, int64_t rows, int64_t n, int64_t ld)
         float inv = 1.0f / sum;
         for (int64_t j = 0; j < n; j++)
             row[j] *= inv;
+        if (dst)
+            memcpy(dst + r * ld, row, (size_t)n * sizeof(float));
     }
 }
 
@@ -92,12 +99,13 @@ __attribute__((target("avx2,fma"))) static inline __m256 exp_avx2(__m256 x)
     p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(P4));
     p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(P5));
     p = _mm256_fmadd_ps(_mm256_mul_ps(p, r), r, _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
-    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    __m256i e =
+        _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
     return _mm256_and_ps(_mm256_mul_ps(p, _mm256_castsi256_ps(e)), keep);
 }
 
 __attribute__((target("avx2,fma"))) static void softmax_rows_avx2(float *x, int64_t rows, int64_t n,
-                                                                   int64_t ld)
+                                                                  int64_t ld, float *dst)
 {
     for (int64_t r = 0; r < rows; r++) {
         float *row = x + r * ld;
@@ -113,6 +121,8 @@ __attribute__((target("avx2,fma"))) static void softmax_rows_avx2(float *x, int6
             max = row[j] > max ? row[j] : max;
         if (max == -INFINITY) {
             memset(row, 0, (size_t)n * sizeof(float));
+            if (dst)
+                memset(dst + r * ld, 0, (size_t)n * sizeof(float));
             continue;
         }
         __m256 vm = _mm256_set1_ps(max);
@@ -137,14 +147,31 @@ __attribute__((target("avx2,fma"))) static void softmax_rows_avx2(float *x, int6
         s4 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
         s4 = _mm_add_ss(s4, _mm_shuffle_ps(s4, s4, 1));
         __m256 inv = _mm256_set1_ps(1.0f / _mm_cvtss_f32(s4));
-        for (j = 0; j + 8 <= n; j += 8)
-            _mm256_storeu_ps(row + j, _mm256_mul_ps(_mm256_loadu_ps(row + j), inv));
-        for (; j < n; j++)
+        float *out = dst ? dst + r * ld : NULL;
+        if (out && ((uintptr_t)out & 31) == 0) { /* the weights output: streamed, not cached */
+            for (j = 0; j + 8 <= n; j += 8) {
+                __m256 v = _mm256_mul_ps(_mm256_loadu_ps(row + j), inv);
+                _mm256_storeu_ps(row + j, v);
+                _mm256_stream_ps(out + j, v);
+            }
+        } else {
+            for (j = 0; j + 8 <= n; j += 8) {
+                __m256 v = _mm256_mul_ps(_mm256_loadu_ps(row + j), inv);
+                _mm256_storeu_ps(row + j, v);
+                if (out)
+                    _mm256_storeu_ps(out + j, v);
+            }
+        }
+        for (; j < n; j++) {
             row[j] *= _mm256_cvtss_f32(inv);
+            if (out)
+                out[j] = row[j];
+        }
     }
 }
 
-__attribute__((target("avx2,fma"))) static void expf_array_avx2(float *out, const float *in, int64_t n)
+__attribute__((target("avx2,fma"))) static void expf_array_avx2(float *out, const float *in,
+                                                                int64_t n)
 {
     int64_t j = 0;
     for (; j + 8 <= n; j += 8)
@@ -159,7 +186,8 @@ __attribute__((target("avx2,fma"))) static void expf_array_avx2(float *out, cons
     }
 }
 
-__attribute__((target("avx2"))) static void copy_stream_avx2(float *dst, const float *src, int64_t n)
+__attribute__((target("avx2"))) static void copy_stream_avx2(float *dst, const float *src,
+                                                             int64_t n)
 {
     int64_t j = 0;
     while (j < n && ((uintptr_t)(dst + j) & 31)) { /* up to the first 32-byte boundary */
@@ -190,12 +218,13 @@ __attribute__((target("avx512f"))) static inline __m512 exp_avx512(__m512 x)
     p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(P4));
     p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(P5));
     p = _mm512_fmadd_ps(_mm512_mul_ps(p, r), r, _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
-    __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
+    __m512i e =
+        _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
     return _mm512_maskz_mov_ps(keep, _mm512_mul_ps(p, _mm512_castsi512_ps(e)));
 }
 
-__attribute__((target("avx512f"))) static void softmax_rows_avx512(float *x, int64_t rows, int64_t n,
-                                                                   int64_t ld)
+__attribute__((target("avx512f"))) static void
+softmax_rows_avx512(float *x, int64_t rows, int64_t n, int64_t ld, float *dst)
 {
     const int64_t body = n / 16 * 16;
     const __mmask16 tail = (__mmask16)((1u << (n - body)) - 1);
@@ -210,6 +239,8 @@ __attribute__((target("avx512f"))) static void softmax_rows_avx512(float *x, int
         float max = _mm512_reduce_max_ps(vmax);
         if (max == -INFINITY) {
             memset(row, 0, (size_t)n * sizeof(float));
+            if (dst)
+                memset(dst + r * ld, 0, (size_t)n * sizeof(float));
             continue;
         }
         __m512 vm = _mm512_set1_ps(max);
@@ -220,20 +251,38 @@ __attribute__((target("avx512f"))) static void softmax_rows_avx512(float *x, int
             vsum = _mm512_add_ps(vsum, e);
         }
         if (tail) {
-            __m512 e = exp_avx512(_mm512_sub_ps(_mm512_mask_loadu_ps(neg_inf, tail, row + body), vm));
+            __m512 e =
+                exp_avx512(_mm512_sub_ps(_mm512_mask_loadu_ps(neg_inf, tail, row + body), vm));
             _mm512_mask_storeu_ps(row + body, tail, e);
             vsum = _mm512_add_ps(vsum, e); /* masked-off lanes are exp(-inf) = 0 */
         }
         __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(vsum));
-        for (int64_t j = 0; j < body; j += 16)
-            _mm512_storeu_ps(row + j, _mm512_mul_ps(_mm512_loadu_ps(row + j), inv));
-        if (tail)
-            _mm512_mask_storeu_ps(row + body, tail,
-                                  _mm512_mul_ps(_mm512_maskz_loadu_ps(tail, row + body), inv));
+        float *out = dst ? dst + r * ld : NULL;
+        if (out && ((uintptr_t)out & 63) == 0) { /* the weights output: streamed, not cached */
+            for (int64_t j = 0; j < body; j += 16) {
+                __m512 v = _mm512_mul_ps(_mm512_loadu_ps(row + j), inv);
+                _mm512_storeu_ps(row + j, v);
+                _mm512_stream_ps(out + j, v);
+            }
+        } else {
+            for (int64_t j = 0; j < body; j += 16) {
+                __m512 v = _mm512_mul_ps(_mm512_loadu_ps(row + j), inv);
+                _mm512_storeu_ps(row + j, v);
+                if (out)
+                    _mm512_storeu_ps(out + j, v);
+            }
+        }
+        if (tail) {
+            __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(tail, row + body), inv);
+            _mm512_mask_storeu_ps(row + body, tail, v);
+            if (out)
+                _mm512_mask_storeu_ps(out + body, tail, v);
+        }
     }
 }
 
-__attribute__((target("avx512f"))) static void expf_array_avx512(float *out, const float *in, int64_t n)
+__attribute__((target("avx512f"))) static void expf_array_avx512(float *out, const float *in,
+                                                                 int64_t n)
 {
     int64_t j = 0;
     for (; j + 16 <= n; j += 16)
@@ -267,32 +316,32 @@ static mha_isa best_isa(void)
     return MHA_ISA_PORTABLE;
 }
 
-bool mha_softmax_rows_isa(mha_isa isa, float *x, int64_t rows, int64_t n, int64_t ld)
+bool mha_softmax_rows_isa(mha_isa isa, float *x, int64_t rows, int64_t n, int64_t ld, float *dst)
 {
     switch (isa) {
 #ifdef MHA_HAVE_AVX2_KERNEL
     case MHA_ISA_AVX512:
         if (!have_avx512())
             return false;
-        softmax_rows_avx512(x, rows, n, ld);
+        softmax_rows_avx512(x, rows, n, ld, dst);
         return true;
     case MHA_ISA_AVX2:
         if (!have_avx2())
             return false;
-        softmax_rows_avx2(x, rows, n, ld);
+        softmax_rows_avx2(x, rows, n, ld, dst);
         return true;
 #endif
     case MHA_ISA_PORTABLE:
-        softmax_rows_portable(x, rows, n, ld);
+        softmax_rows_portable(x, rows, n, ld, dst);
         return true;
     default:
         return false;
     }
 }
 
-void mha_softmax_rows(float *x, int64_t rows, int64_t n, int64_t ld)
+void mha_softmax_rows(float *x, int64_t rows, int64_t n, int64_t ld, float *dst)
 {
-    mha_softmax_rows_isa(best_isa(), x, rows, n, ld);
+    mha_softmax_rows_isa(best_isa(), x, rows, n, ld, dst);
 }
 
 bool mha_expf_array_isa(mha_isa isa, float *out, const float *in, int64_t n)

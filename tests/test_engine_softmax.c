@@ -9,6 +9,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static const char *const isa_names[MHA_ISA_COUNT] = {"portable", "avx2", "avx512"};
 
@@ -27,9 +28,11 @@ static void test_expf(mha_isa isa)
     CHECK(worst < 4e-7, "%s: expf relative error %g over [-87, 0]", isa_names[isa], worst);
     float special[5] = {-INFINITY, -200.0f, -88.0f, 0.0f, 10.0f}, out[5];
     mha_expf_array_isa(isa, out, special, 5);
-    CHECK(out[0] == 0.0f && out[1] == 0.0f, "%s: exp(-inf) and exp(-200) are exactly 0", isa_names[isa]);
+    CHECK(out[0] == 0.0f && out[1] == 0.0f, "%s: exp(-inf) and exp(-200) are exactly 0",
+          isa_names[isa]);
     CHECK(out[3] == 1.0f, "%s: exp(0) == 1 (got %.9g)", isa_names[isa], out[3]);
-    CHECK(fabs(out[4] - exp(10.0)) / exp(10.0) < 4e-7, "%s: exp(10) (got %.9g)", isa_names[isa], out[4]);
+    CHECK(fabs(out[4] - exp(10.0)) / exp(10.0) < 4e-7, "%s: exp(10) (got %.9g)", isa_names[isa],
+          out[4]);
 }
 
 static void test_softmax_rows(mha_isa isa)
@@ -51,7 +54,20 @@ static void test_softmax_rows(mha_isa isa)
                 sum += exp(x[48 + t] - mx);
             want[j] = (float)(exp(x[48 + j] - mx) / sum);
         }
-        mha_softmax_rows_isa(isa, x, 3, len, 48);
+        /* A copy goes to dst too: 64-byte aligned (streamed) for odd lengths, unaligned else. */
+        float *dst_mem = aligned_alloc(64, 4 * 48 * sizeof(float));
+        float *dst = dst_mem + (len % 2 ? 0 : 1);
+        for (int j = 0; j < 3 * 48; j++)
+            dst[j] = -7.0f;
+        mha_softmax_rows_isa(isa, x, 3, len, 48, dst);
+        mha_copy_stream_fence();
+        bool copied = true;
+        for (int r = 0; r < 3; r++)
+            for (int j = 0; j < 48; j++)
+                copied &= j < len ? dst[r * 48 + j] == x[r * 48 + j] : dst[r * 48 + j] == -7.0f;
+        CHECK(copied, "%s: dst gets exactly the row's result and nothing past it (len %d)",
+              isa_names[isa], len);
+        free(dst_mem);
         char what[64];
         snprintf(what, sizeof what, "%s softmax row of %d", isa_names[isa], len);
         CHECK_CLOSE_ARRAY(what, x + 48, want, len);
@@ -82,5 +98,11 @@ int main(void)
         test_softmax_rows((mha_isa)isa);
     }
     CHECK(ran >= 1, "the portable kernels always run");
+    float a[40], b[40];
+    for (int i = 0; i < 40; i++)
+        a[i] = (float)i;
+    mha_copy_stream(b + 1, a, 37); /* unaligned start, odd length */
+    mha_copy_stream_fence();
+    CHECK(!memcmp(b + 1, a, 37 * sizeof(float)), "mha_copy_stream copies exactly");
     return check_report();
 }
