@@ -5,6 +5,7 @@
 #   make test       build and run every test; ends with "N passed, N failed"
 #   make asan       the whole suite under AddressSanitizer + UBSan (in build-asan/)
 #   make bench      engine and HTTP benchmarks (bench/); never part of the tests
+#   make fuzz       build the libFuzzer harnesses in build-fuzz/ (clang; fuzz/run.sh NAME SECONDS runs one)
 #   make golden     regenerate tests/golden/ from torch (needs /usr/bin/python3 with torch)
 #   make test-container  build the Docker image with podman and check it (root; scripts/test_container.sh)
 #   make test-scale      three replicas + nginx on loopback, --watch, a replica killed (scripts/test_scale.sh)
@@ -49,7 +50,7 @@ BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 DEB_PKGS  := gcc make libmicrohttpd-dev libjansson-dev libopenblas-dev libcurl4-openssl-dev curl
 DEPS_STAMP := $(BUILD)/.deps-ok
 
-.PHONY: all deps run test asan ubsan bench golden clean format test-container test-scale bench-scale
+.PHONY: all deps run test asan ubsan bench golden clean format fuzz test-container test-scale bench-scale
 all: $(BUILD)/attnd
 
 deps: $(DEPS_STAMP)
@@ -102,13 +103,16 @@ bench: $(BUILD)/attnd $(BENCH_BIN)
 	@BUILD=$(BUILD) bench/run.sh
 
 test-container:
-	scripts/test_container.sh
+	bash scripts/test_container.sh
 
 test-scale: $(BUILD)/attnd
-	ATTND_BIN=$(BUILD)/attnd scripts/test_scale.sh
+	ATTND_BIN=$(BUILD)/attnd bash scripts/test_scale.sh
 
 bench-scale: $(BUILD)/attnd
-	ATTND_BIN=$(BUILD)/attnd scripts/bench_scale.sh
+	ATTND_BIN=$(BUILD)/attnd bash scripts/bench_scale.sh
+
+fuzz:
+	fuzz/build.sh
 
 golden:
 	/usr/bin/python3 tests/gen_golden.py
@@ -117,7 +121,7 @@ format:
 	clang-format -i lib/*.[ch] server/*.[ch] tests/*.c tests/support/*.[ch] bench/*.c
 
 clean:
-	rm -rf build build-asan build-ubsan
+	rm -rf build build-asan build-ubsan build-fuzz
 
 .SECONDARY:
 

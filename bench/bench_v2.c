@@ -224,7 +224,8 @@ int main(void)
 
     double *ms[4];
     size_t resp_len[4] = {0};
-    float *got = malloc((size_t)count * sizeof(float)), *first = malloc((size_t)count * sizeof(float));
+    float *got = malloc((size_t)count * sizeof(float)),
+          *first = malloc((size_t)count * sizeof(float));
     bool same = true;
     for (int a = 0; a < 4; a++)
         ms[a] = calloc((size_t)reps, sizeof(double));

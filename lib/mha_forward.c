@@ -7,16 +7,19 @@
  * buffer of row width W sits at b·bs + i·rs with (bs, rs) = (L·W, W) batch-first, (W, N·W) else.
  *
  * Attention core: one task per (batch, block of query rows); the task loops over heads and holds
- * only a [rows, S] block of scores (or writes them straight into the per-head weights output), so
- * without weights working memory does not grow with H·L·S. Scores = q·kᵀ (q already divided by
- * √hd, as torch does), masks added, softmax in place, then weights·v into the head's columns of
- * the concat buffer. The keys add_bias_kv and add_zero_attn append are not in the k/v buffers: their
- * score column is computed by a dot product (bias_k) or is 0 (zero key), and their value is added
- * separately (bias_v; the zero value adds nothing).
+ * only a [rows, S] block of scores per thread, so without weights working memory does not grow
+ * with H·L·S. Scores = q·kᵀ (q already divided by √hd, as torch does), masks added, softmax in
+ * place, then weights·v into the head's columns of the concat buffer. Per-head weights leave the
+ * block through the softmax's last pass (non-temporal stores); averaged ones are summed over heads
+ * in the output, then divided by H. With is_causal (and no appended keys) the keys past a block's
+ * last row are skipped. The keys add_bias_kv and add_zero_attn append are not in the k/v buffers:
+ * their score column is computed by a dot product (bias_k) or is 0 (zero key), and their value is
+ * added separately (bias_v; the zero value adds nothing).
  *
  * Every GEMM is a single-threaded cblas_sgemm call made from the pool's threads; the pool splits
  * the projections into row or column blocks and the attention into (batch, row block) tasks.
- * Scratch: one allocation per pass (plan.workspace_bytes + one score block per further thread).
+ * Scratch: one allocation per pass (plan.workspace_bytes + one score block per further thread),
+ * reused from the pool's cache when it is big enough.
  */
 #include "mha_forward_internal.h"
 
@@ -26,14 +29,14 @@
 #include <string.h>
 
 /* ---------------------------------------------------------------------------------------------- */
-/* Parallel GEMM: C[M,Nc] = bias + A[M,K]·W[Nc,K]ᵀ, tiled over the pool                            */
+/* Parallel GEMM: C[M,Nc] = bias + A[M,K]·W[Nc,K]ᵀ, tiled over the pool */
 
 typedef struct gemm_job {
-    const float *A;      /* [M,K], row stride lda  */
+    const float *A; /* [M,K], row stride lda  */
     int64_t lda;
-    const float *W;      /* [Nc,K] contiguous      */
-    const float *bias;   /* [Nc] or NULL (zero)    */
-    float *C;            /* [M,Nc], row stride ldc */
+    const float *W;    /* [Nc,K] contiguous      */
+    const float *bias; /* [Nc] or NULL (zero)    */
+    float *C;          /* [M,Nc], row stride ldc */
     int64_t ldc;
     int64_t M, Nc, K;
     int64_t row_parts, col_parts, first_task;
@@ -61,17 +64,17 @@ static void gemm_add(gemm_set *set, const float *A, int64_t lda, const float *W,
     *g = (gemm_job){A, lda, W, bias, C, ldc, M, Nc, K, 1, 1, set->ntasks};
     double work = (double)M * (double)Nc * (double)K;
     if (threads > 1 && work >= 1 << 20) {
-        /* Several tiles per thread, so a thread slowed by a neighbour on the machine hands its
-         * share to the other instead of holding up the pass; tiles of at least 64 rows (or
-         * columns when there are few rows) keep each sgemm efficient. */
-        int64_t want = 4 * (int64_t)threads;
-        if (M / 64 >= threads)
-            g->row_parts = M / 64 < want ? M / 64 : want;
-        else {
-            int64_t cols = Nc / 64 > threads ? Nc / 64 : threads;
-            g->col_parts = cols < want ? cols : want;
-            if (g->col_parts > Nc / 16)
-                g->col_parts = Nc / 16 > 0 ? Nc / 16 : 1;
+        /* Two tiles per thread, so a thread slowed by a neighbour on the machine hands part of
+         * its share to the other. Each tile makes OpenBLAS repack the operand it shares with the
+         * other tiles (all of W for row tiles, all of A for column tiles): splitting the longer
+         * side keeps that below ~1/(4·side) of the work. Tiles keep at least 64 rows/columns. */
+        int64_t want = 2 * (int64_t)threads, side = M >= Nc ? M : Nc;
+        int64_t parts = side / 64 < want ? side / 64 : want;
+        if (parts > 1) {
+            if (M >= Nc)
+                g->row_parts = parts;
+            else
+                g->col_parts = parts;
         }
     }
     set->ntasks += g->row_parts * g->col_parts;
@@ -110,13 +113,13 @@ typedef struct fwd {
     const mha_inputs *in;
     const mha_trace *trace;
     int64_t N, L, S0, S, E, H, hd, rb, nblk;
-    float *q, *k, *v, *cat;             /* projected rows and concat, input row order        */
+    float *q, *k, *v, *cat; /* projected rows and concat, input row order        */
     int64_t q_bs, q_rs, k_bs, k_rs, v_bs, v_rs, c_bs, c_rs; /* batch and row strides (floats) */
-    float *weights;                     /* [N,H,L,S] per head, [N,L,S] averaged, or NULL     */
+    float *weights; /* [N,H,L,S] per head, [N,L,S] averaged, or NULL     */
     bool per_head;
-    float *scratch;                     /* [threads][slot_floats]                            */
+    float *scratch; /* [threads][slot_floats]                            */
     int64_t slot_floats;
-    float qscale;                       /* √hd as float, as torch divides by it               */
+    float qscale; /* √hd as float, as torch divides by it               */
 } fwd;
 
 static inline float mask_val(const void *m, mha_mask_type t, int64_t j)
@@ -167,7 +170,7 @@ static void attention_task(void *arg, int64_t task, int slot)
     const int64_t S0 = f->S0, S = f->S, H = f->H, hd = f->hd, L = f->L, E = f->E;
     const int64_t b = task / f->nblk, i0 = (task % f->nblk) * f->rb;
     const int64_t m = L - i0 < f->rb ? L - i0 : f->rb;
-    float *qb = f->q + b * f->q_bs + i0 * f->q_rs;     /* row r at qb + r·q_rs */
+    float *qb = f->q + b * f->q_bs + i0 * f->q_rs; /* row r at qb + r·q_rs */
     const float *kb = f->k + b * f->k_bs;
     const float *vb = f->v + b * f->v_bs;
     float *cb = f->cat + b * f->c_bs + i0 * f->c_rs;
@@ -224,12 +227,15 @@ static void attention_task(void *arg, int64_t task, int slot)
         /* Always normalised before weights·v, even when nobody reads the weights (scaling the
          * rows·hd outputs instead would save a pass, but then need_weights would change the
          * output's last bits, and callers compare outputs across modes). */
-        mha_softmax_rows(sc, m, ncols, S);
+        /* Per-head weights go straight from the softmax to the output when no column is left
+         * to fill (the causal skip fills its zeros in the block, then copies). */
+        const bool fused_copy = f->per_head && ncols == S;
+        mha_softmax_rows(sc, m, ncols, S, fused_copy ? f->weights + bhl * S : NULL);
         if (f->weights || trace_weights)
             fill_cols(sc, m, S, ncols, 0.0f);
         if (trace_weights)
             memcpy(trace_weights + bhl * S, sc, (size_t)(m * S) * sizeof(float));
-        if (f->per_head)
+        if (f->per_head && !fused_copy)
             mha_copy_stream(f->weights + bhl * S, sc, m * S);
         if (avg) {
             if (h == 0)
@@ -259,7 +265,7 @@ static void attention_task(void *arg, int64_t task, int slot)
 }
 
 /* ---------------------------------------------------------------------------------------------- */
-/* Trace copies (small shapes only: the server caps trace sizes)                                   */
+/* Trace copies (small shapes only: the server caps trace sizes) */
 
 /* Copies rows [0,len) of a batch of a strided buffer (columns [col, col+w)) into dst rows. */
 static void copy_rows(float *dst, const float *src, int64_t bs, int64_t rs, int64_t b, int64_t len,
@@ -283,8 +289,8 @@ static void trace_projections(const fwd *f)
             copy_rows(st[MHA_TRACE_V_PROJ] + b * S0 * E, f->v, f->v_bs, f->v_rs, b, S0, 0, E);
         for (int64_t h = 0; h < H; h++) {
             if (st[MHA_TRACE_Q_HEADS])
-                copy_rows(st[MHA_TRACE_Q_HEADS] + (b * H + h) * L * hd, f->q, f->q_bs, f->q_rs, b, L,
-                          h * hd, hd);
+                copy_rows(st[MHA_TRACE_Q_HEADS] + (b * H + h) * L * hd, f->q, f->q_bs, f->q_rs, b,
+                          L, h * hd, hd);
             for (int kv = 0; kv < 2; kv++) {
                 float *dst = st[kv ? MHA_TRACE_V_HEADS : MHA_TRACE_K_HEADS];
                 if (!dst)
@@ -311,8 +317,8 @@ static void trace_outputs(const fwd *f, const float *output)
     const int64_t N = f->N, L = f->L, E = f->E, H = f->H, hd = f->hd;
     for (int64_t b = 0; b < N; b++) {
         for (int64_t h = 0; h < H && st[MHA_TRACE_HEAD_OUTPUTS]; h++)
-            copy_rows(st[MHA_TRACE_HEAD_OUTPUTS] + (b * H + h) * L * hd, f->cat, f->c_bs, f->c_rs, b,
-                      L, h * hd, hd);
+            copy_rows(st[MHA_TRACE_HEAD_OUTPUTS] + (b * H + h) * L * hd, f->cat, f->c_bs, f->c_rs,
+                      b, L, h * hd, hd);
         if (st[MHA_TRACE_CONCAT])
             copy_rows(st[MHA_TRACE_CONCAT] + b * L * E, f->cat, f->c_bs, f->c_rs, b, L, 0, E);
         if (st[MHA_TRACE_OUTPUT]) /* the output has the concat's row order */
@@ -348,15 +354,24 @@ mha_status mha_forward(const mha_layer *layer, const mha_inputs *in, const mha_p
     if (!layer || !in || !plan || !output)
         return mha_fail(err, MHA_ERR_ARG, "forward", "forward: NULL layer, inputs, plan or output");
     if (in->need_weights && !attn_weights)
-        return mha_fail(err, MHA_ERR_ARG, "attn_weights", "need_weights is set but attn_weights is NULL");
+        return mha_fail(err, MHA_ERR_ARG, "attn_weights",
+                        "need_weights is set but attn_weights is NULL");
     const mha_config *cfg = &layer->cfg;
     if (plan->flops < 4e6)
         pool = NULL; /* a pass this small is done before the pool's threads would wake up */
     const int threads = mha_pool_threads(pool);
     fwd f = {
-        .layer = layer, .in = in, .trace = trace,
-        .N = plan->N, .L = plan->L, .S0 = plan->S0, .S = plan->S, .E = plan->E, .H = plan->H,
-        .hd = plan->hd, .rb = mha_row_block(plan),
+        .layer = layer,
+        .in = in,
+        .trace = trace,
+        .N = plan->N,
+        .L = plan->L,
+        .S0 = plan->S0,
+        .S = plan->S,
+        .E = plan->E,
+        .H = plan->H,
+        .hd = plan->hd,
+        .rb = mha_row_block(plan),
         .weights = in->need_weights ? attn_weights : NULL,
         .per_head = in->need_weights && !in->average_attn_weights,
         .qscale = (float)sqrt((double)plan->hd),
@@ -370,13 +385,14 @@ mha_status mha_forward(const mha_layer *layer, const mha_inputs *in, const mha_p
     if (!mha_mul_ok(f.slot_floats * (int64_t)sizeof(float), threads - 1, &extra) ||
         !mha_add_ok((int64_t)plan->workspace_bytes, extra, &bytes) ||
         bytes > layer->limits.max_workspace_bytes)
-        return mha_fail(err, MHA_ERR_LIMIT, "query", "this pass needs more than %lld bytes of scratch",
+        return mha_fail(err, MHA_ERR_LIMIT, "query",
+                        "this pass needs more than %lld bytes of scratch",
                         (long long)layer->limits.max_workspace_bytes);
     mha_scratch scratch;
     float *work = mha_pool_scratch_get(pool, &scratch, (size_t)bytes);
     if (!work)
-        return mha_fail(err, MHA_ERR_NOMEM, "query", "out of memory allocating %lld bytes of scratch",
-                        (long long)bytes);
+        return mha_fail(err, MHA_ERR_NOMEM, "query",
+                        "out of memory allocating %lld bytes of scratch", (long long)bytes);
     float *cursor = work;
 
     const mha_tensor *qt = &in->query;

@@ -43,19 +43,19 @@ const char *mha_shape_str(char *buf, size_t size, int ndim, const int64_t *shape
 /* Layers                                                                                         */
 
 struct mha_layer {
-    mha_config cfg;                          /* kdim, vdim resolved                            */
-    mha_limits limits;                       /* the limits the layer was created under         */
+    mha_config cfg;    /* kdim, vdim resolved                            */
+    mha_limits limits; /* the limits the layer was created under         */
     int nparams;
     mha_param_info info[MHA_MAX_PARAMS];
-    float *param[MHA_MAX_PARAMS];            /* into data                                      */
-    float *data;                             /* every parameter, one allocation                */
+    float *param[MHA_MAX_PARAMS]; /* into data                                      */
+    float *data;                  /* every parameter, one allocation                */
     /* Shortcuts into data (NULL when the config has no such parameter). */
-    const float *w_in;                       /* [3E,E] packed                                  */
-    const float *w_q, *w_k, *w_v;            /* [E,E], [E,Kd], [E,Vd] (into w_in when packed)  */
-    const float *b_in;                       /* [3E]                                           */
-    const float *bias_k, *bias_v;            /* [E] each                                       */
-    const float *w_out;                      /* [E,E]                                          */
-    const float *b_out;                      /* [E]                                            */
+    const float *w_in;            /* [3E,E] packed                                  */
+    const float *w_q, *w_k, *w_v; /* [E,E], [E,Kd], [E,Vd] (into w_in when packed)  */
+    const float *b_in;            /* [3E]                                           */
+    const float *bias_k, *bias_v; /* [E] each                                       */
+    const float *w_out;           /* [E,E]                                          */
+    const float *b_out;           /* [E]                                            */
 };
 
 /* ---------------------------------------------------------------------------------------------- */
@@ -96,11 +96,20 @@ void mha_pool_scratch_put(mha_pool *pool, mha_scratch *s);
 
 /* In place over each of rows rows of n floats (row r at x + r·ld): x = exp(x - max) / sum.
  * A row whose maximum is -inf (every key masked) becomes all zeros. Scores may hold -inf, never
- * NaN or +inf. Vectorised with AVX2/FMA when the CPU has them (chosen at run time). */
-void mha_softmax_rows(float *x, int64_t rows, int64_t n, int64_t ld);
+ * NaN or +inf. dst (NULL or rows of the same stride ld) gets a copy of the result, written with
+ * non-temporal stores where aligned (the per-head weights output: never read back soon, and
+ * saves a second pass over the block). Call mha_copy_stream_fence before handing dst over.
+ * AVX-512F or AVX2/FMA when the CPU has them (chosen at run time). */
+void mha_softmax_rows(float *x, int64_t rows, int64_t n, int64_t ld, float *dst);
 
 /* exp(x) for n floats (out may equal in): the kernel softmax uses, exposed for its tests. */
 void mha_expf_array(float *out, const float *in, int64_t n);
+
+/* The same with a chosen instruction set, so tests can cover every kernel on one machine;
+ * false (nothing done) when this CPU lacks it. */
+typedef enum mha_isa { MHA_ISA_PORTABLE, MHA_ISA_AVX2, MHA_ISA_AVX512, MHA_ISA_COUNT } mha_isa;
+bool mha_softmax_rows_isa(mha_isa isa, float *x, int64_t rows, int64_t n, int64_t ld, float *dst);
+bool mha_expf_array_isa(mha_isa isa, float *out, const float *in, int64_t n);
 
 /* Copies n floats to memory that will not be read again soon (the per-head weights output):
  * non-temporal stores when the CPU has AVX2, so they neither pollute the cache nor read the

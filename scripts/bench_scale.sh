@@ -51,7 +51,7 @@ wait_up() {
     return 1
 }
 create_s() {
-    curl -fsS -o /dev/null -X PUT "$1/v1/layers/s" \
+    curl -fsS -o /dev/null -X PUT -H "Content-Type: application/json" "$1/v1/layers/s" \
         -d '{"config": {"embed_dim": 64, "num_heads": 4}, "init": {"method": "xavier_uniform", "seed": 0}}'
 }
 run_wrk() { # run_wrk LABEL URL
@@ -68,7 +68,7 @@ start_nginx() { # start_nginx PORT...: nginx with docker/nginx.conf in front of 
     local ups="" p
     for p in "$@"; do ups="$ups        server 127.0.0.1:$p max_fails=3 fail_timeout=5s;\n"; done
     # Swap the three compose replicas for the given ports, keep every other line of the file.
-    awk -v ups="$ups" '/^\s*server attnd1:8080/{printf "%s", ups; next} /^\s*server attnd[0-9]:8080/{next} {print}' \
+    awk -v ups="$ups" '/^[ \t]*server attnd1:8080/{printf "%s", ups; next} /^[ \t]*server attnd[0-9]:8080/{next} {print}' \
         docker/nginx.conf |
         sed -e "s#listen 8080;#listen 127.0.0.1:$PN;#" -e "s#/var/run/nginx.pid#$conf/nginx.pid#" \
             -e "s#/var/log/nginx/access.log#off#" -e "s#/var/log/nginx#$conf#g" \

@@ -122,8 +122,9 @@ def main():
         elif "sleep" in pre:
             pre_s = int(pre["sleep"]["seconds"])
         grace = int(pod.get("terminationGracePeriodSeconds", 30))
-        check(pre_s > 0 and grace >= pre_s + 10,
-              "preStop waits %d s, then SIGTERM has %d s to drain (terminationGracePeriodSeconds %d)" % (pre_s, grace - pre_s, grace))
+        drain = int(env.get("ATTND_DRAIN_TIMEOUT", {}).get("value", 30))
+        check(pre_s > 0 and grace > pre_s + drain,
+              "preStop %d s + drain timeout %d s fit in terminationGracePeriodSeconds %d" % (pre_s, drain, grace))
         mounts = {m["name"]: m["mountPath"] for m in c.get("volumeMounts", [])}
         vols = {v["name"]: v for v in pod.get("volumes", [])}
         data_vol = [n for n, p in mounts.items() if p == "/data"]
@@ -160,6 +161,10 @@ def main():
         check(str(env.get("ATTND_WATCH")) in ("1", "true") and env.get("ATTND_HOST") == "0.0.0.0",
               "%s: ATTND_WATCH on, listens on 0.0.0.0" % n)
         check("healthcheck" in s and "--healthcheck" in s["healthcheck"]["test"], "%s: health check" % n)
+        g = re.match(r"(\d+)s$", str(s.get("stop_grace_period", "10s")))
+        d = int(env.get("ATTND_DRAIN_TIMEOUT", 30))
+        check(g is not None and int(g.group(1)) > d,
+              "%s: stop_grace_period %s > drain timeout %d s" % (n, s.get("stop_grace_period"), d))
         vols.add(tuple(v for v in s.get("volumes", []) if v.endswith(":/data")))
     check(len(vols) == 1 and len(next(iter(vols))) == 1, "replicas share one /data volume")
     nginx = [n for n, s in svcs.items() if "nginx" in str(s.get("image", ""))]

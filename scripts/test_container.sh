@@ -47,7 +47,7 @@ done
 if [ -n "$missing" ]; then
     echo "installing:$missing"
     DEBIAN_FRONTEND=noninteractive apt-get update -q >/dev/null &&
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $missing >/dev/null ||
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -q $missing >/dev/null ||
         { fail "install$missing"; finish; }
 fi
 

@@ -9,6 +9,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include "forward.h"
 #include "registry.h"
@@ -28,8 +29,7 @@ void srv_v2_error_reply(srv_response *resp, const srv_error *err)
         srv_response_header(resp, "Retry-After", "1");
 }
 
-int srv_v2_server_metadata(srv_app *app, const srv_request *req, srv_response *resp,
-                           srv_error *err)
+int srv_v2_server_metadata(srv_app *app, const srv_request *req, srv_response *resp, srv_error *err)
 {
     srv_buf_puts(&resp->body, "{\"name\":\"attnd\",\"version\":");
     srv_buf_json_string(&resp->body, ATTND_VERSION);
@@ -49,7 +49,7 @@ int srv_v2_health_ready(srv_app *app, const srv_request *req, srv_response *resp
         __atomic_load_n(&app->draining, __ATOMIC_ACQUIRE))
         return srv_error_set(err, SRV_E_UNAVAILABLE, "", "not ready: the server is %s",
                              __atomic_load_n(&app->draining, __ATOMIC_ACQUIRE) ? "shutting down"
-                                                                              : "starting");
+                                                                               : "starting");
     srv_buf_puts(&resp->body, "{\"ready\":true}");
     return 0;
 }
@@ -77,8 +77,7 @@ static srv_layer *v2_model(srv_app *app, const srv_request *req, char version[24
     return l;
 }
 
-int srv_v2_model_metadata(srv_app *app, const srv_request *req, srv_response *resp,
-                          srv_error *err)
+int srv_v2_model_metadata(srv_app *app, const srv_request *req, srv_response *resp, srv_error *err)
 {
     char version[24];
     srv_layer *l = v2_model(app, req, version, err);
@@ -137,8 +136,17 @@ int srv_v2_infer(srv_app *app, const srv_request *req, srv_response *resp, srv_e
     srv_forward_result fr;
     memset(&vr, 0, sizeof vr);
     memset(&fr, 0, sizeof fr);
+    const char *ce = srv_request_header(req, "Content-Encoding");
+    if (ce && strcasecmp(ce, "identity") != 0) {
+        /* Triton can take gzip/deflate bodies; attnd does not decompress: say so plainly instead
+         * of failing on the compressed bytes as if they were JSON. */
+        srv_error_set(err, SRV_E_MEDIA_TYPE, "Content-Encoding",
+                      "Content-Encoding '%.32s' is not supported; send the body uncompressed", ce);
+        goto done;
+    }
     size_t header_len;
-    if (srv_v2_header_length(&header_len, srv_request_header(req, "Inference-Header-Content-Length"),
+    if (srv_v2_header_length(&header_len,
+                             srv_request_header(req, "Inference-Header-Content-Length"),
                              req->body_len, err) < 0 ||
         srv_v2_request_parse(&vr, req->body, req->body_len, header_len,
                              app->opt.max_tensor_elements, err) < 0)
@@ -154,8 +162,7 @@ int srv_v2_infer(srv_app *app, const srv_request *req, srv_response *resp, srv_e
     memcpy(res[SRV_V2_OUT_OUTPUT].shape, fr.plan.out_shape, sizeof fr.plan.out_shape);
     res[SRV_V2_OUT_ATTN_WEIGHTS].data = fr.attn_weights;
     res[SRV_V2_OUT_ATTN_WEIGHTS].ndim = fr.plan.weights_ndim;
-    memcpy(res[SRV_V2_OUT_ATTN_WEIGHTS].shape, fr.plan.weights_shape,
-           sizeof fr.plan.weights_shape);
+    memcpy(res[SRV_V2_OUT_ATTN_WEIGHTS].shape, fr.plan.weights_shape, sizeof fr.plan.weights_shape);
     size_t json_len;
     if (srv_v2_response_write(&resp->body, &json_len, &vr, l->name, version, res, err) < 0)
         goto done;

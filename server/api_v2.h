@@ -21,8 +21,7 @@ int srv_v2_server_metadata(srv_app *app, const srv_request *req, srv_response *r
 int srv_v2_health_live(srv_app *app, const srv_request *req, srv_response *resp, srv_error *err);
 int srv_v2_health_ready(srv_app *app, const srv_request *req, srv_response *resp, srv_error *err);
 /* {name} and the optional {version} come from the route's placeholders. */
-int srv_v2_model_metadata(srv_app *app, const srv_request *req, srv_response *resp,
-                          srv_error *err);
+int srv_v2_model_metadata(srv_app *app, const srv_request *req, srv_response *resp, srv_error *err);
 int srv_v2_model_ready(srv_app *app, const srv_request *req, srv_response *resp, srv_error *err);
 int srv_v2_infer(srv_app *app, const srv_request *req, srv_response *resp, srv_error *err);
 

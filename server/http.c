@@ -531,6 +531,33 @@ static enum MHD_Result on_headers(req_ctx *c)
     return MHD_YES;
 }
 
+static int hex_digit(char c)
+{
+    return c >= '0' && c <= '9' ? c - '0'
+         : c >= 'a' && c <= 'f' ? c - 'a' + 10
+         : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                : -1;
+}
+
+/* Percent-decodes the URL path and query in place, as libmicrohttpd's default does, except "%00":
+ * decoded, it would end the C string the handlers see, so "/v1/layers/a%00b" would act on layer
+ * "a". It is kept as the three characters, which no route or layer name accepts. */
+static size_t unescape_keep_nul(void *cls, struct MHD_Connection *conn, char *s)
+{
+    char *w = s;
+    for (const char *r = s; *r;) {
+        int hi, lo;
+        if (r[0] == '%' && (hi = hex_digit(r[1])) >= 0 && (lo = hex_digit(r[2])) >= 0 && (hi | lo)) {
+            *w++ = (char)(hi << 4 | lo);
+            r += 3;
+        } else {
+            *w++ = *r++;
+        }
+    }
+    *w = '\0';
+    return (size_t)(w - s);
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
                                   const char *method, const char *version,
                                   const char *upload_data, size_t *upload_data_size, void **con_cls)
@@ -729,6 +756,7 @@ srv_daemon *srv_daemon_start(const srv_options *opt, srv_error *err)
         {MHD_OPTION_CONNECTION_MEMORY_LIMIT, (intptr_t)(256 * 1024), NULL},
         {MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_completed, d},
         {MHD_OPTION_LISTENING_ADDRESS_REUSE, 1, NULL},
+        {MHD_OPTION_UNESCAPE_CALLBACK, (intptr_t)unescape_keep_nul, NULL},
         {opt->threads > 1 ? MHD_OPTION_THREAD_POOL_SIZE : MHD_OPTION_END,
          (intptr_t)opt->threads, NULL},
         {MHD_OPTION_END, 0, NULL},

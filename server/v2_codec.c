@@ -4,8 +4,8 @@
  * The request's JSON header is split with srv_json_object_scan (which validates all of it); the
  * "inputs" array is then walked here without validating again (a table-driven skip over the
  * numbers), each input's small members (name, shape, datatype, parameters) parsed with jansson and
- * its "data" with srv_tensor_parse, which reads numbers straight from the text. Binary tensor data is used in place
- * when it is aligned for float and copied once when it is not.
+ * its "data" with srv_tensor_parse, which reads numbers straight from the text. Binary tensor data
+ * is used in place when it is aligned for float and copied once when it is not.
  *
  * Binary tensors are little-endian by the protocol; this file assumes a little-endian host.
  */
@@ -25,7 +25,7 @@
 #error "v2_codec.c reads and writes binary tensors as host floats: little-endian hosts only"
 #endif
 
-#define V2_SCAN_DEPTH (SRV_TENSOR_MAX_DIMS + 8) /* body > inputs > input > data nesting     */
+#define V2_SCAN_DEPTH (SRV_TENSOR_MAX_DIMS + 8) /* body > inputs > input > data nesting */
 #define V2_MAX_MEMBERS 16
 
 static const char *const v2_input_names[SRV_V2_IN_COUNT] = {
@@ -149,8 +149,10 @@ static int v2_object_members(srv_json_member *m, int max, const char **after, co
         if (!q)
             return -1;
         if (klen >= sizeof m[n].key || strlen(m[n].key) != klen)
-            return srv_error_set(err, SRV_E_BAD_REQUEST, field, "%s has a member name that is "
-                                 "too long or holds a NUL", field);
+            return srv_error_set(err, SRV_E_BAD_REQUEST, field,
+                                 "%s has a member name that is "
+                                 "too long or holds a NUL",
+                                 field);
         for (int i = 0; i < n; i++)
             if (strcmp(m[i].key, m[n].key) == 0)
                 return srv_error_set(err, SRV_E_BAD_JSON, field, "%s has \"%s\" twice", field,
@@ -211,8 +213,8 @@ static int v2_parse_parameters(srv_v2_request *req, bool *need_weights, bool *ne
         if (!v)
             continue;
         if (!json_is_boolean(v)) {
-            srv_error_set(err, SRV_E_BAD_REQUEST, flags[i],
-                          "parameters.%s must be true or false", flags[i]);
+            srv_error_set(err, SRV_E_BAD_REQUEST, flags[i], "parameters.%s must be true or false",
+                          flags[i]);
             goto error;
         }
         *dst[i] = json_is_true(v);
@@ -270,8 +272,7 @@ error:
 }
 
 /* "datatype": FP32 for every input, BOOL for the masks too. */
-static int v2_parse_datatype(srv_v2_input *in, int id, const char *text, size_t len,
-                             srv_error *err)
+static int v2_parse_datatype(srv_v2_input *in, int id, const char *text, size_t len, srv_error *err)
 {
     const char *name = v2_input_names[id];
     json_t *s = v2_json_load(text, len, name, err);
@@ -348,10 +349,10 @@ static int v2_parse_json_data(srv_v2_input *in, int id, const char *text, size_t
         return -1;
     char a[96], b[96];
     if (in->json.count != in->count)
-        return srv_error_set(err, SRV_E_SHAPE, name,
-                             "input '%s' has shape %s (%" PRId64 " elements) but its data holds %" PRId64,
-                             name, v2_shape_str(a, sizeof a, in->ndim, in->shape), in->count,
-                             in->json.count);
+        return srv_error_set(
+            err, SRV_E_SHAPE, name,
+            "input '%s' has shape %s (%" PRId64 " elements) but its data holds %" PRId64, name,
+            v2_shape_str(a, sizeof a, in->ndim, in->shape), in->count, in->json.count);
     if (in->json.ndim > 1 && (in->json.ndim != in->ndim ||
                               memcmp(in->json.shape, in->shape, sizeof(int64_t) * in->ndim) != 0))
         return srv_error_set(err, SRV_E_SHAPE, name,
@@ -427,8 +428,8 @@ static int v2_parse_input(srv_v2_request *req, int64_t binsize[SRV_V2_IN_COUNT],
         v2_parse_shape(in, nm, shape->value, shape->value_len, max_elements, err) < 0)
         return -1;
     binsize[id] = -1;
-    if (params && v2_parse_input_parameters(&binsize[id], nm, params->value, params->value_len,
-                                            err) < 0)
+    if (params &&
+        v2_parse_input_parameters(&binsize[id], nm, params->value, params->value_len, err) < 0)
         return -1;
     if (binsize[id] >= 0) {
         if (data)
@@ -439,12 +440,12 @@ static int v2_parse_input(srv_v2_request *req, int64_t binsize[SRV_V2_IN_COUNT],
         int64_t esize = in->dtype == SRV_DTYPE_F32 ? 4 : 1;
         if (binsize[id] / esize != in->count || binsize[id] % esize != 0) {
             char a[96];
-            return srv_error_set(err, SRV_E_SHAPE, nm,
-                                 "input '%s' has shape %s and datatype %s, so %" PRId64
-                                 " bytes of binary data, but parameters.binary_data_size is %" PRId64,
-                                 nm, v2_shape_str(a, sizeof a, in->ndim, in->shape),
-                                 in->dtype == SRV_DTYPE_F32 ? "FP32" : "BOOL", in->count * esize,
-                                 binsize[id]);
+            return srv_error_set(
+                err, SRV_E_SHAPE, nm,
+                "input '%s' has shape %s and datatype %s, so %" PRId64
+                " bytes of binary data, but parameters.binary_data_size is %" PRId64,
+                nm, v2_shape_str(a, sizeof a, in->ndim, in->shape),
+                in->dtype == SRV_DTYPE_F32 ? "FP32" : "BOOL", in->count * esize, binsize[id]);
         }
         in->binary = true;
         return 0;
@@ -507,14 +508,16 @@ static int v2_parse_outputs(srv_v2_request *req, bool binary_data_output, const 
     }
     size_t i;
     json_t *o;
-    json_array_foreach(arr, i, o) {
+    json_array_foreach(arr, i, o)
+    {
         const char *key;
         json_t *v;
         if (!json_is_object(o)) {
             srv_error_set(err, SRV_E_BAD_REQUEST, "outputs", "outputs[%zu] must be an object", i);
             goto error;
         }
-        json_object_foreach(o, key, v) {
+        json_object_foreach(o, key, v)
+        {
             if (strcmp(key, "name") != 0 && strcmp(key, "parameters") != 0) {
                 srv_error_set(err, SRV_E_UNKNOWN_FIELD, "outputs",
                               "outputs[%zu] has an unknown member \"%.64s\"; an output has name "
@@ -597,11 +600,12 @@ static int v2_check_values(const srv_v2_input *in, int id, srv_error *err)
     for (int64_t i = 0; i < in->count; i++) {
         if (isfinite(f[i]) || (mask && f[i] == -INFINITY))
             continue;
-        return srv_error_set(err, SRV_E_BAD_VALUE, name,
-                             "input '%s': element %" PRId64 " is %s; %s", name, i,
-                             isnan(f[i]) ? "NaN" : f[i] > 0 ? "+inf" : "-inf",
-                             mask ? "an FP32 mask may hold finite numbers and -inf"
-                                  : "values must be finite");
+        return srv_error_set(
+            err, SRV_E_BAD_VALUE, name, "input '%s': element %" PRId64 " is %s; %s", name, i,
+            isnan(f[i]) ? "NaN"
+            : f[i] > 0  ? "+inf"
+                        : "-inf",
+            mask ? "an FP32 mask may hold finite numbers and -inf" : "values must be finite");
     }
     return 0;
 }
@@ -645,8 +649,8 @@ static int v2_attach_binary(srv_v2_request *req, const int64_t binsize[SRV_V2_IN
             in->copy = malloc(size ? size : 1);
             if (!in->copy)
                 return srv_error_set(err, SRV_E_NOMEM, v2_input_names[id],
-                                     "out of memory for input '%s' (%zu bytes)",
-                                     v2_input_names[id], size);
+                                     "out of memory for input '%s' (%zu bytes)", v2_input_names[id],
+                                     size);
             memcpy(in->copy, p, size);
             in->data = in->copy;
         } else {
@@ -888,8 +892,7 @@ int srv_v2_response_write(srv_buf *b, size_t *json_len, const srv_v2_request *re
     return 0;
 }
 
-int srv_v2_metadata_write(srv_buf *b, const char *name, const char *version,
-                          const mha_config *cfg)
+int srv_v2_metadata_write(srv_buf *b, const char *name, const char *version, const mha_config *cfg)
 {
     int64_t E = cfg->embed_dim;
     int64_t Kd = cfg->kdim ? cfg->kdim : E, Vd = cfg->vdim ? cfg->vdim : E;

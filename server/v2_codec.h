@@ -49,38 +49,39 @@ typedef enum srv_v2_output_id {
     SRV_V2_OUT_COUNT
 } srv_v2_output_id;
 
-/* Static names: "query", ..., "attn_mask"; "output", "attn_weights". NULL for an index out of range. */
+/* Static names: "query", ..., "attn_mask"; "output", "attn_weights". NULL for an index out of
+ * range. */
 const char *srv_v2_input_name(int id);
 const char *srv_v2_output_name(int id);
 
 typedef struct srv_v2_input {
     bool present;
-    bool binary;                        /* the data came from the binary part of the body     */
-    srv_dtype dtype;                    /* FP32 -> SRV_DTYPE_F32, BOOL -> SRV_DTYPE_BOOL      */
+    bool binary;     /* the data came from the binary part of the body */
+    srv_dtype dtype; /* FP32 -> SRV_DTYPE_F32, BOOL -> SRV_DTYPE_BOOL */
     int ndim;
-    int64_t shape[SRV_TENSOR_MAX_DIMS]; /* as the request declared it                         */
-    int64_t count;                      /* product of shape                                    */
+    int64_t shape[SRV_TENSOR_MAX_DIMS]; /* as the request declared it */
+    int64_t count;                      /* product of shape */
     const void *data;                   /* float[count] | uint8_t[count]: points into the body
                                            (binary and aligned: borrowed, so the body must
-                                           outlive the request) or at json/copy below         */
-    srv_tensor json;                    /* owned: the parsed JSON data                          */
-    void *copy;                         /* owned: binary data copied to an aligned buffer      */
+                                           outlive the request) or at json/copy below */
+    srv_tensor json;                    /* owned: the parsed JSON data */
+    void *copy;                         /* owned: binary data copied to an aligned buffer */
 } srv_v2_input;
 
 typedef struct srv_v2_output_sel {
     srv_v2_output_id which;
-    bool binary;                        /* return as binary data after the JSON               */
+    bool binary; /* return as binary data after the JSON */
 } srv_v2_output_sel;
 
 typedef struct srv_v2_request {
-    char *id;                           /* owned; NULL when the request has no "id"           */
+    char *id; /* owned; NULL when the request has no "id" */
     srv_v2_input inputs[SRV_V2_IN_COUNT];
-    int input_order[SRV_V2_IN_COUNT];   /* input ids in the order the request listed them     */
+    int input_order[SRV_V2_IN_COUNT]; /* input ids in the order the request listed them */
     int ninputs;
-    bool is_causal;                     /* parameters.is_causal, default false                */
-    bool need_weights;                  /* resolved: true iff attn_weights is returned        */
-    bool average_attn_weights;          /* parameters.average_attn_weights, default true      */
-    int noutputs;                       /* the outputs to return, in this order               */
+    bool is_causal;            /* parameters.is_causal, default false */
+    bool need_weights;         /* resolved: true iff attn_weights is returned */
+    bool average_attn_weights; /* parameters.average_attn_weights, default true */
+    int noutputs;              /* the outputs to return, in this order */
     srv_v2_output_sel outputs[SRV_V2_OUT_COUNT];
 } srv_v2_request;
 
@@ -135,8 +136,7 @@ int srv_v2_response_write(srv_buf *b, size_t *json_len, const srv_v2_request *re
  * Variable dimensions are -1: query [-1,-1,E], key [-1,-1,Kd], value [-1,-1,Vd],
  * key_padding_mask [-1,-1] BOOL, attn_mask [-1,-1] BOOL (the 2-D form; [N·H,L,S0] and FP32 masks
  * are taken too), output [-1,-1,E], attn_weights [-1,-1,-1]. Returns 0 or -1 (out of memory). */
-int srv_v2_metadata_write(srv_buf *b, const char *name, const char *version,
-                          const mha_config *cfg);
+int srv_v2_metadata_write(srv_buf *b, const char *name, const char *version, const mha_config *cfg);
 
 /* Appends the protocol's error body {"error": "<err->message>"} and returns the HTTP status for
  * err->code (500 for an error that was never set). */

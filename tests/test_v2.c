@@ -74,12 +74,12 @@ static bool is_v2_error(const hc_response *r, long status, const char *part)
     return ok;
 }
 
-#define CHECK_V2_ERROR(r, want, part, what)                                                    \
-    CHECK(is_v2_error(r, want, part), "%s: want %d with an error naming '%s'; got %ld %.300s", \
+#define CHECK_V2_ERROR(r, want, part, what)                                                        \
+    CHECK(is_v2_error(r, want, part), "%s: want %d with an error naming '%s'; got %ld %.300s",     \
           what, want, part, (r)->status, (r)->body)
 
 /* ---------------------------------------------------------------------------------------------- */
-/* Requests from golden cases                                                                     */
+/* Requests from golden cases */
 
 static const char *const in_names[5] = {"query", "key", "value", "key_padding_mask", "attn_mask"};
 
@@ -126,8 +126,9 @@ static void build_request(bytes *body, long *header_len, const golden_case *c, u
     bytes bin = {0};
     body->len = 0;
     /* need_weights only when true: left out, the outputs asked for decide */
-    b_printf(body, "{\"id\":\"%s\",\"parameters\":{%s\"average_attn_weights\":%s,"
-                   "\"is_causal\":%s,\"binary_data_output\":%s},\"inputs\":[",
+    b_printf(body,
+             "{\"id\":\"%s\",\"parameters\":{%s\"average_attn_weights\":%s,"
+             "\"is_causal\":%s,\"binary_data_output\":%s},\"inputs\":[",
              c->name, c->need_weights ? "\"need_weights\":true," : "",
              c->average_attn_weights ? "true" : "false", c->is_causal ? "true" : "false",
              binary_out ? "true" : "false");
@@ -203,9 +204,12 @@ static int read_response(v2_out out[2], const hc_response *r, const char *model,
         goto done;
     size_t off = hl, i;
     json_t *o;
-    json_array_foreach(outs, i, o) {
+    json_array_foreach(outs, i, o)
+    {
         const char *name = json_string_value(json_object_get(o, "name"));
-        int k = name && !strcmp(name, "output") ? 0 : name && !strcmp(name, "attn_weights") ? 1 : -1;
+        int k = name && !strcmp(name, "output")         ? 0
+                : name && !strcmp(name, "attn_weights") ? 1
+                                                        : -1;
         json_t *shape = json_object_get(o, "shape");
         const char *dt = json_string_value(json_object_get(o, "datatype"));
         if (k < 0 || out[k].present || !dt || strcmp(dt, "FP32") || json_array_size(shape) > 8)
@@ -222,7 +226,8 @@ static int read_response(v2_out out[2], const hc_response *r, const char *model,
         json_t *bsz = json_object_get(json_object_get(o, "parameters"), "binary_data_size");
         if (bsz) {
             t->binary = true;
-            if (!framed || json_integer_value(bsz) != t->count * 4 || off + (size_t)t->count * 4 > r->len)
+            if (!framed || json_integer_value(bsz) != t->count * 4 ||
+                off + (size_t)t->count * 4 > r->len)
                 goto done;
             memcpy(t->data, r->body + off, (size_t)t->count * 4);
             off += (size_t)t->count * 4;
@@ -334,8 +339,7 @@ static void replay(srv_daemon *d, const golden_case *c, int index)
 
     tj_tensor o1, w1;
     if (v1_forward(d, c, layer, &o1, &w1) && out[0].present) {
-        CHECK(o1.count == out[0].count &&
-                  memcmp(o1.data, out[0].data, (size_t)o1.count * 4) == 0,
+        CHECK(o1.count == out[0].count && memcmp(o1.data, out[0].data, (size_t)o1.count * 4) == 0,
               "%s: /v2 output == /v1 output bit for bit", c->name);
         if (c->need_weights && out[1].present)
             CHECK(w1.count == out[1].count &&
@@ -349,7 +353,7 @@ static void replay(srv_daemon *d, const golden_case *c, int index)
 }
 
 /* ---------------------------------------------------------------------------------------------- */
-/* Endpoints                                                                                      */
+/* Endpoints */
 
 static void get(srv_daemon *d, const char *path, hc_response *r)
 {
@@ -377,7 +381,10 @@ static void test_endpoints(srv_daemon *d, const golden_case *c)
     json_t *ext = json_object_get(j, "extensions");
     bool has_bin = false;
     for (size_t i = 0; i < json_array_size(ext); i++)
-        has_bin |= !strcmp(json_string_value(json_array_get(ext, i)) ? json_string_value(json_array_get(ext, i)) : "", "binary_tensor_data");
+        has_bin |= !strcmp(json_string_value(json_array_get(ext, i))
+                               ? json_string_value(json_array_get(ext, i))
+                               : "",
+                           "binary_tensor_data");
     CHECK(r.status == 200 && !strcmp(json_string_value(json_object_get(j, "name")), "attnd") &&
               json_is_string(json_object_get(j, "version")) && has_bin,
           "GET /v2: %ld %s", r.status, r.body);
@@ -409,7 +416,8 @@ static void test_endpoints(srv_daemon *d, const golden_case *c)
         j = hc_json(&r);
         json_t *ins = json_object_get(j, "inputs"), *outs = json_object_get(j, "outputs");
         CHECK(r.status == 200 && !strcmp(json_string_value(json_object_get(j, "name")), "m") &&
-                  !strcmp(json_string_value(json_array_get(json_object_get(j, "versions"), 0)), ver) &&
+                  !strcmp(json_string_value(json_array_get(json_object_get(j, "versions"), 0)),
+                          ver) &&
                   json_is_string(json_object_get(j, "platform")) && json_array_size(ins) == 5 &&
                   json_array_size(outs) == 2,
               "metadata %s: %ld %s", meta_paths[k], r.status, r.body);
@@ -417,14 +425,16 @@ static void test_endpoints(srv_daemon *d, const golden_case *c)
             json_t *t = json_array_get(ins, i);
             json_t *shape = json_object_get(t, "shape");
             CHECK(!strcmp(json_string_value(json_object_get(t, "name")), in_names[i]) &&
-                      json_is_string(json_object_get(t, "datatype")) && json_array_size(shape) >= 2 &&
+                      json_is_string(json_object_get(t, "datatype")) &&
+                      json_array_size(shape) >= 2 &&
                       json_integer_value(json_array_get(shape, 0)) == -1,
                   "metadata input %s", in_names[i]);
         }
         json_t *q = json_object_get(json_array_get(ins, 0), "shape");
         CHECK(json_integer_value(json_array_get(q, 2)) == c->config.embed_dim,
               "query's last dimension is E");
-        CHECK(!strcmp(json_string_value(json_object_get(json_array_get(outs, 0), "name")), "output") &&
+        CHECK(!strcmp(json_string_value(json_object_get(json_array_get(outs, 0), "name")),
+                      "output") &&
                   !strcmp(json_string_value(json_object_get(json_array_get(outs, 1), "name")),
                           "attn_weights"),
               "metadata outputs");
@@ -495,10 +505,11 @@ static void test_protocol_examples(srv_daemon *d, const golden_case *c)
 {
     (void)c;
     hc_response r;
-    hc_request(d, "PUT", "/v1/layers/mymodel", NULL,
-               "{\"config\":{\"embed_dim\":2,\"num_heads\":1},\"init\":{\"method\":\"xavier_uniform\","
-               "\"seed\":1}}",
-               -1, NULL, &r);
+    hc_request(
+        d, "PUT", "/v1/layers/mymodel", NULL,
+        "{\"config\":{\"embed_dim\":2,\"num_heads\":1},\"init\":{\"method\":\"xavier_uniform\","
+        "\"seed\":1}}",
+        -1, NULL, &r);
     CHECK(r.status == 201, "PUT mymodel: %ld %s", r.status, r.body);
     hc_response_free(&r);
 
@@ -535,7 +546,8 @@ static void test_protocol_examples(srv_daemon *d, const golden_case *c)
     free_outs(out);
     hc_response_free(&r);
 
-    /* the same numbers through Triton's binary example (model_name in the body, binary in and out) */
+    /* the same numbers through Triton's binary example (model_name in the body, binary in and out)
+     */
     const char *hdr = "{\n"
                       "  \"model_name\" : \"mymodel\",\n"
                       "  \"inputs\" : [\n"
@@ -586,9 +598,10 @@ static void test_protocol_examples(srv_daemon *d, const golden_case *c)
     v2_out o2[2];
     read_response(o2, &r, "mymodel", "42");
     hc_response_free(&r);
-    hc_request(d, "POST", "/v1/layers/mymodel/forward", NULL,
-               "{\"query\":[[1,2],[3,4]],\"key_padding_mask\":[false,true],\"encoding\":\"base64\"}",
-               -1, NULL, &r);
+    hc_request(
+        d, "POST", "/v1/layers/mymodel/forward", NULL,
+        "{\"query\":[[1,2],[3,4]],\"key_padding_mask\":[false,true],\"encoding\":\"base64\"}", -1,
+        NULL, &r);
     json_t *j = hc_json(&r);
     tj_tensor t;
     bool ok = tj_read(&t, json_object_get(j, "output")) == 0;
@@ -614,7 +627,7 @@ static void test_outputs(srv_daemon *d, const golden_case *c)
         const char *extra;
         bool binary_out;
         int n;
-        bool out_bin, w_bin; /* which are binary                     */
+        bool out_bin, w_bin; /* which are binary */
         bool has_out, has_w;
     } cases[] = {
         {"\"outputs\":[{\"name\":\"attn_weights\"}]", false, 1, false, false, false, true},
@@ -655,8 +668,8 @@ static void test_outputs(srv_daemon *d, const golden_case *c)
             json_decref(j);
             if (c->attn_weights.present && c->average_attn_weights == cc.average_attn_weights &&
                 same_shape(&out[1], &c->attn_weights))
-                check_close_array(__FILE__, __LINE__, "selected attn_weights vs torch",
-                                  out[1].data, c->attn_weights.data, c->attn_weights.count, NULL);
+                check_close_array(__FILE__, __LINE__, "selected attn_weights vs torch", out[1].data,
+                                  c->attn_weights.data, c->attn_weights.count, NULL);
         }
         if (n > 0)
             free_outs(out);
@@ -728,6 +741,13 @@ static void test_errors(srv_daemon *d, const golden_case *c)
         CHECK_V2_ERROR(&r, 400, "twelve", "header length not a number");
         hc_response_free(&r);
     }
+    {
+        const char *hdrs[] = {"Content-Encoding: gzip", NULL};
+        hc_opts o = {.headers = hdrs};
+        hc_request(d, "POST", "/v2/models/e/infer", NULL, dt, -1, &o, &r);
+        CHECK_V2_ERROR(&r, 415, "gzip", "compressed body");
+        hc_response_free(&r);
+    }
     /* header length shorter than the JSON: the JSON part is cut */
     post(d, "/v2/models/e/infer", body.p, body.len - 1, hl - 5, &r);
     CHECK(r.status == 400 && is_v2_error(&r, 400, ""), "header length inside the JSON: %ld %s",
@@ -751,7 +771,8 @@ static void test_errors(srv_daemon *d, const golden_case *c)
          "\"outputs\":[{\"name\":\"output0\"}]}",
          "unknown output 'output0'"},
         {"BOOL query",
-         "{\"inputs\":[{\"name\":\"query\",\"shape\":[1,1],\"datatype\":\"BOOL\",\"data\":[true]}]}",
+         "{\"inputs\":[{\"name\":\"query\",\"shape\":[1,1],\"datatype\":\"BOOL\",\"data\":[true]}]"
+         "}",
          "FP32"},
         {"need_weights not a boolean",
          "{\"parameters\":{\"need_weights\":1},\"inputs\":[{\"name\":\"query\",\"shape\":[1,1],"
@@ -764,6 +785,14 @@ static void test_errors(srv_daemon *d, const golden_case *c)
         hc_response_free(&r);
     }
 
+    /* no body at all (neither Content-Length nor chunked): 411 in the protocol's dialect */
+    {
+        const char *raw = "POST /v2/models/e/infer HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                          "Connection: close\r\n\r\n";
+        char reply[2048] = "";
+        int st = hc_raw(srv_daemon_port(d), raw, strlen(raw), 2000, reply, sizeof reply);
+        CHECK(st == 411 && strstr(reply, "{\"error\":\""), "no body: %d %.300s", st, reply);
+    }
     /* a body over --max-body-bytes: 413 in the protocol's dialect */
     {
         srv_app *app = srv_daemon_app(d);

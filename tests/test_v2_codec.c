@@ -54,12 +54,14 @@ static void expect_refused(const char *what, const char *json, const void *bin, 
     CHECK(rc == -1, "%s: refused", what);
     CHECK(srv_error_status(err.code) == status, "%s: status %d, want %d (%s)", what,
           srv_error_status(err.code), status, err.message);
-    CHECK(strstr(err.message, part) != NULL, "%s: message '%s' names '%s'", what, err.message, part);
+    CHECK(strstr(err.message, part) != NULL, "%s: message '%s' names '%s'", what, err.message,
+          part);
     srv_buf eb;
     srv_buf_init(&eb);
     int st = srv_v2_error_write(&eb, &err);
     json_t *j = json_loads(srv_buf_cstr(&eb), 0, NULL);
-    CHECK(st == status && j && json_is_string(json_object_get(j, "error")) && json_object_size(j) == 1,
+    CHECK(st == status && j && json_is_string(json_object_get(j, "error")) &&
+              json_object_size(j) == 1,
           "%s: error body is {\"error\": string}: %s", what, srv_buf_cstr(&eb));
     json_decref(j);
     srv_buf_free(&eb);
@@ -123,8 +125,9 @@ static void test_protocol_response_example(void)
 {
     srv_v2_request req;
     srv_error err;
-    CHECK(parse_json(&req, "{\"id\":\"42\",\"inputs\":[{\"name\":\"query\",\"shape\":[1],"
-                           "\"datatype\":\"FP32\",\"data\":[0]}],\"outputs\":[{\"name\":\"output\"}]}",
+    CHECK(parse_json(&req,
+                     "{\"id\":\"42\",\"inputs\":[{\"name\":\"query\",\"shape\":[1],"
+                     "\"datatype\":\"FP32\",\"data\":[0]}],\"outputs\":[{\"name\":\"output\"}]}",
                      &err) == 0,
           "parse: %s", err.message);
     static const float out[6] = {1.0f, 1.1f, 2.0f, 2.1f, 3.0f, 3.1f};
@@ -214,8 +217,9 @@ static void test_triton_binary_example(void)
         CHECK(memcmp(rb.data + jl, out, 24) == 0, "binary output bytes");
         json_t *j = json_loadb(rb.data, jl, 0, NULL);
         json_t *o = json_array_get(json_object_get(j, "outputs"), 0);
-        CHECK(j && json_integer_value(json_object_get(json_object_get(o, "parameters"),
-                                                      "binary_data_size")) == 24 &&
+        CHECK(j &&
+                  json_integer_value(json_object_get(json_object_get(o, "parameters"),
+                                                     "binary_data_size")) == 24 &&
                   !json_object_get(o, "data") &&
                   strcmp(json_string_value(json_object_get(o, "name")), "output") == 0 &&
                   strcmp(json_string_value(json_object_get(o, "datatype")), "FP32") == 0 &&
@@ -232,9 +236,10 @@ static void test_nested_and_flat(void)
 {
     srv_v2_request req;
     srv_error err;
-    CHECK(parse_json(&req, "{\"inputs\":[{\"name\":\"query\",\"shape\":[1,2,3],\"datatype\":\"FP32\","
-                           "\"data\":[[[1,2,3],[4,5,6]]]},{\"name\":\"attn_mask\",\"shape\":[2,2],"
-                           "\"datatype\":\"FP32\",\"data\":[[0,\"-inf\"],[0.5,0]]}]}",
+    CHECK(parse_json(&req,
+                     "{\"inputs\":[{\"name\":\"query\",\"shape\":[1,2,3],\"datatype\":\"FP32\","
+                     "\"data\":[[[1,2,3],[4,5,6]]]},{\"name\":\"attn_mask\",\"shape\":[2,2],"
+                     "\"datatype\":\"FP32\",\"data\":[[0,\"-inf\"],[0.5,0]]}]}",
                      &err) == 0,
           "nested data parses: %s", err.message);
     const float *q = req.inputs[SRV_V2_IN_QUERY].data;
@@ -243,8 +248,9 @@ static void test_nested_and_flat(void)
     CHECK(am[1] == -INFINITY && am[2] == 0.5f, "FP32 mask takes \"-inf\"");
     srv_v2_request_free(&req);
 
-    CHECK(parse_json(&req, "{\"inputs\":[{\"name\":\"query\",\"shape\":[2,3],\"datatype\":\"FP32\","
-                           "\"data\":[1,2,3,4,5,6]}]}",
+    CHECK(parse_json(&req,
+                     "{\"inputs\":[{\"name\":\"query\",\"shape\":[2,3],\"datatype\":\"FP32\","
+                     "\"data\":[1,2,3,4,5,6]}]}",
                      &err) == 0,
           "flat data for a 2-D shape");
     srv_v2_request_free(&req);
@@ -270,10 +276,11 @@ static void test_nested_and_flat(void)
                    "{\"inputs\":[{\"name\":\"query\",\"shape\":[2],\"datatype\":\"FP32\","
                    "\"data\":[1,\"-inf\"]}]}",
                    NULL, 0, 400, "query");
-    expect_refused("numbers in a BOOL mask",
-                   "{\"inputs\":[{\"name\":\"query\",\"shape\":[1],\"datatype\":\"FP32\",\"data\":[1]},"
-                   "{\"name\":\"attn_mask\",\"shape\":[2],\"datatype\":\"BOOL\",\"data\":[1,0]}]}",
-                   NULL, 0, 400, "attn_mask");
+    expect_refused(
+        "numbers in a BOOL mask",
+        "{\"inputs\":[{\"name\":\"query\",\"shape\":[1],\"datatype\":\"FP32\",\"data\":[1]},"
+        "{\"name\":\"attn_mask\",\"shape\":[2],\"datatype\":\"BOOL\",\"data\":[1,0]}]}",
+        NULL, 0, 400, "attn_mask");
     expect_refused("booleans in FP32",
                    "{\"inputs\":[{\"name\":\"query\",\"shape\":[2],\"datatype\":\"FP32\","
                    "\"data\":[true,false]}]}",
@@ -300,10 +307,11 @@ static void test_structure_errors(void)
                    "{\"inputs\":[{\"name\":\"input0\",\"shape\":[1],\"datatype\":\"FP32\","
                    "\"data\":[1]}]}",
                    NULL, 0, 400, "unknown input 'input0'");
-    expect_refused("duplicate input",
-                   "{\"inputs\":[{\"name\":\"query\",\"shape\":[1],\"datatype\":\"FP32\",\"data\":[1]},"
-                   "{\"name\":\"query\",\"shape\":[1],\"datatype\":\"FP32\",\"data\":[1]}]}",
-                   NULL, 0, 400, "twice");
+    expect_refused(
+        "duplicate input",
+        "{\"inputs\":[{\"name\":\"query\",\"shape\":[1],\"datatype\":\"FP32\",\"data\":[1]},"
+        "{\"name\":\"query\",\"shape\":[1],\"datatype\":\"FP32\",\"data\":[1]}]}",
+        NULL, 0, 400, "twice");
     expect_refused("no query",
                    "{\"inputs\":[{\"name\":\"key\",\"shape\":[1],\"datatype\":\"FP32\","
                    "\"data\":[1]}]}",
@@ -321,14 +329,13 @@ static void test_structure_errors(void)
                    "\"data\":[1],\"dtype\":\"x\"}]}",
                    NULL, 0, 400, "dtype");
     expect_refused("no shape",
-                   "{\"inputs\":[{\"name\":\"query\",\"datatype\":\"FP32\",\"data\":[1]}]}", NULL, 0,
-                   400, "shape");
-    expect_refused("no datatype",
-                   "{\"inputs\":[{\"name\":\"query\",\"shape\":[1],\"data\":[1]}]}", NULL, 0, 400,
-                   "datatype");
+                   "{\"inputs\":[{\"name\":\"query\",\"datatype\":\"FP32\",\"data\":[1]}]}", NULL,
+                   0, 400, "shape");
+    expect_refused("no datatype", "{\"inputs\":[{\"name\":\"query\",\"shape\":[1],\"data\":[1]}]}",
+                   NULL, 0, 400, "datatype");
     expect_refused("no data",
-                   "{\"inputs\":[{\"name\":\"query\",\"shape\":[1],\"datatype\":\"FP32\"}]}", NULL, 0,
-                   400, "neither");
+                   "{\"inputs\":[{\"name\":\"query\",\"shape\":[1],\"datatype\":\"FP32\"}]}", NULL,
+                   0, 400, "neither");
     expect_refused("negative dim",
                    "{\"inputs\":[{\"name\":\"query\",\"shape\":[-1],\"datatype\":\"FP32\","
                    "\"data\":[1]}]}",
@@ -353,8 +360,8 @@ static void test_structure_errors(void)
 
 static void test_datatypes(void)
 {
-    static const char *const bad[] = {"FP16", "INT32", "UINT32", "FP64", "BYTES", "BF16", "fp32",
-                                      "FLOAT"};
+    static const char *const bad[] = {"FP16",  "INT32", "UINT32", "FP64",
+                                      "BYTES", "BF16",  "fp32",   "FLOAT"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char json[256];
         snprintf(json, sizeof json,
@@ -367,10 +374,11 @@ static void test_datatypes(void)
                    "{\"inputs\":[{\"name\":\"query\",\"shape\":[1],\"datatype\":\"BOOL\","
                    "\"data\":[true]}]}",
                    NULL, 0, 400, "takes FP32");
-    expect_refused("INT64 mask",
-                   "{\"inputs\":[{\"name\":\"query\",\"shape\":[1],\"datatype\":\"FP32\",\"data\":[1]},"
-                   "{\"name\":\"attn_mask\",\"shape\":[1],\"datatype\":\"INT64\",\"data\":[1]}]}",
-                   NULL, 0, 400, "BOOL or FP32");
+    expect_refused(
+        "INT64 mask",
+        "{\"inputs\":[{\"name\":\"query\",\"shape\":[1],\"datatype\":\"FP32\",\"data\":[1]},"
+        "{\"name\":\"attn_mask\",\"shape\":[1],\"datatype\":\"INT64\",\"data\":[1]}]}",
+        NULL, 0, 400, "BOOL or FP32");
     expect_refused("datatype not a string",
                    "{\"inputs\":[{\"name\":\"query\",\"shape\":[1],\"datatype\":1,\"data\":[1]}]}",
                    NULL, 0, 400, "datatype");
@@ -390,11 +398,12 @@ static void test_binary_errors(void)
                    "{\"inputs\":[{\"name\":\"query\",\"shape\":[4],\"datatype\":\"FP32\","
                    "\"parameters\":{\"binary_data_size\":12}}]}",
                    four, 12, 400, "16 bytes");
-    expect_refused("BOOL binary_data_size vs shape",
-                   "{\"inputs\":[{\"name\":\"query\",\"shape\":[1],\"datatype\":\"FP32\",\"data\":[1]},"
-                   "{\"name\":\"key_padding_mask\",\"shape\":[3],\"datatype\":\"BOOL\","
-                   "\"parameters\":{\"binary_data_size\":12}}]}",
-                   four, 12, 400, "3 bytes");
+    expect_refused(
+        "BOOL binary_data_size vs shape",
+        "{\"inputs\":[{\"name\":\"query\",\"shape\":[1],\"datatype\":\"FP32\",\"data\":[1]},"
+        "{\"name\":\"key_padding_mask\",\"shape\":[3],\"datatype\":\"BOOL\","
+        "\"parameters\":{\"binary_data_size\":12}}]}",
+        four, 12, 400, "3 bytes");
     expect_refused("binary_data_size not an integer",
                    "{\"inputs\":[{\"name\":\"query\",\"shape\":[4],\"datatype\":\"FP32\","
                    "\"parameters\":{\"binary_data_size\":\"16\"}}]}",
@@ -436,8 +445,8 @@ static void test_binary_errors(void)
     /* the Inference-Header-Content-Length header itself */
     size_t hl;
     memset(&err, 0, sizeof err);
-    CHECK(srv_v2_header_length(&hl, "101", 100, &err) == -1 &&
-              srv_error_status(err.code) == 400 && strstr(err.message, "only 100"),
+    CHECK(srv_v2_header_length(&hl, "101", 100, &err) == -1 && srv_error_status(err.code) == 400 &&
+              strstr(err.message, "only 100"),
           "header length past the body: %s", err.message);
     static const char *const junk[] = {"", "abc", "12x", "-5", "99999999999999999999999"};
     for (size_t i = 0; i < sizeof junk / sizeof junk[0]; i++) {
@@ -514,8 +523,9 @@ static void test_parameters_and_outputs(void)
 {
     srv_v2_request req;
     srv_error err;
-    CHECK(parse_with(&req, "{\"is_causal\":true,\"average_attn_weights\":false,"
-                           "\"need_weights\":true,\"priority\":3,\"sequence_id\":\"x\"}",
+    CHECK(parse_with(&req,
+                     "{\"is_causal\":true,\"average_attn_weights\":false,"
+                     "\"need_weights\":true,\"priority\":3,\"sequence_id\":\"x\"}",
                      NULL, &err) == 0,
           "parameters: %s", err.message);
     CHECK(req.is_causal && !req.average_attn_weights && req.need_weights, "flags read");
@@ -539,7 +549,8 @@ static void test_parameters_and_outputs(void)
           "empty outputs = all");
     srv_v2_request_free(&req);
 
-    CHECK(parse_with(&req, "{\"binary_data_output\":true,\"need_weights\":true}", NULL, &err) == 0 &&
+    CHECK(parse_with(&req, "{\"binary_data_output\":true,\"need_weights\":true}", NULL, &err) ==
+                  0 &&
               req.noutputs == 2 && req.outputs[0].binary && req.outputs[1].binary,
           "binary_data_output: all outputs binary");
     srv_v2_request_free(&req);
@@ -558,7 +569,8 @@ static void test_parameters_and_outputs(void)
     } bad[] = {
         {"is_causal not bool", "{\"is_causal\":1}", NULL, "is_causal"},
         {"need_weights not bool", "{\"need_weights\":\"true\"}", NULL, "need_weights"},
-        {"binary_data_output not bool", "{\"binary_data_output\":null}", NULL, "binary_data_output"},
+        {"binary_data_output not bool", "{\"binary_data_output\":null}", NULL,
+         "binary_data_output"},
         {"parameters not an object", "[]", NULL, "parameters"},
         {"unknown output", NULL, "[{\"name\":\"output0\"}]", "unknown output 'output0'"},
         {"duplicate output", NULL, "[{\"name\":\"output\"},{\"name\":\"output\"}]", "twice"},
@@ -568,8 +580,8 @@ static void test_parameters_and_outputs(void)
          "binary_data"},
         {"binary_data not bool", NULL, "[{\"name\":\"output\",\"parameters\":{\"binary_data\":1}}]",
          "binary_data"},
-        {"classification", NULL,
-         "[{\"name\":\"output\",\"parameters\":{\"classification\":3}}]", "classification"},
+        {"classification", NULL, "[{\"name\":\"output\",\"parameters\":{\"classification\":3}}]",
+         "classification"},
         {"weights asked but need_weights false", "{\"need_weights\":false}",
          "[{\"name\":\"attn_weights\"}]", "need_weights"},
     };
@@ -590,8 +602,8 @@ static void test_response_writer(void)
     CHECK(parse_with(&req, "{\"need_weights\":true}", NULL, &err) == 0, "parse");
     free(req.id);
     req.id = strdup("a\"b\\c\n");
-    float out[8] = {0.1f, 1.0f / 3.0f, -2.5e-8f, 16777216.0f, 3.4028235e38f, 1.4e-45f, -0.0f,
-                    1e-3f};
+    float out[8] = {0.1f,          1.0f / 3.0f, -2.5e-8f, 16777216.0f,
+                    3.4028235e38f, 1.4e-45f,    -0.0f,    1e-3f};
     float w[3] = {0.25f, 0.5f, -INFINITY};
     srv_v2_result res[SRV_V2_OUT_COUNT] = {{out, 3, {1, 2, 4}}, {w, 2, {1, 3}}};
     srv_buf b;
@@ -614,11 +626,11 @@ static void test_response_writer(void)
     }
     CHECK(strstr(srv_buf_cstr(&b), "[0.1,0.33333334,") != NULL &&
               strstr(srv_buf_cstr(&b), ",-0,") != NULL,
-          "shortest forms, -0 keeps its sign: %s",
-          srv_buf_cstr(&b));
+          "shortest forms, -0 keeps its sign: %s", srv_buf_cstr(&b));
     json_t *o1 = json_array_get(json_object_get(j, "outputs"), 1);
     CHECK(strcmp(json_string_value(json_object_get(o1, "name")), "attn_weights") == 0 &&
-              strcmp(json_string_value(json_array_get(json_object_get(o1, "data"), 2)), "-inf") == 0,
+              strcmp(json_string_value(json_array_get(json_object_get(o1, "data"), 2)), "-inf") ==
+                  0,
           "attn_weights second, -inf as a string");
     json_decref(j);
     srv_buf_free(&b);
@@ -665,7 +677,8 @@ static void test_metadata(void)
     json_t *j = json_loads(srv_buf_cstr(&b), 0, NULL);
     CHECK(j != NULL, "valid JSON: %s", srv_buf_cstr(&b));
     CHECK(strcmp(json_string_value(json_object_get(j, "name")), "enc\"0") == 0 &&
-              strcmp(json_string_value(json_array_get(json_object_get(j, "versions"), 0)), "3") == 0 &&
+              strcmp(json_string_value(json_array_get(json_object_get(j, "versions"), 0)), "3") ==
+                  0 &&
               strcmp(json_string_value(json_object_get(j, "platform")), "attnd_mha") == 0,
           "name, versions, platform");
     json_t *ins = json_object_get(j, "inputs");
@@ -699,6 +712,51 @@ static void test_metadata(void)
     srv_buf_free(&b);
 }
 
+/* Every prefix of a valid request, and every single-byte change of it, is parsed or refused with
+ * a 4xx, never a crash or a read out of bounds (the ASan build runs this too). */
+static void test_robustness(void)
+{
+    const char *json = "{\"id\":\"r\",\"parameters\":{\"is_causal\":true},\"inputs\":["
+                       "{\"name\":\"query\",\"shape\":[1,2,2],\"datatype\":\"FP32\","
+                       "\"data\":[[[1,2.5e-1],[-3E+2,4]]]},"
+                       "{\"name\":\"attn_mask\",\"shape\":[2,2],\"datatype\":\"BOOL\","
+                       "\"parameters\":{\"binary_data_size\":4}}],"
+                       "\"outputs\":[{\"name\":\"output\",\"parameters\":{\"binary_data\":true}}]}";
+    unsigned char bin[4] = {0, 1, 1, 0};
+    size_t hl = strlen(json), n = hl + sizeof bin;
+    char *buf = malloc(n);
+    int refused = 0, bad_status = 0, accepted = 0;
+    for (size_t cut = 0; cut <= n; cut++) {
+        for (int mode = 0; mode < 2; mode++) {
+            memcpy(buf, json, hl);
+            memcpy(buf + hl, bin, sizeof bin);
+            /* mode 0: the body cut at `cut`; mode 1: the byte at `cut` changed */
+            size_t len = mode == 0 ? cut : n;
+            if (mode == 1 && cut < n)
+                buf[cut] = (char)(buf[cut] ^ 0x5a);
+            char *copy = malloc(len ? len : 1); /* exact size: ASan sees any overread */
+            memcpy(copy, buf, len);
+            srv_v2_request req;
+            srv_error err = {0};
+            size_t h = hl < len ? hl : len;
+            if (srv_v2_request_parse(&req, copy, len, h, MAXEL, &err) == 0) {
+                accepted++;
+                srv_v2_request_free(&req);
+            } else {
+                refused++;
+                int st = srv_error_status(err.code);
+                if (st < 400 || st >= 500)
+                    bad_status++;
+            }
+            free(copy);
+        }
+    }
+    CHECK(bad_status == 0, "every refusal is a 4xx (%d were not)", bad_status);
+    CHECK(refused > 0 && accepted > 0, "some changes refused (%d), the intact body accepted (%d)",
+          refused, accepted);
+    free(buf);
+}
+
 int main(void)
 {
     test_protocol_request_example();
@@ -712,5 +770,6 @@ int main(void)
     test_parameters_and_outputs();
     test_response_writer();
     test_metadata();
+    test_robustness();
     return check_report();
 }

@@ -319,6 +319,16 @@ int main(void)
         hc_stop(c);
     }
 
+    /* --watch without a data dir has nothing to follow: the daemon refuses to start, saying why. */
+    srv_options od;
+    hc_options(&od);
+    od.watch = true;
+    srv_error err = {0};
+    srv_daemon *dd = srv_daemon_start(&od, &err);
+    CHECK(dd == NULL && strstr(err.message, "--data-dir"), "--watch alone is refused: %s",
+          err.message);
+    srv_daemon_stop(dd);
+
     free(out_a1);
     free(out_a2);
     free(flip1);

@@ -1,0 +1,105 @@
+/*
+ * fuzz_base64.c - srv_base64_decode against a plain reference decoder, and the encode round trip.
+ *
+ * Input: the text to decode. The reference is RFC 4648 standard base64, padding required, no line
+ * breaks, no characters after the padding; non-zero bits in the padding are accepted (as most
+ * decoders do) only if srv_base64_decode accepts them - both answers are checked to agree on
+ * everything else. Then the input bytes themselves are encoded and decoded back.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tensor.h"
+
+#define FAIL(...) (fprintf(stderr, __VA_ARGS__), fputc('\n', stderr), abort())
+
+static int val(unsigned char c)
+{
+    if (c >= 'A' && c <= 'Z')
+        return c - 'A';
+    if (c >= 'a' && c <= 'z')
+        return c - 'a' + 26;
+    if (c >= '0' && c <= '9')
+        return c - '0' + 52;
+    if (c == '+')
+        return 62;
+    if (c == '/')
+        return 63;
+    return -1;
+}
+
+/* Returns the decoded length or -1; *pad_bits_set tells whether the bits the padding drops were
+ * nonzero (a non-canonical encoding). */
+static long ref_decode(uint8_t *dst, const char *s, size_t len, int *pad_bits_set)
+{
+    *pad_bits_set = 0;
+    if (len % 4)
+        return -1;
+    long n = 0;
+    for (size_t i = 0; i < len; i += 4) {
+        int v[4], pad = 0;
+        for (int j = 0; j < 4; j++) {
+            unsigned char c = (unsigned char)s[i + j];
+            if (c == '=') {
+                if (i + 4 != len || j < 2)
+                    return -1;
+                pad++;
+                v[j] = 0;
+            } else {
+                if (pad)
+                    return -1;
+                v[j] = val(c);
+                if (v[j] < 0)
+                    return -1;
+            }
+        }
+        uint32_t w = (uint32_t)v[0] << 18 | (uint32_t)v[1] << 12 | (uint32_t)v[2] << 6 | (uint32_t)v[3];
+        dst[n++] = (uint8_t)(w >> 16);
+        if (pad < 2)
+            dst[n++] = (uint8_t)(w >> 8);
+        if (pad < 1)
+            dst[n++] = (uint8_t)w;
+        if ((pad == 2 && (w & 0xFFFF)) || (pad == 1 && (w & 0xFF)))
+            *pad_bits_set = 1;
+    }
+    return n;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    char *src = malloc(size ? size : 1);
+    size_t cap = size / 4 * 3;
+    uint8_t *got = malloc(cap ? cap : 1);
+    uint8_t *want = malloc(size + 3);
+    memcpy(src, data, size);
+    long g = srv_base64_decode(got, src, size);
+    int pad_bits;
+    long w = ref_decode(want, src, size, &pad_bits);
+    if (g >= 0 && (size_t)g > cap)
+        FAIL("decoded %ld bytes into room for %zu", g, cap);
+    if (!(w < 0 || pad_bits) || g >= 0) {
+        if (g != w)
+            FAIL("srv_base64_decode gives %ld, the reference %ld (pad bits %d)", g, w, pad_bits);
+        if (g > 0 && memcmp(got, want, (size_t)g) != 0)
+            FAIL("decoded bytes differ from the reference");
+    }
+
+    srv_buf b;
+    srv_buf_init(&b);
+    if (srv_base64_encode(&b, data, size) != 0)
+        FAIL("encode failed");
+    if (b.len != (size + 2) / 3 * 4)
+        FAIL("encoded %zu bytes as %zu chars", size, b.len);
+    uint8_t *back = malloc(b.len / 4 * 3 + 1);
+    long r = srv_base64_decode(back, b.data ? b.data : "", b.len);
+    if (r != (long)size || (size && memcmp(back, data, size) != 0))
+        FAIL("encode/decode round trip of %zu bytes gave %ld", size, r);
+    free(back);
+    srv_buf_free(&b);
+    free(src);
+    free(got);
+    free(want);
+    return 0;
+}
