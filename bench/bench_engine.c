@@ -1,7 +1,8 @@
 /*
- * bench_engine.c - times the engine's forward pass on the issue's shapes (self-attention, batch_first)
- * with and without per-head weights, on 1 and 2 threads, next to a square sgemm measured in the
- * same run (the machine is shared: only same-run ratios mean much) and, when given, torch's times.
+ * bench_engine.c - times the engine's forward pass on the issue's shapes (self-attention,
+ * batch_first) with and without per-head weights, on 1 and 2 threads, next to a square sgemm
+ * measured in the same run (the machine is shared: only same-run ratios mean much) and, when given,
+ * torch's times.
  *
  *   build/bench/bench_engine [--shapes S,M,L,XL] [--threads 1,2] [--min-time SEC] [--torch FILE]
  *
@@ -78,8 +79,9 @@ static void *sgemm_rows(void *p)
 {
     const half_arg *h = p;
     const sgemm_ctx *s = h->s;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, h->rows, s->n, s->n, 1.0f, s->a + (size_t)h->row0 * s->n,
-                s->n, s->b, s->n, 0.0f, s->c + (size_t)h->row0 * s->n, s->n);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, h->rows, s->n, s->n, 1.0f,
+                s->a + (size_t)h->row0 * s->n, s->n, s->b, s->n, 0.0f,
+                s->c + (size_t)h->row0 * s->n, s->n);
     return NULL;
 }
 
@@ -112,7 +114,8 @@ static void forward_once(void *p)
 {
     fwd_ctx *f = p;
     mha_error err;
-    if (mha_forward(f->layer, &f->in, &f->plan, f->out, f->weights, NULL, f->pool, &err) != MHA_OK) {
+    if (mha_forward(f->layer, &f->in, &f->plan, f->out, f->weights, NULL, f->pool, &err) !=
+        MHA_OK) {
         fprintf(stderr, "forward failed: %s\n", err.message);
         exit(1);
     }
@@ -174,8 +177,10 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--torch") && i + 1 < argc)
             torch_file = argv[++i];
         else {
-            fprintf(stderr, "usage: %s [--shapes S,M,L,XL] [--threads 1,2] [--min-time SEC] [--torch FILE]\n",
-                    argv[0]);
+            fprintf(
+                stderr,
+                "usage: %s [--shapes S,M,L,XL] [--threads 1,2] [--min-time SEC] [--torch FILE]\n",
+                argv[0]);
             return 2;
         }
     }
@@ -183,8 +188,9 @@ int main(int argc, char **argv)
     mha_blas_set_threads(1); /* the engine (and the anchor) parallelise themselves */
     sgemm_ctx sg = {1024, 1, random_array(1024 * 1024, 1), random_array(1024 * 1024, 2),
                     random_array(1024 * 1024, 3)};
-    printf("Each cell: median over rounds that interleave a 1024^2 sgemm (the anchor, same threads),\n"
-           "the pass without weights and the pass with per-head weights.\n\n");
+    printf(
+        "Each cell: median over rounds that interleave a 1024^2 sgemm (the anchor, same threads),\n"
+        "the pass without weights and the pass with per-head weights.\n\n");
     printf("%-3s %2s %-4s %9s %8s %7s %9s %7s %8s\n", "shp", "t", "mode", "ms", "GFLOP/s", "%sgemm",
            "torch ms", "x torch", "w cost");
 
@@ -219,7 +225,8 @@ int main(int argc, char **argv)
                     return 1;
                 }
                 f[mode].out = calloc((size_t)f[mode].plan.out_count, sizeof(float));
-                f[mode].weights = mode ? calloc((size_t)f[mode].plan.weights_count, sizeof(float)) : NULL;
+                f[mode].weights =
+                    mode ? calloc((size_t)f[mode].plan.weights_count, sizeof(float)) : NULL;
                 k[mode] = calls_per_sample(forward_once, &f[mode]);
             }
             sg.threads = t;
@@ -246,12 +253,13 @@ int main(int argc, char **argv)
                 }
                 if (mode == 1)
                     snprintf(wcol, sizeof wcol, "%+.0f%%", (ms[1] / ms[0] - 1) * 100);
-                printf("%-3s %2d %-4s %9.3f %8.1f %6.0f%% %9s %7s %8s\n", sh->name, t, mname, ms[mode], gf,
-                       100 * gf / anchor_gf, tcol, rcol, wcol);
+                printf("%-3s %2d %-4s %9.3f %8.1f %6.0f%% %9s %7s %8s\n", sh->name, t, mname,
+                       ms[mode], gf, 100 * gf / anchor_gf, tcol, rcol, wcol);
                 free(f[mode].out);
                 free(f[mode].weights);
             }
-            printf("%-3s %2d %-4s %9s %8.1f  (%d rounds)\n", sh->name, t, "sgemm", "", anchor_gf, rounds);
+            printf("%-3s %2d %-4s %9s %8.1f  (%d rounds)\n", sh->name, t, "sgemm", "", anchor_gf,
+                   rounds);
             fflush(stdout);
         }
         free(x);
@@ -262,7 +270,8 @@ int main(int argc, char **argv)
     free(sg.a);
     free(sg.b);
     free(sg.c);
-    printf("\nnw0 = need_weights off, nw1 = per-head weights [N,H,L,S]; x torch = torch ms / ours;\n"
-           "w cost = nw1 over nw0 at the same thread count.\n");
+    printf(
+        "\nnw0 = need_weights off, nw1 = per-head weights [N,H,L,S]; x torch = torch ms / ours;\n"
+        "w cost = nw1 over nw0 at the same thread count.\n");
     return 0;
 }

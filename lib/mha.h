@@ -86,8 +86,8 @@ typedef struct mha_config {
 /* Fills cfg with the defaults above for the given E and H (kdim = vdim = 0, i.e. E). */
 void mha_config_init(mha_config *cfg, int64_t embed_dim, int64_t num_heads);
 
-/* Checks cfg against the rules and limits (limits may be NULL = defaults). MHA_ERR_CONFIG on failure,
- * with err->field naming the offending field. */
+/* Checks cfg against the rules and limits (limits may be NULL = defaults). MHA_ERR_CONFIG when a rule
+ * is broken, MHA_ERR_LIMIT when a size is past the limits; err->field names the offending field. */
 mha_status mha_config_check(const mha_config *cfg, const mha_limits *limits, mha_error *err);
 
 /* True when the layer keeps the packed in_proj_weight [3E,E], i.e. kdim == vdim == E. */

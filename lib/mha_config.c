@@ -12,14 +12,22 @@
 const char *mha_status_name(mha_status status)
 {
     switch (status) {
-    case MHA_OK: return "ok";
-    case MHA_ERR_CONFIG: return "config";
-    case MHA_ERR_SHAPE: return "shape";
-    case MHA_ERR_VALUE: return "value";
-    case MHA_ERR_PARAM: return "param";
-    case MHA_ERR_LIMIT: return "limit";
-    case MHA_ERR_NOMEM: return "nomem";
-    case MHA_ERR_ARG: return "arg";
+    case MHA_OK:
+        return "ok";
+    case MHA_ERR_CONFIG:
+        return "config";
+    case MHA_ERR_SHAPE:
+        return "shape";
+    case MHA_ERR_VALUE:
+        return "value";
+    case MHA_ERR_PARAM:
+        return "param";
+    case MHA_ERR_LIMIT:
+        return "limit";
+    case MHA_ERR_NOMEM:
+        return "nomem";
+    case MHA_ERR_ARG:
+        return "arg";
     }
     return "unknown";
 }
@@ -45,7 +53,8 @@ const char *mha_shape_str(char *buf, size_t size, int ndim, const int64_t *shape
     buf[0] = '\0';
     used += (size_t)snprintf(buf + used, size - used, "[");
     for (int i = 0; i < ndim && used < size; i++)
-        used += (size_t)snprintf(buf + used, size - used, i ? ",%lld" : "%lld", (long long)shape[i]);
+        used +=
+            (size_t)snprintf(buf + used, size - used, i ? ",%lld" : "%lld", (long long)shape[i]);
     if (used < size)
         snprintf(buf + used, size - used, "]");
     return buf;
@@ -87,7 +96,11 @@ mha_status mha_config_check(const mha_config *cfg, const mha_limits *limits, mha
         mha_limits_default(&def);
         limits = &def;
     }
-    const struct { const char *name; int64_t value; bool zero_ok; } dims[] = {
+    const struct {
+        const char *name;
+        int64_t value;
+        bool zero_ok;
+    } dims[] = {
         {"embed_dim", cfg->embed_dim, false},
         {"num_heads", cfg->num_heads, false},
         {"kdim", cfg->kdim, true},
@@ -95,25 +108,30 @@ mha_status mha_config_check(const mha_config *cfg, const mha_limits *limits, mha
     };
     for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++) {
         if (dims[i].value < 0 || (dims[i].value == 0 && !dims[i].zero_ok))
-            return mha_fail(err, MHA_ERR_CONFIG, dims[i].name, "%s must be a positive integer, got %lld",
-                            dims[i].name, (long long)dims[i].value);
+            return mha_fail(err, MHA_ERR_CONFIG, dims[i].name,
+                            "%s must be a positive integer, got %lld", dims[i].name,
+                            (long long)dims[i].value);
         if (dims[i].value > limits->max_dim)
             return mha_fail(err, MHA_ERR_LIMIT, dims[i].name, "%s=%lld is over the limit of %lld",
                             dims[i].name, (long long)dims[i].value, (long long)limits->max_dim);
     }
     if (cfg->embed_dim % cfg->num_heads != 0)
         return mha_fail(err, MHA_ERR_CONFIG, "num_heads",
-                        "embed_dim=%lld is not divisible by num_heads=%lld", (long long)cfg->embed_dim,
-                        (long long)cfg->num_heads);
+                        "embed_dim=%lld is not divisible by num_heads=%lld",
+                        (long long)cfg->embed_dim, (long long)cfg->num_heads);
     if (!(cfg->dropout >= 0.0 && cfg->dropout <= 1.0))
-        return mha_fail(err, MHA_ERR_CONFIG, "dropout", "dropout must be in [0, 1], got %g", cfg->dropout);
+        return mha_fail(err, MHA_ERR_CONFIG, "dropout", "dropout must be in [0, 1], got %g",
+                        cfg->dropout);
 
     /* Every parameter tensor must fit the element limit, and the total must not overflow. */
     int64_t E = cfg->embed_dim, kd = resolved(cfg->kdim, E), vd = resolved(cfg->vdim, E), n;
     const int64_t widths[] = {E, kd, vd};
     for (int i = 0; i < 3; i++) {
         if (!mha_mul_ok(E, widths[i], &n) || !mha_mul_ok(n, 3, &n) || n > limits->max_elements)
-            return mha_fail(err, MHA_ERR_LIMIT, i == 0 ? "embed_dim" : i == 1 ? "kdim" : "vdim",
+            return mha_fail(err, MHA_ERR_LIMIT,
+                            i == 0   ? "embed_dim"
+                            : i == 1 ? "kdim"
+                                     : "vdim",
                             "a [%lld,%lld] weight is over the limit of %lld elements", (long long)E,
                             (long long)widths[i], (long long)limits->max_elements);
     }
@@ -179,8 +197,8 @@ int64_t mha_param_total(const mha_config *cfg)
 const char *mha_trace_stage_name(mha_trace_stage stage)
 {
     static const char *const names[MHA_TRACE_NSTAGES] = {
-        "q_proj", "k_proj", "v_proj", "q_heads", "k_heads", "v_heads",
-        "scores", "attn_weights", "head_outputs", "concat", "output",
+        "q_proj", "k_proj",       "v_proj",       "q_heads", "k_heads", "v_heads",
+        "scores", "attn_weights", "head_outputs", "concat",  "output",
     };
     if ((int)stage < 0 || stage >= MHA_TRACE_NSTAGES)
         return "unknown";
@@ -197,16 +215,39 @@ int mha_trace_stage_shape(const mha_plan *plan, mha_trace_stage stage, int64_t s
     switch (stage) {
     case MHA_TRACE_Q_PROJ:
     case MHA_TRACE_CONCAT:
-    case MHA_TRACE_OUTPUT: s[1] = L; s[2] = E; break;
+    case MHA_TRACE_OUTPUT:
+        s[1] = L;
+        s[2] = E;
+        break;
     case MHA_TRACE_K_PROJ:
-    case MHA_TRACE_V_PROJ: s[1] = S0; s[2] = E; break;
+    case MHA_TRACE_V_PROJ:
+        s[1] = S0;
+        s[2] = E;
+        break;
     case MHA_TRACE_Q_HEADS:
-    case MHA_TRACE_HEAD_OUTPUTS: ndim = 4; s[1] = H; s[2] = L; s[3] = hd; break;
+    case MHA_TRACE_HEAD_OUTPUTS:
+        ndim = 4;
+        s[1] = H;
+        s[2] = L;
+        s[3] = hd;
+        break;
     case MHA_TRACE_K_HEADS:
-    case MHA_TRACE_V_HEADS: ndim = 4; s[1] = H; s[2] = S; s[3] = hd; break;
+    case MHA_TRACE_V_HEADS:
+        ndim = 4;
+        s[1] = H;
+        s[2] = S;
+        s[3] = hd;
+        break;
     case MHA_TRACE_SCORES:
-    case MHA_TRACE_ATTN_WEIGHTS: ndim = 4; s[1] = H; s[2] = L; s[3] = S; break;
-    default: ndim = 0; break;
+    case MHA_TRACE_ATTN_WEIGHTS:
+        ndim = 4;
+        s[1] = H;
+        s[2] = L;
+        s[3] = S;
+        break;
+    default:
+        ndim = 0;
+        break;
     }
     int64_t c = ndim ? 1 : 0;
     for (int i = 0; i < ndim; i++) {

@@ -7,16 +7,19 @@
  * buffer of row width W sits at b·bs + i·rs with (bs, rs) = (L·W, W) batch-first, (W, N·W) else.
  *
  * Attention core: one task per (batch, block of query rows); the task loops over heads and holds
- * only a [rows, S] block of scores (or writes them straight into the per-head weights output), so
- * without weights working memory does not grow with H·L·S. Scores = q·kᵀ (q already divided by
- * √hd, as torch does), masks added, softmax in place, then weights·v into the head's columns of
- * the concat buffer. The keys add_bias_kv and add_zero_attn append are not in the k/v buffers: their
- * score column is computed by a dot product (bias_k) or is 0 (zero key), and their value is added
- * separately (bias_v; the zero value adds nothing).
+ * only a [rows, S] block of scores per thread, so without weights working memory does not grow
+ * with H·L·S. Scores = q·kᵀ (q already divided by √hd, as torch does), masks added, softmax in
+ * place, then weights·v into the head's columns of the concat buffer. Per-head weights leave the
+ * block through the softmax's last pass (non-temporal stores); averaged ones are summed over heads
+ * in the output, then divided by H. With is_causal (and no appended keys) the keys past a block's
+ * last row are skipped. The keys add_bias_kv and add_zero_attn append are not in the k/v buffers:
+ * their score column is computed by a dot product (bias_k) or is 0 (zero key), and their value is
+ * added separately (bias_v; the zero value adds nothing).
  *
  * Every GEMM is a single-threaded cblas_sgemm call made from the pool's threads; the pool splits
  * the projections into row or column blocks and the attention into (batch, row block) tasks.
- * Scratch: one allocation per pass (plan.workspace_bytes + one score block per further thread).
+ * Scratch: one allocation per pass (plan.workspace_bytes + one score block per further thread),
+ * reused from the pool's cache when it is big enough.
  */
 #include "mha_forward_internal.h"
 
@@ -26,14 +29,14 @@
 #include <string.h>
 
 /* ---------------------------------------------------------------------------------------------- */
-/* Parallel GEMM: C[M,Nc] = bias + A[M,K]·W[Nc,K]ᵀ, tiled over the pool                            */
+/* Parallel GEMM: C[M,Nc] = bias + A[M,K]·W[Nc,K]ᵀ, tiled over the pool */
 
 typedef struct gemm_job {
-    const float *A;      /* [M,K], row stride lda  */
+    const float *A; /* [M,K], row stride lda  */
     int64_t lda;
-    const float *W;      /* [Nc,K] contiguous      */
-    const float *bias;   /* [Nc] or NULL (zero)    */
-    float *C;            /* [M,Nc], row stride ldc */
+    const float *W;    /* [Nc,K] contiguous      */
+    const float *bias; /* [Nc] or NULL (zero)    */
+    float *C;          /* [M,Nc], row stride ldc */
     int64_t ldc;
     int64_t M, Nc, K;
     int64_t row_parts, col_parts, first_task;
@@ -110,13 +113,13 @@ typedef struct fwd {
     const mha_inputs *in;
     const mha_trace *trace;
     int64_t N, L, S0, S, E, H, hd, rb, nblk;
-    float *q, *k, *v, *cat;             /* projected rows and concat, input row order        */
+    float *q, *k, *v, *cat; /* projected rows and concat, input row order        */
     int64_t q_bs, q_rs, k_bs, k_rs, v_bs, v_rs, c_bs, c_rs; /* batch and row strides (floats) */
-    float *weights;                     /* [N,H,L,S] per head, [N,L,S] averaged, or NULL     */
+    float *weights; /* [N,H,L,S] per head, [N,L,S] averaged, or NULL     */
     bool per_head;
-    float *scratch;                     /* [threads][slot_floats]                            */
+    float *scratch; /* [threads][slot_floats]                            */
     int64_t slot_floats;
-    float qscale;                       /* √hd as float, as torch divides by it               */
+    float qscale; /* √hd as float, as torch divides by it               */
 } fwd;
 
 static inline float mask_val(const void *m, mha_mask_type t, int64_t j)
@@ -167,7 +170,7 @@ static void attention_task(void *arg, int64_t task, int slot)
     const int64_t S0 = f->S0, S = f->S, H = f->H, hd = f->hd, L = f->L, E = f->E;
     const int64_t b = task / f->nblk, i0 = (task % f->nblk) * f->rb;
     const int64_t m = L - i0 < f->rb ? L - i0 : f->rb;
-    float *qb = f->q + b * f->q_bs + i0 * f->q_rs;     /* row r at qb + r·q_rs */
+    float *qb = f->q + b * f->q_bs + i0 * f->q_rs; /* row r at qb + r·q_rs */
     const float *kb = f->k + b * f->k_bs;
     const float *vb = f->v + b * f->v_bs;
     float *cb = f->cat + b * f->c_bs + i0 * f->c_rs;
@@ -262,7 +265,7 @@ static void attention_task(void *arg, int64_t task, int slot)
 }
 
 /* ---------------------------------------------------------------------------------------------- */
-/* Trace copies (small shapes only: the server caps trace sizes)                                   */
+/* Trace copies (small shapes only: the server caps trace sizes) */
 
 /* Copies rows [0,len) of a batch of a strided buffer (columns [col, col+w)) into dst rows. */
 static void copy_rows(float *dst, const float *src, int64_t bs, int64_t rs, int64_t b, int64_t len,
@@ -286,8 +289,8 @@ static void trace_projections(const fwd *f)
             copy_rows(st[MHA_TRACE_V_PROJ] + b * S0 * E, f->v, f->v_bs, f->v_rs, b, S0, 0, E);
         for (int64_t h = 0; h < H; h++) {
             if (st[MHA_TRACE_Q_HEADS])
-                copy_rows(st[MHA_TRACE_Q_HEADS] + (b * H + h) * L * hd, f->q, f->q_bs, f->q_rs, b, L,
-                          h * hd, hd);
+                copy_rows(st[MHA_TRACE_Q_HEADS] + (b * H + h) * L * hd, f->q, f->q_bs, f->q_rs, b,
+                          L, h * hd, hd);
             for (int kv = 0; kv < 2; kv++) {
                 float *dst = st[kv ? MHA_TRACE_V_HEADS : MHA_TRACE_K_HEADS];
                 if (!dst)
@@ -314,8 +317,8 @@ static void trace_outputs(const fwd *f, const float *output)
     const int64_t N = f->N, L = f->L, E = f->E, H = f->H, hd = f->hd;
     for (int64_t b = 0; b < N; b++) {
         for (int64_t h = 0; h < H && st[MHA_TRACE_HEAD_OUTPUTS]; h++)
-            copy_rows(st[MHA_TRACE_HEAD_OUTPUTS] + (b * H + h) * L * hd, f->cat, f->c_bs, f->c_rs, b,
-                      L, h * hd, hd);
+            copy_rows(st[MHA_TRACE_HEAD_OUTPUTS] + (b * H + h) * L * hd, f->cat, f->c_bs, f->c_rs,
+                      b, L, h * hd, hd);
         if (st[MHA_TRACE_CONCAT])
             copy_rows(st[MHA_TRACE_CONCAT] + b * L * E, f->cat, f->c_bs, f->c_rs, b, L, 0, E);
         if (st[MHA_TRACE_OUTPUT]) /* the output has the concat's row order */
@@ -351,15 +354,24 @@ mha_status mha_forward(const mha_layer *layer, const mha_inputs *in, const mha_p
     if (!layer || !in || !plan || !output)
         return mha_fail(err, MHA_ERR_ARG, "forward", "forward: NULL layer, inputs, plan or output");
     if (in->need_weights && !attn_weights)
-        return mha_fail(err, MHA_ERR_ARG, "attn_weights", "need_weights is set but attn_weights is NULL");
+        return mha_fail(err, MHA_ERR_ARG, "attn_weights",
+                        "need_weights is set but attn_weights is NULL");
     const mha_config *cfg = &layer->cfg;
     if (plan->flops < 4e6)
         pool = NULL; /* a pass this small is done before the pool's threads would wake up */
     const int threads = mha_pool_threads(pool);
     fwd f = {
-        .layer = layer, .in = in, .trace = trace,
-        .N = plan->N, .L = plan->L, .S0 = plan->S0, .S = plan->S, .E = plan->E, .H = plan->H,
-        .hd = plan->hd, .rb = mha_row_block(plan),
+        .layer = layer,
+        .in = in,
+        .trace = trace,
+        .N = plan->N,
+        .L = plan->L,
+        .S0 = plan->S0,
+        .S = plan->S,
+        .E = plan->E,
+        .H = plan->H,
+        .hd = plan->hd,
+        .rb = mha_row_block(plan),
         .weights = in->need_weights ? attn_weights : NULL,
         .per_head = in->need_weights && !in->average_attn_weights,
         .qscale = (float)sqrt((double)plan->hd),
@@ -373,13 +385,14 @@ mha_status mha_forward(const mha_layer *layer, const mha_inputs *in, const mha_p
     if (!mha_mul_ok(f.slot_floats * (int64_t)sizeof(float), threads - 1, &extra) ||
         !mha_add_ok((int64_t)plan->workspace_bytes, extra, &bytes) ||
         bytes > layer->limits.max_workspace_bytes)
-        return mha_fail(err, MHA_ERR_LIMIT, "query", "this pass needs more than %lld bytes of scratch",
+        return mha_fail(err, MHA_ERR_LIMIT, "query",
+                        "this pass needs more than %lld bytes of scratch",
                         (long long)layer->limits.max_workspace_bytes);
     mha_scratch scratch;
     float *work = mha_pool_scratch_get(pool, &scratch, (size_t)bytes);
     if (!work)
-        return mha_fail(err, MHA_ERR_NOMEM, "query", "out of memory allocating %lld bytes of scratch",
-                        (long long)bytes);
+        return mha_fail(err, MHA_ERR_NOMEM, "query",
+                        "out of memory allocating %lld bytes of scratch", (long long)bytes);
     float *cursor = work;
 
     const mha_tensor *qt = &in->query;

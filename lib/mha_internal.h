@@ -43,19 +43,19 @@ const char *mha_shape_str(char *buf, size_t size, int ndim, const int64_t *shape
 /* Layers                                                                                         */
 
 struct mha_layer {
-    mha_config cfg;                          /* kdim, vdim resolved                            */
-    mha_limits limits;                       /* the limits the layer was created under         */
+    mha_config cfg;    /* kdim, vdim resolved                            */
+    mha_limits limits; /* the limits the layer was created under         */
     int nparams;
     mha_param_info info[MHA_MAX_PARAMS];
-    float *param[MHA_MAX_PARAMS];            /* into data                                      */
-    float *data;                             /* every parameter, one allocation                */
+    float *param[MHA_MAX_PARAMS]; /* into data                                      */
+    float *data;                  /* every parameter, one allocation                */
     /* Shortcuts into data (NULL when the config has no such parameter). */
-    const float *w_in;                       /* [3E,E] packed                                  */
-    const float *w_q, *w_k, *w_v;            /* [E,E], [E,Kd], [E,Vd] (into w_in when packed)  */
-    const float *b_in;                       /* [3E]                                           */
-    const float *bias_k, *bias_v;            /* [E] each                                       */
-    const float *w_out;                      /* [E,E]                                          */
-    const float *b_out;                      /* [E]                                            */
+    const float *w_in;            /* [3E,E] packed                                  */
+    const float *w_q, *w_k, *w_v; /* [E,E], [E,Kd], [E,Vd] (into w_in when packed)  */
+    const float *b_in;            /* [3E]                                           */
+    const float *bias_k, *bias_v; /* [E] each                                       */
+    const float *w_out;           /* [E,E]                                          */
+    const float *b_out;           /* [E]                                            */
 };
 
 /* ---------------------------------------------------------------------------------------------- */

@@ -128,8 +128,8 @@ int mha_layer_param_find(const mha_layer *layer, const char *name)
 
 static bool known_param_name(const char *name)
 {
-    static const char *const all[] = {"in_proj_weight", "q_proj_weight", "k_proj_weight",
-                                      "v_proj_weight",  "in_proj_bias",  "bias_k",
+    static const char *const all[] = {"in_proj_weight", "q_proj_weight",   "k_proj_weight",
+                                      "v_proj_weight",  "in_proj_bias",    "bias_k",
                                       "bias_v",         "out_proj.weight", "out_proj.bias"};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
         if (!strcmp(all[i], name))
@@ -162,7 +162,8 @@ mha_status mha_layer_set_param(mha_layer *layer, const char *name, const float *
         char got[96], want[96];
         mha_shape_str(got, sizeof got, ndim < 0 ? 0 : ndim > 8 ? 8 : ndim, shape);
         mha_shape_str(want, sizeof want, p->ndim, p->shape);
-        return mha_fail(err, MHA_ERR_SHAPE, name, "%s has shape %s, layer expects %s", name, got, want);
+        return mha_fail(err, MHA_ERR_SHAPE, name, "%s has shape %s, layer expects %s", name, got,
+                        want);
     }
     for (int64_t k = 0; k < p->count; k++) {
         if (!isfinite(data[k]))

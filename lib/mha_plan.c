@@ -32,8 +32,8 @@ static mha_status check_finite(const char *field, const float *x, int64_t n, mha
 {
     for (int64_t i = 0; i < n; i++) {
         if (!isfinite(x[i]))
-            return mha_fail(err, MHA_ERR_VALUE, field, "%s[%lld] is %s; inputs must be finite", field,
-                            (long long)i, isnan(x[i]) ? "NaN" : "infinite");
+            return mha_fail(err, MHA_ERR_VALUE, field, "%s[%lld] is %s; inputs must be finite",
+                            field, (long long)i, isnan(x[i]) ? "NaN" : "infinite");
     }
     return MHA_OK;
 }
@@ -45,11 +45,13 @@ static mha_status count_of(const char *field, int ndim, const int64_t *shape, co
     int64_t c = 1;
     for (int d = 0; d < ndim; d++) {
         if (shape[d] < 1)
-            return mha_fail(err, MHA_ERR_SHAPE, field, "%s has an empty or negative dimension %d (%lld)",
-                            field, d, (long long)shape[d]);
+            return mha_fail(err, MHA_ERR_SHAPE, field,
+                            "%s has an empty or negative dimension %d (%lld)", field, d,
+                            (long long)shape[d]);
         if (shape[d] > lim->max_dim)
-            return mha_fail(err, MHA_ERR_LIMIT, field, "%s dimension %d is %lld, over the limit of %lld",
-                            field, d, (long long)shape[d], (long long)lim->max_dim);
+            return mha_fail(err, MHA_ERR_LIMIT, field,
+                            "%s dimension %d is %lld, over the limit of %lld", field, d,
+                            (long long)shape[d], (long long)lim->max_dim);
         if (!mha_mul_ok(c, shape[d], &c) || c > lim->max_elements)
             return mha_fail(err, MHA_ERR_LIMIT, field, "%s has more than %lld elements", field,
                             (long long)lim->max_elements);
@@ -66,8 +68,8 @@ static mha_status check_mask_values(const char *field, const mha_mask *m, int64_
     for (int64_t i = 0; i < n; i++) {
         if (isnan(x[i]) || x[i] == INFINITY)
             return mha_fail(err, MHA_ERR_VALUE, field,
-                            "%s[%lld] is %s; a float mask may hold finite numbers and -inf only", field,
-                            (long long)i, isnan(x[i]) ? "NaN" : "+inf");
+                            "%s[%lld] is %s; a float mask may hold finite numbers and -inf only",
+                            field, (long long)i, isnan(x[i]) ? "NaN" : "+inf");
     }
     return MHA_OK;
 }
@@ -77,7 +79,8 @@ static mha_status check_mask(const char *field, const mha_mask *m, int ndim, con
 {
     char got[96], exp[96];
     if (m->type != MHA_MASK_BOOL && m->type != MHA_MASK_FLOAT)
-        return mha_fail(err, MHA_ERR_ARG, field, "%s has an unknown mask type %d", field, (int)m->type);
+        return mha_fail(err, MHA_ERR_ARG, field, "%s has an unknown mask type %d", field,
+                        (int)m->type);
     bool same = m->ndim == ndim;
     for (int d = 0; same && d < ndim; d++)
         same = m->shape[d] == want[d];
@@ -98,11 +101,13 @@ int64_t mha_row_block(const mha_plan *plan)
 {
     /* About 1 MiB of scores (L2-sized on Zen 4/5), 16 to 128 rows: OpenBLAS repacks a head's K
      * and V on every call, about 1/(2·rows) of the attention's work, so fewer rows cost more;
-     * much more and the block leaves L2 (measured on XL: 128 rows ~7% faster than 64). Then at least 4 tasks where rows allow and the work is worth splitting, so
-     * two threads both get work. */
+     * much more and the block leaves L2 (measured on XL: 128 rows ~7% faster than 64). Then at
+     * least 4 tasks where rows allow and the work is worth splitting, so two threads both get work.
+     */
     int64_t rb = ((int64_t)1 << 18) / (plan->S > 0 ? plan->S : 1);
     rb = rb < 16 ? 16 : rb > 128 ? 128 : rb / 16 * 16;
-    while (rb > 16 && plan->N * ((plan->L + rb - 1) / rb) < 4 && plan->L * plan->S * plan->E >= 1 << 20)
+    while (rb > 16 && plan->N * ((plan->L + rb - 1) / rb) < 4 &&
+           plan->L * plan->S * plan->E >= 1 << 20)
         rb -= 16;
     return plan->L < rb ? plan->L : rb;
 }
@@ -143,43 +148,52 @@ mha_status mha_plan_forward(const mha_layer *layer, const mha_inputs *in, const 
     if ((st = count_of("query", nd, q->shape, limits, &qn, err)) != MHA_OK)
         return st;
     if (q->shape[nd - 1] != E)
-        return mha_fail(err, MHA_ERR_SHAPE, "query", "query has %lld features (shape %s), layer expects embed_dim=%lld",
+        return mha_fail(err, MHA_ERR_SHAPE, "query",
+                        "query has %lld features (shape %s), layer expects embed_dim=%lld",
                         (long long)q->shape[nd - 1], SHAPE(a, q), (long long)E);
 
     /* key: absent = query */
     const mha_tensor *k = in->key.data ? &in->key : q;
     const char *kname = in->key.data ? "key" : "key (= query)";
     if (k->ndim != nd)
-        return mha_fail(err, MHA_ERR_SHAPE, "key", "key has shape %s but query has shape %s: both must be %s",
-                        SHAPE(a, k), SHAPE(b, q), batched ? "3-D (batched)" : "2-D (unbatched)");
+        return mha_fail(err, MHA_ERR_SHAPE, "key",
+                        "key has shape %s but query has shape %s: both must be %s", SHAPE(a, k),
+                        SHAPE(b, q), batched ? "3-D (batched)" : "2-D (unbatched)");
     if ((st = count_of("key", nd, k->shape, limits, &kn, err)) != MHA_OK)
         return st;
     int64_t kN = batched ? (bf ? k->shape[0] : k->shape[1]) : 1;
     int64_t S0 = batched ? (bf ? k->shape[1] : k->shape[0]) : k->shape[0];
     if (kN != N)
-        return mha_fail(err, MHA_ERR_SHAPE, "key", "key has batch size %lld (shape %s), query has %lld (shape %s)",
+        return mha_fail(err, MHA_ERR_SHAPE, "key",
+                        "key has batch size %lld (shape %s), query has %lld (shape %s)",
                         (long long)kN, SHAPE(a, k), (long long)N, SHAPE(b, q));
     if (k->shape[nd - 1] != Kd)
-        return mha_fail(err, MHA_ERR_SHAPE, "key", "%s has %lld features (shape %s), layer expects kdim=%lld",
-                        kname, (long long)k->shape[nd - 1], SHAPE(a, k), (long long)Kd);
+        return mha_fail(err, MHA_ERR_SHAPE, "key",
+                        "%s has %lld features (shape %s), layer expects kdim=%lld", kname,
+                        (long long)k->shape[nd - 1], SHAPE(a, k), (long long)Kd);
 
     /* value: absent = key */
     const mha_tensor *v = in->value.data ? &in->value : k;
-    const char *vname = in->value.data ? "value" : in->key.data ? "value (= key)" : "value (= query)";
+    const char *vname = in->value.data ? "value"
+                        : in->key.data ? "value (= key)"
+                                       : "value (= query)";
     if (v->ndim != nd)
-        return mha_fail(err, MHA_ERR_SHAPE, "value", "value has shape %s but query has shape %s: both must be %s",
-                        SHAPE(a, v), SHAPE(b, q), batched ? "3-D (batched)" : "2-D (unbatched)");
+        return mha_fail(err, MHA_ERR_SHAPE, "value",
+                        "value has shape %s but query has shape %s: both must be %s", SHAPE(a, v),
+                        SHAPE(b, q), batched ? "3-D (batched)" : "2-D (unbatched)");
     if ((st = count_of("value", nd, v->shape, limits, &vn, err)) != MHA_OK)
         return st;
     for (int d = 0; d < nd - 1; d++) {
         if (v->shape[d] != k->shape[d])
-            return mha_fail(err, MHA_ERR_SHAPE, "value",
-                            "value has shape %s, key has shape %s: their sequence and batch sizes must match",
-                            SHAPE(a, v), SHAPE(b, k));
+            return mha_fail(
+                err, MHA_ERR_SHAPE, "value",
+                "value has shape %s, key has shape %s: their sequence and batch sizes must match",
+                SHAPE(a, v), SHAPE(b, k));
     }
     if (v->shape[nd - 1] != Vd)
-        return mha_fail(err, MHA_ERR_SHAPE, "value", "%s has %lld features (shape %s), layer expects vdim=%lld",
-                        vname, (long long)v->shape[nd - 1], SHAPE(a, v), (long long)Vd);
+        return mha_fail(err, MHA_ERR_SHAPE, "value",
+                        "%s has %lld features (shape %s), layer expects vdim=%lld", vname,
+                        (long long)v->shape[nd - 1], SHAPE(a, v), (long long)Vd);
 
     const int64_t S = S0 + (cfg->add_bias_kv ? 1 : 0) + (cfg->add_zero_attn ? 1 : 0);
 
@@ -204,8 +218,9 @@ mha_status mha_plan_forward(const mha_layer *layer, const mha_inputs *in, const 
         else {
             mha_shape_str(a, sizeof a, clamp_nd(m->ndim), m->shape);
             mha_shape_str(b, sizeof b, 3, want3);
-            st = mha_fail(err, MHA_ERR_SHAPE, "attn_mask", "attn_mask has shape %s, expected [%lld,%lld] or %s",
-                          a, (long long)L, (long long)S0, b);
+            st = mha_fail(err, MHA_ERR_SHAPE, "attn_mask",
+                          "attn_mask has shape %s, expected [%lld,%lld] or %s", a, (long long)L,
+                          (long long)S0, b);
         }
         if (st != MHA_OK)
             return st;
@@ -239,7 +254,8 @@ mha_status mha_plan_forward(const mha_layer *layer, const mha_inputs *in, const 
         plan->weights_ndim = n;
         if (!mha_mul_ok(LS, N, &w) || (!avg && !mha_mul_ok(w, H, &w)) || w > limits->max_elements)
             return mha_fail(err, MHA_ERR_LIMIT, "need_weights",
-                            "the attention weights would have more than %lld elements", (long long)limits->max_elements);
+                            "the attention weights would have more than %lld elements",
+                            (long long)limits->max_elements);
         plan->weights_count = w;
     }
 
@@ -249,8 +265,8 @@ mha_status mha_plan_forward(const mha_layer *layer, const mha_inputs *in, const 
     widest = widest > Vd ? widest : Vd;
     if (!mha_mul_ok(N, rows_max, &big) || !mha_mul_ok(big, 3 * widest, &big) || big > INT32_MAX)
         return mha_fail(err, MHA_ERR_LIMIT, "query",
-                        "N=%lld, L=%lld, S=%lld with %lld features is too large for one pass", (long long)N,
-                        (long long)L, (long long)S0, (long long)widest);
+                        "N=%lld, L=%lld, S=%lld with %lld features is too large for one pass",
+                        (long long)N, (long long)L, (long long)S0, (long long)widest);
 
     /* Workspace (floats): projections + concat + one thread's score block; see mha_forward.c. */
     int64_t NL, NS0, proj, cat, blk, total;
@@ -261,17 +277,19 @@ mha_status mha_plan_forward(const mha_layer *layer, const mha_inputs *in, const 
     ok = ok && mha_add_ok(proj, cat, &total) && mha_add_ok(total, blk, &total) &&
          mha_add_ok(total, 16 * 8, &total) && mha_mul_ok(total, (int64_t)sizeof(float), &total);
     if (!ok || total > limits->max_workspace_bytes)
-        return mha_fail(err, MHA_ERR_LIMIT, "query",
-                        "this pass needs more than %lld bytes of scratch (N=%lld, L=%lld, S=%lld, E=%lld)",
-                        (long long)limits->max_workspace_bytes, (long long)N, (long long)L, (long long)S,
-                        (long long)E);
+        return mha_fail(
+            err, MHA_ERR_LIMIT, "query",
+            "this pass needs more than %lld bytes of scratch (N=%lld, L=%lld, S=%lld, E=%lld)",
+            (long long)limits->max_workspace_bytes, (long long)N, (long long)L, (long long)S,
+            (long long)E);
     plan->workspace_bytes = (size_t)total;
     plan->flops = mha_flops(cfg, N, L, S0);
 
     /* Values last: shapes are cheaper to check and more often wrong. */
     if ((st = check_finite("query", q->data, qn, err)) != MHA_OK)
         return st;
-    if (in->key.data && in->key.data != q->data && (st = check_finite("key", k->data, kn, err)) != MHA_OK)
+    if (in->key.data && in->key.data != q->data &&
+        (st = check_finite("key", k->data, kn, err)) != MHA_OK)
         return st;
     if (in->value.data && in->value.data != k->data && in->value.data != q->data &&
         (st = check_finite("value", v->data, vn, err)) != MHA_OK)

@@ -4,8 +4,8 @@
  * Design: the pool keeps a queue of running jobs (one per mha_pool_run call; several threads may
  * call at once). A job hands out task indices through an atomic counter; whoever is idle (a worker,
  * or the caller itself) claims the next index. Workers sleep on a condition variable when no job
- * has tasks left, so an idle pool takes no CPU. A job lives on its caller's stack; the caller leaves
- * only when every task is done and no worker still holds the job.
+ * has tasks left, so an idle pool takes no CPU. A job lives on its caller's stack; the caller
+ * leaves only when every task is done and no worker still holds the job.
  */
 #include "mha_internal.h"
 
@@ -19,23 +19,23 @@ typedef struct job {
     mha_task_fn fn;
     void *arg;
     int64_t ntasks;
-    _Atomic int64_t next;     /* next task index to hand out                         */
-    int64_t done;             /* tasks finished (under pool->lock)                   */
-    int holders;              /* workers inside this job (under pool->lock)          */
-    int slots;                /* slots handed out; the caller has slot 0             */
+    _Atomic int64_t next; /* next task index to hand out                         */
+    int64_t done;         /* tasks finished (under pool->lock)                   */
+    int holders;          /* workers inside this job (under pool->lock)          */
+    int slots;            /* slots handed out; the caller has slot 0             */
     struct job *prev, *next_job;
 } job;
 
 struct mha_pool {
-    int threads;              /* caller + workers                                    */
+    int threads; /* caller + workers                                    */
     int nworkers;
     pthread_t *workers;
     pthread_mutex_t lock;
-    pthread_cond_t work;      /* a job was queued, or stop                           */
-    pthread_cond_t finished;  /* some job's tasks all finished                       */
-    job *head, *tail;         /* jobs with tasks possibly left                       */
+    pthread_cond_t work;     /* a job was queued, or stop                           */
+    pthread_cond_t finished; /* some job's tasks all finished                       */
+    job *head, *tail;        /* jobs with tasks possibly left                       */
     bool stop;
-    mha_scratch cache;        /* a pass's scratch kept for the next (under lock)     */
+    mha_scratch cache; /* a pass's scratch kept for the next (under lock)     */
 };
 
 #define CACHE_MAX ((size_t)256 << 20)

@@ -21,8 +21,8 @@
 #define MHA_HAVE_AVX2_KERNEL 1
 #endif
 
-#define EXP_HI 88.0f          /* inputs are clamped here: exp(88) is finite in float     */
-#define EXP_LO -87.336544f    /* ln(FLT_MIN): below this the result is flushed to 0       */
+#define EXP_HI 88.0f       /* inputs are clamped here: exp(88) is finite in float     */
+#define EXP_LO -87.336544f /* ln(FLT_MIN): below this the result is flushed to 0       */
 #define LOG2E 1.44269504088896341f
 #define LN2_HI 0.693359375f
 #define LN2_LO -2.12194440e-4f
@@ -49,7 +49,10 @@ static inline float expf_portable(float x)
     p = p * r + P4;
     p = p * r + P5;
     p = p * r * r + r + 1.0f;
-    union { uint32_t u; float f; } two = {.u = (uint32_t)((int32_t)n + 127) << 23};
+    union {
+        uint32_t u;
+        float f;
+    } two = {.u = (uint32_t)((int32_t)n + 127) << 23};
     return p * two.f;
 }
 
@@ -96,12 +99,13 @@ __attribute__((target("avx2,fma"))) static inline __m256 exp_avx2(__m256 x)
     p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(P4));
     p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(P5));
     p = _mm256_fmadd_ps(_mm256_mul_ps(p, r), r, _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
-    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    __m256i e =
+        _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
     return _mm256_and_ps(_mm256_mul_ps(p, _mm256_castsi256_ps(e)), keep);
 }
 
 __attribute__((target("avx2,fma"))) static void softmax_rows_avx2(float *x, int64_t rows, int64_t n,
-                                                                   int64_t ld, float *dst)
+                                                                  int64_t ld, float *dst)
 {
     for (int64_t r = 0; r < rows; r++) {
         float *row = x + r * ld;
@@ -166,7 +170,8 @@ __attribute__((target("avx2,fma"))) static void softmax_rows_avx2(float *x, int6
     }
 }
 
-__attribute__((target("avx2,fma"))) static void expf_array_avx2(float *out, const float *in, int64_t n)
+__attribute__((target("avx2,fma"))) static void expf_array_avx2(float *out, const float *in,
+                                                                int64_t n)
 {
     int64_t j = 0;
     for (; j + 8 <= n; j += 8)
@@ -181,7 +186,8 @@ __attribute__((target("avx2,fma"))) static void expf_array_avx2(float *out, cons
     }
 }
 
-__attribute__((target("avx2"))) static void copy_stream_avx2(float *dst, const float *src, int64_t n)
+__attribute__((target("avx2"))) static void copy_stream_avx2(float *dst, const float *src,
+                                                             int64_t n)
 {
     int64_t j = 0;
     while (j < n && ((uintptr_t)(dst + j) & 31)) { /* up to the first 32-byte boundary */
@@ -212,12 +218,13 @@ __attribute__((target("avx512f"))) static inline __m512 exp_avx512(__m512 x)
     p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(P4));
     p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(P5));
     p = _mm512_fmadd_ps(_mm512_mul_ps(p, r), r, _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
-    __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
+    __m512i e =
+        _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
     return _mm512_maskz_mov_ps(keep, _mm512_mul_ps(p, _mm512_castsi512_ps(e)));
 }
 
-__attribute__((target("avx512f"))) static void softmax_rows_avx512(float *x, int64_t rows, int64_t n,
-                                                                   int64_t ld, float *dst)
+__attribute__((target("avx512f"))) static void
+softmax_rows_avx512(float *x, int64_t rows, int64_t n, int64_t ld, float *dst)
 {
     const int64_t body = n / 16 * 16;
     const __mmask16 tail = (__mmask16)((1u << (n - body)) - 1);
@@ -244,7 +251,8 @@ __attribute__((target("avx512f"))) static void softmax_rows_avx512(float *x, int
             vsum = _mm512_add_ps(vsum, e);
         }
         if (tail) {
-            __m512 e = exp_avx512(_mm512_sub_ps(_mm512_mask_loadu_ps(neg_inf, tail, row + body), vm));
+            __m512 e =
+                exp_avx512(_mm512_sub_ps(_mm512_mask_loadu_ps(neg_inf, tail, row + body), vm));
             _mm512_mask_storeu_ps(row + body, tail, e);
             vsum = _mm512_add_ps(vsum, e); /* masked-off lanes are exp(-inf) = 0 */
         }
@@ -273,7 +281,8 @@ __attribute__((target("avx512f"))) static void softmax_rows_avx512(float *x, int
     }
 }
 
-__attribute__((target("avx512f"))) static void expf_array_avx512(float *out, const float *in, int64_t n)
+__attribute__((target("avx512f"))) static void expf_array_avx512(float *out, const float *in,
+                                                                 int64_t n)
 {
     int64_t j = 0;
     for (; j + 16 <= n; j += 16)

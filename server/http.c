@@ -30,6 +30,7 @@
 
 #include "api_v2.h"
 #include "auth.h"
+#include "bigbuf.h"
 #include "log.h"
 
 /* Bodies at least this large on a SRV_ROUTE_HEAVY route run on a worker thread. Below it the
@@ -121,6 +122,11 @@ const char *srv_request_param(const srv_request *req, const char *name)
     return NULL;
 }
 
+int srv_response_reserve(srv_response *resp, size_t bytes)
+{
+    return resp->body.len ? srv_buf_reserve(&resp->body, bytes) : srv_bigbuf_reserve(&resp->body, bytes);
+}
+
 int srv_response_header(srv_response *resp, const char *name, const char *fmt, ...)
 {
     if (resp->nheaders >= SRV_MAX_RESP_HEADERS || strlen(name) >= sizeof resp->headers[0].name)
@@ -145,7 +151,7 @@ static void response_init(srv_response *resp)
 static void response_free(srv_response *resp)
 {
     if (resp)
-        srv_buf_free(&resp->body);
+        srv_bigbuf_free(&resp->body);
 }
 
 void srv_response_error(srv_response *resp, const srv_error *err)
@@ -251,6 +257,18 @@ static void add_cors(req_ctx *c, struct MHD_Response *r)
     MHD_add_response_header(r, "Access-Control-Expose-Headers", SRV_CORS_EXPOSE_HEADERS);
 }
 
+typedef struct big_block {
+    void *data;
+    size_t cap;
+} big_block;
+
+static void release_block(void *cls)
+{
+    big_block *blk = cls;
+    srv_bigbuf_release(blk->data, blk->cap);
+    free(blk);
+}
+
 static enum MHD_Result queue(req_ctx *c, srv_response *resp, bool close)
 {
     size_t len = resp->body.len;
@@ -261,7 +279,19 @@ static enum MHD_Result queue(req_ctx *c, srv_response *resp, bool close)
         srv_response_error(resp, &e);
         len = resp->body.len;
     }
-    if (len) {
+    if (len >= SRV_BIGBUF_MIN_BYTES) {
+        /* large: the block goes back to the cache when libmicrohttpd is done with it */
+        big_block *blk = malloc(sizeof *blk);
+        r = NULL;
+        if (blk) {
+            blk->cap = resp->body.cap;
+            blk->data = srv_buf_steal(&resp->body, &len);
+            r = MHD_create_response_from_buffer_with_free_callback_cls(len, blk->data,
+                                                                       release_block, blk);
+            if (!r)
+                release_block(blk);
+        }
+    } else if (len) {
         char *data = srv_buf_steal(&resp->body, &len);
         r = MHD_create_response_from_buffer(len, data, MHD_RESPMEM_MUST_FREE);
         if (!r)
@@ -494,7 +524,7 @@ static enum MHD_Result on_headers(req_ctx *c)
                       "Content-Type '%.100s' is not accepted here; send application/json", ct);
         return queue_error(c, &err, NULL, true);
     }
-    if (length && srv_buf_reserve(&c->body, (size_t)length) < 0) {
+    if (length && srv_bigbuf_reserve(&c->body, (size_t)length) < 0) {
         srv_error_set(&err, SRV_E_NOMEM, "", "out of memory for a body of %llu bytes", length);
         return queue_error(c, &err, NULL, true);
     }
@@ -577,7 +607,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
              * and the 413 is sent when the body ends. */
             if (!c->too_large) {
                 c->too_large = true;
-                srv_buf_free(&c->body);
+                srv_bigbuf_free(&c->body);
             }
             return c->bytes_in - (size_t)c->limit > DISCARD_MAX ? MHD_NO : MHD_YES;
         }
@@ -640,7 +670,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         response_free(c->done);
         free(c->done);
     }
-    srv_buf_free(&c->body);
+    srv_bigbuf_free(&c->body);
     free(c->path);
     free(c->params);
     free(c);

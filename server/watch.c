@@ -9,6 +9,7 @@
  */
 #include "watch.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -54,20 +55,27 @@ static void watch_dir(srv_watch *w, const char *path)
     w->inotify_warned = true;
 }
 
-/* Adds watches for the layers dir and every layer dir in it (idempotent for the ones watched). */
+/* Adds watches for the layers dir and every directory in it, also those of layers still being
+ * written (no committed file yet: their commit is a rename inside them, which raises no event on
+ * layers/). Idempotent for the ones already watched. */
 static void watch_dirs(srv_watch *w)
 {
     if (w->inotify_fd < 0)
         return;
-    srv_datadir *dd = w->persist->dd;
-    watch_dir(w, dd->layers);
-    srv_dd_entry *list = NULL;
-    int n = srv_datadir_list(dd, &list, NULL);
+    const char *layers = w->persist->dd->layers;
+    watch_dir(w, layers);
+    DIR *d = opendir(layers);
+    if (!d)
+        return;
     char path[PATH_MAX];
-    for (int i = 0; i < n; i++)
-        if (snprintf(path, sizeof path, "%s/%s", dd->layers, list[i].name) < (int)sizeof path)
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        if (de->d_name[0] == '.' || (de->d_type != DT_DIR && de->d_type != DT_UNKNOWN))
+            continue; /* hidden: temps and deleted layers, never served */
+        if (snprintf(path, sizeof path, "%s/%s", layers, de->d_name) < (int)sizeof path)
             watch_dir(w, path);
-    free(list);
+    }
+    closedir(d);
 }
 
 static int step(srv_watch *w, bool woken)

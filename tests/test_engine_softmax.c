@@ -28,9 +28,11 @@ static void test_expf(mha_isa isa)
     CHECK(worst < 4e-7, "%s: expf relative error %g over [-87, 0]", isa_names[isa], worst);
     float special[5] = {-INFINITY, -200.0f, -88.0f, 0.0f, 10.0f}, out[5];
     mha_expf_array_isa(isa, out, special, 5);
-    CHECK(out[0] == 0.0f && out[1] == 0.0f, "%s: exp(-inf) and exp(-200) are exactly 0", isa_names[isa]);
+    CHECK(out[0] == 0.0f && out[1] == 0.0f, "%s: exp(-inf) and exp(-200) are exactly 0",
+          isa_names[isa]);
     CHECK(out[3] == 1.0f, "%s: exp(0) == 1 (got %.9g)", isa_names[isa], out[3]);
-    CHECK(fabs(out[4] - exp(10.0)) / exp(10.0) < 4e-7, "%s: exp(10) (got %.9g)", isa_names[isa], out[4]);
+    CHECK(fabs(out[4] - exp(10.0)) / exp(10.0) < 4e-7, "%s: exp(10) (got %.9g)", isa_names[isa],
+          out[4]);
 }
 
 static void test_softmax_rows(mha_isa isa)
@@ -63,7 +65,8 @@ static void test_softmax_rows(mha_isa isa)
         for (int r = 0; r < 3; r++)
             for (int j = 0; j < 48; j++)
                 copied &= j < len ? dst[r * 48 + j] == x[r * 48 + j] : dst[r * 48 + j] == -7.0f;
-        CHECK(copied, "%s: dst gets exactly the row's result and nothing past it (len %d)", isa_names[isa], len);
+        CHECK(copied, "%s: dst gets exactly the row's result and nothing past it (len %d)",
+              isa_names[isa], len);
         free(dst_mem);
         char what[64];
         snprintf(what, sizeof what, "%s softmax row of %d", isa_names[isa], len);

@@ -764,6 +764,106 @@ static void test_names(srv_daemon *d)
     hc_response_free(&r);
 }
 
+/* ---------------------------------------------------------------------------------------------- */
+/* Requests that fail half-way (leaks on error paths show under make asan's LeakSanitizer)         */
+
+static void test_half_failures(srv_daemon *d)
+{
+    const char *fwd = "/v1/layers/plain/forward";
+    /* a good base64 query, then the failure */
+    float q[2 * 8];
+    for (int i = 0; i < 16; i++)
+        q[i] = (float)i / 8;
+    int64_t shape[2] = {2, 8};
+    json_t *qt = tj_base64(q, 2, shape);
+    char *qs = json_dumps(qt, JSON_COMPACT);
+    json_decref(qt);
+    const char *tails[] = {
+        "\"key\": [[1,2,3,4,5,6,7,\"nan\"]]",                       /* bad value in a later tensor  */
+        "\"key\": [[1,2,3,4,5,6,7,8]], \"value\": [[1,2,3]]",       /* shapes: the plan refuses      */
+        "\"attn_mask\": {\"shape\": [2,2], \"dtype\": \"bool\", \"base64\": \"AA=A\"}",
+        "\"key\": [[1,2,3,4,5,6,7,8]], \"zzz\": 1",                 /* unknown field last            */
+        "\"key\": [[1,2,3,4,5,6,7,8]], \"encoding\": \"hex\"",
+        "\"key\": [[1,2,3,4,5,6,7,8]], \"need_weights\": \"yes\"",
+        "\"key\": [[1,2,3,4,5,6,7,8]], \"key\": [[1,2,3,4,5,6,7,8]]", /* duplicate */
+        "\"key_padding_mask\": [[true, false]], \"attn_mask\": [[1e39, 0], [0, 0]]",
+        "\"key\": [[1,2,3,4,5,6,7,8]], \"value\": [[1,2,3,4,5,6,7,8]], \"is_causal\": 2",
+    };
+    char body[4096];
+    for (size_t i = 0; i < sizeof tails / sizeof *tails; i++) {
+        int k = snprintf(body, sizeof body, "{\"query\": %s, %s}", qs, tails[i]);
+        char what[64];
+        snprintf(what, sizeof what, "forward failing late #%zu", i);
+        expect_error(d, "POST", fwd, body, (size_t)k, 400, what);
+        snprintf(what, sizeof what, "trace failing late #%zu", i);
+        expect_error(d, "POST", "/v1/layers/plain/trace", body, (size_t)k, 400, what);
+    }
+    free(qs);
+
+    /* PUT with weights: good tensors, then a bad one; a bad config after good weights */
+    const char *puts[] = {
+        "{\"config\": {\"embed_dim\": 2, \"num_heads\": 1}, \"weights\": {"
+        "\"in_proj_weight\": [[1,0],[0,1],[1,0],[0,1],[1,0],[0,1]], \"in_proj_bias\": [0,0,0,0,0,0],"
+        " \"out_proj.weight\": [[1,0],[0,1]], \"out_proj.bias\": [0,\"nan\"]}}",
+        "{\"config\": {\"embed_dim\": 2, \"num_heads\": 1}, \"weights\": {"
+        "\"in_proj_weight\": [[1,0],[0,1],[1,0],[0,1],[1,0],[0,1]], \"in_proj_bias\": [0,0,0,0,0,0],"
+        " \"out_proj.weight\": [[1,0,0],[0,1,0]], \"out_proj.bias\": [0,0]}}",
+        "{\"config\": {\"embed_dim\": 2, \"num_heads\": 1}, \"weights\": {"
+        "\"in_proj_weight\": [[1,0],[0,1],[1,0],[0,1],[1,0],[0,1]], \"in_proj_bias\": [0,0,0,0,0,0],"
+        " \"out_proj.weight\": [[1,0],[0,1]], \"out_proj.bias\": [0,0], \"bias_k\": [[[0,0]]]}}",
+        "{\"weights\": {\"in_proj_weight\": [[1,0],[0,1],[1,0],[0,1],[1,0],[0,1]]}, "
+        "\"config\": {\"embed_dim\": 2, \"num_heads\": 3}}",
+        "{\"config\": {\"embed_dim\": 2, \"num_heads\": 1}, \"weights\": {"
+        "\"in_proj_weight\": [[1,0],[0,1],[1,0],[0,1],[1,0],[0,1]]}}",
+    };
+    for (size_t i = 0; i < sizeof puts / sizeof *puts; i++) {
+        char what[64];
+        snprintf(what, sizeof what, "PUT failing late #%zu", i);
+        expect_error(d, "PUT", "/v1/layers/plain", puts[i], strlen(puts[i]), 0, what);
+        expect_error(d, "PUT", "/v1/layers/halfway", puts[i], strlen(puts[i]), 0, what);
+    }
+    /* a weights replacement that fails half-way leaves the layer as it was */
+    const char *wput = "{\"in_proj_weight\": [[1,0,0,0,0,0,0,0]], \"out_proj.weight\": 7}";
+    expect_error(d, "PUT", "/v1/layers/plain/weights", wput, strlen(wput), 0, "weights PUT");
+    /* a safetensors body cut short */
+    hc_response r;
+    hc_request(d, "GET", "/v1/layers/plain/weights", NULL, NULL, 0,
+               &(hc_opts){.headers = (const char *const[]){"Accept: application/octet-stream", NULL}},
+               &r);
+    if (CHECK(r.status == 200 && r.len > 64, "safetensors download: %ld", r.status)) {
+        hc_response r2;
+        hc_request(d, "PUT", "/v1/layers/plain/weights", "application/octet-stream", r.body,
+                   (long)(r.len - 4), NULL, &r2);
+        CHECK(r2.status == 400, "truncated safetensors upload: %ld %.200s", r2.status, r2.body);
+        hc_response_free(&r2);
+        r.body[r.len - 4] = 0x7F; /* a float's top byte: now NaN or huge? make it NaN-ish */
+        r.body[r.len - 3] = (char)0xFF;
+        r.body[r.len - 2] = (char)0xFF;
+        r.body[r.len - 1] = 0x7F;
+        hc_request(d, "PUT", "/v1/layers/plain/weights", "application/octet-stream", r.body,
+                   (long)r.len, NULL, &r2);
+        CHECK(r2.status == 400, "safetensors upload with a NaN: %ld %.200s", r2.status, r2.body);
+        hc_response_free(&r2);
+    }
+    hc_response_free(&r);
+
+    /* v2: a good query, then a bad mask; binary sizes that do not add up */
+    const char *v2 = "{\"inputs\": [{\"name\": \"query\", \"datatype\": \"FP32\", \"shape\": [1,8], "
+                     "\"data\": [1,2,3,4,5,6,7,8]}, {\"name\": \"attn_mask\", \"datatype\": \"BOOL\", "
+                     "\"shape\": [1,1], \"data\": [7]}]}";
+    hc_request(d, "POST", "/v2/models/plain/infer", NULL, v2, -1, NULL, &r);
+    CHECK(r.status == 400, "v2 with a bad mask: %ld %.200s", r.status, r.body);
+    hc_response_free(&r);
+    const char *v2b = "{\"inputs\": [{\"name\": \"query\", \"datatype\": \"FP32\", \"shape\": [1,8], "
+                      "\"parameters\": {\"binary_data_size\": 32}}]}0123456789";
+    char hl[64];
+    snprintf(hl, sizeof hl, "Inference-Header-Content-Length: %zu", strlen(v2b) - 10);
+    hc_request(d, "POST", "/v2/models/plain/infer", "application/octet-stream", v2b, -1,
+               &(hc_opts){.headers = (const char *const[]){hl, NULL}}, &r);
+    CHECK(r.status == 400, "v2 with short binary data: %ld %.200s", r.status, r.body);
+    hc_response_free(&r);
+}
+
 int main(void)
 {
     srv_options opt;
@@ -782,6 +882,8 @@ int main(void)
     test_number_edges(d);
     test_names(d);
     layers_unchanged(d, "hostile requests");
+    test_half_failures(d);
+    layers_unchanged(d, "requests failing half-way");
     hc_stop(d);
     test_chunked_over_limit();
     test_inflight_crowd();
