@@ -50,9 +50,11 @@ struct srv_daemon {
     int port;
 
     pthread_mutex_t lock;
-    pthread_cond_t cond;  /* signals: active dropped (drain), job queued (workers)     */
-    int active;           /* requests between their first callback and on_completed    */
-    bool quiesced;
+    pthread_cond_t idle;  /* a request completed while draining                        */
+    pthread_cond_t jobs;  /* a job was queued, or the workers must stop                 */
+    int active;           /* requests between their first callback and on_completed    *
+                           * (atomic: touched twice per request, locked only to drain) */
+    bool quiesced;        /* a drain began (atomic)                                     */
 
     /* workers for heavy handlers */
     pthread_t *workers;
@@ -362,7 +364,7 @@ static void *worker_main(void *arg)
     for (;;) {
         pthread_mutex_lock(&d->lock);
         while (!d->jobs_head && !d->stopping)
-            pthread_cond_wait(&d->cond, &d->lock);
+            pthread_cond_wait(&d->jobs, &d->lock);
         req_ctx *c = d->jobs_head;
         if (!c) {
             pthread_mutex_unlock(&d->lock);
@@ -416,7 +418,7 @@ static bool offload(req_ctx *c)
     else
         d->jobs_head = c;
     d->jobs_tail = c;
-    pthread_cond_broadcast(&d->cond);
+    pthread_cond_signal(&d->jobs);
     pthread_mutex_unlock(&d->lock);
     return true;
 }
@@ -586,10 +588,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         c->limit = d->app->opt.max_body_bytes;
         srv_buf_init(&c->body);
         *con_cls = c;
-        pthread_mutex_lock(&d->lock);
-        d->active++;
+        __atomic_add_fetch(&d->active, 1, __ATOMIC_SEQ_CST);
         srv_metrics_request_begin(d->app->metrics);
-        pthread_mutex_unlock(&d->lock);
         return on_headers(c);
     }
 
@@ -674,10 +674,14 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     free(c->path);
     free(c->params);
     free(c);
-    pthread_mutex_lock(&d->lock);
-    d->active--;
-    pthread_cond_broadcast(&d->cond);
-    pthread_mutex_unlock(&d->lock);
+    /* seq_cst pairs with srv_daemon_drain: it sets quiesced, then reads active; here active
+     * drops, then quiesced is read, so one of the two sees the other */
+    if (__atomic_sub_fetch(&d->active, 1, __ATOMIC_SEQ_CST) == 0 &&
+        __atomic_load_n(&d->quiesced, __ATOMIC_SEQ_CST)) {
+        pthread_mutex_lock(&d->lock);
+        pthread_cond_broadcast(&d->idle);
+        pthread_mutex_unlock(&d->lock);
+    }
 }
 
 /* ---------------------------------------------------------------------------------------------- */
@@ -708,7 +712,7 @@ static void stop_workers(srv_daemon *d)
 {
     pthread_mutex_lock(&d->lock);
     d->stopping = true;
-    pthread_cond_broadcast(&d->cond);
+    pthread_cond_broadcast(&d->jobs);
     pthread_mutex_unlock(&d->lock);
     for (int i = 0; i < d->nworkers; i++)
         pthread_join(d->workers[i], NULL);
@@ -725,7 +729,8 @@ srv_daemon *srv_daemon_start(const srv_options *opt, srv_error *err)
         return NULL;
     }
     pthread_mutex_init(&d->lock, NULL);
-    pthread_cond_init(&d->cond, NULL);
+    pthread_cond_init(&d->idle, NULL);
+    pthread_cond_init(&d->jobs, NULL);
     d->app = srv_app_create(opt, err);
     if (!d->app)
         goto fail;
@@ -777,7 +782,8 @@ srv_daemon *srv_daemon_start(const srv_options *opt, srv_error *err)
 fail:
     stop_workers(d);
     srv_app_free(d->app);
-    pthread_cond_destroy(&d->cond);
+    pthread_cond_destroy(&d->idle);
+    pthread_cond_destroy(&d->jobs);
     pthread_mutex_destroy(&d->lock);
     free(d);
     return NULL;
@@ -797,8 +803,8 @@ int srv_daemon_drain(srv_daemon *d, int deadline_ms)
 {
     __atomic_store_n(&d->app->draining, true, __ATOMIC_RELEASE);
     pthread_mutex_lock(&d->lock);
-    if (!d->quiesced) {
-        d->quiesced = true;
+    if (!__atomic_load_n(&d->quiesced, __ATOMIC_SEQ_CST)) {
+        __atomic_store_n(&d->quiesced, true, __ATOMIC_SEQ_CST);
         MHD_socket fd = MHD_quiesce_daemon(d->mhd);
         if (fd != MHD_INVALID_SOCKET)
             close(fd);
@@ -811,10 +817,10 @@ int srv_daemon_drain(srv_daemon *d, int deadline_ms)
         until.tv_sec++;
         until.tv_nsec -= 1000000000L;
     }
-    while (d->active > 0)
-        if (pthread_cond_timedwait(&d->cond, &d->lock, &until) == ETIMEDOUT)
+    while (__atomic_load_n(&d->active, __ATOMIC_SEQ_CST) > 0)
+        if (pthread_cond_timedwait(&d->idle, &d->lock, &until) == ETIMEDOUT)
             break;
-    int left = d->active;
+    int left = __atomic_load_n(&d->active, __ATOMIC_SEQ_CST);
     pthread_mutex_unlock(&d->lock);
     return left;
 }
@@ -829,7 +835,8 @@ void srv_daemon_stop(srv_daemon *d)
     stop_workers(d);
     MHD_stop_daemon(d->mhd);
     srv_app_free(d->app);
-    pthread_cond_destroy(&d->cond);
+    pthread_cond_destroy(&d->idle);
+    pthread_cond_destroy(&d->jobs);
     pthread_mutex_destroy(&d->lock);
     free(d);
 }
