@@ -6,9 +6,10 @@
 # machine, about a minute). This sandbox needs runc (crun fails), explicit ulimits and host networking.
 # Checks: the image builds; /healthz answers; the HEALTHCHECK command passes (and fails against a wrong
 # port); a layer created through the API serves torch's numbers (a committed golden case); the layer is
-# written to the /data volume and survives a restart; the daemon runs as non-root; the image holds no
+# written to the /data volume and survives a restart; two replicas with a read-only root fs share a named
+# volume with --watch and follow each other; the daemon runs as non-root; the image holds no
 # compiler; SIGTERM stops it cleanly (exit 0) within its grace period. Prints the image size.
-# Ends with "N passed, N failed"; removes the container it started (the image is kept as a cache).
+# Ends with "N passed, N failed"; removes the containers and volume it made (the images stay, as a cache).
 # Run as root (podman is used rootful, as in CI).
 set -u
 cd "$(dirname "$0")/.."
@@ -53,8 +54,12 @@ fi
 
 T=$(mktemp -d /tmp/attnd-container.XXXXXX)
 CID=""
+PAIR=()      # the two replica containers
+VOL=""       # their shared named volume
 cleanup() {
     [ -n "$CID" ] && podman --runtime /usr/sbin/runc rm -f -v -t 0 "$CID" >/dev/null 2>&1
+    for c in "${PAIR[@]}"; do podman --runtime /usr/sbin/runc rm -f -t 0 "$c" >/dev/null 2>&1; done
+    [ -n "$VOL" ] && podman volume rm -f "$VOL" >/dev/null 2>&1
     rm -rf "$T"
 }
 trap cleanup EXIT
@@ -201,6 +206,42 @@ if [ -n "$case_file" ]; then
     check "after a restart the layer is loaded from /data and still matches torch" \
         test "$up" = 1 -a "$(python3 scripts/golden_client.py check "$URL" golden "$case_file" >&2; echo $?)" = 0
     $P stop -t "$GRACE" "$CID" >/dev/null 2>&1
+fi
+
+# --- two replicas on one named volume, as compose runs them: read-only root fs, --watch ----------
+if [ -n "$case_file" ]; then
+    VOL="attnd-test-data-$$"
+    $P volume create "$VOL" >/dev/null 2>&1
+    read -r q1 q2 < <(python3 -c '
+import socket
+ss = [socket.socket() for _ in range(2)]
+for s in ss: s.bind(("127.0.0.1", 0))
+print(" ".join(str(s.getsockname()[1]) for s in ss))')
+    for q in "$q1" "$q2"; do
+        c=$($P run -d --network=host $U --read-only --tmpfs /tmp --cap-drop ALL \
+            --security-opt no-new-privileges -v "$VOL:/data" -e ATTND_PORT="$q" -e ATTND_WATCH=1 \
+            --name "attnd-test-$$-$q" "$IMAGE" 2>>"$T/run.err")
+        [ -n "$c" ] && PAIR+=("$c")
+    done
+    up=0
+    for _ in $(seq 1 150); do
+        curl -fsS -o /dev/null --max-time 1 "http://127.0.0.1:$q1/healthz" 2>/dev/null &&
+            curl -fsS -o /dev/null --max-time 1 "http://127.0.0.1:$q2/healthz" 2>/dev/null && { up=1; break; }
+        sleep 0.1
+    done
+    check "two replicas (read-only root, no capabilities) share a named volume" test "$up" = 1 -a "${#PAIR[@]}" = 2
+    if [ "$up" = 1 ]; then
+        check "PUT through replica 1 (the volume is writable by the non-root user)" \
+            python3 scripts/golden_client.py put "http://127.0.0.1:$q1" shared "$case_file"
+        d=$(python3 scripts/golden_client.py digest "http://127.0.0.1:$q1" shared "$case_file")
+        check "replica 2 (--watch) serves it within 2 s" python3 scripts/golden_client.py follow \
+            "http://127.0.0.1:$q2" shared "$case_file" "digest:$d" 2 absent
+        check "replica 2 gives torch's numbers" \
+            python3 scripts/golden_client.py check "http://127.0.0.1:$q2" shared "$case_file"
+        code=$(curl -s -o /dev/null -w '%{http_code}' -X DELETE "http://127.0.0.1:$q2/v1/layers/shared")
+        check "DELETE through replica 2 ($code); replica 1 drops it within 2 s" \
+            python3 scripts/golden_client.py follow "http://127.0.0.1:$q1" shared "$case_file" absent 2 "digest:$d"
+    fi
 fi
 
 echo "image size: $((size / 1000000)) MB"

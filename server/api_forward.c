@@ -98,7 +98,7 @@ static int run(srv_app *app, const srv_request *req, srv_response *resp, bool tr
 
     srv_buf *b = &resp->body;
     if (!trace) {
-        srv_buf_reserve(b, estimate(r.plan.out_count, enc) + estimate(r.plan.weights_count, enc));
+        srv_response_reserve(resp, estimate(r.plan.out_count, enc) + estimate(r.plan.weights_count, enc));
         srv_buf_puts(b, "{\"output\":");
         srv_tensor_write(b, r.output, r.plan.out_ndim, r.plan.out_shape, enc);
         if (r.attn_weights) {
@@ -112,7 +112,7 @@ static int run(srv_app *app, const srv_request *req, srv_response *resp, bool tr
             mha_trace_stage_shape(&r.plan, (mha_trace_stage)s, shape, &count);
             total += count;
         }
-        srv_buf_reserve(b, estimate(total, enc) + 2048);
+        srv_response_reserve(resp, estimate(total, enc) + 2048);
         srv_buf_puts(b, "{\"stages\":[");
         for (int s = 0; s < MHA_TRACE_NSTAGES; s++) {
             int nd = mha_trace_stage_shape(&r.plan, (mha_trace_stage)s, shape, &count);

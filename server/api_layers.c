@@ -397,7 +397,7 @@ int srv_api_weights_get(srv_app *app, const srv_request *req, srv_response *resp
     }
     srv_buf *b = &resp->body;
     int np = mha_layer_param_count(l->layer);
-    srv_buf_reserve(b, (size_t)mha_param_total(mha_layer_config(l->layer)) * 13 + 256);
+    srv_response_reserve(resp, (size_t)mha_param_total(mha_layer_config(l->layer)) * 17 + 256);
     srv_buf_putc(b, '{');
     for (int i = 0; i < np; i++) {
         const mha_param_info *p = mha_layer_param_info(l->layer, i);

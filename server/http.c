@@ -30,6 +30,7 @@
 
 #include "api_v2.h"
 #include "auth.h"
+#include "bigbuf.h"
 #include "log.h"
 
 /* Bodies at least this large on a SRV_ROUTE_HEAVY route run on a worker thread. Below it the
@@ -49,9 +50,11 @@ struct srv_daemon {
     int port;
 
     pthread_mutex_t lock;
-    pthread_cond_t cond;  /* signals: active dropped (drain), job queued (workers)     */
-    int active;           /* requests between their first callback and on_completed    */
-    bool quiesced;
+    pthread_cond_t idle;  /* a request completed while draining                        */
+    pthread_cond_t jobs;  /* a job was queued, or the workers must stop                 */
+    int active;           /* requests between their first callback and on_completed    *
+                           * (atomic: touched twice per request, locked only to drain) */
+    bool quiesced;        /* a drain began (atomic)                                     */
 
     /* workers for heavy handlers */
     pthread_t *workers;
@@ -121,6 +124,11 @@ const char *srv_request_param(const srv_request *req, const char *name)
     return NULL;
 }
 
+int srv_response_reserve(srv_response *resp, size_t bytes)
+{
+    return resp->body.len ? srv_buf_reserve(&resp->body, bytes) : srv_bigbuf_reserve(&resp->body, bytes);
+}
+
 int srv_response_header(srv_response *resp, const char *name, const char *fmt, ...)
 {
     if (resp->nheaders >= SRV_MAX_RESP_HEADERS || strlen(name) >= sizeof resp->headers[0].name)
@@ -145,7 +153,7 @@ static void response_init(srv_response *resp)
 static void response_free(srv_response *resp)
 {
     if (resp)
-        srv_buf_free(&resp->body);
+        srv_bigbuf_free(&resp->body);
 }
 
 void srv_response_error(srv_response *resp, const srv_error *err)
@@ -251,6 +259,18 @@ static void add_cors(req_ctx *c, struct MHD_Response *r)
     MHD_add_response_header(r, "Access-Control-Expose-Headers", SRV_CORS_EXPOSE_HEADERS);
 }
 
+typedef struct big_block {
+    void *data;
+    size_t cap;
+} big_block;
+
+static void release_block(void *cls)
+{
+    big_block *blk = cls;
+    srv_bigbuf_release(blk->data, blk->cap);
+    free(blk);
+}
+
 static enum MHD_Result queue(req_ctx *c, srv_response *resp, bool close)
 {
     size_t len = resp->body.len;
@@ -261,7 +281,19 @@ static enum MHD_Result queue(req_ctx *c, srv_response *resp, bool close)
         srv_response_error(resp, &e);
         len = resp->body.len;
     }
-    if (len) {
+    if (len >= SRV_BIGBUF_MIN_BYTES) {
+        /* large: the block goes back to the cache when libmicrohttpd is done with it */
+        big_block *blk = malloc(sizeof *blk);
+        r = NULL;
+        if (blk) {
+            blk->cap = resp->body.cap;
+            blk->data = srv_buf_steal(&resp->body, &len);
+            r = MHD_create_response_from_buffer_with_free_callback_cls(len, blk->data,
+                                                                       release_block, blk);
+            if (!r)
+                release_block(blk);
+        }
+    } else if (len) {
         char *data = srv_buf_steal(&resp->body, &len);
         r = MHD_create_response_from_buffer(len, data, MHD_RESPMEM_MUST_FREE);
         if (!r)
@@ -332,7 +364,7 @@ static void *worker_main(void *arg)
     for (;;) {
         pthread_mutex_lock(&d->lock);
         while (!d->jobs_head && !d->stopping)
-            pthread_cond_wait(&d->cond, &d->lock);
+            pthread_cond_wait(&d->jobs, &d->lock);
         req_ctx *c = d->jobs_head;
         if (!c) {
             pthread_mutex_unlock(&d->lock);
@@ -386,7 +418,7 @@ static bool offload(req_ctx *c)
     else
         d->jobs_head = c;
     d->jobs_tail = c;
-    pthread_cond_broadcast(&d->cond);
+    pthread_cond_signal(&d->jobs);
     pthread_mutex_unlock(&d->lock);
     return true;
 }
@@ -494,7 +526,7 @@ static enum MHD_Result on_headers(req_ctx *c)
                       "Content-Type '%.100s' is not accepted here; send application/json", ct);
         return queue_error(c, &err, NULL, true);
     }
-    if (length && srv_buf_reserve(&c->body, (size_t)length) < 0) {
+    if (length && srv_bigbuf_reserve(&c->body, (size_t)length) < 0) {
         srv_error_set(&err, SRV_E_NOMEM, "", "out of memory for a body of %llu bytes", length);
         return queue_error(c, &err, NULL, true);
     }
@@ -556,10 +588,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         c->limit = d->app->opt.max_body_bytes;
         srv_buf_init(&c->body);
         *con_cls = c;
-        pthread_mutex_lock(&d->lock);
-        d->active++;
+        __atomic_add_fetch(&d->active, 1, __ATOMIC_SEQ_CST);
         srv_metrics_request_begin(d->app->metrics);
-        pthread_mutex_unlock(&d->lock);
         return on_headers(c);
     }
 
@@ -577,7 +607,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
              * and the 413 is sent when the body ends. */
             if (!c->too_large) {
                 c->too_large = true;
-                srv_buf_free(&c->body);
+                srv_bigbuf_free(&c->body);
             }
             return c->bytes_in - (size_t)c->limit > DISCARD_MAX ? MHD_NO : MHD_YES;
         }
@@ -640,14 +670,18 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         response_free(c->done);
         free(c->done);
     }
-    srv_buf_free(&c->body);
+    srv_bigbuf_free(&c->body);
     free(c->path);
     free(c->params);
     free(c);
-    pthread_mutex_lock(&d->lock);
-    d->active--;
-    pthread_cond_broadcast(&d->cond);
-    pthread_mutex_unlock(&d->lock);
+    /* seq_cst pairs with srv_daemon_drain: it sets quiesced, then reads active; here active
+     * drops, then quiesced is read, so one of the two sees the other */
+    if (__atomic_sub_fetch(&d->active, 1, __ATOMIC_SEQ_CST) == 0 &&
+        __atomic_load_n(&d->quiesced, __ATOMIC_SEQ_CST)) {
+        pthread_mutex_lock(&d->lock);
+        pthread_cond_broadcast(&d->idle);
+        pthread_mutex_unlock(&d->lock);
+    }
 }
 
 /* ---------------------------------------------------------------------------------------------- */
@@ -678,7 +712,7 @@ static void stop_workers(srv_daemon *d)
 {
     pthread_mutex_lock(&d->lock);
     d->stopping = true;
-    pthread_cond_broadcast(&d->cond);
+    pthread_cond_broadcast(&d->jobs);
     pthread_mutex_unlock(&d->lock);
     for (int i = 0; i < d->nworkers; i++)
         pthread_join(d->workers[i], NULL);
@@ -695,7 +729,8 @@ srv_daemon *srv_daemon_start(const srv_options *opt, srv_error *err)
         return NULL;
     }
     pthread_mutex_init(&d->lock, NULL);
-    pthread_cond_init(&d->cond, NULL);
+    pthread_cond_init(&d->idle, NULL);
+    pthread_cond_init(&d->jobs, NULL);
     d->app = srv_app_create(opt, err);
     if (!d->app)
         goto fail;
@@ -747,7 +782,8 @@ srv_daemon *srv_daemon_start(const srv_options *opt, srv_error *err)
 fail:
     stop_workers(d);
     srv_app_free(d->app);
-    pthread_cond_destroy(&d->cond);
+    pthread_cond_destroy(&d->idle);
+    pthread_cond_destroy(&d->jobs);
     pthread_mutex_destroy(&d->lock);
     free(d);
     return NULL;
@@ -767,8 +803,8 @@ int srv_daemon_drain(srv_daemon *d, int deadline_ms)
 {
     __atomic_store_n(&d->app->draining, true, __ATOMIC_RELEASE);
     pthread_mutex_lock(&d->lock);
-    if (!d->quiesced) {
-        d->quiesced = true;
+    if (!__atomic_load_n(&d->quiesced, __ATOMIC_SEQ_CST)) {
+        __atomic_store_n(&d->quiesced, true, __ATOMIC_SEQ_CST);
         MHD_socket fd = MHD_quiesce_daemon(d->mhd);
         if (fd != MHD_INVALID_SOCKET)
             close(fd);
@@ -781,10 +817,10 @@ int srv_daemon_drain(srv_daemon *d, int deadline_ms)
         until.tv_sec++;
         until.tv_nsec -= 1000000000L;
     }
-    while (d->active > 0)
-        if (pthread_cond_timedwait(&d->cond, &d->lock, &until) == ETIMEDOUT)
+    while (__atomic_load_n(&d->active, __ATOMIC_SEQ_CST) > 0)
+        if (pthread_cond_timedwait(&d->idle, &d->lock, &until) == ETIMEDOUT)
             break;
-    int left = d->active;
+    int left = __atomic_load_n(&d->active, __ATOMIC_SEQ_CST);
     pthread_mutex_unlock(&d->lock);
     return left;
 }
@@ -799,7 +835,8 @@ void srv_daemon_stop(srv_daemon *d)
     stop_workers(d);
     MHD_stop_daemon(d->mhd);
     srv_app_free(d->app);
-    pthread_cond_destroy(&d->cond);
+    pthread_cond_destroy(&d->idle);
+    pthread_cond_destroy(&d->jobs);
     pthread_mutex_destroy(&d->lock);
     free(d);
 }

@@ -61,6 +61,11 @@ typedef struct srv_response {
     } headers[SRV_MAX_RESP_HEADERS];
 } srv_response;
 
+/* Makes room for at least `bytes` of body up front (large replies reuse cached, already-faulted
+ * blocks: bigbuf.h). Call on an empty body. Returns 0 or -1 (out of memory; the body then grows as
+ * it is written). */
+int srv_response_reserve(srv_response *resp, size_t bytes);
+
 /* Adds a response header (printf-style value). Returns 0, or -1 when there is no room. */
 int srv_response_header(srv_response *resp, const char *name, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

@@ -5,6 +5,7 @@
  * sigwait here, so no work happens in a signal handler.
  */
 #include <malloc.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -40,6 +41,13 @@ int main(int argc, char **argv)
      * paid ~250 ms of page faults on every request (bench/bench_codec.c measures it). The cost is
      * that the daemon's resident size stays at its high-water mark. */
     mallopt(M_MMAP_THRESHOLD, 512 << 20);
+    mallopt(M_TRIM_THRESHOLD, 1 << 30);
+
+    /* Blocks up to 32 MB (a query tensor, an L request's body) come from malloc's arenas and stay
+     * mapped when freed, instead of an mmap/munmap per request that faults every page in again
+     * (tens of microseconds a page on a virtual machine); bigger reply blocks are kept by
+     * bigbuf.c. The price: memory stays at its high-water mark. */
+    mallopt(M_MMAP_THRESHOLD, 32 << 20);
     mallopt(M_TRIM_THRESHOLD, 1 << 30);
 
     sigset_t stop;

@@ -374,6 +374,49 @@ static void test_forward_forms(srv_daemon *d)
     json_decref(qb);
 }
 
+/* Replies over a megabyte go out from cached blocks (bigbuf.c): the same numbers in every form,
+ * request after request, and bodies of that size are read whole. */
+static void test_large(srv_daemon *d)
+{
+    enum { N = 4, L = 1024, E = 64 };
+    float *q = malloc(sizeof(float) * N * L * E);
+    for (int i = 0; i < N * L * E; i++)
+        q[i] = sinf((float)i * 0.01f);
+    int64_t shape[3] = {N, L, E};
+    json_t *qb = tj_base64(q, 3, shape);
+    char *qtext = json_dumps(qb, JSON_COMPACT);
+    size_t cap = strlen(qtext) + 100;
+    char *body = malloc(cap);
+    tj_tensor ref = {0};
+    for (int round = 0; round < 3; round++) {
+        const char *enc = round == 1 ? "base64" : "nested";
+        snprintf(body, cap, "{\"query\": %s, \"encoding\": \"%s\"}", qtext, enc);
+        hc_response r;
+        hc_request(d, "POST", "/v1/layers/demo/forward", NULL, body, -1, NULL, &r);
+        CHECK(r.status == 200 && (round == 1 || r.len > (1u << 20)), "large reply %d: %ld, %zu bytes",
+              round, r.status, r.len);
+        json_t *doc = hc_json(&r);
+        tj_tensor out;
+        if (CHECK(tj_read(&out, json_object_get(doc, "output")) == 0 && tj_shape_is(&out, 3, shape),
+                  "large output [N,L,E]")) {
+            if (!ref.data)
+                ref = out;
+            else {
+                CHECK(!memcmp(out.data, ref.data, sizeof(float) * N * L * E),
+                      "large output identical in round %d", round);
+                tj_free(&out);
+            }
+        }
+        json_decref(doc);
+        hc_response_free(&r);
+    }
+    tj_free(&ref);
+    free(body);
+    free(qtext);
+    json_decref(qb);
+    free(q);
+}
+
 static void test_errors(srv_daemon *d)
 {
     hc_response r;
@@ -732,6 +775,7 @@ int main(void)
     test_layer_lifecycle(d);
     test_forward_forms(d);
     test_errors(d);
+    test_large(d);
     test_concurrency(d);
     hc_stop(d);
     test_limits();

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "bigbuf.h"
 #include "check.h"
 #include "config.h"
 #include "forward.h"
@@ -254,8 +255,35 @@ static void test_inflight(void)
     hc_stop(d);
 }
 
+/* The large-block cache: a released block is handed out again, and a buffer made from it still
+ * grows (it is malloc'd memory) and can be freed or released. */
+static void test_bigbuf(void)
+{
+    srv_buf b;
+    srv_buf_init(&b);
+    CHECK(srv_bigbuf_reserve(&b, 3 << 20) == 0 && b.cap > (3u << 20) && b.len == 0, "reserve");
+    memset(b.data, 7, 3 << 20);
+    void *first = b.data;
+    srv_bigbuf_free(&b);
+    CHECK(b.data == NULL && b.cap == 0, "released");
+    srv_buf_init(&b);
+    CHECK(srv_bigbuf_reserve(&b, 2 << 20) == 0 && b.data == first, "the cached block comes back");
+    b.len = (2 << 20) - 10;
+    char more[64 << 10];
+    memset(more, 1, sizeof more);
+    for (int i = 0; i < 40; i++)
+        srv_buf_append(&b, more, sizeof more);
+    CHECK(!b.failed && b.len == (2u << 20) - 10 + 40 * sizeof more, "a cached block grows");
+    srv_bigbuf_free(&b);
+    srv_buf_init(&b);
+    CHECK(srv_bigbuf_reserve(&b, 100) == 0 && b.cap >= 100, "small reserves are plain");
+    srv_bigbuf_free(&b);
+    srv_bigbuf_drop_all();
+}
+
 int main(void)
 {
+    test_bigbuf();
     test_registry();
     test_options();
     test_log();
