@@ -1,9 +1,10 @@
 /*
  * test_readme.c - README.md stays true: its curl walk-through runs, and its flags table is --help's.
  *
- * Walk-through: every ```sh block of the section WALK_HEADING is run, as written, by bash against an
- * in-process daemon started as `make run` starts one (--demo), with localhost:8080 rewritten to the
- * daemon's port. curl is wrapped (-sS, a time limit, the status printed after the body); every curl
+ * Walk-through: every ```sh block of the sections RUN_HEADINGS (the walk-through, and the others whose
+ * commands need no daemon flags) is run in order, as written, by bash in a temporary directory against
+ * one in-process daemon started as `make run` starts one (--demo), with localhost:8080 rewritten to
+ * the daemon's port. curl is wrapped (-sS, a time limit, the status printed after the body); every curl
  * must answer 2xx. The lines starting with '#' under a command are the output the README shows; each
  * "key": value pair shown there (strings without "...", integers, arrays of integers) must be a pair
  * of some object in the real answer, and each bare "key" shown must be a key in it. So the README may
@@ -23,9 +24,13 @@
 #include <string.h>
 #include <unistd.h>
 
-#define WALK_HEADING "## A walk through the API with curl"
+static const char *const RUN_HEADINGS[] = {
+    "## A walk through the API with curl",
+    "## Open Inference Protocol (`/v2`, KServe v2 / Triton)",
+    "## Weights as safetensors",
+};
 #define FLAGS_HEADING "## Configuration"
-#define MAX_CMDS 32
+#define MAX_CMDS 64
 
 typedef struct cmd {
     char *text;  /* the command as written (may span lines)        */
@@ -201,13 +206,15 @@ static void check_shown(const char *what, const char *shown, const json_t *real)
 
 static void test_walkthrough(const char *md)
 {
-    size_t len = 0;
-    const char *sec = section(md, WALK_HEADING, &len);
-    CHECK(sec != NULL, "README.md has the section '%s'", WALK_HEADING);
-    if (!sec)
-        return;
     static cmd cmds[MAX_CMDS];
-    int n = split_commands(sec, len, cmds, MAX_CMDS);
+    int n = 0;
+    for (size_t h = 0; h < sizeof RUN_HEADINGS / sizeof *RUN_HEADINGS; h++) {
+        size_t len = 0;
+        const char *sec = section(md, RUN_HEADINGS[h], &len);
+        CHECK(sec != NULL, "README.md has the section '%s'", RUN_HEADINGS[h]);
+        if (sec)
+            n += split_commands(sec, len, cmds + n, MAX_CMDS - n);
+    }
     int curls = 0;
     for (int i = 0; i < n; i++)
         curls += strstr(cmds[i].text, "curl ") != NULL;
@@ -239,8 +246,10 @@ static void test_walkthrough(const char *md)
     fprintf(f, "echo '@@CMD end'\n");
     fclose(f);
 
-    char run[128];
-    snprintf(run, sizeof run, "bash %s 2>&1", script_path);
+    char dir[] = "/tmp/attnd-readme-dir-XXXXXX", run[256];
+    CHECK(mkdtemp(dir) != NULL, "temp dir");
+    snprintf(run, sizeof run, "cd %s && bash %s 2>&1; rc=$?; rm -rf %s; exit $rc", dir, script_path,
+             dir);
     FILE *p = popen(run, "r");
     char *out = NULL, chunk[4096];
     size_t got;
