@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "app.h"
 #include "config.h"
@@ -148,6 +149,7 @@ int srv_persist_load_all(srv_persist *p, srv_registry *reg, const mha_limits *li
     if (!p->dd)
         return 0;
     srv_datadir_clean(p->dd);
+    p->last_clean = (double)time(NULL);
     srv_error err = {0};
     srv_dd_entry *list;
     int n = srv_datadir_list(p->dd, &list, &err);
@@ -223,6 +225,12 @@ int srv_persist_sync(srv_persist *p, srv_registry *reg, const mha_limits *limits
     /* List under the lock: a listing taken before a concurrent srv_persist_put would miss the layer
      * it writes (and sets known), and the loop below would unpublish it. */
     pthread_mutex_lock(&p->lock);
+    /* leftovers of writes that died (here or on another replica), once they are stale */
+    double now = (double)time(NULL);
+    if (now - p->last_clean >= 60) {
+        p->last_clean = now;
+        srv_datadir_clean(p->dd);
+    }
     int n = srv_datadir_list(p->dd, &list, &err);
     if (n < 0) {
         pthread_mutex_unlock(&p->lock);

@@ -51,6 +51,7 @@ typedef struct srv_persist {
     int ndamaged;
     srv_known *known;          /* every layer on disk this process has seen, with its stamp    */
     int nknown;
+    double last_clean;         /* Unix time of the last removal of stale temp files            */
 } srv_persist;
 
 /* Opens the data dir (data_dir "" = none; read_only: never write it). NULL with err filled when
@@ -77,7 +78,7 @@ int srv_persist_reload(srv_persist *p, srv_registry *reg, const char *name,
 
 /* One --watch step: reloads every layer whose files changed since this process last loaded or
  * wrote them, loads new ones, unpublishes those whose directory is gone (layers never on disk, such
- * as --demo's, are left alone). Cheap when nothing changed (a readdir and two stats per layer).
+ * as --demo's, are left alone); once a minute it also removes stale temp files. Cheap when nothing changed (a readdir and two stats per layer).
  * Returns the number of layers published, unpublished or found damaged. */
 int srv_persist_sync(srv_persist *p, srv_registry *reg, const mha_limits *limits);
 

@@ -252,6 +252,17 @@ static void test_sync(void)
     CHECK(srv_persist_sync(ba->persist, ba->registry, &ba->limits) == 0,
           "a damaged file is not re-read until it changes");
 
+    /* a stale temp file (a writer that died) is removed by a later sync */
+    snprintf(p, sizeof p, "%s/layers/x/.config.json.tmp-99-1", dir);
+    FILE *tf = fopen(p, "w");
+    if (tf)
+        fclose(tf);
+    ba->persist->dd->temp_grace_s = 0;
+    ba->persist->last_clean = 0;
+    srv_persist_sync(ba->persist, ba->registry, &ba->limits);
+    CHECK(access(p, F_OK) != 0, "stale temp removed by the sync");
+    ba->persist->dd->temp_grace_s = 600;
+
     /* deleted on A: B stops serving it */
     hc_request(a, "DELETE", "/v1/layers/x", NULL, NULL, 0, NULL, &r);
     CHECK(r.status == 204, "DELETE x on A");
