@@ -166,7 +166,7 @@ static bool in_list(const char *list, const char *item)
 int main(int argc, char **argv)
 {
     const char *shape_list = "S,M,L,XL", *thread_list = "1,2", *torch_file = NULL;
-    double min_time = 1.0;
+    double min_time = 0.8;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--shapes") && i + 1 < argc)
             shape_list = argv[++i];
@@ -233,7 +233,7 @@ int main(int argc, char **argv)
             sgemm_once(&sg);
             int rounds = 0;
             double start = now();
-            while (rounds < max_rounds && (rounds < 3 || now() - start < min_time)) {
+            while (rounds < max_rounds && (rounds < 5 || now() - start < min_time)) {
                 t_anchor[rounds] = sample(sgemm_once, &sg, 1);
                 for (int mode = 0; mode < 2; mode++)
                     t_mode[mode][rounds] = sample(forward_once, &f[mode], k[mode]);

@@ -123,17 +123,25 @@ mha_status mha_config_check(const mha_config *cfg, const mha_limits *limits, mha
         return mha_fail(err, MHA_ERR_CONFIG, "dropout", "dropout must be in [0, 1], got %g",
                         cfg->dropout);
 
-    /* Every parameter tensor must fit the element limit, and the total must not overflow. */
-    int64_t E = cfg->embed_dim, kd = resolved(cfg->kdim, E), vd = resolved(cfg->vdim, E), n;
-    const int64_t widths[] = {E, kd, vd};
+    /* Every parameter tensor must fit the element limit (mha_layer_create checks their sum). */
+    const int64_t E = cfg->embed_dim, kd = resolved(cfg->kdim, E), vd = resolved(cfg->vdim, E);
+    const bool packed = kd == E && vd == E;
+    const struct {
+        const char *field;
+        int64_t stack, cols;
+    } w[] = {
+        {"embed_dim", packed ? 3 : 1, E}, /* in_proj_weight [3E,E], or q_proj_weight [E,E] */
+        {"kdim", 1, kd},                  /* k_proj_weight [E,Kd] ([E,E] again when packed) */
+        {"vdim", 1, vd},
+    };
     for (int i = 0; i < 3; i++) {
-        if (!mha_mul_ok(E, widths[i], &n) || !mha_mul_ok(n, 3, &n) || n > limits->max_elements)
-            return mha_fail(err, MHA_ERR_LIMIT,
-                            i == 0   ? "embed_dim"
-                            : i == 1 ? "kdim"
-                                     : "vdim",
-                            "a [%lld,%lld] weight is over the limit of %lld elements", (long long)E,
-                            (long long)widths[i], (long long)limits->max_elements);
+        int64_t n;
+        if (!mha_mul_ok(E, w[i].cols, &n) || !mha_mul_ok(n, w[i].stack, &n) ||
+            n > limits->max_elements)
+            return mha_fail(err, MHA_ERR_LIMIT, w[i].field,
+                            "a [%s%lld,%lld] weight is over the limit of %lld elements",
+                            w[i].stack == 3 ? "3x" : "", (long long)E, (long long)w[i].cols,
+                            (long long)limits->max_elements);
     }
     return MHA_OK;
 }

@@ -785,6 +785,12 @@ static void test_errors(void)
           "embed_dim over max_dim is a limit error");
     mha_config_init(&bad, (int64_t)1 << 15, 1);
     CHECK(mha_config_check(&bad, NULL, &err) == MHA_ERR_LIMIT, "a 3E x E weight over max_elements");
+    mha_config_init(&bad, (int64_t)1 << 14, 1); /* in_proj_weight 3·2^28 elements: over */
+    CHECK(mha_config_check(&bad, NULL, &err) == MHA_ERR_LIMIT && !strcmp(err.field, "embed_dim"),
+          "packed [3E,E] over max_elements");
+    bad.kdim = 3; /* separate: q_proj_weight [E,E] is exactly 2^28 elements: allowed */
+    CHECK(mha_config_check(&bad, NULL, &err) == MHA_OK, "separate [E,E] at max_elements is fine (%s)",
+          err.message);
 
     /* Parameters. */
     float wq[64] = {0};
