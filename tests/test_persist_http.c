@@ -835,11 +835,23 @@ static void test_drain(void)
     int fd = slow_begin(port);
     CHECK(fd >= 0 && wait_for(in_flight, app, 5000), "a request is in flight");
 
+    int keep = connect_port(port); /* an open connection, for /readyz during the drain */
     drain_arg a = {d, 10000, -1};
     pthread_t t;
     pthread_create(&t, NULL, drain_thread, &a);
     CHECK(wait_for(is_draining, app, 5000), "draining began");
     CHECK(wait_for(refused, &port, 5000), "no new connections while draining");
+    const char *rq = "GET /readyz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+    char reply[512];
+    ssize_t got = 0;
+    struct pollfd pf = {keep, POLLIN, 0};
+    if (keep >= 0 && write(keep, rq, strlen(rq)) == (ssize_t)strlen(rq) && poll(&pf, 1, 5000) > 0)
+        got = read(keep, reply, sizeof reply - 1);
+    reply[got > 0 ? got : 0] = '\0';
+    CHECK(got >= 12 && memcmp(reply, "HTTP/1.1 503", 12) == 0,
+          "/readyz answers 503 while draining: %.40s", reply);
+    if (keep >= 0)
+        close(keep);
     CHECK(slow_end(fd) == 200, "the request in flight is answered 200");
     pthread_join(t, NULL);
     CHECK(a.left == 0, "drain returns with nothing left in flight (%d)", a.left);
