@@ -1,7 +1,7 @@
 /*
  * fuzz_datadir.c - a layer directory written by anyone: config.json + weights.safetensors from the
- * fuzzer, read by srv_datadir_read and, when that succeeds, built into a layer the way the daemon
- * does at start (srv_config_from_json, mha_layer_create, srv_weights_from_st) and run once.
+ * fuzzer, read by srv_datadir_read and, when that succeeds, built into a layer as the daemon does
+ * at start (srv_persist_build) and run once.
  *
  * Input: 2 bytes little-endian config length, the config.json bytes, then the safetensors bytes.
  * Files go to a private directory under $TMPDIR (one per process). The data dir is opened
@@ -16,9 +16,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "config.h"
 #include "datadir.h"
-#include "weights.h"
+#include "persist.h"
 
 #define FAIL(...) (fprintf(stderr, __VA_ARGS__), fputc('\n', stderr), abort())
 #define MAX_EL (1 << 16)
@@ -78,34 +77,32 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     mha_limits_default(&lim);
     lim.max_elements = MAX_EL;
     lim.max_dim = 1 << 12;
-    mha_config cfg;
-    if (srv_config_from_json(&cfg, dl.config, &lim, "config", &err) == 0) {
+    srv_layer *l = srv_persist_build("x", dl.config, &dl.weights, &lim, &err);
+    if (l) {
+        /* a loaded layer must run: one query row of zeros */
+        mha_layer *layer = l->layer;
+        const mha_config *c = mha_layer_config(layer);
         mha_error me;
-        mha_layer *layer = mha_layer_create(&cfg, &lim, &me);
-        if (layer && srv_weights_from_st(layer, &dl.weights, "weights", &err) == 0) {
-            /* a loaded layer must run: one query row of ones */
-            const mha_config *c = mha_layer_config(layer);
-            float *q = calloc((size_t)c->embed_dim, sizeof *q);
-            float *k = calloc((size_t)c->kdim, sizeof *k);
-            float *v = calloc((size_t)c->vdim, sizeof *v);
-            float *o = calloc((size_t)c->embed_dim, sizeof *o);
-            mha_inputs in = {0};
-            in.query = (mha_tensor){q, 2, {1, c->embed_dim}};
-            in.key = (mha_tensor){k, 2, {1, c->kdim}};
-            in.value = (mha_tensor){v, 2, {1, c->vdim}};
-            mha_plan plan;
-            if (mha_plan_forward(layer, &in, &lim, &plan, &me) != MHA_OK)
-                FAIL("plan: %s", me.message);
-            if (mha_forward(layer, &in, &plan, o, NULL, NULL, NULL, &me) != MHA_OK)
-                FAIL("forward: %s", me.message);
-            /* weights are finite but may be huge (3e38): the output may overflow, never NaN
-             * from our side unless inf - inf; only check that the pass ran */
-            free(q);
-            free(k);
-            free(v);
-            free(o);
-        }
-        mha_layer_free(layer);
+        float *q = calloc((size_t)c->embed_dim, sizeof *q);
+        float *k = calloc((size_t)c->kdim, sizeof *k);
+        float *v = calloc((size_t)c->vdim, sizeof *v);
+        float *o = calloc((size_t)c->embed_dim, sizeof *o);
+        mha_inputs in = {0};
+        in.query = (mha_tensor){q, 2, {1, c->embed_dim}};
+        in.key = (mha_tensor){k, 2, {1, c->kdim}};
+        in.value = (mha_tensor){v, 2, {1, c->vdim}};
+        mha_plan plan;
+        if (mha_plan_forward(layer, &in, &lim, &plan, &me) != MHA_OK)
+            FAIL("plan: %s", me.message);
+        if (mha_forward(layer, &in, &plan, o, NULL, NULL, NULL, &me) != MHA_OK)
+            FAIL("forward: %s", me.message);
+        free(q);
+        free(k);
+        free(v);
+        free(o);
+        srv_layer_release(l);
+    } else if (err.code == SRV_OK || err.code == SRV_E_INTERNAL) {
+        FAIL("build refused with code %d: %s", err.code, err.message);
     }
     srv_dd_layer_free(&dl);
     return 0;

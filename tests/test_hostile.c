@@ -765,6 +765,68 @@ static void test_names(srv_daemon *d)
 }
 
 /* ---------------------------------------------------------------------------------------------- */
+/* A layer deleted and re-created under clients that use it                                      */
+
+typedef struct churn_arg {
+    srv_daemon *d;
+    int writer;
+    int ok, gone, other;
+    long other_status;
+} churn_arg;
+
+static void *churn_main(void *p)
+{
+    churn_arg *a = p;
+    for (int i = 0; i < 30; i++) {
+        hc_response r;
+        if (a->writer) {
+            if (i % 2)
+                hc_request(a->d, "DELETE", "/v1/layers/churn", NULL, NULL, 0, NULL, &r);
+            else
+                hc_request(a->d, "PUT", "/v1/layers/churn", NULL,
+                           "{\"config\": {\"embed_dim\": 8, \"num_heads\": 2}, \"init\": {\"seed\": 1}}",
+                           -1, NULL, &r);
+            a->ok += r.status == 200 || r.status == 201 || r.status == 204;
+            a->other += !(r.status == 200 || r.status == 201 || r.status == 204);
+        } else {
+            hc_request(a->d, "POST", "/v1/layers/churn/trace", NULL,
+                       "{\"query\": [[1,2,3,4,5,6,7,8],[8,7,6,5,4,3,2,1]], \"need_weights\": true}",
+                       -1, NULL, &r);
+            a->ok += r.status == 200;
+            a->gone += r.status == 404;
+            if (r.status != 200 && r.status != 404) {
+                a->other++;
+                a->other_status = r.status;
+            }
+        }
+        hc_response_free(&r);
+    }
+    return NULL;
+}
+
+static void test_churn(srv_daemon *d)
+{
+    enum { NT = 4 };
+    pthread_t th[NT];
+    churn_arg a[NT];
+    for (int i = 0; i < NT; i++) {
+        a[i] = (churn_arg){.d = d, .writer = i == 0};
+        pthread_create(&th[i], NULL, churn_main, &a[i]);
+    }
+    int other = 0;
+    for (int i = 0; i < NT; i++) {
+        pthread_join(th[i], NULL);
+        other += a[i].other;
+        if (a[i].other)
+            CHECK(0, "churn: thread %d got status %ld", i, a[i].other_status);
+    }
+    CHECK(other == 0 && a[0].ok == 30, "layer churn: every reply 200/201/204/404 (%d others)", other);
+    hc_response r;
+    hc_request(d, "DELETE", "/v1/layers/churn", NULL, NULL, 0, NULL, &r);
+    hc_response_free(&r);
+}
+
+/* ---------------------------------------------------------------------------------------------- */
 /* Requests that fail half-way (leaks on error paths show under make asan's LeakSanitizer)         */
 
 static void test_half_failures(srv_daemon *d)
@@ -884,6 +946,8 @@ int main(void)
     layers_unchanged(d, "hostile requests");
     test_half_failures(d);
     layers_unchanged(d, "requests failing half-way");
+    test_churn(d);
+    layers_unchanged(d, "a layer deleted and re-created under its clients");
     hc_stop(d);
     test_chunked_over_limit();
     test_inflight_crowd();
