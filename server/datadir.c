@@ -89,7 +89,9 @@ static int read_file(const char *path, const char *shown, size_t cap, char **buf
 {
     *buf = NULL;
     *len = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: opening a FIFO someone left in the data dir would otherwise block until a
+     * writer comes (a hung start); it is refused below as not a regular file */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) {
         if (errno == ENOENT)
             return 1;

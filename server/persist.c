@@ -23,6 +23,7 @@ srv_persist *srv_persist_create(const char *data_dir, bool read_only, srv_log_fo
     }
     p->log_format = log_format;
     pthread_mutex_init(&p->lock, NULL);
+    pthread_mutex_init(&p->damaged_lock, NULL);
     if (data_dir && data_dir[0]) {
         p->dd = srv_datadir_open(data_dir, read_only, err);
         if (!p->dd) {
@@ -41,6 +42,7 @@ void srv_persist_free(srv_persist *p)
     free(p->damaged);
     free(p->known);
     pthread_mutex_destroy(&p->lock);
+    pthread_mutex_destroy(&p->damaged_lock);
     free(p);
 }
 
@@ -68,7 +70,15 @@ srv_layer *srv_persist_build(const char *name, const json_t *config, const srv_s
 }
 
 /* Records (reason != NULL) or forgets (NULL) that layer name is damaged. Caller holds p->lock. */
+static void set_damaged_locked(srv_persist *p, const char *name, const char *reason);
 static void set_damaged(srv_persist *p, const char *name, const char *reason)
+{
+    pthread_mutex_lock(&p->damaged_lock);
+    set_damaged_locked(p, name, reason);
+    pthread_mutex_unlock(&p->damaged_lock);
+}
+
+static void set_damaged_locked(srv_persist *p, const char *name, const char *reason)
 {
     int i = 0;
     while (i < p->ndamaged && strcmp(p->damaged[i].name, name) != 0)
@@ -335,8 +345,10 @@ int srv_persist_delete(srv_persist *p, srv_registry *reg, const char *name, uint
     srv_layer *cur = srv_registry_get(reg, name, NULL);
     /* a damaged layer is not served but may be deleted (from disk) all the same */
     bool damaged = false;
+    pthread_mutex_lock(&p->damaged_lock);
     for (int i = 0; !cur && i < p->ndamaged; i++)
         damaged |= strcmp(p->damaged[i].name, name) == 0;
+    pthread_mutex_unlock(&p->damaged_lock);
     int rc = cur ? check_version(reg, name, if_version, err)
              : damaged && !if_version
                  ? 0
@@ -365,7 +377,7 @@ int srv_persist_delete(srv_persist *p, srv_registry *reg, const char *name, uint
 
 int srv_persist_damaged_json(srv_persist *p, srv_buf *out)
 {
-    pthread_mutex_lock(&p->lock);
+    pthread_mutex_lock(&p->damaged_lock);
     int n = p->ndamaged;
     srv_buf_putc(out, '[');
     for (int i = 0; i < n; i++) {
@@ -376,14 +388,14 @@ int srv_persist_damaged_json(srv_persist *p, srv_buf *out)
         srv_buf_putc(out, '}');
     }
     srv_buf_putc(out, ']');
-    pthread_mutex_unlock(&p->lock);
+    pthread_mutex_unlock(&p->damaged_lock);
     return n;
 }
 
 int srv_persist_damaged_count(srv_persist *p)
 {
-    pthread_mutex_lock(&p->lock);
+    pthread_mutex_lock(&p->damaged_lock);
     int n = p->ndamaged;
-    pthread_mutex_unlock(&p->lock);
+    pthread_mutex_unlock(&p->damaged_lock);
     return n;
 }

@@ -46,7 +46,9 @@ typedef struct srv_known {
 typedef struct srv_persist {
     srv_datadir *dd;           /* NULL: layers live in memory only                             */
     srv_log_format log_format;
-    pthread_mutex_t lock;      /* serialises changes; guards damaged and known                 */
+    pthread_mutex_t lock;      /* serialises changes (held across disk writes); guards known   */
+    pthread_mutex_t damaged_lock; /* guards damaged only: /readyz and /metrics never wait for a
+                                   * disk write                                                */
     srv_damaged *damaged;      /* layers on disk that could not be loaded                      */
     int ndamaged;
     srv_known *known;          /* every layer on disk this process has seen, with its stamp    */

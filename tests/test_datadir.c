@@ -316,6 +316,45 @@ static void test_hand_written(srv_datadir *dd)
     }
 }
 
+/* Files that are not regular files: a FIFO where a layer's file should be must be refused at
+ * once (opening one blocks until a writer comes, which would hang the daemon's start), as must a
+ * directory or a device. A hang ends the test by SIGALRM. */
+static void test_not_regular(srv_datadir *dd)
+{
+    const char *files[] = {"config.json", "weights.safetensors"};
+    for (int f = 0; f < 2; f++) {
+        char dir[256], p[512], other[512];
+        snprintf(dir, sizeof dir, "%s/layers/odd%d", root, f);
+        mkdir(dir, 0755);
+        snprintf(p, sizeof p, "%s/%s", dir, files[f]);
+        snprintf(other, sizeof other, "%s/%s", dir, files[1 - f]);
+        CHECK(copy_file(other, f ? "tests/golden_datadir/layers/torch_mha/config.json"
+                                 : "tests/golden_datadir/layers/torch_mha/weights.safetensors") == 0,
+              "copy");
+        CHECK(mkfifo(p, 0644) == 0, "mkfifo %s", p);
+        srv_dd_layer l;
+        srv_error err = {0};
+        alarm(20);
+        CHECK(srv_datadir_read(dd, f ? "odd1" : "odd0", 1 << 20, &l, &err) == -1 && err.code != SRV_OK,
+              "a FIFO as %s is refused: %s", files[f], err.message);
+        alarm(0);
+        remove(p);
+        if (symlink("/dev/zero", p) == 0) {
+            memset(&err, 0, sizeof err);
+            CHECK(srv_datadir_read(dd, f ? "odd1" : "odd0", 1 << 20, &l, &err) == -1,
+                  "/dev/zero as %s is refused: %s", files[f], err.message);
+            remove(p);
+        }
+        mkdir(p, 0755);
+        memset(&err, 0, sizeof err);
+        CHECK(srv_datadir_read(dd, f ? "odd1" : "odd0", 1 << 20, &l, &err) == -1,
+              "a directory as %s is refused: %s", files[f], err.message);
+        rmdir(p);
+        remove(other);
+        rmdir(dir);
+    }
+}
+
 static void test_remove(srv_datadir *dd)
 {
     srv_error err = {0};
@@ -410,6 +449,7 @@ int main(void)
         test_write_read(dd);
         test_crashes(dd);
         test_hand_written(dd);
+        test_not_regular(dd);
         test_remove(dd);
     }
     test_open();

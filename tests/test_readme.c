@@ -1,0 +1,382 @@
+/*
+ * test_readme.c - README.md stays true: its curl walk-through runs, and its flags table is --help's.
+ *
+ * Walk-through: every ```sh block of the section WALK_HEADING is run, as written, by bash against an
+ * in-process daemon started as `make run` starts one (--demo), with localhost:8080 rewritten to the
+ * daemon's port. curl is wrapped (-sS, a time limit, the status printed after the body); every curl
+ * must answer 2xx. The lines starting with '#' under a command are the output the README shows; each
+ * "key": value pair shown there (strings without "...", integers, arrays of integers) must be a pair
+ * of some object in the real answer, and each bare "key" shown must be a key in it. So the README may
+ * elide (`...`), but not show a field, a name or a shape the daemon does not give.
+ *
+ * Flags: the table of the section FLAGS_HEADING lists exactly the flags srv_options_usage prints
+ * (`attnd --help`), each once.
+ *
+ * Needs bash and curl (the Makefile's DEB_PKGS installs curl); traffic goes to 127.0.0.1 only.
+ */
+#include "check.h"
+#include "http_client.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define WALK_HEADING "## A walk through the API with curl"
+#define FLAGS_HEADING "## Configuration"
+#define MAX_CMDS 32
+
+typedef struct cmd {
+    char *text;  /* the command as written (may span lines)        */
+    char *shown; /* the '#' lines under it, '#' stripped; NULL = none */
+} cmd;
+
+/* Appends s[0..n) to *dst (malloc'd, NUL-terminated). */
+static void append(char **dst, const char *s, size_t n)
+{
+    size_t have = *dst ? strlen(*dst) : 0;
+    char *p = realloc(*dst, have + n + 1);
+    if (!p)
+        abort(); /* test harness: out of memory is not a README problem */
+    memcpy(p + have, s, n);
+    p[have + n] = '\0';
+    *dst = p;
+}
+
+/* The text of the section that starts with the line heading, up to the next "## " heading; NULL if
+ * absent. Points into md; *len gets its length. */
+static const char *section(const char *md, const char *heading, size_t *len)
+{
+    const char *s = md;
+    size_t hl = strlen(heading);
+    while (s && !(strncmp(s, heading, hl) == 0 && (s == md || s[-1] == '\n')))
+        s = (s = strstr(s + 1, heading)) ? s : NULL;
+    if (!s)
+        return NULL;
+    const char *e = strstr(s + hl, "\n## ");
+    *len = e ? (size_t)(e - s) : strlen(s);
+    return s;
+}
+
+/* Splits the ```sh blocks of sec into commands with the output shown under them. A command goes on
+ * while its line ends in '\' or a single quote is open. Returns the number of commands. */
+static int split_commands(const char *sec, size_t len, cmd *cmds, int max)
+{
+    int n = 0;
+    bool in_block = false, open_quote = false;
+    const char *end = sec + len;
+    for (const char *line = sec; line < end;) {
+        const char *nl = memchr(line, '\n', (size_t)(end - line));
+        size_t ll = nl ? (size_t)(nl - line) : (size_t)(end - line);
+        const char *next = nl ? nl + 1 : end;
+        if (strncmp(line, "```", 3) == 0) {
+            in_block = !in_block && strncmp(line, "```sh", 5) == 0;
+            line = next;
+            continue;
+        }
+        if (!in_block || (ll == 0 && !open_quote)) {
+            line = next;
+            continue;
+        }
+        bool continuing = n > 0 && (open_quote || (cmds[n - 1].text && !cmds[n - 1].shown &&
+                                                   strlen(cmds[n - 1].text) > 1 &&
+                                                   cmds[n - 1].text[strlen(cmds[n - 1].text) - 2] == '\\'));
+        if (line[0] == '#' && !open_quote) {
+            if (n > 0) {
+                append(&cmds[n - 1].shown, line + 1, ll - 1);
+                append(&cmds[n - 1].shown, "\n", 1);
+            }
+        } else if (continuing) {
+            append(&cmds[n - 1].text, line, ll);
+            append(&cmds[n - 1].text, "\n", 1);
+        } else if (n < max) {
+            cmds[n].text = NULL;
+            cmds[n].shown = NULL;
+            append(&cmds[n].text, line, ll);
+            append(&cmds[n].text, "\n", 1);
+            n++;
+        }
+        for (size_t i = 0; i < ll; i++)
+            if (line[i] == '\'')
+                open_quote = !open_quote;
+        line = next;
+    }
+    return n;
+}
+
+/* s with every "localhost:8080" replaced by "127.0.0.1:port" (malloc'd). */
+static char *rewrite_port(const char *s, int port)
+{
+    char *out = NULL, to[32];
+    snprintf(to, sizeof to, "127.0.0.1:%d", port);
+    for (const char *p = s;;) {
+        const char *hit = strstr(p, "localhost:8080");
+        append(&out, p, hit ? (size_t)(hit - p) : strlen(p));
+        if (!hit)
+            break;
+        append(&out, to, strlen(to));
+        p = hit + strlen("localhost:8080");
+    }
+    return out;
+}
+
+/* True when some object inside v has key k (and, when want is not NULL, the value want). */
+static bool has_pair(const json_t *v, const char *k, const json_t *want)
+{
+    if (json_is_object(v)) {
+        const char *key;
+        json_t *val;
+        json_object_foreach((json_t *)v, key, val) {
+            if (strcmp(key, k) == 0 && (!want || json_equal(val, (json_t *)want)))
+                return true;
+            if (has_pair(val, k, want))
+                return true;
+        }
+    } else if (json_is_array(v)) {
+        size_t i;
+        json_t *val;
+        json_array_foreach((json_t *)v, i, val) if (has_pair(val, k, want)) return true;
+    }
+    return false;
+}
+
+/* Checks every "key" and "key": value of the shown output against the real answer. */
+static void check_shown(const char *what, const char *shown, const json_t *real)
+{
+    for (const char *p = shown; (p = strchr(p, '"'));) {
+        const char *q = strchr(p + 1, '"');
+        if (!q)
+            break;
+        char key[64];
+        size_t kl = (size_t)(q - p - 1);
+        const char *after = q + 1;
+        while (*after == ' ')
+            after++;
+        if (*after != ':' || kl == 0 || kl >= sizeof key) { /* a string value, not a key */
+            p = q + 1;
+            continue;
+        }
+        memcpy(key, p + 1, kl);
+        key[kl] = '\0';
+        const char *v = after + 1;
+        while (*v == ' ')
+            v++;
+        /* the value, when it is a scalar or an array of integers written in full */
+        size_t vl = 0;
+        if (*v == '"') {
+            const char *ve = strchr(v + 1, '"');
+            vl = ve ? (size_t)(ve - v + 1) : 0;
+        } else if (*v == '[') {
+            vl = strspn(v + 1, "0123456789-, ") + 1;
+            vl = v[vl] == ']' ? vl + 1 : 0;
+        } else {
+            vl = strspn(v, "0123456789-.");
+            if (strncmp(v, "true", 4) == 0 || strncmp(v, "false", 5) == 0)
+                vl = v[0] == 't' ? 4 : 5;
+        }
+        json_t *want = NULL;
+        if (vl > 0) {
+            char text[256];
+            if (vl < sizeof text) {
+                memcpy(text, v, vl);
+                text[vl] = '\0';
+                if (!strstr(text, "..."))
+                    want = json_loads(text, JSON_DECODE_ANY, NULL);
+            }
+        }
+        if (want) {
+            char *wt = json_dumps(want, JSON_ENCODE_ANY | JSON_COMPACT);
+            CHECK(has_pair(real, key, want), "README %s shows \"%s\": %s, the daemon gives no such pair",
+                  what, key, wt ? wt : "?");
+            free(wt);
+            json_decref(want);
+        } else {
+            CHECK(has_pair(real, key, NULL), "README %s shows the field \"%s\", the daemon gives none",
+                  what, key);
+        }
+        p = after + 1;
+    }
+}
+
+static void test_walkthrough(const char *md)
+{
+    size_t len = 0;
+    const char *sec = section(md, WALK_HEADING, &len);
+    CHECK(sec != NULL, "README.md has the section '%s'", WALK_HEADING);
+    if (!sec)
+        return;
+    static cmd cmds[MAX_CMDS];
+    int n = split_commands(sec, len, cmds, MAX_CMDS);
+    int curls = 0;
+    for (int i = 0; i < n; i++)
+        curls += strstr(cmds[i].text, "curl ") != NULL;
+    CHECK(curls >= 4, "the walk-through has curl commands (create, forward, trace, describe): %d", curls);
+
+    srv_options opt;
+    hc_options(&opt);
+    opt.demo = true; /* as `make run` */
+    srv_daemon *d = hc_start(&opt);
+    CHECK(d != NULL, "daemon starts");
+    if (!d)
+        return;
+
+    char script_path[] = "/tmp/attnd-readme-XXXXXX";
+    int fd = mkstemp(script_path);
+    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+    CHECK(f != NULL, "temp script");
+    if (!f) {
+        hc_stop(d);
+        return;
+    }
+    fprintf(f, "set -u\ncurl() { command curl -sS --max-time 30 -w '\\n@@STATUS %%{http_code}\\n' "
+               "\"$@\"; }\n");
+    for (int i = 0; i < n; i++) {
+        char *c = rewrite_port(cmds[i].text, srv_daemon_port(d));
+        fprintf(f, "echo '@@CMD %d'\n%s", i, c);
+        free(c);
+    }
+    fprintf(f, "echo '@@CMD end'\n");
+    fclose(f);
+
+    char run[128];
+    snprintf(run, sizeof run, "bash %s 2>&1", script_path);
+    FILE *p = popen(run, "r");
+    char *out = NULL, chunk[4096];
+    size_t got;
+    while (p && (got = fread(chunk, 1, sizeof chunk, p)) > 0)
+        append(&out, chunk, got);
+    int rc = p ? pclose(p) : -1;
+    unlink(script_path);
+    CHECK(rc == 0, "the walk-through script exits 0 (got %d)", rc);
+    if (!out)
+        out = calloc(1, 1);
+
+    /* each command's output lies between its marker and the next one */
+    char *starts[MAX_CMDS + 1];
+    for (int i = 0; i <= n; i++) {
+        char mark[32];
+        if (i < n)
+            snprintf(mark, sizeof mark, "@@CMD %d\n", i);
+        else
+            snprintf(mark, sizeof mark, "@@CMD end\n");
+        starts[i] = strstr(out, mark);
+    }
+    for (int i = 0; i <= n; i++)
+        if (starts[i]) {
+            char *nl = strchr(starts[i], '\n');
+            *starts[i] = '\0';
+            starts[i] = nl + 1;
+        }
+    for (int i = 0; i < n; i++) {
+        char *s = starts[i];
+        if (!s || !starts[i + 1]) {
+            CHECK(false, "README command %d ran to its end: %.120s", i + 1, cmds[i].text);
+            continue;
+        }
+        char what[96];
+        snprintf(what, sizeof what, "walk-through command %d (%.40s...)", i + 1, cmds[i].text);
+        char *st = strstr(s, "@@STATUS ");
+        if (!strstr(cmds[i].text, "curl ")) {
+            CHECK(st == NULL && *s == '\0', "%s prints nothing: %.200s", what, s);
+            continue;
+        }
+        int status = st ? atoi(st + 9) : 0;
+        CHECK(status >= 200 && status < 300, "%s answers 2xx: %d %.300s", what, status, s);
+        if (st)
+            *st = '\0';
+        if (cmds[i].shown) {
+            json_error_t jerr;
+            json_t *real = json_loads(s, JSON_DECODE_ANY, &jerr);
+            CHECK(real != NULL, "%s answers JSON: %s (%.200s)", what, jerr.text, s);
+            if (real)
+                check_shown(what, cmds[i].shown, real);
+            json_decref(real);
+        }
+    }
+    free(out);
+    for (int i = 0; i < n; i++) {
+        free(cmds[i].text);
+        free(cmds[i].shown);
+    }
+    hc_stop(d);
+}
+
+/* Counts "`--flag`" (the flag followed by '`', ' ' or ',') in text[0..len). */
+static int count_flag(const char *text, size_t len, const char *flag)
+{
+    int n = 0;
+    size_t fl = strlen(flag);
+    for (const char *p = text; (p = strstr(p, flag)) && p < text + len; p += fl)
+        if (p > text && p[-1] == '`' && (p[fl] == '`' || p[fl] == ' ' || p[fl] == '='))
+            n++;
+    return n;
+}
+
+static void test_flags(const char *md)
+{
+    size_t len = 0;
+    const char *sec = section(md, FLAGS_HEADING, &len);
+    CHECK(sec != NULL, "README.md has the section '%s'", FLAGS_HEADING);
+    if (!sec)
+        return;
+    /* only the first cell of each table row counts (the others may mention flags) */
+    char *rows = NULL;
+    for (const char *line = sec; line < sec + len;) {
+        const char *nl = strchr(line, '\n');
+        size_t ll = nl ? (size_t)(nl - line) : strlen(line);
+        const char *cell_end = line[0] == '|' ? memchr(line + 1, '|', ll - 1) : NULL;
+        if (cell_end)
+            append(&rows, line, (size_t)(cell_end - line)), append(&rows, "\n", 1);
+        line = nl ? nl + 1 : line + ll;
+    }
+    if (!rows)
+        rows = calloc(1, 1);
+
+    char *help = NULL;
+    size_t help_len = 0;
+    FILE *f = open_memstream(&help, &help_len);
+    srv_options_usage(f, "attnd");
+    fclose(f);
+
+    int flags = 0;
+    for (const char *p = help; (p = strstr(p, "\n  --"));) {
+        p += 3;
+        size_t fl = strspn(p, "-abcdefghijklmnopqrstuvwxyz0123456789");
+        char flag[64];
+        if (fl >= sizeof flag)
+            continue;
+        memcpy(flag, p, fl);
+        flag[fl] = '\0';
+        flags++;
+        CHECK(count_flag(rows, strlen(rows), flag) == 1,
+              "README's flags table lists %s (from attnd --help) once (found %d times)", flag,
+              count_flag(rows, strlen(rows), flag));
+    }
+    CHECK(flags >= 10, "attnd --help lists flags (%d)", flags);
+    /* and nothing that --help does not list */
+    for (const char *p = rows; (p = strstr(p, "`--"));) {
+        p += 1;
+        size_t fl = strspn(p, "-abcdefghijklmnopqrstuvwxyz0123456789");
+        char flag[72];
+        if (fl + 3 >= sizeof flag)
+            continue;
+        snprintf(flag, sizeof flag, "\n  %.*s ", (int)fl, p);
+        CHECK(strstr(help, flag) != NULL, "README's flags table lists %.*s, attnd --help does not",
+              (int)fl, p);
+    }
+    free(help);
+    free(rows);
+}
+
+int main(void)
+{
+    char *md = check_read_file("README.md", NULL);
+    CHECK(md != NULL, "README.md is readable from the repository root");
+    if (!md)
+        return check_report();
+    test_flags(md);
+    test_walkthrough(md);
+    free(md);
+    return check_report();
+}
