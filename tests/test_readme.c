@@ -10,6 +10,8 @@
  * of some object in the real answer, and each bare "key" shown must be a key in it. So the README may
  * elide (`...`), but not show a field, a name or a shape the daemon does not give.
  *
+ * Links: every in-page link (#anchor) names a heading, as GitHub makes anchors.
+ *
  * Flags: the table of the section FLAGS_HEADING lists exactly the flags srv_options_usage prints
  * (`attnd --help`), each once.
  *
@@ -378,6 +380,44 @@ static void test_flags(const char *md)
     free(rows);
 }
 
+/* GitHub's anchor of a heading: lower case, punctuation but '-' and '_' dropped, spaces to '-'. */
+static void slug(char *out, size_t size, const char *heading, size_t len)
+{
+    size_t o = 0;
+    for (size_t i = 0; i < len && o + 1 < size; i++) {
+        unsigned char c = (unsigned char)heading[i];
+        if (isalnum(c) || c == '-' || c == '_' || c >= 0x80)
+            out[o++] = (char)tolower(c);
+        else if (c == ' ')
+            out[o++] = '-';
+    }
+    out[o] = '\0';
+}
+
+/* Every in-page link "](#anchor)" names a heading of the README. */
+static void test_anchors(const char *md)
+{
+    int links = 0;
+    for (const char *p = md; (p = strstr(p, "](#"));) {
+        p += 3;
+        size_t al = strcspn(p, ")");
+        bool found = false;
+        for (const char *h = md; h && !found; h = strchr(h, '\n') ? strchr(h, '\n') + 1 : NULL) {
+            if (h[0] != '#')
+                continue;
+            size_t hashes = strspn(h, "#");
+            if (h[hashes] != ' ')
+                continue;
+            char a[256];
+            slug(a, sizeof a, h + hashes + 1, strcspn(h + hashes + 1, "\n"));
+            found = strlen(a) == al && strncmp(a, p, al) == 0;
+        }
+        links++;
+        CHECK(found, "README link #%.*s names no heading", (int)al, p);
+    }
+    CHECK(links > 0, "README has in-page links (%d)", links);
+}
+
 int main(void)
 {
     char *md = check_read_file("README.md", NULL);
@@ -385,6 +425,7 @@ int main(void)
     if (!md)
         return check_report();
     test_flags(md);
+    test_anchors(md);
     test_walkthrough(md);
     free(md);
     return check_report();
