@@ -131,6 +131,22 @@ static const srv_known *find_known(const srv_persist *p, const char *name)
     return NULL;
 }
 
+/* The version stored with a layer attnd wrote ("attnd.version"), or 0 (written by hand, or not
+ * a plain number up to 2^53, which a JSON client reads exactly): the registry then gives one. */
+static uint64_t disk_version(const srv_dd_layer *dl)
+{
+    const char *t = dl->version;
+    uint64_t v = 0;
+    if (!t[0] || strlen(t) > 16)
+        return 0;
+    for (; *t; t++) {
+        if (*t < '0' || *t > '9')
+            return 0;
+        v = v * 10 + (uint64_t)(*t - '0');
+    }
+    return v <= ((uint64_t)1 << 53) ? v : 0;
+}
+
 /* Reads and builds layer name from disk. Caller holds p->lock. */
 static srv_layer *load_one(srv_persist *p, const char *name, const mha_limits *limits,
                            srv_dd_layer *dl, srv_error *err)
@@ -174,7 +190,7 @@ int srv_persist_load_all(srv_persist *p, srv_registry *reg, const mha_limits *li
         srv_error e = {0};
         srv_layer *l = load_one(p, list[i].name, limits, &dl, &e);
         set_known(p, list[i].name, l ? &dl.stamp : &list[i].stamp);
-        if (l && srv_registry_put(reg, l, 0, NULL, &e) == 0) {
+        if (l && srv_registry_put_version(reg, l, disk_version(&dl), 0, NULL, &e) == 0) {
             loaded++;
             set_damaged(p, list[i].name, NULL);
             srv_log(p->log_format, "info", "loaded layer '%s' from %s/layers%s%s", list[i].name,
@@ -203,7 +219,7 @@ int srv_persist_reload(srv_persist *p, srv_registry *reg, const char *name,
     int rc;
     srv_layer *l = load_one(p, name, limits, &dl, &e);
     if (l) {
-        rc = srv_registry_put(reg, l, 0, NULL, &e) == 0 ? 1 : -1;
+        rc = srv_registry_put_version(reg, l, disk_version(&dl), 0, NULL, &e) == 0 ? 1 : -1;
         if (rc == 1) {
             set_damaged(p, name, NULL);
             set_known(p, name, &dl.stamp);
@@ -255,7 +271,7 @@ int srv_persist_sync(srv_persist *p, srv_registry *reg, const mha_limits *limits
         srv_dd_layer dl;
         srv_error e = {0};
         srv_layer *l = load_one(p, list[i].name, limits, &dl, &e);
-        if (l && srv_registry_put(reg, l, 0, NULL, &e) == 0) {
+        if (l && srv_registry_put_version(reg, l, disk_version(&dl), 0, NULL, &e) == 0) {
             set_known(p, list[i].name, &dl.stamp);
             set_damaged(p, list[i].name, NULL);
             srv_log(p->log_format, "info", "layer '%s' (re)loaded from the data dir", list[i].name);
@@ -314,12 +330,16 @@ int srv_persist_put(srv_persist *p, srv_registry *reg, srv_layer *l, uint64_t if
 {
     pthread_mutex_lock(&p->lock);
     int rc = check_version(reg, l->name, if_version, err);
+    uint64_t version = 0; /* with a data dir: reserved now, stored with the layer */
     if (rc == 0 && p->dd) {
         srv_st_view v[MHA_MAX_PARAMS];
         int n = srv_weights_views(l->layer, v);
         srv_error e = {0};
         srv_dd_stamp stamp;
-        if (srv_datadir_write(p->dd, l->name, l->config, v, n, NULL, &stamp, &e) == 0)
+        char vtext[24];
+        version = srv_registry_next_version(reg);
+        snprintf(vtext, sizeof vtext, "%llu", (unsigned long long)version);
+        if (srv_datadir_write(p->dd, l->name, l->config, v, n, vtext, &stamp, &e) == 0)
             set_known(p, l->name, &stamp);
         else {
             srv_log(p->log_format, "error", "layer '%s' not saved, the old one is kept: %s",
@@ -330,7 +350,7 @@ int srv_persist_put(srv_persist *p, srv_registry *reg, srv_layer *l, uint64_t if
         }
     }
     if (rc == 0) {
-        rc = srv_registry_put(reg, l, if_version, replaced, err);
+        rc = srv_registry_put_version(reg, l, version, if_version, replaced, err);
         if (rc == 0)
             set_damaged(p, l->name, NULL);
     }

@@ -141,8 +141,22 @@ static int version_conflict(srv_error *err, const char *name, uint64_t if_versio
                          (unsigned long long)cur->version, (unsigned long long)if_version);
 }
 
+uint64_t srv_registry_next_version(srv_registry *reg)
+{
+    pthread_mutex_lock(&reg->lock);
+    uint64_t v = ++reg->last_version;
+    pthread_mutex_unlock(&reg->lock);
+    return v;
+}
+
 int srv_registry_put(srv_registry *reg, srv_layer *l, uint64_t if_version, bool *replaced,
                      srv_error *err)
+{
+    return srv_registry_put_version(reg, l, 0, if_version, replaced, err);
+}
+
+int srv_registry_put_version(srv_registry *reg, srv_layer *l, uint64_t version,
+                             uint64_t if_version, bool *replaced, srv_error *err)
 {
     int rc = 0;
     pthread_mutex_lock(&reg->lock);
@@ -162,7 +176,13 @@ int srv_registry_put(srv_registry *reg, srv_layer *l, uint64_t if_version, bool 
         reg->items = items;
         reg->cap = cap;
     }
-    l->version = ++reg->last_version;
+    if (version) { /* given (from the data dir, or reserved): the counter moves past it */
+        l->version = version;
+        if (version > reg->last_version)
+            reg->last_version = version;
+    } else {
+        l->version = ++reg->last_version;
+    }
     if (old) {
         l->created = old->created;
         reg->items[i] = srv_layer_ref(l);

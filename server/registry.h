@@ -60,6 +60,16 @@ srv_layer *srv_registry_get(srv_registry *reg, const char *name, srv_error *err)
 int srv_registry_put(srv_registry *reg, srv_layer *l, uint64_t if_version, bool *replaced,
                      srv_error *err);
 
+/* Reserves a new version number (never given out again by this registry), for a put that must
+ * know its version before it publishes (the data dir stores it with the layer). */
+uint64_t srv_registry_next_version(srv_registry *reg);
+
+/* srv_registry_put with a given version (non-zero: one reserved with srv_registry_next_version,
+ * or one read back from the data dir, so that a layer keeps its version - its ETag - across
+ * restarts and between replicas sharing a data dir); the counter moves past it. 0 = the next. */
+int srv_registry_put_version(srv_registry *reg, srv_layer *l, uint64_t version,
+                             uint64_t if_version, bool *replaced, srv_error *err);
+
 /* Unlinks the entry called name (requests holding it finish with it). if_version as for put.
  * -1 with SRV_E_LAYER_NOT_FOUND / SRV_E_CONFLICT. */
 int srv_registry_delete(srv_registry *reg, const char *name, uint64_t if_version, srv_error *err);

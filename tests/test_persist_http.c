@@ -105,6 +105,15 @@ static long put(srv_daemon *d, const char *path, const char *body)
     "{\"config\": {\"embed_dim\": 4, \"num_heads\": 1, \"kdim\": 3, \"vdim\": 2, \"bias\": false," \
     " \"add_bias_kv\": true}, \"init\": {\"seed\": 2}}"
 
+/* The ETag of a response, without quotes, as a number (0 when absent). */
+static unsigned long long etag_of(const hc_response *r)
+{
+    char v[64] = "";
+    if (!hc_header(r, "ETag", v, sizeof v))
+        return 0;
+    return strtoull(v[0] == '"' ? v + 1 : v, NULL, 10);
+}
+
 static void test_restart(void)
 {
     char dir[128];
@@ -120,6 +129,9 @@ static void test_restart(void)
     char *a1 = get_st(d, "a", &alen), *b1 = get_st(d, "b", &blen);
     CHECK(a1 && b1, "weights downloaded as safetensors");
     hc_response r;
+    hc_request(d, "GET", "/v1/layers/a", NULL, NULL, 0, NULL, &r);
+    unsigned long long etag_a = etag_of(&r);
+    hc_response_free(&r);
     hc_request(d, "DELETE", "/v1/layers/c", NULL, NULL, 0, NULL, &r);
     CHECK(r.status == 204, "DELETE c: %ld", r.status);
     hc_response_free(&r);
@@ -132,6 +144,13 @@ static void test_restart(void)
     char *a2 = get_st(d, "a", &alen2), *b2 = get_st(d, "b", &blen2);
     CHECK(a1 && a2 && alen == alen2 && memcmp(a1, a2, alen) == 0, "a bit for bit after restart");
     CHECK(b1 && b2 && blen == blen2 && memcmp(b1, b2, blen) == 0, "b bit for bit after restart");
+    hc_request(d, "GET", "/v1/layers/a", NULL, NULL, 0, NULL, &r);
+    CHECK(etag_a > 0 && etag_of(&r) == etag_a, "a keeps its version (ETag) across the restart");
+    hc_response_free(&r);
+    CHECK(put(d, "/v1/layers/z", LAYER_A) == 201, "PUT z after the restart");
+    hc_request(d, "GET", "/v1/layers/z", NULL, NULL, 0, NULL, &r);
+    CHECK(etag_of(&r) > etag_a, "new versions come after the loaded ones");
+    hc_response_free(&r);
     free(a2);
     free(b2);
     hc_request(d, "GET", "/v1/layers/c", NULL, NULL, 0, NULL, &r);
@@ -179,8 +198,8 @@ static void test_restart(void)
     json_decref(doc);
     hc_response_free(&r);
     hc_request(d, "GET", "/metrics", NULL, NULL, 0, NULL, &r);
-    CHECK(r.body && strstr(r.body, "attnd_layers_damaged 1\n") && strstr(r.body, "attnd_layers 1\n"),
-          "/metrics: 1 layer, 1 damaged");
+    CHECK(r.body && strstr(r.body, "attnd_layers_damaged 1\n") && strstr(r.body, "attnd_layers 2\n"),
+          "/metrics: 2 layers (a, z), 1 damaged (b)");
     hc_response_free(&r);
     /* a damaged layer can be replaced through the API */
     CHECK(put(d, "/v1/layers/b", LAYER_B) == 201, "PUT b again");
@@ -191,15 +210,6 @@ static void test_restart(void)
 out:
     free(a1);
     free(b1);
-}
-
-/* The ETag of a response, without quotes, as a number (0 when absent). */
-static unsigned long long etag_of(const hc_response *r)
-{
-    char v[64] = "";
-    if (!hc_header(r, "ETag", v, sizeof v))
-        return 0;
-    return strtoull(v[0] == '"' ? v + 1 : v, NULL, 10);
 }
 
 /* Two daemons sharing a data dir, kept in step by srv_persist_sync (what --watch runs). */
@@ -229,6 +239,9 @@ static void test_sync(void)
     size_t la = 0, lb = 0;
     char *xa = get_st(a, "x", &la), *xb = get_st(b, "x", &lb);
     CHECK(xa && xb && la == lb && memcmp(xa, xb, la) == 0, "B serves A's x bit for bit");
+    hc_request(b, "GET", "/v1/layers/x", NULL, NULL, 0, NULL, &r);
+    CHECK(etag_of(&r) == v, "B gives x the version A gave it (%llu)", v);
+    hc_response_free(&r);
     free(xa);
     free(xb);
 
