@@ -201,7 +201,7 @@ static void layers_unchanged(srv_daemon *d, const char *after)
 typedef struct trickle {
     int *fds;
     int n;
-    volatile int stop;
+    int stop; /* __atomic */
 } trickle;
 
 /* Sends the next byte of a never-ending header to each connection every 20 ms. */
@@ -210,7 +210,7 @@ static void *trickle_main(void *p)
     trickle *t = p;
     static const char hdr[] = "X-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n";
     size_t k = 0;
-    while (!t->stop) {
+    while (!__atomic_load_n(&t->stop, __ATOMIC_ACQUIRE)) {
         for (int i = 0; i < t->n; i++)
             if (t->fds[i] >= 0 && send(t->fds[i], hdr + k, 1, MSG_NOSIGNAL) != 1) {
                 close(t->fds[i]);
@@ -274,7 +274,7 @@ static void test_slow_clients(srv_daemon *d)
           NSLOW);
     printf("  slow clients: 10 normal requests beside %d stalled connections, slowest %.1f ms\n",
            NSLOW, worst * 1e3);
-    t.stop = 1;
+    __atomic_store_n(&t.stop, 1, __ATOMIC_RELEASE);
     pthread_join(th, NULL);
     for (int i = 0; i < NSLOW; i++)
         if (i % 2 == 1 || slow_fds[i / 2] >= 0)
