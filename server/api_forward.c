@@ -6,9 +6,11 @@
  * (T in any form of tensor.h; null = absent). The reply is written straight into one buffer that is
  * handed to libmicrohttpd as it is.
  */
+#include <pthread.h>
 #include <string.h>
 
 #include "api.h"
+#include "bigbuf.h"
 #include "body.h"
 #include "forward.h"
 
@@ -78,6 +80,70 @@ static size_t estimate(int64_t count, srv_encoding enc)
     return enc == SRV_ENC_BASE64 ? (size_t)count * 16 / 3 + 64 : (size_t)count * 17 + 64;
 }
 
+/* Tensors at least this large, in nested form, are written by two threads: formatting a float is
+ * the costliest step of a large JSON reply (an L output has 3 million of them). */
+#define PARALLEL_WRITE_MIN 1000000
+
+typedef struct half_job {
+    srv_buf out;           /* the second half's text                                          */
+    const float *data;     /* its items [n1, n), each `inner` floats, shaped shape[1..ndim)    */
+    int64_t n0, n1;
+    int64_t inner;
+    int ndim;
+    const int64_t *shape;
+    int rc;
+} half_job;
+
+/* Items [n0, n1) of the outermost dimension as nested JSON, separated by commas. */
+static int write_items(srv_buf *b, const float *data, int64_t n0, int64_t n1, int64_t inner,
+                       int ndim, const int64_t *shape)
+{
+    int rc = 0;
+    for (int64_t i = n0; i < n1 && rc == 0; i++) {
+        if (i > n0)
+            srv_buf_putc(b, ',');
+        rc = srv_tensor_write(b, data + i * inner, ndim - 1, shape + 1, SRV_ENC_NESTED);
+    }
+    return rc < 0 || b->failed ? -1 : 0;
+}
+
+static void *write_half(void *arg)
+{
+    half_job *j = arg;
+    j->rc = write_items(&j->out, j->data, j->n0, j->n1, j->inner, j->ndim, j->shape);
+    return NULL;
+}
+
+/* srv_tensor_write, with large nested tensors split along their outermost dimension between this
+ * thread and one more (the same text, in about half the time). */
+static int write_tensor(srv_buf *b, const float *data, int ndim, const int64_t *shape,
+                        srv_encoding enc)
+{
+    int64_t count = 1;
+    for (int i = 0; i < ndim; i++)
+        count *= shape[i];
+    if (enc != SRV_ENC_NESTED || count < PARALLEL_WRITE_MIN || ndim < 2 || shape[0] < 2 ||
+        srv_ncores() < 2)
+        return srv_tensor_write(b, data, ndim, shape, enc);
+    int64_t n = shape[0], mid = n / 2, inner = count / n;
+    half_job j = {.data = data, .n0 = mid, .n1 = n, .inner = inner, .ndim = ndim, .shape = shape};
+    srv_buf_init(&j.out);
+    pthread_t t;
+    if (srv_bigbuf_reserve(&j.out, (size_t)((n - mid) * inner) * 17 + 4096) < 0 ||
+        pthread_create(&t, NULL, write_half, &j) != 0) {
+        srv_bigbuf_free(&j.out);
+        return srv_tensor_write(b, data, ndim, shape, enc);
+    }
+    srv_buf_putc(b, '[');
+    int rc = write_items(b, data, 0, mid, inner, ndim, shape);
+    pthread_join(t, NULL);
+    srv_buf_putc(b, ',');
+    srv_buf_append(b, j.out.data, j.out.len);
+    srv_buf_putc(b, ']');
+    srv_bigbuf_free(&j.out);
+    return rc < 0 || j.rc < 0 || b->failed ? -1 : 0;
+}
+
 static int run(srv_app *app, const srv_request *req, srv_response *resp, bool trace,
                srv_error *err)
 {
@@ -100,10 +166,10 @@ static int run(srv_app *app, const srv_request *req, srv_response *resp, bool tr
     if (!trace) {
         srv_response_reserve(resp, estimate(r.plan.out_count, enc) + estimate(r.plan.weights_count, enc));
         srv_buf_puts(b, "{\"output\":");
-        srv_tensor_write(b, r.output, r.plan.out_ndim, r.plan.out_shape, enc);
+        write_tensor(b, r.output, r.plan.out_ndim, r.plan.out_shape, enc);
         if (r.attn_weights) {
             srv_buf_puts(b, ",\"attn_weights\":");
-            srv_tensor_write(b, r.attn_weights, r.plan.weights_ndim, r.plan.weights_shape, enc);
+            write_tensor(b, r.attn_weights, r.plan.weights_ndim, r.plan.weights_shape, enc);
         }
         srv_buf_puts(b, "}");
     } else {
@@ -120,7 +186,7 @@ static int run(srv_app *app, const srv_request *req, srv_response *resp, bool tr
                            mha_trace_stage_name((mha_trace_stage)s));
             put_shape(b, nd, shape);
             srv_buf_puts(b, ",\"tensor\":");
-            srv_tensor_write(b, r.stage[s], nd, shape, enc);
+            write_tensor(b, r.stage[s], nd, shape, enc);
             srv_buf_putc(b, '}');
         }
         srv_buf_puts(b, "]}");

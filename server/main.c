@@ -1,11 +1,14 @@
 /*
  * main.c - attnd: parse the options, start the daemon, serve until SIGTERM/SIGINT, drain, exit 0.
  *
- * Signals are blocked in every thread (set before any thread starts) and taken synchronously with
- * sigwait here, so no work happens in a signal handler.
+ * Signals are blocked in every thread we start and taken synchronously with sigwait here, so no
+ * work happens in a signal handler. OpenBLAS starts its own threads in a constructor, before main()
+ * can block anything; a SIGTERM delivered to one of those would kill the process without a drain,
+ * so a handler (the only thing those threads can run) passes it on to the main thread.
  */
+#include <errno.h>
 #include <malloc.h>
-#include <malloc.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -15,6 +18,16 @@
 #include "log.h"
 #include "options.h"
 
+static pthread_t main_thread;
+
+/* Runs only on threads that did not block SIGTERM/SIGINT (OpenBLAS's): re-sends the signal to the
+ * main thread, where it stays pending until sigwait takes it. pthread_kill is async-signal-safe. */
+static void forward_to_main(int sig)
+{
+    int saved = errno;
+    pthread_kill(main_thread, sig);
+    errno = saved;
+}
 
 int main(int argc, char **argv)
 {
@@ -36,13 +49,6 @@ int main(int argc, char **argv)
     if (action == SRV_OPTIONS_HEALTHCHECK)
         return srv_healthcheck_main(opt.host, opt.port);
 
-    /* Keep freed request and response buffers in the heap instead of handing them back to the
-     * kernel: on this kind of VM, touching fresh pages costs about 8 ms per MB, so a 30 MB body
-     * paid ~250 ms of page faults on every request (bench/bench_codec.c measures it). The cost is
-     * that the daemon's resident size stays at its high-water mark. */
-    mallopt(M_MMAP_THRESHOLD, 512 << 20);
-    mallopt(M_TRIM_THRESHOLD, 1 << 30);
-
     /* Blocks up to 32 MB (a query tensor, an L request's body) come from malloc's arenas and stay
      * mapped when freed, instead of an mmap/munmap per request that faults every page in again
      * (tens of microseconds a page on a virtual machine); bigger reply blocks are kept by
@@ -55,6 +61,11 @@ int main(int argc, char **argv)
     sigaddset(&stop, SIGTERM);
     sigaddset(&stop, SIGINT);
     pthread_sigmask(SIG_BLOCK, &stop, NULL);
+    main_thread = pthread_self();
+    struct sigaction fwd = {.sa_handler = forward_to_main};
+    sigemptyset(&fwd.sa_mask);
+    sigaction(SIGTERM, &fwd, NULL);
+    sigaction(SIGINT, &fwd, NULL);
     signal(SIGPIPE, SIG_IGN);
 
     srv_daemon *d = srv_daemon_start(&opt, &err);

@@ -374,11 +374,11 @@ static void test_forward_forms(srv_daemon *d)
     json_decref(qb);
 }
 
-/* Replies over a megabyte go out from cached blocks (bigbuf.c): the same numbers in every form,
- * request after request, and bodies of that size are read whole. */
+/* Replies over a megabyte go out from cached blocks (bigbuf.c), and outputs of a million numbers
+ * or more are written by two threads: the same numbers in every form, request after request. */
 static void test_large(srv_daemon *d)
 {
-    enum { N = 4, L = 1024, E = 64 };
+    enum { N = 256, L = 64, E = 64 };
     float *q = malloc(sizeof(float) * N * L * E);
     for (int i = 0; i < N * L * E; i++)
         q[i] = sinf((float)i * 0.01f);

@@ -1,13 +1,16 @@
 /*
  * test_readme.c - README.md stays true: its curl walk-through runs, and its flags table is --help's.
  *
- * Walk-through: every ```sh block of the section WALK_HEADING is run, as written, by bash against an
- * in-process daemon started as `make run` starts one (--demo), with localhost:8080 rewritten to the
- * daemon's port. curl is wrapped (-sS, a time limit, the status printed after the body); every curl
+ * Walk-through: every ```sh block of the sections RUN_HEADINGS (the walk-through, and the others whose
+ * commands need no daemon flags) is run in order, as written, by bash in a temporary directory against
+ * one in-process daemon started as `make run` starts one (--demo), with localhost:8080 rewritten to
+ * the daemon's port. curl is wrapped (-sS, a time limit, the status printed after the body); every curl
  * must answer 2xx. The lines starting with '#' under a command are the output the README shows; each
  * "key": value pair shown there (strings without "...", integers, arrays of integers) must be a pair
  * of some object in the real answer, and each bare "key" shown must be a key in it. So the README may
  * elide (`...`), but not show a field, a name or a shape the daemon does not give.
+ *
+ * Links: every in-page link (#anchor) names a heading, as GitHub makes anchors.
  *
  * Flags: the table of the section FLAGS_HEADING lists exactly the flags srv_options_usage prints
  * (`attnd --help`), each once.
@@ -23,9 +26,13 @@
 #include <string.h>
 #include <unistd.h>
 
-#define WALK_HEADING "## A walk through the API with curl"
+static const char *const RUN_HEADINGS[] = {
+    "## A walk through the API with curl",
+    "## Open Inference Protocol (`/v2`, KServe v2 / Triton)",
+    "## Weights as safetensors",
+};
 #define FLAGS_HEADING "## Configuration"
-#define MAX_CMDS 32
+#define MAX_CMDS 64
 
 typedef struct cmd {
     char *text;  /* the command as written (may span lines)        */
@@ -201,13 +208,15 @@ static void check_shown(const char *what, const char *shown, const json_t *real)
 
 static void test_walkthrough(const char *md)
 {
-    size_t len = 0;
-    const char *sec = section(md, WALK_HEADING, &len);
-    CHECK(sec != NULL, "README.md has the section '%s'", WALK_HEADING);
-    if (!sec)
-        return;
     static cmd cmds[MAX_CMDS];
-    int n = split_commands(sec, len, cmds, MAX_CMDS);
+    int n = 0;
+    for (size_t h = 0; h < sizeof RUN_HEADINGS / sizeof *RUN_HEADINGS; h++) {
+        size_t len = 0;
+        const char *sec = section(md, RUN_HEADINGS[h], &len);
+        CHECK(sec != NULL, "README.md has the section '%s'", RUN_HEADINGS[h]);
+        if (sec)
+            n += split_commands(sec, len, cmds + n, MAX_CMDS - n);
+    }
     int curls = 0;
     for (int i = 0; i < n; i++)
         curls += strstr(cmds[i].text, "curl ") != NULL;
@@ -239,8 +248,10 @@ static void test_walkthrough(const char *md)
     fprintf(f, "echo '@@CMD end'\n");
     fclose(f);
 
-    char run[128];
-    snprintf(run, sizeof run, "bash %s 2>&1", script_path);
+    char dir[] = "/tmp/attnd-readme-dir-XXXXXX", run[256];
+    CHECK(mkdtemp(dir) != NULL, "temp dir");
+    snprintf(run, sizeof run, "cd %s && bash %s 2>&1; rc=$?; rm -rf %s; exit $rc", dir, script_path,
+             dir);
     FILE *p = popen(run, "r");
     char *out = NULL, chunk[4096];
     size_t got;
@@ -369,6 +380,44 @@ static void test_flags(const char *md)
     free(rows);
 }
 
+/* GitHub's anchor of a heading: lower case, punctuation but '-' and '_' dropped, spaces to '-'. */
+static void slug(char *out, size_t size, const char *heading, size_t len)
+{
+    size_t o = 0;
+    for (size_t i = 0; i < len && o + 1 < size; i++) {
+        unsigned char c = (unsigned char)heading[i];
+        if (isalnum(c) || c == '-' || c == '_' || c >= 0x80)
+            out[o++] = (char)tolower(c);
+        else if (c == ' ')
+            out[o++] = '-';
+    }
+    out[o] = '\0';
+}
+
+/* Every in-page link "](#anchor)" names a heading of the README. */
+static void test_anchors(const char *md)
+{
+    int links = 0;
+    for (const char *p = md; (p = strstr(p, "](#"));) {
+        p += 3;
+        size_t al = strcspn(p, ")");
+        bool found = false;
+        for (const char *h = md; h && !found; h = strchr(h, '\n') ? strchr(h, '\n') + 1 : NULL) {
+            if (h[0] != '#')
+                continue;
+            size_t hashes = strspn(h, "#");
+            if (h[hashes] != ' ')
+                continue;
+            char a[256];
+            slug(a, sizeof a, h + hashes + 1, strcspn(h + hashes + 1, "\n"));
+            found = strlen(a) == al && strncmp(a, p, al) == 0;
+        }
+        links++;
+        CHECK(found, "README link #%.*s names no heading", (int)al, p);
+    }
+    CHECK(links > 0, "README has in-page links (%d)", links);
+}
+
 int main(void)
 {
     char *md = check_read_file("README.md", NULL);
@@ -376,6 +425,7 @@ int main(void)
     if (!md)
         return check_report();
     test_flags(md);
+    test_anchors(md);
     test_walkthrough(md);
     free(md);
     return check_report();
