@@ -306,6 +306,18 @@ int srv_datadir_list(srv_datadir *dd, srv_dd_entry **out, srv_error *err)
     return n;
 }
 
+void srv_datadir_strays(srv_datadir *dd, void (*fn)(const char *name, void *ctx), void *ctx)
+{
+    DIR *d = opendir(dd->layers);
+    if (!d)
+        return;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL)
+        if (de->d_name[0] != '.' && !srv_dd_name_valid(de->d_name))
+            fn(de->d_name, ctx);
+    closedir(d);
+}
+
 void srv_dd_layer_free(srv_dd_layer *layer)
 {
     if (!layer)

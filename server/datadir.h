@@ -78,6 +78,10 @@ typedef struct srv_dd_entry {
  * with err filled when the layers dir cannot be read. */
 int srv_datadir_list(srv_datadir *dd, srv_dd_entry **out, srv_error *err);
 
+/* Calls fn(name, ctx) for every entry of the layers dir that is neither hidden nor a valid layer
+ * name ("my layer", a name over 64 characters): never loaded, so reported to say why. */
+void srv_datadir_strays(srv_datadir *dd, void (*fn)(const char *name, void *ctx), void *ctx);
+
 /* One layer as read from disk. */
 typedef struct srv_dd_layer {
     json_t *config;      /* owned reference: the config object                                */

@@ -170,6 +170,17 @@ static srv_layer *load_one(srv_persist *p, const char *name, const mha_limits *l
     return l;
 }
 
+static void report_stray(const char *name, void *ctx)
+{
+    srv_persist *p = ctx;
+    char reason[200];
+    snprintf(reason, sizeof reason,
+             "layers/%.64s is not a layer name (1-64 of A-Z a-z 0-9 . _ -, not starting with .): "
+             "rename it to serve it", name);
+    set_damaged(p, name, reason);
+    srv_log(p->log_format, "error", "%s", reason);
+}
+
 int srv_persist_load_all(srv_persist *p, srv_registry *reg, const mha_limits *limits)
 {
     if (!p->dd)
@@ -185,6 +196,7 @@ int srv_persist_load_all(srv_persist *p, srv_registry *reg, const mha_limits *li
     }
     int loaded = 0;
     pthread_mutex_lock(&p->lock);
+    srv_datadir_strays(p->dd, report_stray, p);
     for (int i = 0; i < n; i++) {
         srv_dd_layer dl;
         srv_error e = {0};

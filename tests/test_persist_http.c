@@ -360,11 +360,21 @@ static void test_hand_written(void)
         snprintf(src, sizeof src, "tests/golden_datadir/layers/%s/weights.safetensors", names[k]);
         CHECK(copy_file(dst, src) == 0, "copy %s", src);
     }
+    snprintf(p, sizeof p, "%s/layers/my layer", dir); /* not a layer name: reported */
+    mkdir(p, 0755);
     size_t len;
     char *text = check_read_file("tests/golden_datadir/expected.json", &len);
     json_t *expected = text ? json_loadb(text, len, 0, NULL) : NULL;
     free(text);
     srv_daemon *d = start_dir(dir);
+    if (d) {
+        hc_response r;
+        hc_request(d, "GET", "/readyz", NULL, NULL, 0, NULL, &r);
+        CHECK(r.status == 200 && r.body && strstr(r.body, "\"name\":\"my layer\"") &&
+                  strstr(r.body, "not a layer name"),
+              "a directory that is not a layer name is reported: %s", r.body);
+        hc_response_free(&r);
+    }
     if (!CHECK(d && expected, "daemon on the hand-written data dir")) {
         json_decref(expected);
         hc_stop(d);
@@ -790,6 +800,35 @@ static int slow_end(int fd)
     return strncmp(reply, "HTTP/1.1 ", 9) == 0 ? atoi(reply + 9) : 0;
 }
 
+/* Sends GET path on an open keep-alive connection and reads one whole reply (headers, then
+ * Content-Length bytes); returns its status, 0 when there is none. */
+static int keep_alive_status(int fd, const char *path)
+{
+    char rq[256], reply[4096];
+    snprintf(rq, sizeof rq, "GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", path);
+    if (write(fd, rq, strlen(rq)) != (ssize_t)strlen(rq))
+        return 0;
+    size_t got = 0;
+    struct pollfd pf = {fd, POLLIN, 0};
+    for (;;) {
+        reply[got] = '\0';
+        char *end = strstr(reply, "\r\n\r\n");
+        if (end) {
+            const char *cl = strcasestr(reply, "Content-Length:");
+            size_t want = (size_t)(end + 4 - reply) + (cl ? (size_t)atol(cl + 15) : 0);
+            if (got >= want)
+                break;
+        }
+        if (got >= sizeof reply - 1 || poll(&pf, 1, 5000) <= 0)
+            return 0;
+        ssize_t n = read(fd, reply + got, sizeof reply - 1 - got);
+        if (n <= 0)
+            return 0;
+        got += (size_t)n;
+    }
+    return strncmp(reply, "HTTP/1.1 ", 9) == 0 ? atoi(reply + 9) : 0;
+}
+
 typedef struct drain_arg {
     srv_daemon *d;
     int deadline_ms;
@@ -848,21 +887,17 @@ static void test_drain(void)
     int fd = slow_begin(port);
     CHECK(fd >= 0 && wait_for(in_flight, app, 5000), "a request is in flight");
 
-    int keep = connect_port(port); /* an open connection, for /readyz during the drain */
+    /* an open connection, for /readyz during the drain: one request on it first, so that the daemon
+     * has accepted it (a connection still in the listen backlog is reset when the socket closes) */
+    int keep = connect_port(port);
+    CHECK(keep >= 0 && keep_alive_status(keep, "/healthz") == 200, "keep-alive connection open");
     drain_arg a = {d, 10000, -1};
     pthread_t t;
     pthread_create(&t, NULL, drain_thread, &a);
     CHECK(wait_for(is_draining, app, 5000), "draining began");
     CHECK(wait_for(refused, &port, 5000), "no new connections while draining");
-    const char *rq = "GET /readyz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
-    char reply[512];
-    ssize_t got = 0;
-    struct pollfd pf = {keep, POLLIN, 0};
-    if (keep >= 0 && write(keep, rq, strlen(rq)) == (ssize_t)strlen(rq) && poll(&pf, 1, 5000) > 0)
-        got = read(keep, reply, sizeof reply - 1);
-    reply[got > 0 ? got : 0] = '\0';
-    CHECK(got >= 12 && memcmp(reply, "HTTP/1.1 503", 12) == 0,
-          "/readyz answers 503 while draining: %.40s", reply);
+    int rs = keep >= 0 ? keep_alive_status(keep, "/readyz") : 0;
+    CHECK(rs == 503, "/readyz answers 503 while draining (%d)", rs);
     if (keep >= 0)
         close(keep);
     CHECK(slow_end(fd) == 200, "the request in flight is answered 200");
