@@ -5,7 +5,6 @@
  */
 #define _XOPEN_SOURCE 700
 #include <fcntl.h>
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,38 +13,9 @@
 
 #include "check.h"
 #include "datadir.h"
+#include "tmpdir.h"
 
 static char root[64];
-
-static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *f)
-{
-    return remove(p);
-}
-
-static void rm_rf(const char *p)
-{
-    nftw(p, rm_one, 16, FTW_DEPTH | FTW_PHYS);
-}
-
-static int put_file(const char *path, const void *data, size_t len)
-{
-    FILE *f = fopen(path, "wb");
-    if (!f)
-        return -1;
-    size_t w = fwrite(data, 1, len, f);
-    return fclose(f) == 0 && w == len ? 0 : -1;
-}
-
-static int copy_file(const char *dst, const char *src)
-{
-    size_t len;
-    char *d = check_read_file(src, &len);
-    if (!d)
-        return -1;
-    int rc = put_file(dst, d, len);
-    free(d);
-    return rc;
-}
 
 static bool exists(const char *p)
 {
@@ -184,10 +154,10 @@ static void test_crashes(srv_datadir *dd)
     snprintf(q, sizeof q, "%s/layers/beta/weights.safetensors", other);
     size_t len;
     char *w2 = check_read_file(q, &len);
-    CHECK(w2 && put_file(p, w2, len / 2) == 0, "truncated weights temp");
+    CHECK(w2 && td_put_file(p, w2, len / 2) == 0, "truncated weights temp");
     snprintf(p, sizeof p, "%s/.config.json.tmp-99999-2", dir);
     snprintf(q, sizeof q, "%s/layers/beta/config.json", other);
-    CHECK(copy_file(p, q) == 0, "config temp");
+    CHECK(td_copy_file(p, q) == 0, "config temp");
     CHECK(srv_datadir_read(dd, "beta", 1 << 20, &l, &err) == 0 && same_weights(&l, &v1) &&
               json_equal(l.config, c1) && !l.repaired,
           "crash before commit: v1 loads, the temps are ignored (%s)", err.message);
@@ -200,9 +170,9 @@ static void test_crashes(srv_datadir *dd)
 
     /* 2. crash between the two renames: v2 weights committed, config.json still v1, temp there */
     snprintf(p, sizeof p, "%s/weights.safetensors", dir);
-    CHECK(w2 && put_file(p, w2, len) == 0, "v2 weights in place");
+    CHECK(w2 && td_put_file(p, w2, len) == 0, "v2 weights in place");
     snprintf(p, sizeof p, "%s/.config.json.tmp-99999-3", dir);
-    CHECK(copy_file(p, q) == 0, "v2 config temp");
+    CHECK(td_copy_file(p, q) == 0, "v2 config temp");
     CHECK(srv_datadir_read(dd, "beta", 1 << 20, &l, &err) == 0 && same_weights(&l, &v2) &&
               json_equal(l.config, c2) && l.repaired && strcmp(l.version, "v2") == 0,
           "crash between renames: v2 loads whole, commit completed (%s)", err.message);
@@ -236,7 +206,7 @@ static void test_crashes(srv_datadir *dd)
 
     /* 5. a truncated weights.safetensors (damaged disk, or a copy cut short): refused, named */
     snprintf(p, sizeof p, "%s/weights.safetensors", dir);
-    CHECK(put_file(p, w2, len > 100 ? 100 : len) == 0, "truncate weights");
+    CHECK(td_put_file(p, w2, len > 100 ? 100 : len) == 0, "truncate weights");
     memset(&err, 0, sizeof err);
     CHECK(srv_datadir_read(dd, "beta", 1 << 20, &l, &err) == -1 &&
               strstr(err.message, "layers/beta/weights.safetensors") &&
@@ -258,9 +228,9 @@ static void test_crashes(srv_datadir *dd)
           "missing weights reported: %s", err.message);
 
     /* 7. hand-written config.json that is not JSON, weights without attnd metadata */
-    CHECK(copy_file(p, "tests/golden_datadir/layers/torch_mha/weights.safetensors") == 0, "copy");
+    CHECK(td_copy_file(p, "tests/golden_datadir/layers/torch_mha/weights.safetensors") == 0, "copy");
     snprintf(p, sizeof p, "%s/config.json", dir);
-    CHECK(put_file(p, "{\"embed_dim\": 8,", 16) == 0, "bad config");
+    CHECK(td_put_file(p, "{\"embed_dim\": 8,", 16) == 0, "bad config");
     memset(&err, 0, sizeof err);
     CHECK(srv_datadir_read(dd, "beta", 1 << 20, &l, &err) == -1 &&
               strstr(err.message, "config.json is not valid JSON"),
@@ -271,7 +241,7 @@ static void test_crashes(srv_datadir *dd)
     snprintf(tdir, sizeof tdir, "%s/layers/gamma", root);
     mkdir(tdir, 0755);
     snprintf(p, sizeof p, "%s/.weights.safetensors.tmp-1-1", tdir);
-    put_file(p, "x", 1);
+    td_put_file(p, "x", 1);
     n = srv_datadir_list(dd, &list, &err);
     listed = false;
     for (int i = 0; i < n; i++)
@@ -301,7 +271,7 @@ static void test_hand_written(srv_datadir *dd)
         for (int f = 0; f < 2; f++) {
             snprintf(p, sizeof p, "%s/%s", dir, files[f]);
             snprintf(src, sizeof src, "tests/golden_datadir/layers/%s/%s", names[k], files[f]);
-            CHECK(copy_file(p, src) == 0, "copy %s", src);
+            CHECK(td_copy_file(p, src) == 0, "copy %s", src);
         }
         srv_dd_layer l;
         srv_error err = {0};
@@ -328,7 +298,7 @@ static void test_not_regular(srv_datadir *dd)
         mkdir(dir, 0755);
         snprintf(p, sizeof p, "%s/%s", dir, files[f]);
         snprintf(other, sizeof other, "%s/%s", dir, files[1 - f]);
-        CHECK(copy_file(other, f ? "tests/golden_datadir/layers/torch_mha/config.json"
+        CHECK(td_copy_file(other, f ? "tests/golden_datadir/layers/torch_mha/config.json"
                                  : "tests/golden_datadir/layers/torch_mha/weights.safetensors") == 0,
               "copy");
         CHECK(mkfifo(p, 0644) == 0, "mkfifo %s", p);
@@ -374,7 +344,7 @@ static void test_remove(srv_datadir *dd)
     mkdir(p, 0755);
     char f[600];
     snprintf(f, sizeof f, "%s/weights.safetensors", p);
-    put_file(f, "x", 1);
+    td_put_file(f, "x", 1);
     srv_dd_entry *list;
     int n = srv_datadir_list(dd, &list, &err);
     bool hidden = false;
@@ -401,7 +371,7 @@ static void test_open(void)
     srv_error err = {0};
     char p[128];
     snprintf(p, sizeof p, "%s/file", root);
-    put_file(p, "x", 1);
+    td_put_file(p, "x", 1);
     CHECK(srv_datadir_open(p, false, &err) == NULL && err.code == SRV_E_INTERNAL &&
               strstr(err.message, p),
           "a file as data dir refused: %s", err.message);
@@ -424,7 +394,7 @@ static void test_open(void)
     CHECK(srv_datadir_remove(ro, "alpha", &err) == -1, "read-only: remove refused");
     char t[256];
     snprintf(t, sizeof t, "%s/layers/alpha/.config.json.tmp-1-1", root);
-    put_file(t, "{}", 2);
+    td_put_file(t, "{}", 2);
     ro->temp_grace_s = 0;
     CHECK(srv_datadir_clean(ro) == 0 && exists(t), "read-only: leftovers left alone");
     srv_dd_layer l;
@@ -436,11 +406,8 @@ static void test_open(void)
 
 int main(void)
 {
-    snprintf(root, sizeof root, "/tmp/attnd-test-datadir-XXXXXX");
-    if (!mkdtemp(root)) {
-        perror("mkdtemp");
+    if (td_make(root, sizeof root, "datadir") != 0)
         return 1;
-    }
     char dpath[128];
     snprintf(dpath, sizeof dpath, "%s", root);
     srv_error err = {0};
@@ -454,6 +421,6 @@ int main(void)
     }
     test_open();
     srv_datadir_free(dd);
-    rm_rf(root);
+    td_rm_rf(root);
     return check_report();
 }

@@ -623,12 +623,8 @@ static void test_drain(void)
     if (!CHECK(d != NULL, "daemon"))
         return;
     int port = srv_daemon_port(d);
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {0};
-    a.sin_family = AF_INET;
-    a.sin_port = htons((uint16_t)port);
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    CHECK(connect(fd, (struct sockaddr *)&a, sizeof a) == 0, "connect");
+    int fd = hc_connect(port);
+    CHECK(fd >= 0, "connect");
     const char *req = "GET /readyz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
     char buf[2048];
     CHECK(send(fd, req, strlen(req), MSG_NOSIGNAL) > 0, "send 1");
@@ -650,20 +646,6 @@ static void test_drain(void)
     hc_stop(d);
 }
 
-static int raw_connect(int port)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {0};
-    a.sin_family = AF_INET;
-    a.sin_port = htons((uint16_t)port);
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (connect(fd, (struct sockaddr *)&a, sizeof a) < 0) {
-        close(fd);
-        return -1;
-    }
-    return fd;
-}
-
 /* Stalled clients (half a header, half a body) hold up nobody, even with one HTTP thread, and are
  * closed after --timeout. */
 static void test_slow_clients(void)
@@ -677,7 +659,7 @@ static void test_slow_clients(void)
     if (!CHECK(d != NULL, "daemon"))
         return;
     int port = srv_daemon_port(d);
-    int a = raw_connect(port), b = raw_connect(port);
+    int a = hc_connect(port), b = hc_connect(port);
     const char *half_body = "POST /v1/layers/demo/forward HTTP/1.1\r\nHost: 127.0.0.1\r\n"
                             "Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n"
                             "{\"query\": [[";

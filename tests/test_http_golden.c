@@ -101,28 +101,21 @@ static void replay(srv_daemon *d, const golden_case *c, int index)
     hc_response_free(&r);
 }
 
+static void replay_one(golden_case *c, int index, void *d)
+{
+    replay(d, c, index);
+    golden_free(c);
+}
+
 int main(int argc, char **argv)
 {
-    const char *dir = argc > 1 ? argv[1] : "tests/golden";
-    char **paths;
-    int n = golden_list(&paths, dir);
-    if (!CHECK(n > 0, "golden cases in %s", dir))
-        return check_report();
     srv_options opt;
     hc_options(&opt);
     opt.max_trace_elements = INT64_C(1) << 26;
     srv_daemon *d = hc_start(&opt);
     if (!CHECK(d != NULL, "daemon"))
         return check_report();
-    for (int i = 0; i < n; i++) {
-        golden_case c;
-        char err[512];
-        if (!CHECK(golden_load(&c, paths[i], err, sizeof err) == 0, "%s", err))
-            continue;
-        replay(d, &c, i);
-        golden_free(&c);
-    }
-    golden_list_free(paths, n);
+    golden_each(argc > 1 ? argv[1] : "tests/golden", replay_one, d);
     hc_stop(d);
     return check_report();
 }

@@ -16,7 +16,6 @@
 #define _XOPEN_SOURCE 700
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -31,31 +30,9 @@
 #include "http_client.h"
 #include "persist.h"
 #include "safetensors.h"
+#include "tmpdir.h"
 
 static char root[64];
-
-static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *f)
-{
-    return remove(p);
-}
-
-static void rm_rf(const char *p)
-{
-    nftw(p, rm_one, 16, FTW_DEPTH | FTW_PHYS);
-}
-
-static int copy_file(const char *dst, const char *src)
-{
-    size_t len;
-    char *d = check_read_file(src, &len);
-    if (!d)
-        return -1;
-    FILE *f = fopen(dst, "wb");
-    size_t w = f ? fwrite(d, 1, len, f) : 0;
-    int rc = f && fclose(f) == 0 && w == len ? 0 : -1;
-    free(d);
-    return rc;
-}
 
 static srv_daemon *start_dir(const char *dir)
 {
@@ -355,10 +332,10 @@ static void test_hand_written(void)
         char dst[300], src[200];
         snprintf(dst, sizeof dst, "%s/config.json", p);
         snprintf(src, sizeof src, "tests/golden_datadir/layers/%s/config.json", names[k]);
-        CHECK(copy_file(dst, src) == 0, "copy %s", src);
+        CHECK(td_copy_file(dst, src) == 0, "copy %s", src);
         snprintf(dst, sizeof dst, "%s/weights.safetensors", p);
         snprintf(src, sizeof src, "tests/golden_datadir/layers/%s/weights.safetensors", names[k]);
-        CHECK(copy_file(dst, src) == 0, "copy %s", src);
+        CHECK(td_copy_file(dst, src) == 0, "copy %s", src);
     }
     snprintf(p, sizeof p, "%s/layers/my layer", dir); /* not a layer name: reported */
     mkdir(p, 0755);
@@ -751,20 +728,6 @@ static void test_metrics(void)
 #include <poll.h>
 #include <sys/socket.h>
 
-static int connect_port(int port)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {0};
-    a.sin_family = AF_INET;
-    a.sin_port = htons((uint16_t)port);
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
-        close(fd);
-        return -1;
-    }
-    return fd;
-}
-
 /* A forward request whose body is sent in two parts, so that it is in flight in between. */
 #define SLOW_HEAD                                                                                 \
     "POST /v1/layers/s/forward HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n" \
@@ -773,7 +736,7 @@ static int connect_port(int port)
 
 static int slow_begin(int port)
 {
-    int fd = connect_port(port);
+    int fd = hc_connect(port);
     if (fd >= 0 && write(fd, SLOW_HEAD, strlen(SLOW_HEAD)) != (ssize_t)strlen(SLOW_HEAD)) {
         close(fd);
         return -1;
@@ -864,7 +827,7 @@ static bool idle(void *app)
 
 static bool refused(void *port)
 {
-    int fd = connect_port(*(int *)port);
+    int fd = hc_connect(*(int *)port);
     if (fd >= 0)
         close(fd);
     return fd < 0;
@@ -889,7 +852,7 @@ static void test_drain(void)
 
     /* an open connection, for /readyz during the drain: one request on it first, so that the daemon
      * has accepted it (a connection still in the listen backlog is reset when the socket closes) */
-    int keep = connect_port(port);
+    int keep = hc_connect(port);
     CHECK(keep >= 0 && keep_alive_status(keep, "/healthz") == 200, "keep-alive connection open");
     drain_arg a = {d, 10000, -1};
     pthread_t t;
@@ -1115,7 +1078,7 @@ static void test_kill_mid_write(void)
     uint32_t seed = 777;
     for (int round = 0; round < 4 && b1 && b2; round++) {
         /* send the replacement, then kill the daemon 0-80 ms later: often in the middle of it */
-        int fd = connect_port(c.port);
+        int fd = hc_connect(c.port);
         char head[256];
         const char *body = round % 2 ? v1 : v2;
         snprintf(head, sizeof head,
@@ -1158,11 +1121,8 @@ static void test_kill_mid_write(void)
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
-    snprintf(root, sizeof root, "/tmp/attnd-test-persist-XXXXXX");
-    if (!mkdtemp(root)) {
-        perror("mkdtemp");
+    if (td_make(root, sizeof root, "persist") != 0)
         return 1;
-    }
     test_restart();
     test_sync();
     test_write_failure();
@@ -1175,6 +1135,6 @@ int main(void)
     test_drain();
     test_signals();
     test_kill_mid_write();
-    rm_rf(root);
+    td_rm_rf(root);
     return check_report();
 }

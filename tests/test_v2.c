@@ -19,6 +19,7 @@
 #include "golden.h"
 #include "http_client.h"
 #include "tensor_json.h"
+#include "v2_examples.h"
 
 /* A growable byte string for building bodies (test-local; the daemon's srv_buf is not used). */
 typedef struct bytes {
@@ -513,28 +514,7 @@ static void test_protocol_examples(srv_daemon *d, const golden_case *c)
     CHECK(r.status == 201, "PUT mymodel: %ld %s", r.status, r.body);
     hc_response_free(&r);
 
-    const char *json = "{\n"
-                       "  \"id\" : \"42\",\n"
-                       "  \"inputs\" : [\n"
-                       "    {\n"
-                       "      \"name\" : \"query\",\n"
-                       "      \"shape\" : [ 2, 2 ],\n"
-                       "      \"datatype\" : \"FP32\",\n"
-                       "      \"data\" : [ 1, 2, 3, 4 ]\n"
-                       "    },\n"
-                       "    {\n"
-                       "      \"name\" : \"key_padding_mask\",\n"
-                       "      \"shape\" : [ 2 ],\n"
-                       "      \"datatype\" : \"BOOL\",\n"
-                       "      \"data\" : [ false, true ]\n"
-                       "    }\n"
-                       "  ],\n"
-                       "  \"outputs\" : [\n"
-                       "    {\n"
-                       "      \"name\" : \"output\"\n"
-                       "    }\n"
-                       "  ]\n"
-                       "}\n";
+    const char *json = V2_EXAMPLE_JSON("false, true");
     post(d, "/v2/models/mymodel/infer", json, strlen(json), -1, &r);
     v2_out out[2];
     CHECK(r.status == 200 && read_response(out, &r, "mymodel", "42") == 1 && out[0].present &&
@@ -548,35 +528,7 @@ static void test_protocol_examples(srv_daemon *d, const golden_case *c)
 
     /* the same numbers through Triton's binary example (model_name in the body, binary in and out)
      */
-    const char *hdr = "{\n"
-                      "  \"model_name\" : \"mymodel\",\n"
-                      "  \"inputs\" : [\n"
-                      "    {\n"
-                      "      \"name\" : \"query\",\n"
-                      "      \"shape\" : [ 2, 2 ],\n"
-                      "      \"datatype\" : \"FP32\",\n"
-                      "      \"parameters\" : {\n"
-                      "        \"binary_data_size\" : 16\n"
-                      "      }\n"
-                      "    },\n"
-                      "    {\n"
-                      "      \"name\" : \"key_padding_mask\",\n"
-                      "      \"shape\" : [ 2 ],\n"
-                      "      \"datatype\" : \"BOOL\",\n"
-                      "      \"parameters\" : {\n"
-                      "        \"binary_data_size\" : 2\n"
-                      "      }\n"
-                      "    }\n"
-                      "  ],\n"
-                      "  \"outputs\" : [\n"
-                      "    {\n"
-                      "      \"name\" : \"output\",\n"
-                      "      \"parameters\" : {\n"
-                      "        \"binary_data\" : true\n"
-                      "      }\n"
-                      "    }\n"
-                      "  ]\n"
-                      "}\n";
+    const char *hdr = V2_EXAMPLE_BINARY(2);
     bytes b = {0};
     b_add(&b, hdr, strlen(hdr));
     float q[4] = {1, 2, 3, 4};
@@ -813,45 +765,44 @@ static void test_errors(srv_daemon *d, const golden_case *c)
     delete_layer(d, "e");
 }
 
+typedef struct replay_ctx {
+    srv_daemon *d;
+    golden_case pick; /* the case for the endpoint tests (zeroed until one is found) */
+} replay_ctx;
+
+/* Replays c, or keeps it as the case for the endpoint tests when it is the first with both masks
+ * and the weights, batch-first. */
+static void replay_or_pick(golden_case *c, int index, void *ctx)
+{
+    replay_ctx *x = ctx;
+    if (!x->pick.name && c->key_padding_mask.present && c->attn_mask.present && c->need_weights &&
+        c->config.batch_first && c->query.ndim == 3 && !c->fully_masked_rows) {
+        x->pick = *c;
+        return;
+    }
+    replay(x->d, c, index);
+    golden_free(c);
+}
+
 int main(int argc, char **argv)
 {
-    const char *dir = argc > 1 ? argv[1] : "tests/golden";
-    char **paths;
-    int n = golden_list(&paths, dir);
-    if (!CHECK(n > 0, "golden cases in %s", dir))
-        return check_report();
     srv_options opt;
     hc_options(&opt);
     opt.max_body_bytes = 1 << 22;
-    srv_daemon *d = hc_start(&opt);
-    if (!CHECK(d != NULL, "daemon"))
+    replay_ctx x;
+    memset(&x, 0, sizeof x);
+    x.d = hc_start(&opt);
+    if (!CHECK(x.d != NULL, "daemon"))
         return check_report();
-
-    /* the case for the endpoint tests: both masks and the weights, batch-first */
-    golden_case pick;
-    memset(&pick, 0, sizeof pick);
-    for (int i = 0; i < n; i++) {
-        golden_case c;
-        char err[512];
-        if (!CHECK(golden_load(&c, paths[i], err, sizeof err) == 0, "%s", err))
-            continue;
-        if (!pick.name && c.key_padding_mask.present && c.attn_mask.present && c.need_weights &&
-            c.config.batch_first && c.query.ndim == 3 && !c.fully_masked_rows) {
-            pick = c;
-            continue;
-        }
-        replay(d, &c, i);
-        golden_free(&c);
+    int n = golden_each(argc > 1 ? argv[1] : "tests/golden", replay_or_pick, &x);
+    if (n > 0 && CHECK(x.pick.name != NULL, "a golden case with both masks")) {
+        replay(x.d, &x.pick, n);
+        test_endpoints(x.d, &x.pick);
+        test_protocol_examples(x.d, &x.pick);
+        test_outputs(x.d, &x.pick);
+        test_errors(x.d, &x.pick);
     }
-    if (CHECK(pick.name != NULL, "a golden case with both masks")) {
-        replay(d, &pick, n);
-        test_endpoints(d, &pick);
-        test_protocol_examples(d, &pick);
-        test_outputs(d, &pick);
-        test_errors(d, &pick);
-    }
-    golden_free(&pick);
-    golden_list_free(paths, n);
-    hc_stop(d);
+    golden_free(&x.pick);
+    hc_stop(x.d);
     return check_report();
 }

@@ -12,6 +12,7 @@
 
 #include "check.h"
 #include "v2_codec.h"
+#include "v2_examples.h"
 
 #define MAXEL (1 << 20)
 
@@ -72,28 +73,7 @@ static void expect_refused(const char *what, const char *json, const void *bin, 
  * our names: query FP32 [2,2] and key_padding_mask BOOL (flat data). */
 static void test_protocol_request_example(void)
 {
-    const char *json = "{\n"
-                       "  \"id\" : \"42\",\n"
-                       "  \"inputs\" : [\n"
-                       "    {\n"
-                       "      \"name\" : \"query\",\n"
-                       "      \"shape\" : [ 2, 2 ],\n"
-                       "      \"datatype\" : \"FP32\",\n"
-                       "      \"data\" : [ 1, 2, 3, 4 ]\n"
-                       "    },\n"
-                       "    {\n"
-                       "      \"name\" : \"key_padding_mask\",\n"
-                       "      \"shape\" : [ 2 ],\n"
-                       "      \"datatype\" : \"BOOL\",\n"
-                       "      \"data\" : [ true, false ]\n"
-                       "    }\n"
-                       "  ],\n"
-                       "  \"outputs\" : [\n"
-                       "    {\n"
-                       "      \"name\" : \"output\"\n"
-                       "    }\n"
-                       "  ]\n"
-                       "}\n";
+    const char *json = V2_EXAMPLE_JSON("true, false");
     srv_v2_request req;
     srv_error err;
     CHECK(parse_json(&req, json, &err) == 0, "protocol example parses: %s", err.message);
@@ -150,35 +130,7 @@ static void test_protocol_response_example(void)
  * output asked for as binary. */
 static void test_triton_binary_example(void)
 {
-    const char *json = "{\n"
-                       "  \"model_name\" : \"mymodel\",\n"
-                       "  \"inputs\" : [\n"
-                       "    {\n"
-                       "      \"name\" : \"query\",\n"
-                       "      \"shape\" : [ 2, 2 ],\n"
-                       "      \"datatype\" : \"FP32\",\n"
-                       "      \"parameters\" : {\n"
-                       "        \"binary_data_size\" : 16\n"
-                       "      }\n"
-                       "    },\n"
-                       "    {\n"
-                       "      \"name\" : \"key_padding_mask\",\n"
-                       "      \"shape\" : [ 3 ],\n"
-                       "      \"datatype\" : \"BOOL\",\n"
-                       "      \"parameters\" : {\n"
-                       "        \"binary_data_size\" : 3\n"
-                       "      }\n"
-                       "    }\n"
-                       "  ],\n"
-                       "  \"outputs\" : [\n"
-                       "    {\n"
-                       "      \"name\" : \"output\",\n"
-                       "      \"parameters\" : {\n"
-                       "        \"binary_data\" : true\n"
-                       "      }\n"
-                       "    }\n"
-                       "  ]\n"
-                       "}\n";
+    const char *json = V2_EXAMPLE_BINARY(3);
     unsigned char bin[19];
     float qv[4] = {0.5f, -1.25f, 3e-8f, 1e30f};
     memcpy(bin, qv, 16);

@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check.h"
+
 static const char *const stage_names[MHA_TRACE_NSTAGES] = {
     "q_proj", "k_proj", "v_proj", "q_heads", "k_heads", "v_heads",
     "scores", "attn_weights", "head_outputs", "concat", "output",
@@ -414,4 +416,20 @@ void golden_list_free(char **paths, int n)
     for (int i = 0; i < n; i++)
         free(paths[i]);
     free(paths);
+}
+
+int golden_each(const char *dir, void (*fn)(golden_case *c, int index, void *ctx), void *ctx)
+{
+    char **paths;
+    int n = golden_list(&paths, dir);
+    if (!CHECK(n > 0, "golden cases in %s", dir))
+        return n;
+    for (int i = 0; i < n; i++) {
+        golden_case c;
+        char err[512];
+        if (CHECK(golden_load(&c, paths[i], err, sizeof err) == 0, "%s", err))
+            fn(&c, i, ctx);
+    }
+    golden_list_free(paths, n);
+    return n;
 }

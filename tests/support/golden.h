@@ -73,6 +73,13 @@ const char *golden_stage_name(int stage);
 int golden_list(char ***paths, const char *dir);
 void golden_list_free(char **paths, int n);
 
+/* Loads the cases of dir one at a time, in name order, and hands each to fn(c, index, ctx), index
+ * counting from 0 over the listing; fn owns the case from then on (golden_free it, or keep it).
+ * Records a check (check.h) that dir holds a case, and a failed check naming the file and the field
+ * for each case that does not load (fn is not called for it). Returns how many cases dir lists
+ * (<= 0: none, fn never called). */
+int golden_each(const char *dir, void (*fn)(golden_case *c, int index, void *ctx), void *ctx);
+
 /* Decodes standard base64 (with or without '=' padding; no whitespace) of in_len characters into out,
  * which has room for out_cap bytes. Returns the number of bytes written, or -1 on a bad character,
  * bad length or not enough room. */

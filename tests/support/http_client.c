@@ -223,19 +223,27 @@ const char *hc_error_field(const hc_response *r, char *out, size_t size)
     return error_member(r, "field", out, size);
 }
 
-int hc_raw(int port, const char *bytes, size_t len, int timeout_ms, char *out, size_t size)
+int hc_connect(int port)
 {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     if (fd < 0)
-        return 0;
+        return -1;
     struct sockaddr_in a = {0};
     a.sin_family = AF_INET;
     a.sin_port = htons((uint16_t)port);
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     if (connect(fd, (struct sockaddr *)&a, sizeof a) < 0) {
         close(fd);
-        return 0;
+        return -1;
     }
+    return fd;
+}
+
+int hc_raw(int port, const char *bytes, size_t len, int timeout_ms, char *out, size_t size)
+{
+    int fd = hc_connect(port);
+    if (fd < 0)
+        return 0;
     size_t sent = 0;
     while (sent < len) {
         ssize_t w = send(fd, bytes + sent, len - sent, MSG_NOSIGNAL);

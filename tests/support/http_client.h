@@ -67,6 +67,9 @@ json_t *hc_json(const hc_response *r);
 const char *hc_error_code(const hc_response *r, char *out, size_t size);
 const char *hc_error_field(const hc_response *r, char *out, size_t size);
 
+/* A TCP connection to 127.0.0.1:port: the socket (caller closes), or -1 when it fails. */
+int hc_connect(int port);
+
 /* Sends raw bytes to 127.0.0.1:port and reads the reply until the server closes the connection or
  * timeout_ms pass without data; returns the status of the first response line (0 if none) and
  * copies up to size-1 bytes of the reply into out (may be NULL). */
