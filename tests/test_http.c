@@ -582,7 +582,12 @@ static void test_limits(void)
     big[0] = '{';
     big[n - 1] = '}';
     hc_response r;
-    hc_request(d, "POST", "/v1/layers/demo/forward", NULL, big, (long)n, NULL, &r);
+    /* With Expect: 100-continue curl waits for the daemon's early 413 before sending the body.
+     * Without it, curl may still be writing the body when the daemon answers and closes, and then
+     * fail with "Failed sending data to the peer" before it reads the answer (seen under load). */
+    const char *const expect[] = {"Expect: 100-continue", NULL};
+    hc_opts expect_continue = {.headers = expect};
+    hc_request(d, "POST", "/v1/layers/demo/forward", NULL, big, (long)n, &expect_continue, &r);
     CHECK_ERROR(r, 413, "too_large", NULL);
     hc_response_free(&r);
     hc_opts chunked = {.chunked = true};
