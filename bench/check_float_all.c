@@ -2,7 +2,10 @@
  * check_float_all.c - checks srv_format_float on every one of the 2^32 float32 bit patterns:
  * the output reads back (strtof, C locale) as the same bits, is at most 15 characters, and no
  * decimal with one significant digit fewer reads back as the same float (the two decimals of
- * that length either side of the value, and their neighbours, are tried).
+ * that length either side of the value, and their neighbours, are tried). It is also the same,
+ * byte for byte, as the previous implementation's (bench/float_format_ref.h: the style must not
+ * drift), and srv_format_floats writes the same texts: each block of 2^16 patterns, non-finite
+ * ones included, goes through it in one call and is compared with the single texts joined by ','.
  *
  * Not part of `make test` or `make bench` (it takes ~10 minutes on two cores):
  *     make build/bench/check_float_all && nice ./build/bench/check_float_all [threads [first last]]
@@ -15,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "float_format_ref.h"
 #include "tensor.h"
 
 static atomic_ullong n_checked, n_bad;
@@ -83,19 +87,56 @@ static void *worker(void *arg)
     /* blocks of 2^16 patterns dealt round-robin, so every thread gets its share of the slow ones */
     uint64_t lo = ((uint64_t *)arg)[0], hi = ((uint64_t *)arg)[1], me = ((uint64_t *)arg)[2];
     unsigned long long checked = 0, bad = 0;
+    /* the current block through srv_format_floats, and where the next text starts in it */
+    float *block = malloc(sizeof(float) << 16);
+    char *batch = malloc(SRV_FORMAT_FLOATS_ROOM(1 << 16));
+    size_t batch_len = 0, at = 0;
     for (uint64_t u = lo; u < hi; u++) {
         if (((u - lo) >> 16) % (uint64_t)n_threads != me) {
             u = lo + ((u - lo) | 0xFFFF); /* skip to the end of this block */
             continue;
         }
+        if (u == lo || ((u - lo) & 0xFFFF) == 0) {
+            size_t cnt = hi - u < (1 << 16) ? (size_t)(hi - u) : (size_t)1 << 16;
+            for (size_t j = 0; j < cnt; j++) {
+                uint32_t b = (uint32_t)(u + j);
+                memcpy(&block[j], &b, 4);
+            }
+            batch_len = srv_format_floats(batch, block, cnt, ',');
+            at = 0;
+        }
         uint32_t bits = (uint32_t)u;
         float f;
         memcpy(&f, &bits, 4);
+        /* srv_format_floats' text of this pattern: the single one (or the string), then ',' */
+        char want[32];
+        if (isfinite(f))
+            ref_format_float(want, f);
+        else
+            strcpy(want, isnan(f) ? "\"nan\"" : f < 0 ? "\"-inf\"" : "\"inf\"");
+        size_t wl = strlen(want);
+        if (at + wl > batch_len || memcmp(batch + at, want, wl) != 0 ||
+            (at + wl < batch_len && batch[at + wl] != ',')) {
+            if (bad < 20)
+                fprintf(stderr, "0x%08x: srv_format_floats wrote \"%.*s\", want \"%s\"\n", bits,
+                        (int)(batch_len - at < 16 ? batch_len - at : 16), batch + at, want);
+            bad++;
+            u = lo + ((u - lo) | 0xFFFF); /* its positions are off for the rest of the block */
+            continue;
+        }
+        at += wl + 1;
         if (!isfinite(f))
             continue;
         checked++;
         char out[32];
         int len = srv_format_float(out, f);
+        if (strcmp(out, want) != 0) {
+            if (bad < 20)
+                fprintf(stderr, "0x%08x: \"%s\", the previous implementation wrote \"%s\"\n", bits,
+                        out, want);
+            bad++;
+            continue;
+        }
         if (bits >> 31) { /* negative: must be "-" and the positive's text (checked in its turn) */
             char pos[32];
             float a = -f;
@@ -129,6 +170,8 @@ static void *worker(void *arg)
             bad++;
         }
     }
+    free(block);
+    free(batch);
     atomic_fetch_add(&n_checked, checked);
     atomic_fetch_add(&n_bad, bad);
     return NULL;

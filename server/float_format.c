@@ -54,9 +54,34 @@ static const uint64_t pow10_g[77] = {
 
 /* floor(log10(2^q)), floor(log10(3/4 · 2^q)) and floor(log2(10^e)) for the exponent ranges of
  * binary32 (checked against exact arithmetic for |q|, |e| < 200). */
-static inline int flog10_pow2(int q) { return (q * 1262611) >> 22; }
-static inline int flog10_three_quarters_pow2(int q) { return (q * 1262611 - 524031) >> 22; }
+static inline int flog10_pow2(int q, int three_quarters) { return (q * 1262611 - (three_quarters ? 524031 : 0)) >> 22; }
 static inline int flog2_pow10(int e) { return (e * 1741647) >> 19; }
+
+/* What Schubfach needs of the binary exponent: for v = c·2^q, k = floor(log10(2^q)) (of 3/4·2^q
+ * when c = 2^23 and the interval below is half as wide), g = pow10_g for 10^-k, and h, the shift
+ * that scales c·2^q·10^-k to 2 fraction bits. Indexed by the exponent field (0..255) plus 256
+ * when irregular. A table rather than two multiplies each: the formulas sit at the start of a
+ * long dependency chain. Filled from the formulas by scales_init before main. */
+typedef struct scale {
+    uint64_t g;
+    int32_t k, h;
+} scale;
+static scale scales[512];
+
+__attribute__((constructor)) static void scales_init(void)
+{
+    for (int i = 0; i < 512; i++) {
+        int bexp = i & 0xFF, irregular = i >> 8;
+        int q = bexp ? bexp - 150 : -149;
+        int k = flog10_pow2(q, irregular);
+        scales[i].k = k;
+        scales[i].h = q + flog2_pow10(-k) + 1; /* in [1, 4] */
+        scales[i].g = pow10_g[-k - POW10_MIN_EXP];
+    }
+}
+
+static const uint32_t pow10_u32[10] = {1,      10,      100,      1000,      10000,
+                                       100000, 1000000, 10000000, 100000000, 1000000000};
 
 /* floor(g · cp / 2^64) with the lowest bit or-ed with "the rest is not zero" (round to odd): the
  * bit records whether the true product was exact, which keeps the interval tests exact. */
@@ -68,159 +93,154 @@ static inline uint32_t round_to_odd(uint64_t g, uint32_t cp)
     return y1 | (y0 > 1);
 }
 
-/* The shortest decimal digits s and exponent k with s·10^k inside the rounding interval of
- * v = c·2^q (c > 0), closest to v when several have the shortest length. s may end in zeros. */
-static void shortest_decimal(uint32_t c, int q, int irregular, uint32_t *s_out, int *k_out)
-{
-    int even = (c & 1) == 0;
-    uint32_t cbl = 4 * c - 2 + (uint32_t)irregular; /* the lower bound is closer at 2^n        */
-    uint32_t cb = 4 * c;
-    uint32_t cbr = 4 * c + 2;
-    int k = irregular ? flog10_three_quarters_pow2(q) : flog10_pow2(q);
-    int h = q + flog2_pow10(-k) + 1; /* in [1, 4] */
-    uint64_t g = pow10_g[-k - POW10_MIN_EXP];
-    uint32_t vbl = round_to_odd(g, cbl << h);
-    uint32_t vb = round_to_odd(g, cb << h);
-    uint32_t vbr = round_to_odd(g, cbr << h);
-    uint32_t lower = vbl + !even; /* bounds are in the interval only when c is even */
-    uint32_t upper = vbr - !even;
+/* "e<x>" for the decimal exponents x in [-45, 38] of nonzero floats (4 bytes each, no NUL). */
+#define EXP_MIN (-45)
+static const char exp_text[84][4] = {
+    "e-45", "e-44", "e-43", "e-42", "e-41", "e-40", "e-39", "e-38", "e-37", "e-36", "e-35", "e-34",
+    "e-33", "e-32", "e-31", "e-30", "e-29", "e-28", "e-27", "e-26", "e-25", "e-24", "e-23", "e-22",
+    "e-21", "e-20", "e-19", "e-18", "e-17", "e-16", "e-15", "e-14", "e-13", "e-12", "e-11", "e-10",
+    "e-9", "e-8", "e-7", "e-6", "e-5", "e-4", "e-3", "e-2", "e-1", "e0", "e1", "e2", "e3", "e4",
+    "e5", "e6", "e7", "e8", "e9", "e10", "e11", "e12", "e13", "e14", "e15", "e16", "e17", "e18",
+    "e19", "e20", "e21", "e22", "e23", "e24", "e25", "e26", "e27", "e28", "e29", "e30", "e31",
+    "e32", "e33", "e34", "e35", "e36", "e37", "e38",
+};
 
+/* The shortest decimal of a float as the text needs it: the first digit (ASCII), the digits after
+ * it (ASCII, byte 0 first, '0's after the last significant one), the count of significant digits
+ * m (1..9) and the decimal exponent e of the first digit: 0.0123 is '1', "23000000", 3, -2. */
+typedef struct decimal {
+    uint64_t rest;
+    uint32_t first, m;
+    int e;
+} decimal;
+
+/* The decimal of the nonzero finite float with bits `bits` (the sign bit is ignored). Without a
+ * branch: numbers come in random order of length and exponent, and a mispredicted branch would
+ * cost as much as the rest. */
+static inline __attribute__((always_inline)) decimal to_decimal(uint32_t bits)
+{
+    uint32_t frac = bits & 0x7FFFFF;
+    uint32_t bexp = (bits >> 23) & 0xFF;
+    uint32_t c = bexp ? frac | 0x800000 : frac;
+    int irregular = bexp > 1 && frac == 0;
+
+    /* Schubfach, the candidates compared without branches */
+    int even = (c & 1) == 0;
+    const scale *sc = &scales[bexp | (uint32_t)irregular << 8];
+    int k = sc->k, h = sc->h;
+    uint64_t g = sc->g;
+    uint32_t vb = round_to_odd(g, (4 * c) << h);
+    uint32_t lower = round_to_odd(g, (4 * c - 2 + (uint32_t)irregular) << h) + !even;
+    uint32_t upper = round_to_odd(g, (4 * c + 2) << h) - !even;
     uint32_t s = vb >> 2; /* floor(v·10^-k) */
-    if (s >= 10) {
-        /* one digit fewer: is exactly one of the neighbours sp·10, (sp+1)·10 inside? */
-        uint32_t sp = s / 10;
-        int up_in = lower <= 40 * sp;
-        int wp_in = 40 * sp + 40 <= upper;
-        if (up_in != wp_in) {
-            *s_out = sp + (uint32_t)wp_in;
-            *k_out = k + 1;
-            return;
-        }
-    }
+    /* One digit fewer: the interval (< 10^(k+1) wide) holds at most one multiple of 10^(k+1),
+     * and if so it is the largest one below the upper bound (in quarter units: of 40). Only when
+     * s has two digits or more: else that multiple is no shorter than s. */
+    uint32_t sp = upper / 40;
+    int shorter = (40 * sp >= lower) & (vb >= 40);
+    /* Else s or s+1: s+1 when s is outside, s when s+1 is, else the closer (ties to even); one
+     * of them is always inside, as the interval is at least 10^k wide. */
     int u_in = lower <= 4 * s;
     int w_in = 4 * s + 4 <= upper;
-    if (u_in != w_in) {
-        *s_out = s + (uint32_t)w_in;
-        *k_out = k;
-        return;
-    }
-    uint32_t mid = 4 * s + 2; /* both inside: take the closer, ties to even */
-    int up = vb > mid || (vb == mid && (s & 1) != 0);
-    *s_out = s + (uint32_t)up;
-    *k_out = k;
+    int up = vb + (s & 1) > 4 * s + 2;
+    uint32_t s_long = s + (uint32_t)((!u_in) | (w_in & up));
+    /* (masks, not ?:, which gcc turns into a branch that mispredicts half the time) */
+    s = s_long + ((sp - s_long) & -(uint32_t)shorter);
+    k += shorter;
+
+    /* The n digits of s (s < 10^9), moved to the left of 9 by s·10^(9-n): the first digit, then
+     * 8 made at once in the bytes of a word (halves of 4 digits, each half in pairs, each pair in
+     * digits: a multiply-shift division per lane); byte 0 is the first of them. */
+    int t = ((32 - __builtin_clz(s)) * 1233) >> 12;
+    int n = t + (s >= pow10_u32[t]);
+    uint32_t s9 = s * pow10_u32[9 - n];
+    uint32_t hi = s9 / 100000000;
+    uint32_t lo = s9 - hi * 100000000;
+    uint64_t v = (uint64_t)(lo / 10000) | (uint64_t)(lo % 10000) << 32;
+    uint64_t d = ((v * 10486) >> 20) & 0x0000007F0000007FULL; /* /100 of each 32-bit lane < 10^4 */
+    v = d | (v - 100 * d) << 16;
+    d = ((v * 103) >> 10) & 0x000F000F000F000FULL; /* /10 of each 16-bit lane < 100 */
+    v = d | (v - 10 * d) << 8;
+    decimal r;
+    /* significant digits: 9 less the trailing zeros (the zero bytes at the top of v) */
+    r.m = (uint32_t)(9 - ((__builtin_clzll(v | 1) + (v == 0)) >> 3));
+    r.e = k + n - 1; /* s·10^k = d.ddd·10^e */
+    r.rest = v | 0x3030303030303030ULL; /* and '0's after: 12000 is "12" and "000" */
+    r.first = '0' + hi;
+    return r;
 }
 
-static const char digit_pairs[201] =
-    "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
-    "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
-    "8081828384858687888990919293949596979899";
-
-/* Writes the n decimal digits of s (n = its digit count) at p. */
-static inline void write_digits(char *p, uint32_t s, int n)
+/* Writes the text of d at p and returns its length: plain when -4 <= e < 9, else with an
+ * exponent. Unconditional stores of fixed size: it writes up to FORMAT_SLACK bytes at p whatever
+ * the length. */
+#define FORMAT_SLACK 19
+static inline __attribute__((always_inline)) int write_decimal(char *p, decimal d)
 {
-    char *q = p + n;
-    while (s >= 100) {
-        uint32_t r = s % 100;
-        s /= 100;
-        q -= 2;
-        memcpy(q, digit_pairs + 2 * r, 2);
+    int e = d.e, m = (int)d.m, len;
+    if (e < -4 || e >= 9) { /* d.ddde-x */
+        p[0] = (char)d.first;
+        p[1] = '.';
+        memcpy(p + 2, &d.rest, 8);
+        len = m > 1 ? m + 1 : 1;
+        memcpy(p + len, exp_text[e - EXP_MIN], 4);
+        len += 2 + (e < 0) + (e >= 10 || e <= -10);
+    } else if (e < 0) { /* 0.000ddd */
+        memcpy(p, "0.000000", 8);
+        p[1 - e] = (char)d.first;
+        memcpy(p + 2 - e, &d.rest, 8);
+        len = 1 - e + m;
+    } else { /* ddd.ddd, ddd, ddd00: the first e+1 digits, '.', the rest (past the end if none) */
+        int point = e + 1;
+        p[0] = (char)d.first;
+        memcpy(p + 1, &d.rest, 8);
+        p[point] = '.';
+        uint64_t tail = d.rest >> ((8 * e) & 63); /* digits from index point; e = 8 has none */
+        memcpy(p + point + 1, &tail, 8);
+        len = m > point ? m + 1 : point;
     }
-    if (s >= 10) {
-        q -= 2;
-        memcpy(q, digit_pairs + 2 * s, 2);
-    } else {
-        *--q = (char)('0' + s);
-    }
-}
-
-static inline int digit_count(uint32_t s) /* s < 10^9 */
-{
-    if (s < 10000)
-        return s < 100 ? 1 + (s >= 10) : 3 + (s >= 1000);
-    if (s < 10000000)
-        return s < 1000000 ? 5 + (s >= 100000) : 7;
-    return 8 + (s >= 100000000);
+    return len;
 }
 
 int srv_format_float(char *buf, float f)
 {
     uint32_t bits;
     memcpy(&bits, &f, 4);
-    char *p = buf;
-    if (bits >> 31)
-        *p++ = '-';
-    uint32_t frac = bits & 0x7FFFFF;
-    int bexp = (int)((bits >> 23) & 0xFF);
-    if (bexp == 0 && frac == 0) {
-        *p++ = '0';
-        *p = '\0';
-        return (int)(p - buf);
+    int neg = (int)(bits >> 31);
+    buf[0] = '-';
+    if ((bits & 0x7FFFFFFF) == 0) {
+        buf[neg] = '0';
+        buf[neg + 1] = '\0';
+        return neg + 1;
     }
+    char tmp[32];
+    int n = write_decimal(tmp, to_decimal(bits));
+    memcpy(buf + neg, tmp, 15); /* at most 15 chars with the sign: buf's 16 bytes are enough */
+    buf[neg + n] = '\0';
+    return neg + n;
+}
 
-    uint32_t s;
-    int k;
-    uint32_t c;
-    int q;
-    if (bexp != 0) {
-        c = frac | 0x800000;
-        q = bexp - 150;
-    } else {
-        c = frac;
-        q = -149;
-    }
-    if (q <= 0 && q > -24 && (c & ((1u << -q) - 1)) == 0) {
-        s = c >> -q; /* an integer below 2^24: exact, and no shorter decimal is inside the interval */
-        k = 0;
-    } else {
-        shortest_decimal(c, q, bexp > 1 && frac == 0, &s, &k);
-    }
-    while (s % 10 == 0) {
-        s /= 10;
-        k++;
-    }
-
-    int n = digit_count(s);
-    int e = k + n - 1; /* v = d.ddd · 10^e */
-    if (e >= -4 && e < 9) {
-        /* fixed-size copies and short loops: a libc call per number would cost more than the rest */
-        if (k >= 0) { /* integer: digits then k zeros (n + k <= 9) */
-            write_digits(p, s, n);
-            for (int i = 0; i < k; i++)
-                p[n + i] = '0';
-            p += n + k;
-        } else if (e >= 0) { /* ddd.ddd: digits one to the right, then the integer part back left */
-            write_digits(p + 1, s, n);
-            for (int i = 0; i <= e; i++)
-                p[i] = p[i + 1];
-            p[e + 1] = '.';
-            p += n + 1;
-        } else { /* 0.000ddd with -e-1 <= 3 zeros */
-            int zeros = -e - 1;
-            memcpy(p, "0.000", 5);
-            write_digits(p + 2 + zeros, s, n);
-            p += 2 + zeros + n;
+size_t srv_format_floats(char *out, const float *x, size_t n, char sep)
+{
+    char *p = out;
+    for (size_t i = 0; i < n; i++) {
+        *p = sep;
+        p += i > 0;
+        uint32_t bits;
+        memcpy(&bits, &x[i], 4);
+        if ((bits & 0x7F800000) == 0x7F800000) { /* inf, nan: the strings JSON can carry */
+            const char *s = (bits & 0x7FFFFF)  ? "\"nan\"\0\0\0"
+                            : bits >> 31       ? "\"-inf\"\0\0"
+                                               : "\"inf\"\0\0\0";
+            memcpy(p, s, 8);
+            p += (bits & 0x7FFFFF) ? 5 : 5 + (bits >> 31);
+            continue;
         }
-    } else {
-        write_digits(p + 1, s, n);
-        p[0] = p[1];
-        if (n > 1) {
-            p[1] = '.';
-            p += n + 1;
-        } else {
-            p += 1;
-        }
-        *p++ = 'e';
-        if (e < 0) {
-            *p++ = '-';
-            e = -e;
-        }
-        if (e >= 10) {
-            memcpy(p, digit_pairs + 2 * e, 2);
-            p += 2;
-        } else {
-            *p++ = (char)('0' + e);
-        }
+        *p = '-';
+        p += bits >> 31;
+        if ((bits & 0x7FFFFFFF) == 0)
+            *p++ = '0';
+        else
+            p += write_decimal(p, to_decimal(bits));
     }
-    *p = '\0';
-    return (int)(p - buf);
+    return (size_t)(p - out);
 }

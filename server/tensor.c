@@ -741,22 +741,12 @@ static int write_numbers(srv_buf *b, const float *x, int64_t n)
     const int64_t chunk = 4096; /* bounded reservations, so huge rows need no huge spare room */
     for (int64_t i0 = 0; i0 < n; i0 += chunk) {
         int64_t m = n - i0 < chunk ? n - i0 : chunk;
-        if (srv_buf_reserve(b, (size_t)m * 17) != 0)
+        if (srv_buf_reserve(b, SRV_FORMAT_FLOATS_ROOM(m) + 1) != 0)
             return -1;
         char *o = b->data + b->len;
-        for (int64_t i = 0; i < m; i++) {
-            if (i0 + i > 0)
-                *o++ = ',';
-            float f = x[i0 + i];
-            if (isfinite(f)) {
-                o += srv_format_float(o, f);
-            } else {
-                const char *s = isnan(f) ? "\"nan\"" : f < 0 ? "\"-inf\"" : "\"inf\"";
-                size_t sl = strlen(s);
-                memcpy(o, s, sl);
-                o += sl;
-            }
-        }
+        if (i0 > 0)
+            *o++ = ',';
+        o += srv_format_floats(o, x + i0, (size_t)m, ',');
         b->len = (size_t)(o - b->data);
         b->data[b->len] = '\0';
     }

@@ -78,6 +78,16 @@ int srv_tensor_write(srv_buf *b, const float *data, int ndim, const int64_t *sha
  * else d[.ddd]e[-]x ("1e-7", "3.4028235e38"); integers have no ".0". */
 int srv_format_float(char *buf, float f);
 
+/* Bytes srv_format_floats may need for n numbers: 16 per number (15 chars and a separator) and
+ * room for its unconditional stores past the last one. */
+#define SRV_FORMAT_FLOATS_ROOM(n) (16 * (size_t)(n) + 16)
+
+/* Writes the n floats of x [n] as srv_format_float does, separated by sep (none before the first,
+ * none after the last), without a NUL; non-finite values as the JSON strings "\"nan\"", "\"inf\"",
+ * "\"-inf\"". out needs room for SRV_FORMAT_FLOATS_ROOM(n) bytes (bytes past the returned length
+ * are scratch). Returns the bytes written. The hot loop of every JSON response. */
+size_t srv_format_floats(char *out, const float *x, size_t n, char sep);
+
 /* Parses a JSON number at [p, end) into a correctly rounded float32 (as strtof would, in the C
  * locale whatever the process's locale); returns the number of bytes consumed, or 0 when [p, end)
  * does not start with a JSON number (the caller checks what follows: "01" consumes 1 byte).

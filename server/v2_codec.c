@@ -810,25 +810,14 @@ static int v2_write_shape(srv_buf *b, int ndim, const int64_t *shape)
 static int v2_write_floats(srv_buf *b, const float *f, int64_t count)
 {
     size_t need;
-    if (__builtin_mul_overflow((size_t)count, (size_t)18, &need) ||
-        srv_buf_reserve(b, need + 2) < 0) {
+    if (count < 0 || __builtin_mul_overflow((size_t)count, (size_t)16, &need) ||
+        srv_buf_reserve(b, need + 16 + 2) < 0) { /* SRV_FORMAT_FLOATS_ROOM(count) and '[', ']' */
         b->failed = true;
         return -1;
     }
     char *p = b->data + b->len;
     *p++ = '[';
-    for (int64_t i = 0; i < count; i++) {
-        if (i)
-            *p++ = ',';
-        if (isfinite(f[i])) {
-            p += srv_format_float(p, f[i]);
-        } else {
-            const char *s = isnan(f[i]) ? "\"nan\"" : f[i] > 0 ? "\"inf\"" : "\"-inf\"";
-            size_t n = strlen(s);
-            memcpy(p, s, n);
-            p += n;
-        }
-    }
+    p += srv_format_floats(p, f, (size_t)count, ',');
     *p++ = ']';
     *p = '\0';
     b->len = (size_t)(p - b->data);

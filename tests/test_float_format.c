@@ -1,7 +1,9 @@
 /*
  * test_float_format.c - srv_format_float (shortest float32 decimal) and srv_parse_float (JSON
  * number to correctly rounded float32): edge cases, a million random bit patterns, and random
- * decimal strings compared with strtof. The check of all 2^32 patterns is bench/check_float_all.c.
+ * decimal strings compared with strtof; srv_format_floats (the batch writer) against
+ * srv_format_float joined by the separator, in a buffer of exactly the room it asks for (so ASan
+ * sees any write past it). The check of all 2^32 patterns is bench/check_float_all.c.
  */
 #include <float.h>
 #include <math.h>
@@ -119,6 +121,105 @@ static void test_format_roundtrip(void)
 }
 
 /* srv_parse_float against strtof on one string that is a JSON number. */
+/* What srv_format_floats must write for x [n]: the single texts (strings for non-finite values)
+ * joined by sep. */
+static size_t joined(char *out, const float *x, size_t n, char sep)
+{
+    size_t len = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (i > 0)
+            out[len++] = sep;
+        if (isfinite(x[i])) {
+            len += (size_t)srv_format_float(out + len, x[i]);
+        } else {
+            const char *s = isnan(x[i]) ? "\"nan\"" : x[i] < 0 ? "\"-inf\"" : "\"inf\"";
+            memcpy(out + len, s, strlen(s));
+            len += strlen(s);
+        }
+    }
+    return len;
+}
+
+/* srv_format_floats on x [n] in a heap buffer of exactly SRV_FORMAT_FLOATS_ROOM(n) bytes equals
+ * the joined single texts; 0 when fine. */
+static int batch_matches(const float *x, size_t n, char sep, const char *what)
+{
+    char *got = malloc(SRV_FORMAT_FLOATS_ROOM(n));
+    char *want = malloc(16 * n + 16);
+    size_t gl = srv_format_floats(got, x, n, sep);
+    size_t wl = joined(want, x, n, sep);
+    int ok = gl == wl && memcmp(got, want, wl) == 0;
+    if (!ok) {
+        size_t i = 0;
+        while (i < gl && i < wl && got[i] == want[i])
+            i++;
+        size_t from = i > 20 ? i - 20 : 0;
+        CHECK(0, "%s: srv_format_floats differs at byte %zu: \"%.40s\" vs \"%.40s\"", what, i,
+              got + from, want + from);
+    }
+    free(got);
+    free(want);
+    return !ok;
+}
+
+static void test_format_batch(void)
+{
+    CHECK(srv_format_floats(NULL, NULL, 0, ',') == 0, "no numbers, no bytes");
+    float one = -0.0f;
+    char small[SRV_FORMAT_FLOATS_ROOM(1)];
+    size_t n1 = srv_format_floats(small, &one, 1, ',');
+    CHECK(n1 == 2 && memcmp(small, "-0", 2) == 0, "-0 alone: %zu bytes", n1);
+
+    /* edge cases, each alone and all in a row */
+    float edge[4096];
+    size_t ne = 0;
+    const float fixed[] = {0.0f, -0.0f, FLT_MIN, -FLT_MIN, FLT_MAX, -FLT_MAX, 1.4e-45f, -1.4e-45f,
+                           INFINITY, -INFINITY, NAN, -NAN, 1.0f, -1.0f, 0.1f, 16777216.0f,
+                           16777215.0f, 1e9f, 1e-5f, 1e-4f, 9.999999e-5f, 99999990.0f, 1e8f,
+                           123456789.0f, 0.000123456789f, 1.17549421e-38f, 3.4028235e38f};
+    for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
+        edge[ne++] = fixed[i];
+    for (int e = -45; e <= 38; e++) { /* powers of ten and their neighbours: the layout edges */
+        char s[32];
+        snprintf(s, sizeof s, "1e%d", e);
+        float p = strtof(s, NULL);
+        edge[ne++] = p;
+        edge[ne++] = -nextafterf(p, 0);
+        edge[ne++] = nextafterf(p, INFINITY);
+        snprintf(s, sizeof s, "9.999999e%d", e);
+        edge[ne++] = strtof(s, NULL);
+        snprintf(s, sizeof s, "1.2345678e%d", e);
+        edge[ne++] = strtof(s, NULL);
+    }
+    for (int e = -149; e <= 127; e += 3) /* powers of two (the irregular intervals), subnormals */
+        edge[ne++] = ldexpf(1.0f, e);
+    for (uint32_t u = 1; u < 200; u += 7)
+        edge[ne++] = from_bits(u);
+    for (int i = 0; i < 400; i++) /* integers up to 2^24, some with trailing zeros */
+        edge[ne++] = (float)((i % 4 == 0) ? (int)(rng() % 1000) * 1000 : (int)(rng() % 16777217));
+    int fails = 0;
+    for (size_t i = 0; i < ne; i++)
+        fails += batch_matches(&edge[i], 1, ',', "one edge case");
+    fails += batch_matches(edge, ne, ',', "the edge cases in a row");
+    fails += batch_matches(edge, ne, ' ', "the edge cases, separator ' '");
+
+    /* random bit patterns (non-finite ones too) and realistic values, in rows of random length */
+    float *row = malloc(5000 * sizeof(float));
+    for (int r = 0; r < 300 && fails < 5; r++) {
+        size_t n = (size_t)(rng() % 5000) + 1;
+        for (size_t i = 0; i < n; i++) {
+            switch (r % 3) {
+            case 0: row[i] = from_bits((uint32_t)rng()); break;
+            case 1: row[i] = (float)((double)(rng() >> 11) / 9007199254740992.0); break;
+            default: row[i] = (float)((double)(int64_t)rng() / 9.2e19); break;
+            }
+        }
+        fails += batch_matches(row, n, ',', "a random row");
+    }
+    free(row);
+    CHECK(fails == 0, "%d batches differ", fails);
+}
+
 static void parse_vs_strtof(const char *s, int *fails)
 {
     float got = 0;
@@ -205,6 +306,7 @@ int main(void)
 {
     test_format_style();
     test_format_roundtrip();
+    test_format_batch();
     test_parse();
     return check_report();
 }
