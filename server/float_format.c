@@ -57,41 +57,72 @@ static const uint64_t pow10_g[77] = {
 static inline int flog10_pow2(int q, int three_quarters) { return (q * 1262611 - (three_quarters ? 524031 : 0)) >> 22; }
 static inline int flog2_pow10(int e) { return (e * 1741647) >> 19; }
 
-/* What Schubfach needs of the binary exponent: for v = c·2^q, k = floor(log10(2^q)) (of 3/4·2^q
- * when c = 2^23 and the interval below is half as wide), g = pow10_g for 10^-k, and h, the shift
- * that scales c·2^q·10^-k to 2 fraction bits. Indexed by the exponent field (0..255) plus 256
- * when irregular. A table rather than two multiplies each: the formulas sit at the start of a
- * long dependency chain. Filled from the formulas by scales_init before main. */
+/* What Schubfach needs of a float's exponent: for v = c·2^q, k = floor(log10(2^q)) (of 3/4·2^q
+ * when irregular: c = 2^23, the interval below half as wide), g = pow10_g for 10^-k, and the
+ * shift h2 = h + 2 that scales 4c·2^q·10^-k to 2 fraction bits, with the bounds' offsets from
+ * 4c·2^h (-(2 or 1)·2^h, +2·2^h) and c's implicit bit. scales[] by the top 9 bits (sign and
+ * exponent field: no masking) for the regular intervals; irregular[] by the exponent field for a
+ * fraction field of 0. Tables rather than the formulas: fewer instructions per number, and the
+ * formulas sit at the start of a long dependency chain. Filled from the formulas before main. */
 typedef struct scale {
     uint64_t g;
-    int32_t k, h;
+    int32_t k;
+    uint32_t implicit;
+    uint32_t h2, below, above, pad;
 } scale;
-static scale scales[512];
+static scale scales[512], irregular_scales[256];
+
+static scale scale_of(int bexp, int irregular)
+{
+    int q = bexp ? bexp - 150 : -149;
+    int k = flog10_pow2(q, irregular);
+    int h = q + flog2_pow10(-k) + 1; /* in [1, 4] */
+    scale sc = {pow10_g[-k - POW10_MIN_EXP], k, bexp ? 0x800000 : 0, (uint32_t)h + 2,
+                (2u - (uint32_t)irregular) << h, 2u << h, 0};
+    return sc;
+}
 
 __attribute__((constructor)) static void scales_init(void)
 {
-    for (int i = 0; i < 512; i++) {
-        int bexp = i & 0xFF, irregular = i >> 8;
-        int q = bexp ? bexp - 150 : -149;
-        int k = flog10_pow2(q, irregular);
-        scales[i].k = k;
-        scales[i].h = q + flog2_pow10(-k) + 1; /* in [1, 4] */
-        scales[i].g = pow10_g[-k - POW10_MIN_EXP];
-    }
+    for (int i = 0; i < 512; i++)
+        scales[i] = scale_of(i & 0xFF, 0);
+    for (int i = 0; i < 256; i++)
+        irregular_scales[i] = scale_of(i, i > 1);
 }
+
+/* The decimal digit count of x in [2^i, 2^(i+1)): digits0[i], plus one when x >= above[i]. */
+static const uint8_t digits0[32] = {1, 1, 1, 1, 2, 2, 2, 3, 3, 3, 4, 4, 4, 4, 5, 5,
+                                    5, 6, 6, 6, 7, 7, 7, 7, 8, 8, 8, 9, 9, 9, 10, 10};
+static const uint32_t above[32] = {10,        10,        10,        10,        100,
+                                   100,       100,       1000,      1000,      1000,
+                                   10000,     10000,     10000,     10000,     100000,
+                                   100000,    100000,    1000000,   1000000,   1000000,
+                                   10000000,  10000000,  10000000,  10000000,  100000000,
+                                   100000000, 100000000, 1000000000, 1000000000, 1000000000,
+                                   0xFFFFFFFF, 0xFFFFFFFF};
 
 static const uint32_t pow10_u32[10] = {1,      10,      100,      1000,      10000,
                                        100000, 1000000, 10000000, 100000000, 1000000000};
 
 /* floor(g · cp / 2^64) with the lowest bit or-ed with "the rest is not zero" (round to odd): the
- * bit records whether the true product was exact, which keeps the interval tests exact. */
+ * bit records whether the true product was exact, which keeps the interval tests exact. Only
+ * bits 32 and up of the product count (g is exact to 2^-64 relative at best). */
 static inline uint32_t round_to_odd(uint64_t g, uint32_t cp)
 {
     unsigned __int128 p = (unsigned __int128)g * cp;
-    uint32_t y1 = (uint32_t)(p >> 64);
-    uint32_t y0 = (uint32_t)((uint64_t)p >> 32);
-    return y1 | (y0 > 1);
+    return (uint32_t)(p >> 64) | ((uint64_t)p >> 33 != 0); /* bits 32..63 > 1 */
 }
+
+/* The index of the highest set bit of x (x > 0). On x86 the bsr instruction itself: gcc's
+ * 31 - __builtin_clz(x) becomes bsr, xor 31, and a subtraction. */
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+#include <x86intrin.h>
+static inline int bit_index(uint32_t x) { return _bit_scan_reverse((int)x); }
+static inline int bit_index64(uint64_t x) { return (int)__bsrq((long long)x); }
+#else
+static inline int bit_index(uint32_t x) { return 31 - __builtin_clz(x); }
+static inline int bit_index64(uint64_t x) { return 63 - __builtin_clzll(x); }
+#endif
 
 /* "e<x>" for the decimal exponents x in [-45, 38] of nonzero floats (4 bytes each, no NUL). */
 #define EXP_MIN (-45)
@@ -110,8 +141,7 @@ static const char exp_text[84][4] = {
  * m (1..9) and the decimal exponent e of the first digit: 0.0123 is '1', "23000000", 3, -2. */
 typedef struct decimal {
     uint64_t rest;
-    uint32_t first, m;
-    int e;
+    int64_t first, m, e; /* (64-bit: they index memory, and widening costs instructions) */
 } decimal;
 
 /* The decimal of the nonzero finite float with bits `bits` (the sign bit is ignored). Without a
@@ -120,18 +150,19 @@ typedef struct decimal {
 static inline __attribute__((always_inline)) decimal to_decimal(uint32_t bits)
 {
     uint32_t frac = bits & 0x7FFFFF;
-    uint32_t bexp = (bits >> 23) & 0xFF;
-    uint32_t c = bexp ? frac | 0x800000 : frac;
-    int irregular = bexp > 1 && frac == 0;
+    const scale *sc = &scales[bits >> 23];
+    if (__builtin_expect(frac == 0, 0)) /* a power of two (rare in data, and then predictable) */
+        sc = &irregular_scales[(bits >> 23) & 0xFF];
+    uint32_t c = frac | sc->implicit;
+    int64_t k = sc->k;
+    uint64_t g = sc->g;
 
     /* Schubfach, the candidates compared without branches */
-    int even = (c & 1) == 0;
-    const scale *sc = &scales[bexp | (uint32_t)irregular << 8];
-    int k = sc->k, h = sc->h;
-    uint64_t g = sc->g;
-    uint32_t vb = round_to_odd(g, (4 * c) << h);
-    uint32_t lower = round_to_odd(g, (4 * c - 2 + (uint32_t)irregular) << h) + !even;
-    uint32_t upper = round_to_odd(g, (4 * c + 2) << h) - !even;
+    uint32_t odd = c & 1; /* the bounds are in the interval only when c is even */
+    uint32_t cb = c << sc->h2;
+    uint32_t vb = round_to_odd(g, cb);
+    uint32_t lower = round_to_odd(g, cb - sc->below) + odd;
+    uint32_t upper = round_to_odd(g, cb + sc->above) - odd;
     uint32_t s = vb >> 2; /* floor(v·10^-k) */
     /* One digit fewer: the interval (< 10^(k+1) wide) holds at most one multiple of 10^(k+1),
      * and if so it is the largest one below the upper bound (in quarter units: of 40). Only when
@@ -140,10 +171,10 @@ static inline __attribute__((always_inline)) decimal to_decimal(uint32_t bits)
     int shorter = (40 * sp >= lower) & (vb >= 40);
     /* Else s or s+1: s+1 when s is outside, s when s+1 is, else the closer (ties to even); one
      * of them is always inside, as the interval is at least 10^k wide. */
-    int u_in = lower <= 4 * s;
-    int w_in = 4 * s + 4 <= upper;
-    int up = vb + (s & 1) > 4 * s + 2;
-    uint32_t s_long = s + (uint32_t)((!u_in) | (w_in & up));
+    uint32_t s_out = lower > (vb & ~3u);  /* 4s below the interval */
+    uint32_t w_in = (vb | 3) < upper;      /* 4s + 4 inside */
+    uint32_t up = (0xC8 >> (vb & 7)) & 1; /* vb/4 - s > 1/2, or = 1/2 and s odd: 3, 6, 7 */
+    uint32_t s_long = s + (s_out | (w_in & up));
     /* (masks, not ?:, which gcc turns into a branch that mispredicts half the time) */
     s = s_long + ((sp - s_long) & -(uint32_t)shorter);
     k += shorter;
@@ -151,19 +182,19 @@ static inline __attribute__((always_inline)) decimal to_decimal(uint32_t bits)
     /* The n digits of s (s < 10^9), moved to the left of 9 by s·10^(9-n): the first digit, then
      * 8 made at once in the bytes of a word (halves of 4 digits, each half in pairs, each pair in
      * digits: a multiply-shift division per lane); byte 0 is the first of them. */
-    int t = ((32 - __builtin_clz(s)) * 1233) >> 12;
-    int n = t + (s >= pow10_u32[t]);
+    uint64_t lg = (uint64_t)bit_index(s);
+    int64_t n = digits0[lg] + (s >= above[lg]);
     uint32_t s9 = s * pow10_u32[9 - n];
     uint32_t hi = s9 / 100000000;
     uint32_t lo = s9 - hi * 100000000;
     uint64_t v = (uint64_t)(lo / 10000) | (uint64_t)(lo % 10000) << 32;
     uint64_t d = ((v * 10486) >> 20) & 0x0000007F0000007FULL; /* /100 of each 32-bit lane < 10^4 */
-    v = d | (v - 100 * d) << 16;
+    v = (v << 16) - d * (100 * 65536 - 1); /* = d | (v - 100·d) << 16: lanes of 2 digits */
     d = ((v * 103) >> 10) & 0x000F000F000F000FULL; /* /10 of each 16-bit lane < 100 */
-    v = d | (v - 10 * d) << 8;
+    v = (v << 8) - d * (10 * 256 - 1);     /* = d | (v - 10·d) << 8: bytes of 1 digit */
     decimal r;
     /* significant digits: 9 less the trailing zeros (the zero bytes at the top of v) */
-    r.m = (uint32_t)(9 - ((__builtin_clzll(v | 1) + (v == 0)) >> 3));
+    r.m = 2 + (bit_index64(v | 1) >> 3) - (v == 0); /* 9 - (63 - bit_index + (v == 0)) / 8 */
     r.e = k + n - 1; /* s·10^k = d.ddd·10^e */
     r.rest = v | 0x3030303030303030ULL; /* and '0's after: 12000 is "12" and "000" */
     r.first = '0' + hi;
@@ -174,10 +205,10 @@ static inline __attribute__((always_inline)) decimal to_decimal(uint32_t bits)
  * exponent. Unconditional stores of fixed size: it writes up to FORMAT_SLACK bytes at p whatever
  * the length. */
 #define FORMAT_SLACK 19
-static inline __attribute__((always_inline)) int write_decimal(char *p, decimal d)
+static inline __attribute__((always_inline)) int64_t write_decimal(char *p, decimal d)
 {
-    int e = d.e, m = (int)d.m, len;
-    if (e < -4 || e >= 9) { /* d.ddde-x */
+    int64_t e = d.e, m = d.m, len;
+    if ((uint64_t)(e + 4) >= 13) { /* d.ddde-x */
         p[0] = (char)d.first;
         p[1] = '.';
         memcpy(p + 2, &d.rest, 8);
@@ -186,11 +217,12 @@ static inline __attribute__((always_inline)) int write_decimal(char *p, decimal 
         len += 2 + (e < 0) + (e >= 10 || e <= -10);
     } else if (e < 0) { /* 0.000ddd */
         memcpy(p, "0.000000", 8);
-        p[1 - e] = (char)d.first;
-        memcpy(p + 2 - e, &d.rest, 8);
+        char *q = p + 1 - e;
+        q[0] = (char)d.first;
+        memcpy(q + 1, &d.rest, 8);
         len = 1 - e + m;
     } else { /* ddd.ddd, ddd, ddd00: the first e+1 digits, '.', the rest (past the end if none) */
-        int point = e + 1;
+        int64_t point = e + 1;
         p[0] = (char)d.first;
         memcpy(p + 1, &d.rest, 8);
         p[point] = '.';
@@ -213,7 +245,7 @@ int srv_format_float(char *buf, float f)
         return neg + 1;
     }
     char tmp[32];
-    int n = write_decimal(tmp, to_decimal(bits));
+    int n = (int)write_decimal(tmp, to_decimal(bits));
     memcpy(buf + neg, tmp, 15); /* at most 15 chars with the sign: buf's 16 bytes are enough */
     buf[neg + n] = '\0';
     return neg + n;
@@ -223,24 +255,24 @@ size_t srv_format_floats(char *out, const float *x, size_t n, char sep)
 {
     char *p = out;
     for (size_t i = 0; i < n; i++) {
-        *p = sep;
+        *p = sep; /* the separator, overwritten when first */
         p += i > 0;
         uint32_t bits;
         memcpy(&bits, &x[i], 4);
-        if ((bits & 0x7F800000) == 0x7F800000) { /* inf, nan: the strings JSON can carry */
+        *p = '-';
+        p += bits >> 31;
+        if (bits * 2 - 2 < 0xFEFFFFFE) { /* finite and not zero */
+            p += write_decimal(p, to_decimal(bits));
+        } else if ((bits & 0x7FFFFFFF) == 0) {
+            *p++ = '0';
+        } else { /* inf, nan: the strings JSON can carry (over the '-': it was written already) */
+            p -= bits >> 31;
             const char *s = (bits & 0x7FFFFF)  ? "\"nan\"\0\0\0"
                             : bits >> 31       ? "\"-inf\"\0\0"
                                                : "\"inf\"\0\0\0";
             memcpy(p, s, 8);
             p += (bits & 0x7FFFFF) ? 5 : 5 + (bits >> 31);
-            continue;
         }
-        *p = '-';
-        p += bits >> 31;
-        if ((bits & 0x7FFFFFFF) == 0)
-            *p++ = '0';
-        else
-            p += write_decimal(p, to_decimal(bits));
     }
     return (size_t)(p - out);
 }
