@@ -310,13 +310,13 @@ SIMD static inline u64x8 mul32(u64x8 a, u64x8 b)
     return (u64x8)_mm512_mul_epu32((__m512i)a, (__m512i)b);
 }
 
-/* where m (all ones or zeros per lane): a, else b */
-SIMD static inline u64x8 blend(i64x8 m, u64x8 a, u64x8 b) { return ((u64x8)m & a) | (~(u64x8)m & b); }
 
 SIMD static inline u64x8 round_to_odd8(u64x8 g, u64x8 cp) /* as round_to_odd, per lane */
 {
     u64x8 y = mul32(g >> 32, cp) + (mul32(g, cp) >> 32); /* the product's bits 32..95 */
-    return (y >> 32) | ((u64x8)((y & 0xFFFFFFFF) > 1) & 1);
+    __mmask8 sticky = _mm512_test_epi64_mask((__m512i)y, _mm512_set1_epi64(0xFFFFFFFE));
+    return (u64x8)_mm512_mask_or_epi64((__m512i)(y >> 32), sticky, (__m512i)(y >> 32),
+                                       _mm512_set1_epi64(1));
 }
 
 typedef struct decimals8 {
@@ -324,41 +324,55 @@ typedef struct decimals8 {
     i64x8 e;
 } decimals8;
 
+/* (the comparisons as AVX-512 masks, the selects and conditional increments masked operations) */
 SIMD static void to_decimals8(decimals8 *out, const float *x)
 {
+    const __m512i one = _mm512_set1_epi64(1);
     u64x8 bits = (u64x8)_mm512_cvtepu32_epi64(_mm256_loadu_si256((const __m256i *)x));
     u64x8 frac = bits & 0x7FFFFF;
     u64x8 bexp = (bits >> 23) & 0xFF;
-    i64x8 irregular = (frac == 0) & (bexp > 1);
-    u64x8 c = frac | ((u64x8)(bexp != 0) & 0x800000);
-    i64x8 q = (i64x8)bexp - 150 - (bexp == 0); /* -149 for subnormals */
-    i64x8 k = (q * 1262611 - (irregular & 524031)) >> 22;
-    u64x8 h = (u64x8)(q + ((-k * 1741647) >> 19) + 1);
+    __mmask8 sub = _mm512_cmpeq_epi64_mask((__m512i)bexp, _mm512_setzero_si512());
+    __mmask8 irregular = _mm512_cmpeq_epi64_mask((__m512i)frac, _mm512_setzero_si512()) &
+                         _mm512_cmpgt_epu64_mask((__m512i)bexp, one);
+    u64x8 c = (u64x8)_mm512_mask_or_epi64((__m512i)frac, (__mmask8)~sub, (__m512i)frac,
+                                          _mm512_set1_epi64(0x800000));
+    i64x8 q = (i64x8)_mm512_mask_add_epi64((__m512i)((i64x8)bexp - 150), sub,
+                                           (__m512i)((i64x8)bexp - 150), one); /* -149: subnormal */
+    i64x8 kq = (i64x8)_mm512_mul_epi32((__m512i)q, _mm512_set1_epi64(1262611));
+    kq = (i64x8)_mm512_mask_sub_epi64((__m512i)kq, irregular, (__m512i)kq, _mm512_set1_epi64(524031));
+    i64x8 k = kq >> 22;
+    i64x8 hk = (i64x8)_mm512_mul_epi32((__m512i)-k, _mm512_set1_epi64(1741647)) >> 19;
+    u64x8 h = (u64x8)(q + hk + 1);
     u64x8 g = (u64x8)_mm512_i64gather_epi64((__m512i)(-k - POW10_MIN_EXP), pow10_g, 8);
-    u64x8 c4 = 4 * c;
+    u64x8 c4 = c << 2;
     u64x8 vb = round_to_odd8(g, c4 << h);
     u64x8 odd = c & 1;
-    u64x8 lower = round_to_odd8(g, (c4 - 2 + ((u64x8)irregular & 1)) << h) + odd;
+    u64x8 cl = (u64x8)_mm512_mask_add_epi64((__m512i)(c4 - 2), irregular, (__m512i)(c4 - 2), one);
+    u64x8 lower = round_to_odd8(g, cl << h) + odd;
     u64x8 upper = round_to_odd8(g, (c4 + 2) << h) - odd;
     u64x8 s = vb >> 2;
-    u64x8 sp = mul32(upper, (u64x8){0} + 0xCCCCCCCD) >> 37; /* upper / 40 */
-    i64x8 shorter = (sp * 40 >= lower) & (vb >= 40);
-    u64x8 s_out = (u64x8)(lower > (vb & ~3ULL)) & 1;
-    u64x8 w_in = (u64x8)((vb | 3) < upper) & 1;
-    u64x8 up = (((u64x8){0} + 0xC8) >> (vb & 7)) & 1;
-    s = blend(shorter, sp, s + (s_out | (w_in & up)));
-    k -= shorter;
+    u64x8 sp = mul32(upper, (u64x8)_mm512_set1_epi64(0xCCCCCCCD)) >> 37; /* upper / 40 */
+    __mmask8 shorter = _mm512_cmpge_epu64_mask((__m512i)((sp << 5) + (sp << 3)), (__m512i)lower) &
+                       _mm512_cmpge_epu64_mask((__m512i)vb, _mm512_set1_epi64(40));
+    __mmask8 s_out = _mm512_cmpgt_epu64_mask((__m512i)lower, (__m512i)(vb & ~3ULL));
+    __mmask8 w_in = _mm512_cmplt_epu64_mask((__m512i)(vb | 3), (__m512i)upper);
+    __mmask8 up = _mm512_test_epi64_mask(
+        _mm512_srlv_epi64(_mm512_set1_epi64(0xC8), (__m512i)(vb & 7)), one);
+    s = (u64x8)_mm512_mask_add_epi64((__m512i)s, s_out | (w_in & up), (__m512i)s, one);
+    s = (u64x8)_mm512_mask_blend_epi64(shorter, (__m512i)s, (__m512i)sp);
+    k = (i64x8)_mm512_mask_add_epi64((__m512i)k, shorter, (__m512i)k, one);
 
-    i64x8 n = (i64x8){0} + 1;
-    for (int i = 1; i <= 8; i++)
-        n -= s >= pow10_u32[i];
+    /* n = t + (s >= 10^t), t = bit length · 1233 / 4096 (as in the scalar code's table) */
     __m512i p10lo = _mm512_setr_epi64(1, 10, 100, 1000, 10000, 100000, 1000000, 10000000);
     __m512i p10hi = _mm512_set1_epi64(100000000);
+    u64x8 t = mul32(64 - (u64x8)_mm512_lzcnt_epi64((__m512i)s), (u64x8)_mm512_set1_epi64(1233)) >> 12;
+    __mmask8 more = _mm512_cmpge_epu64_mask((__m512i)s, _mm512_permutex2var_epi64(p10lo, (__m512i)t, p10hi));
+    i64x8 n = (i64x8)_mm512_mask_add_epi64((__m512i)t, more, (__m512i)t, one);
     u64x8 s9 = mul32(s, (u64x8)_mm512_permutex2var_epi64(p10lo, (__m512i)(9 - n), p10hi));
-    u64x8 hi = mul32(s9, (u64x8){0} + 0x55E63B89) >> 57; /* s9 / 10^8 */
-    u64x8 lo = s9 - mul32(hi, (u64x8){0} + 100000000);
-    u64x8 q4 = mul32(lo, (u64x8){0} + 0xD1B71759) >> 45; /* lo / 10^4 */
-    u64x8 v = q4 | (lo - mul32(q4, (u64x8){0} + 10000)) << 32;
+    u64x8 hi = mul32(s9, (u64x8)_mm512_set1_epi64(0x55E63B89)) >> 57; /* s9 / 10^8 */
+    u64x8 lo = s9 - mul32(hi, (u64x8)_mm512_set1_epi64(100000000));
+    u64x8 q4 = mul32(lo, (u64x8)_mm512_set1_epi64(0xD1B71759)) >> 45; /* lo / 10^4 */
+    u64x8 v = q4 | (lo - mul32(q4, (u64x8)_mm512_set1_epi64(10000))) << 32;
     u64x8 d = ((v * 10486) >> 20) & 0x0000007F0000007FULL;
     v = (v << 16) - d * (100 * 65536 - 1);
     d = ((v * 103) >> 10) & 0x000F000F000F000FULL;
@@ -370,14 +384,14 @@ SIMD static void to_decimals8(decimals8 *out, const float *x)
 }
 
 /* srv_format_floats' loop over x [n], n a multiple of 8, with to_decimals8 */
-SIMD static char *format_floats8(char *p, const float *x, size_t n, char sep, int first)
+SIMD static char *format_floats8(char *p, const float *x, size_t n, char sep)
 {
     decimals8 dec;
     for (size_t i = 0; i < n; i += 8) {
         to_decimals8(&dec, x + i);
         for (int j = 0; j < 8; j++) {
             *p = sep;
-            p += !first | (i + (size_t)j > 0);
+            p += i + (size_t)j > 0;
             uint32_t bits;
             memcpy(&bits, &x[i + (size_t)j], 4);
             *p = '-';
@@ -401,7 +415,7 @@ size_t srv_format_floats(char *out, const float *x, size_t n, char sep)
 #if defined(__GNUC__) && defined(__x86_64__)
     if (have_avx512 && n >= 8) {
         i = n & ~(size_t)7;
-        p = format_floats8(p, x, i, sep, 1);
+        p = format_floats8(p, x, i, sep);
     }
 #endif
     for (; i < n; i++) {
