@@ -177,6 +177,26 @@ int mha_pool_threads(const mha_pool *pool);
  * threads, so a process that uses a pool should set this to 1 once at start. */
 void mha_blas_set_threads(int threads);
 
+/* The BLAS kernels the engine runs on. OpenBLAS picks a kernel set ("core") for the CPU when it
+ * loads, unless the environment variable OPENBLAS_CORETYPE names one; a core older than the CPU
+ * (e.g. Haswell's AVX2 kernels on an AVX-512 CPU) makes every GEMM of a pass slower. */
+typedef struct mha_blas_info {
+    char core[32];    /* kernel set in use (openblas_get_corename): "Haswell", "Cooperlake", ...   */
+    char pinned[32];  /* OPENBLAS_CORETYPE as set, "" when unset                                  */
+    bool cpu_avx512;  /* the CPU has AVX-512 F, BW, DQ and VL (what OpenBLAS's AVX-512 cores use) */
+    bool core_avx512; /* the core in use has AVX-512 kernels (SkylakeX, Cooperlake, ...)          */
+    bool weaker;      /* pinned to a core without AVX-512 on a CPU that has it                    */
+} mha_blas_info;
+
+/* Fills info for this process (reads the environment and OpenBLAS; no state kept). */
+void mha_blas_get_info(mha_blas_info *info);
+
+/* Writes one line for a log into buf (always NUL-terminated) and returns buf, e.g.
+ * "OpenBLAS core Cooperlake (CPU has AVX-512)", or when the core is pinned to a weaker one:
+ * "OpenBLAS core Haswell, pinned by OPENBLAS_CORETYPE=Haswell; this CPU has AVX-512: unset
+ * OPENBLAS_CORETYPE (or set it to SkylakeX) for faster GEMMs". */
+const char *mha_blas_describe(char *buf, size_t size);
+
 /* ---------------------------------------------------------------------------------------------- */
 /* Forward pass                                                                                   */
 

@@ -17,6 +17,7 @@
 #include "healthcheck.h"
 #include "http.h"
 #include "log.h"
+#include "mha.h"
 #include "options.h"
 
 static pthread_t main_thread;
@@ -92,6 +93,11 @@ int main(int argc, char **argv)
             "%d passes in flight, %d connections)",
             ATTND_VERSION, opt.host, srv_daemon_port(d), opt.threads, opt.blas_threads,
             opt.max_inflight, opt.max_connections);
+    mha_blas_info blas; /* a pinned OPENBLAS_CORETYPE weaker than the CPU is worth a warning */
+    char blas_line[256];
+    mha_blas_get_info(&blas);
+    srv_log(opt.log_format, blas.weaker ? "warn" : "info", "engine BLAS: %s",
+            mha_blas_describe(blas_line, sizeof blas_line));
 
     int sig = 0;
     sigwait(&stop, &sig);
