@@ -44,6 +44,16 @@ static int max_depth_of(const srv_tensor_rules *r)
     return d < 1 || d > SRV_TENSOR_MAX_DIMS ? SRV_TENSOR_MAX_DIMS : d;
 }
 
+/* srv_json_skip_ws without the call for the usual cases: none ("1,2") or one space ("1, 2"). */
+static inline const char *skip_ws(const char *p, const char *end)
+{
+    if (p < end && (unsigned char)*p > ' ')
+        return p;
+    if (end - p >= 2 && *p == ' ' && (unsigned char)p[1] > ' ')
+        return p + 1;
+    return srv_json_skip_ws(p, end);
+}
+
 /* "query[1][0]" for the first `levels` indices in pos; into out[cap]. */
 static const char *index_path(char *out, size_t cap, const char *field, const int64_t *pos, int levels)
 {
@@ -253,7 +263,7 @@ static const char *parse_nested(parse_ctx *c, const char *p, int max_depth, srv_
             }
             pos[d] = 0;
             d++;
-            p = srv_json_skip_ws(p + 1, end);
+            p = skip_ws(p + 1, end);
             if (p < end && *p == ']') { /* an empty array closes at once */
                 p++;
                 d--;
@@ -301,10 +311,10 @@ static const char *parse_nested(parse_ctx *c, const char *p, int max_depth, srv_
         for (;;) {
             if (d == 0)
                 goto done;
-            p = srv_json_skip_ws(p, end);
+            p = skip_ws(p, end);
             if (p < end && *p == ',') {
                 pos[d - 1]++;
-                p = srv_json_skip_ws(p + 1, end);
+                p = skip_ws(p + 1, end);
                 break; /* next value */
             }
             if (p < end && *p == ']') {
