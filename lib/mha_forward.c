@@ -8,18 +8,23 @@
  *
  * Attention core: one task per (batch, block of query rows); the task loops over heads and holds
  * only a [rows, S] block of scores per thread, so without weights working memory does not grow
- * with H·L·S. Scores = q·kᵀ (q already divided by √hd, as torch does), masks added, softmax in
- * place, then weights·v into the head's columns of the concat buffer. Per-head weights leave the
- * block through the softmax's last pass (non-temporal stores); averaged ones are summed over heads
- * in the output, then divided by H. With is_causal (and no appended keys) the keys past a block's
- * last row are skipped. The keys add_bias_kv and add_zero_attn append are not in the k/v buffers:
- * their score column is computed by a dot product (bias_k) or is 0 (zero key), and their value is
- * added separately (bias_v; the zero value adds nothing).
+ * with H·L·S. Scores = q·kᵀ (q already divided by √hd, as torch does), masks added, then the
+ * softmax's exponentials in place with 1/sum per row kept aside; weights·v goes into the head's
+ * columns of the concat buffer, which are then scaled by 1/sum (cheaper than normalising the
+ * block, and the same arithmetic whether weights are asked for or not). Per-head weights are
+ * written as exp · 1/sum straight from the block (non-temporal stores); averaged ones are summed
+ * over heads in the output, then divided by H. With is_causal (and no appended keys) the keys
+ * past a block's last row are skipped. The keys add_bias_kv and add_zero_attn append are not in
+ * the k/v buffers: their score column is computed by a dot product (bias_k) or is 0 (zero key),
+ * and their value is added separately (bias_v; the zero value adds nothing).
  *
- * Every GEMM is a single-threaded cblas_sgemm call made from the pool's threads; the pool splits
- * the projections into row or column blocks and the attention into (batch, row block) tasks.
- * Scratch: one allocation per pass (plan.workspace_bytes + one score block per further thread),
- * reused from the pool's cache when it is big enough.
+ * GEMMs: the projections are single-threaded cblas_sgemm calls made from the pool's threads, in
+ * row or column tiles. The attention's two GEMMs use the AVX-512 kernels of mha_attn_avx512.c
+ * where the CPU has AVX-512F and hd is a multiple of 16 (keys packed once per pass, per head,
+ * by a parallel pass before the attention), cblas_sgemm otherwise.
+ * Scratch: one allocation per pass (plan.workspace_bytes + one score block per further thread of
+ * the attention, as many as the workspace limit allows), reused from the pool's cache when it is
+ * big enough.
  */
 #include "mha_forward_internal.h"
 
@@ -117,8 +122,11 @@ typedef struct fwd {
     int64_t q_bs, q_rs, k_bs, k_rs, v_bs, v_rs, c_bs, c_rs; /* batch and row strides (floats) */
     float *weights; /* [N,H,L,S] per head, [N,L,S] averaged, or NULL     */
     bool per_head;
-    float *scratch; /* [threads][slot_floats]                            */
-    int64_t slot_floats;
+    float *kpack; /* keys packed for the AVX-512 kernels: [N,H][kp_floats], or NULL  */
+    int64_t kp_floats;
+    bool avx512;    /* attention GEMMs by mha_attn_avx512.c, else cblas                */
+    float *scratch; /* [threads][slot_floats]: a [rb,S] score block, then rb inverses  */
+    int64_t slot_floats, inv_offset;
     float qscale; /* √hd as float, as torch divides by it               */
 } fwd;
 
@@ -191,14 +199,16 @@ static void attention_task(void *arg, int64_t task, int slot)
         for (int64_t e = 0; e < E; e++)
             row[e] /= f->qscale;
     }
+    float *sc = f->scratch + slot * f->slot_floats; /* this thread's block, hot in cache */
+    float *inv = sc + f->inv_offset;
     for (int64_t h = 0; h < H; h++) {
         const int64_t bhl = (b * H + h) * L + i0; /* row of [N,H,L,·] stages */
-        /* Scores live in this thread's block (hot in cache) even when per-head weights are wanted:
-         * they are streamed out after the softmax, which measured far cheaper than computing in
-         * the [N,H,L,S] output, whose every block is cold. */
-        float *sc = f->scratch + slot * f->slot_floats;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)m, (int)kn, (int)hd, 1.0f,
-                    qb + h * hd, (int)f->q_rs, kb + h * hd, (int)f->k_rs, 0.0f, sc, (int)S);
+        if (f->avx512)
+            mha_scores_avx512(sc, S, qb + h * hd, f->q_rs, f->kpack + (b * H + h) * f->kp_floats,
+                              m, kn, hd);
+        else
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)m, (int)kn, (int)hd, 1.0f,
+                        qb + h * hd, (int)f->q_rs, kb + h * hd, (int)f->k_rs, 0.0f, sc, (int)S);
         for (int64_t r = 0; r < m; r++) {
             float *row = sc + r * S;
             const int64_t i = i0 + r;
@@ -224,44 +234,74 @@ static void attention_task(void *arg, int64_t task, int slot)
             fill_cols(sc, m, S, ncols, -INFINITY); /* the causally skipped keys */
             memcpy(trace_scores + bhl * S, sc, (size_t)(m * S) * sizeof(float));
         }
-        /* Always normalised before weights·v, even when nobody reads the weights (scaling the
-         * rows·hd outputs instead would save a pass, but then need_weights would change the
-         * output's last bits, and callers compare outputs across modes). */
-        /* Per-head weights go straight from the softmax to the output when no column is left
-         * to fill (the causal skip fills its zeros in the block, then copies). */
-        const bool fused_copy = f->per_head && ncols == S;
-        mha_softmax_rows(sc, m, ncols, S, fused_copy ? f->weights + bhl * S : NULL);
-        if (f->weights || trace_weights)
-            fill_cols(sc, m, S, ncols, 0.0f);
-        if (trace_weights)
-            memcpy(trace_weights + bhl * S, sc, (size_t)(m * S) * sizeof(float));
-        if (f->per_head && !fused_copy)
-            mha_copy_stream(f->weights + bhl * S, sc, m * S);
-        if (avg) {
-            if (h == 0)
-                memcpy(avg, sc, (size_t)(m * S) * sizeof(float));
-            else
-                for (int64_t x = 0; x < m * S; x++)
-                    avg[x] += sc[x];
+        /* The softmax without its last pass: exponentials in the block, 1/sum per row in inv.
+         * The head outputs are scaled by inv instead of the [rows, S] weights (one pass over the
+         * block fewer); the weights, where wanted, are written as exp · inv straight from the
+         * block. Outputs are thus computed the same way whether weights are asked for or not. */
+        mha_softmax_exp_rows(sc, m, ncols, S, inv);
+        if (f->per_head) {
+            float *w = f->weights + bhl * S;
+            mha_scale_rows_stream(w, S, sc, S, m, ncols, inv);
+            if (ncols < S)
+                fill_cols(w, m, S, ncols, 0.0f);
         }
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)hd, (int)kn, 1.0f, sc,
-                    (int)S, vb + h * hd, (int)f->v_rs, 0.0f, cb + h * hd, (int)f->c_rs);
-        if (col_bk >= 0) {
-            const float *bv = layer->bias_v + h * hd;
+        if (trace_weights) {
+            float *w = trace_weights + bhl * S;
+            mha_scale_rows_stream(w, S, sc, S, m, ncols, inv);
+            if (ncols < S)
+                fill_cols(w, m, S, ncols, 0.0f);
+        }
+        if (avg) {
             for (int64_t r = 0; r < m; r++) {
-                float p = sc[r * S + col_bk], *out = cb + r * f->c_rs + h * hd;
+                float *a = avg + r * S;
+                const float *e = sc + r * S, v = inv[r];
+                if (h == 0) {
+                    for (int64_t j = 0; j < ncols; j++)
+                        a[j] = e[j] * v;
+                    for (int64_t j = ncols; j < S; j++)
+                        a[j] = 0.0f;
+                } else {
+                    for (int64_t j = 0; j < ncols; j++)
+                        a[j] += e[j] * v;
+                }
+            }
+        }
+        float *ch = cb + h * hd;
+        if (f->avx512)
+            mha_pv_avx512(ch, f->c_rs, sc, S, vb + h * hd, f->v_rs, m, kn, hd);
+        else
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)hd, (int)kn, 1.0f,
+                        sc, (int)S, vb + h * hd, (int)f->v_rs, 0.0f, ch, (int)f->c_rs);
+        for (int64_t r = 0; r < m; r++) { /* + the bias_v value, then the softmax's 1/sum */
+            float *out = ch + r * f->c_rs;
+            const float v = inv[r];
+            if (col_bk >= 0) {
+                const float p = sc[r * S + col_bk], *bv = layer->bias_v + h * hd;
                 for (int64_t d = 0; d < hd; d++)
-                    out[d] += p * bv[d];
+                    out[d] = (out[d] + p * bv[d]) * v;
+            } else {
+                for (int64_t d = 0; d < hd; d++)
+                    out[d] *= v;
             }
         }
     }
-    if (f->per_head)
+    if (f->per_head || trace_weights)
         mha_copy_stream_fence();
     if (avg) { /* torch: weights.sum(dim=1) / num_heads */
         const float nh = (float)H;
         for (int64_t x = 0; x < m * S; x++)
             avg[x] /= nh;
     }
+}
+
+/* Packs one (batch, head)'s keys for the AVX-512 scores kernel. */
+static void pack_task(void *arg, int64_t task, int slot)
+{
+    (void)slot;
+    const fwd *f = arg;
+    const int64_t b = task / f->H, h = task % f->H;
+    mha_pack_keys(f->kpack + task * f->kp_floats, f->k + b * f->k_bs + h * f->hd, f->k_rs, f->S0,
+                  f->hd);
 }
 
 /* ---------------------------------------------------------------------------------------------- */
@@ -377,17 +417,25 @@ mha_status mha_forward(const mha_layer *layer, const mha_inputs *in, const mha_p
         .qscale = (float)sqrt((double)plan->hd),
     };
     f.nblk = (f.L + f.rb - 1) / f.rb;
-    f.slot_floats = (f.rb * f.S + 15) / 16 * 16;
+    f.slot_floats = mha_slot_floats(plan);
+    f.inv_offset = (f.rb * f.S + 15) / 16 * 16;
+    f.kp_floats = mha_kpack_head_floats(plan);
+    f.avx512 = f.kp_floats > 0;
     const int64_t N = f.N, L = f.L, S0 = f.S0, E = f.E;
 
-    /* One allocation: the plan's workspace plus a score block for each further thread. */
-    int64_t extra, bytes;
-    if (!mha_mul_ok(f.slot_floats * (int64_t)sizeof(float), threads - 1, &extra) ||
-        !mha_add_ok((int64_t)plan->workspace_bytes, extra, &bytes) ||
-        bytes > layer->limits.max_workspace_bytes)
+    /* One allocation: the plan's workspace (one score block included) plus a score block for each
+     * further thread of the attention, as many as fit in the layer's workspace limit: the plan
+     * cannot know the pool, so a pass planned close to the limit runs its attention on fewer
+     * threads rather than failing (the GEMMs need no per-thread scratch and use them all). */
+    const int64_t slot_bytes = f.slot_floats * (int64_t)sizeof(float);
+    const int64_t limit = layer->limits.max_workspace_bytes;
+    if ((int64_t)plan->workspace_bytes > limit)
         return mha_fail(err, MHA_ERR_LIMIT, "query",
-                        "this pass needs more than %lld bytes of scratch",
-                        (long long)layer->limits.max_workspace_bytes);
+                        "this pass needs %lld bytes of scratch, over the layer's limit of %lld",
+                        (long long)plan->workspace_bytes, (long long)limit);
+    int64_t spare = (limit - (int64_t)plan->workspace_bytes) / slot_bytes;
+    const int attn_threads = spare < threads - 1 ? (int)spare + 1 : threads;
+    const int64_t bytes = (int64_t)plan->workspace_bytes + (attn_threads - 1) * slot_bytes;
     mha_scratch scratch;
     float *work = mha_pool_scratch_get(pool, &scratch, (size_t)bytes);
     if (!work)
@@ -439,12 +487,16 @@ mha_status mha_forward(const mha_layer *layer, const mha_inputs *in, const mha_p
     }
     f.cat = carve(&cursor, N * L * E);
     strides(&f, L, E, &f.c_bs, &f.c_rs);
+    if (f.avx512)
+        f.kpack = carve(&cursor, N * f.H * f.kp_floats);
     f.scratch = cursor;
 
     mha_pool_run(pool, proj.ntasks, gemm_task, &proj);
     if (trace)
         trace_projections(&f);
-    mha_pool_run(pool, N * f.nblk, attention_task, &f);
+    if (f.avx512)
+        mha_pool_run(pool, N * f.H, pack_task, &f);
+    mha_pool_run_limit(pool, N * f.nblk, attention_task, &f, attn_threads);
     gemm_set out = {.n = 0};
     gemm_add(&out, f.cat, E, layer->w_out, layer->b_out, output, E, N * L, E, E, threads);
     mha_pool_run(pool, out.ntasks, gemm_task, &out);
