@@ -4,7 +4,8 @@
  *
  * The rules, for every connection:
  *   - headers: a request's headers must be complete within --header-timeout seconds of the
- *     connection's accept (first request) or of the next request's first byte (keep-alive);
+ *     connection's accept (first request) or of the next request's first byte (keep-alive; that
+ *     byte is noticed within IDLE_EVERY ticks, two seconds at most);
  *   - body: once the headers are in, the body gets --header-timeout seconds of grace plus one second
  *     for every --min-body-rate bytes received (mod_reqtimeout's MinRate): a body averaging less is
  *     cut off, a body at real network speed never is;
@@ -24,8 +25,10 @@
  * between); http.c reports each request's phase (deadline.h); a reaper thread wakes every
  * TICK_MS and acts on the connections past their deadline. Whether a kept-alive connection has
  * received the next request's first byte, or the client's FIN, is read from the kernel
- * (getsockopt TCP_INFO: bytes received, TCP state), since libmicrohttpd reports neither; that check
- * runs every IDLE_EVERY-th tick only, as it costs a system call per idle connection.
+ * (getsockopt TCP_INFO: bytes received, TCP state), since libmicrohttpd reports neither: the first
+ * idle check after a request takes the count of bytes received as the baseline, a later one that
+ * finds more starts the next request's headers' clock. That check runs every IDLE_EVERY-th tick
+ * only, and never on a request's path, as it costs a system call per idle connection.
  *
  * Why the shutdown is safe: the reaper only touches a socket while holding the registry lock and
  * while the connection is registered, and libmicrohttpd 0.9.75 calls the CLOSED notification, whose
@@ -87,6 +90,7 @@ struct srv_deadlines {
     int used_hi;   /* slots at or past this index have never been used */
     int free_head; /* -1: full                                          */
     double header_timeout, min_rate, body_grace;
+    srv_metrics *metrics; /* borrowed */
     char reply_header[512], reply_body[512]; /* the 408s, whole HTTP responses */
     size_t reply_header_len, reply_body_len;
 };
@@ -125,13 +129,16 @@ static size_t format_408(char *out, size_t size, const char *message)
 }
 
 /* Sends the 408 (best effort: never blocks) and shuts the socket down. Lock held. */
-static void reap(conn_slot *s, const char *reply, size_t len)
+static void reap(srv_deadlines *dl, conn_slot *s, srv_metrics_cut why)
 {
+    const char *reply = why == SRV_CUT_HEADER_TIMEOUT ? dl->reply_header : dl->reply_body;
+    size_t len = why == SRV_CUT_HEADER_TIMEOUT ? dl->reply_header_len : dl->reply_body_len;
     if (len)
         (void)!send(s->fd, reply, len, MSG_DONTWAIT | MSG_NOSIGNAL);
     shutdown(s->fd, SHUT_RDWR);
     s->timed_out = true;
     s->phase = PH_CLOSING;
+    srv_metrics_connection_cut(dl->metrics, why);
 }
 
 /* Acts on one slot if it is past its deadline. Lock held. */
@@ -140,12 +147,12 @@ static void check_slot(srv_deadlines *dl, conn_slot *s, double now, bool idle_pa
     switch (s->phase) {
     case PH_HEADER:
         if (now - s->since > dl->header_timeout)
-            reap(s, dl->reply_header, dl->reply_header_len);
+            reap(dl, s, SRV_CUT_HEADER_TIMEOUT);
         break;
     case PH_BODY:
         if (dl->min_rate > 0 &&
             now - s->since > dl->body_grace + (double)s->body_bytes / dl->min_rate)
-            reap(s, dl->reply_body, dl->reply_body_len);
+            reap(dl, s, SRV_CUT_BODY_TOO_SLOW);
         break;
     case PH_IDLE: {
         uint64_t rx;
@@ -164,6 +171,7 @@ static void check_slot(srv_deadlines *dl, conn_slot *s, double now, bool idle_pa
             if (++s->idle_halfclosed >= 2) {
                 shutdown(s->fd, SHUT_RDWR);
                 s->phase = PH_CLOSING;
+                srv_metrics_connection_cut(dl->metrics, SRV_CUT_HALF_CLOSED);
             }
         } else {
             s->idle_halfclosed = 0;
@@ -209,7 +217,7 @@ static void *reaper_main(void *arg)
 }
 
 srv_deadlines *srv_deadlines_create(int capacity, int header_timeout_s, int min_body_rate,
-                                    srv_error *err)
+                                    srv_metrics *metrics, srv_error *err)
 {
     srv_deadlines *dl = calloc(1, sizeof *dl);
     if (capacity < 1)
@@ -233,6 +241,7 @@ srv_deadlines *srv_deadlines_create(int capacity, int header_timeout_s, int min_
     dl->header_timeout = header_timeout_s;
     dl->body_grace = header_timeout_s;
     dl->min_rate = min_body_rate;
+    dl->metrics = metrics;
     char msg[200];
     snprintf(msg, sizeof msg, "the request's headers took longer than %d s (--header-timeout)",
              header_timeout_s);
@@ -277,6 +286,10 @@ void srv_deadlines_free(srv_deadlines *dl)
 void srv_deadlines_notify(void *cls, struct MHD_Connection *conn, void **socket_context, int toe)
 {
     srv_deadlines *dl = cls;
+    if (toe == MHD_CONNECTION_NOTIFY_STARTED)
+        srv_metrics_connection(dl->metrics, 1);
+    else if (toe == MHD_CONNECTION_NOTIFY_CLOSED)
+        srv_metrics_connection(dl->metrics, -1);
     if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
         const union MHD_ConnectionInfo *info =
             MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);

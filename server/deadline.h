@@ -13,6 +13,7 @@
 #include <stddef.h>
 
 #include "error.h"
+#include "metrics.h"
 
 struct MHD_Connection;
 typedef struct srv_deadlines srv_deadlines;
@@ -20,9 +21,10 @@ typedef struct srv_deadlines srv_deadlines;
 /* Creates the registry for up to `capacity` connections (--max-connections; connections past it are
  * not tracked) and starts its reaper thread. header_timeout_s: seconds a request's headers may take
  * (0 = no limit); min_body_rate: bytes/s a body must average after a grace of header_timeout_s
- * (0 = no limit). Returns NULL with err filled on failure. Free with srv_deadlines_free. */
+ * (0 = no limit). Open connections and the ones cut off are counted in metrics (borrowed; may be
+ * NULL). Returns NULL with err filled on failure. Free with srv_deadlines_free. */
 srv_deadlines *srv_deadlines_create(int capacity, int header_timeout_s, int min_body_rate,
-                                    srv_error *err);
+                                    srv_metrics *metrics, srv_error *err);
 
 /* Stops the reaper and frees the registry. Call after libmicrohttpd is stopped (no connection is
  * left in it). Accepts NULL. */

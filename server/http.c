@@ -768,7 +768,7 @@ srv_daemon *srv_daemon_start(const srv_options *opt, srv_error *err)
         if (pthread_create(&d->workers[d->nworkers], NULL, worker_main, d) != 0)
             break;
     d->deadlines = srv_deadlines_create(opt->max_connections, opt->header_timeout,
-                                        opt->min_body_rate, err);
+                                        opt->min_body_rate, d->app->metrics, err);
     if (!d->deadlines)
         goto fail;
 

@@ -133,6 +133,20 @@ static bool healthz_ok(srv_daemon *d)
     return ok;
 }
 
+/* The value of one series of GET /metrics (the line that starts with `series `), or -1. */
+static double metric(srv_daemon *d, const char *series)
+{
+    hc_response r;
+    hc_request(d, "GET", "/metrics", NULL, NULL, 0, NULL, &r);
+    double v = -1;
+    size_t n = strlen(series);
+    for (const char *p = r.body; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
+        if (!strncmp(p, series, n) && p[n] == ' ')
+            v = strtod(p + n + 1, NULL);
+    hc_response_free(&r);
+    return v;
+}
+
 static const char forward_body[] = "{\"query\": [[0.5,-1,2,0.25,0,1,-0.5,3],[1,1,1,1,-1,-1,-1,-1]]}";
 
 /* ---------------------------------------------------------------------------------------------- */
@@ -369,6 +383,20 @@ int main(void)
     test_half_close(d);
     test_keep_alive(d);
     CHECK(healthz_ok(d), "the daemon serves after all of it");
+    /* every cut is counted: 3 header timeouts (trickle, silent, kept-alive trickle), 1 slow body
+     * (also a 408 of its route), 3 half-closed */
+    double v = metric(d, "attnd_http_connections_closed_total{reason=\"header_timeout\"}");
+    CHECK(v == 3, "metrics: %g connections cut for their headers", v);
+    v = metric(d, "attnd_http_connections_closed_total{reason=\"body_too_slow\"}");
+    CHECK(v == 1, "metrics: %g connections cut for a slow body", v);
+    v = metric(d, "attnd_http_connections_closed_total{reason=\"half_closed\"}");
+    CHECK(v == 3, "metrics: %g half-closed connections closed", v);
+    v = metric(d, "attnd_http_requests_total{method=\"POST\",route=\"/v1/layers/{name}/forward\","
+                  "code=\"408\"}");
+    CHECK(v == 1, "metrics: %g forward requests answered 408", v);
+    v = metric(d, "attnd_http_connections_open");
+    CHECK(v >= 1 && v <= 4, "metrics: %g connections open (the scrape's own, maybe the last few "
+                            "clients' whose close is on its way)", v);
     hc_stop(d);
     test_capacity();
     return check_report();
