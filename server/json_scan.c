@@ -29,6 +29,25 @@ const char *srv_json_skip_ws(const char *p, const char *end)
     return p;
 }
 
+/* Eight bytes at a time (SWAR), where at least eight remain before the end: strings and tensor
+ * values are long runs of ordinary bytes. */
+#define ONES 0x0101010101010101ULL
+#define HIGHS 0x8080808080808080ULL
+
+static inline uint64_t load8(const char *p)
+{
+    uint64_t w;
+    memcpy(&w, p, 8);
+    return w;
+}
+
+/* High bit set in each byte of w that is zero; the lowest set byte is exact (bytes above a zero one
+ * may be flagged falsely by the borrow, which never matters: only the lowest is used). */
+static inline uint64_t zero_bytes(uint64_t w)
+{
+    return (w - ONES) & ~w & HIGHS;
+}
+
 /* 1 for the bytes a string may hold as they are: not '"', '\\', control characters or non-ASCII. */
 static const uint8_t plain_char[256] = {
 #define R16(v) v, v, v, v, v, v, v, v, v, v, v, v, v, v, v, v
@@ -113,6 +132,16 @@ const char *srv_json_string(const char *p, const char *end, char *out, size_t ca
     p++;
     for (;;) {
         const char *run = p;
+        while (end - p >= 8) { /* to the first '"', '\\', control or non-ASCII byte */
+            uint64_t w = load8(p);
+            uint64_t stop = zero_bytes(w ^ ONES * '"') | zero_bytes(w ^ ONES * '\\') |
+                            ((w - ONES * 0x20) & ~w & HIGHS) | (w & HIGHS);
+            if (stop) {
+                p += __builtin_ctzll(stop) >> 3;
+                break;
+            }
+            p += 8;
+        }
         while (p < end && plain_char[(unsigned char)*p])
             p++;
         out_put(out, cap, &n, run, (size_t)(p - run));
@@ -346,24 +375,6 @@ close:
  * each number here too would double the cost of reading a body. So a lazy member's container is
  * only delimited: the bytes that matter are the five structural ones (brackets, braces, '"'), found
  * eight bytes at a time, and inside strings '"' and '\\'. */
-
-#define ONES 0x0101010101010101ULL
-#define HIGHS 0x8080808080808080ULL
-
-static inline uint64_t load8(const char *p)
-{
-    uint64_t w;
-    memcpy(&w, p, 8);
-    return w;
-}
-
-/* High bit set in each byte of w that is zero; the lowest set byte is exact (bytes above a zero one
- * may be flagged falsely by the borrow, which never matters: only the lowest is used). */
-static inline uint64_t zero_bytes(uint64_t w)
-{
-    return (w - ONES) & ~w & HIGHS;
-}
-
 /* The first byte at or after p that is '"', '[', ']', '{' or '}' (end if none). c | 0x26 == 0x7F
  * holds for the four brackets and for "Y_y\x7F", which the exact test after the word skips. */
 static const char *next_structural(const char *p, const char *end)

@@ -454,6 +454,7 @@ static const char *parse_object_form(parse_ctx *c, const char *p, srv_tensor *ou
     srv_dtype dtype = SRV_DTYPE_F32;
     srv_tensor data = {0};
     const char *b64 = NULL, *b64_end = NULL; /* the string with its quotes */
+    size_t b64_len = 0;                       /* its length unescaped        */
     char datafield[96];
     snprintf(datafield, sizeof datafield, "%s.data", c->field);
 
@@ -535,7 +536,7 @@ static const char *parse_object_form(parse_ctx *c, const char *p, srv_tensor *ou
                 goto fail;
             }
             b64 = p;
-            p = srv_json_string(p, end, NULL, 0, NULL, c->base, c->field, c->err);
+            p = srv_json_string(p, end, NULL, 0, &b64_len, c->base, c->field, c->err);
             b64_end = p;
         }
         if (!p)
@@ -616,7 +617,7 @@ members_done:
         const char *s = b64 + 1;
         size_t slen = (size_t)(b64_end - 1 - s);
         char *unescaped = NULL;
-        if (memchr(s, '\\', slen)) { /* an encoder that writes "\/": unescape first (rare) */
+        if (b64_len != slen) { /* escapes (an encoder that writes "\/"): unescape first (rare) */
             unescaped = malloc(slen + 1);
             if (!unescaped) {
                 srv_error_set(c->err, SRV_E_NOMEM, c->top, "out of memory reading %s", c->field);
