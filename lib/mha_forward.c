@@ -13,8 +13,8 @@
  * columns of the concat buffer, which are then scaled by 1/sum (cheaper than normalising the
  * block, and the same arithmetic whether weights are asked for or not). Per-head weights are
  * written as exp · 1/sum straight from the block (non-temporal stores); averaged ones are summed
- * over heads in the output, then divided by H. With is_causal (and no appended keys) the keys
- * past a block's last row are skipped. The keys add_bias_kv and add_zero_attn append are not in
+ * over heads in the output, then divided by H. With is_causal the keys past a block's last row
+ * are skipped (the appended keys, never masked, are kept). The keys add_bias_kv and add_zero_attn append are not in
  * the k/v buffers: their score column is computed by a dot product (bias_k) or is 0 (zero key),
  * and their value is added separately (bias_v; the zero value adds nothing).
  *
@@ -162,12 +162,25 @@ static const void *mask_row(const mha_mask *m, int64_t row, int64_t width)
     return (const char *)m->data + (size_t)(row * width) * elem;
 }
 
-/* Sets columns [from, S) of rows rows (row stride S) to value. */
-static void fill_cols(float *x, int64_t rows, int64_t S, int64_t from, float value)
+/* Writes m rows of the block sc (keys [0,kn), then the S - S0 appended ones; row stride S) as rows
+ * of S columns at dst: keys in place, the skipped keys [kn,S0) as `skipped`, the appended keys at
+ * S0. scale NULL copies; else each row r is multiplied by scale[r], with non-temporal stores. */
+static void expand_rows(float *dst, const float *sc, int64_t m, int64_t S, int64_t S0, int64_t kn,
+                        const float *scale, float skipped)
 {
-    for (int64_t r = 0; r < rows; r++)
-        for (int64_t j = from; j < S; j++)
-            x[r * S + j] = value;
+    if (scale)
+        mha_scale_rows_stream(dst, S, sc, S, m, kn, scale);
+    for (int64_t r = 0; r < m; r++) {
+        float *d = dst + r * S;
+        const float *x = sc + r * S;
+        const float v = scale ? scale[r] : 1.0f;
+        if (!scale)
+            memcpy(d, x, (size_t)kn * sizeof(float));
+        for (int64_t j = kn; j < S0; j++)
+            d[j] = skipped;
+        for (int64_t j = S0; j < S; j++)
+            d[j] = scale ? x[kn + j - S0] * v : x[kn + j - S0];
+    }
 }
 
 static void attention_task(void *arg, int64_t task, int slot)
@@ -182,17 +195,21 @@ static void attention_task(void *arg, int64_t task, int slot)
     const float *kb = f->k + b * f->k_bs;
     const float *vb = f->v + b * f->v_bs;
     float *cb = f->cat + b * f->c_bs + i0 * f->c_rs;
-    const int64_t col_bk = layer->cfg.add_bias_kv ? S0 : -1;
-    const int64_t col_zero = layer->cfg.add_zero_attn ? S0 + (layer->cfg.add_bias_kv ? 1 : 0) : -1;
+
     const mha_mask *am = in->attn_mask.data ? &in->attn_mask : NULL;
     const mha_mask *kp = in->key_padding_mask.data ? &in->key_padding_mask : NULL;
     float *trace_scores = f->trace ? f->trace->stage[MHA_TRACE_SCORES] : NULL;
     float *trace_weights = f->trace ? f->trace->stage[MHA_TRACE_ATTN_WEIGHTS] : NULL;
     float *avg = f->weights && !f->per_head ? f->weights + (b * L + i0) * S : NULL;
-    /* Keys computed: causal without appended keys masks every key past the block's last row, so
-     * those are skipped (about half the attention work) and their weights are filled with 0. */
-    const int64_t kn = in->is_causal && S == S0 && i0 + m < S0 ? i0 + m : S0;
-    const int64_t ncols = kn < S0 ? kn : S; /* score columns in play (appended keys included) */
+    /* Keys computed: causal masks every key past the block's last row, so those are skipped
+     * (about half the attention work): their scores are -inf and their weights 0. The keys
+     * add_bias_kv and add_zero_attn append are never masked (torch pads the masks with zeros for
+     * them); the block holds them right after the computed keys, at column kn, and they go to
+     * columns S0.. of the weights. */
+    const int64_t kn = in->is_causal && i0 + m < S0 ? i0 + m : S0;
+    const int64_t ncols = kn + (S - S0); /* block columns in play */
+    const int64_t col_bk = layer->cfg.add_bias_kv ? kn : -1;
+    const int64_t col_zero = layer->cfg.add_zero_attn ? kn + (layer->cfg.add_bias_kv ? 1 : 0) : -1;
 
     for (int64_t r = 0; r < m; r++) { /* torch: q_scaled = q / sqrt(head_dim) */
         float *row = qb + r * f->q_rs;
@@ -230,39 +247,33 @@ static void attention_task(void *arg, int64_t task, int slot)
                 apply_masks(row, kn, amr, am ? am->type : MHA_MASK_FLOAT, kpr,
                             kp ? kp->type : MHA_MASK_FLOAT, in->is_causal ? i + 1 : kn);
         }
-        if (trace_scores) {
-            fill_cols(sc, m, S, ncols, -INFINITY); /* the causally skipped keys */
-            memcpy(trace_scores + bhl * S, sc, (size_t)(m * S) * sizeof(float));
-        }
+        if (trace_scores)
+            expand_rows(trace_scores + bhl * S, sc, m, S, S0, kn, NULL, -INFINITY);
         /* The softmax without its last pass: exponentials in the block, 1/sum per row in inv.
          * The head outputs are scaled by inv instead of the [rows, S] weights (one pass over the
          * block fewer); the weights, where wanted, are written as exp · inv straight from the
          * block. Outputs are thus computed the same way whether weights are asked for or not. */
         mha_softmax_exp_rows(sc, m, ncols, S, inv);
-        if (f->per_head) {
-            float *w = f->weights + bhl * S;
-            mha_scale_rows_stream(w, S, sc, S, m, ncols, inv);
-            if (ncols < S)
-                fill_cols(w, m, S, ncols, 0.0f);
-        }
-        if (trace_weights) {
-            float *w = trace_weights + bhl * S;
-            mha_scale_rows_stream(w, S, sc, S, m, ncols, inv);
-            if (ncols < S)
-                fill_cols(w, m, S, ncols, 0.0f);
-        }
+        if (f->per_head)
+            expand_rows(f->weights + bhl * S, sc, m, S, S0, kn, inv, 0.0f);
+        if (trace_weights)
+            expand_rows(trace_weights + bhl * S, sc, m, S, S0, kn, inv, 0.0f);
         if (avg) {
             for (int64_t r = 0; r < m; r++) {
                 float *a = avg + r * S;
                 const float *e = sc + r * S, v = inv[r];
                 if (h == 0) {
-                    for (int64_t j = 0; j < ncols; j++)
+                    for (int64_t j = 0; j < kn; j++)
                         a[j] = e[j] * v;
-                    for (int64_t j = ncols; j < S; j++)
+                    for (int64_t j = kn; j < S0; j++)
                         a[j] = 0.0f;
+                    for (int64_t j = S0; j < S; j++)
+                        a[j] = e[kn + j - S0] * v;
                 } else {
-                    for (int64_t j = 0; j < ncols; j++)
+                    for (int64_t j = 0; j < kn; j++)
                         a[j] += e[j] * v;
+                    for (int64_t j = S0; j < S; j++)
+                        a[j] += e[kn + j - S0] * v;
                 }
             }
         }

@@ -456,12 +456,13 @@ static void test_larger_cases(mha_pool *pool2)
                              {256, 4, 1, 131, 131}, {160, 2, 2, 23, 529},
                              {256, 2, 1, 37, 270}};
     for (int s = 0; s < 7; s++) {
-        for (int variant = 0; variant < 4; variant++) {
+        for (int variant = 0; variant < 5; variant++) { /* 4: causal, appended keys, trace */
             tcase tc;
             memset(&tc, 0, sizeof tc);
             mha_config_init(&tc.cfg, shapes[s][0], shapes[s][1]);
             tc.cfg.batch_first = variant % 2;
-            tc.cfg.add_bias_kv = variant == 3;
+            tc.cfg.add_bias_kv = variant >= 3;
+            tc.cfg.add_zero_attn = variant == 4;
             mha_error err;
             tc.layer = mha_layer_create(&tc.cfg, NULL, &err);
             mha_layer_init(tc.layer, "xavier_uniform", 7, &err);
@@ -473,12 +474,12 @@ static void test_larger_cases(mha_pool *pool2)
                 tc.k = rnd_array(N * S0 * E);
                 set_tensor(&tc.in.key, tc.k, true, tc.cfg.batch_first, N, S0, E);
             }
-            tc.in.is_causal = variant == 2;
+            tc.in.is_causal = variant == 2 || variant == 4;
             tc.in.need_weights = variant >= 1;
             tc.in.average_attn_weights = variant == 1;
             snprintf(tc.desc, sizeof tc.desc, "larger E=%d N=%lld L=%lld S0=%lld variant %d",
                      shapes[s][0], (long long)N, (long long)L, (long long)S0, variant);
-            run_case(&tc, pool2, false);
+            run_case(&tc, pool2, variant == 4 && s < 5);
             run_case(&tc, NULL, false);
             free_case(&tc);
         }
