@@ -10,25 +10,30 @@
  *     for every --min-body-rate bytes received (mod_reqtimeout's MinRate): a body averaging less is
  *     cut off, a body at real network speed never is;
  *   - between requests (keep-alive) a connection is idle under libmicrohttpd's --timeout only;
- *   - while a request is handled (on a worker, its connection suspended) or its reply is sent, no
- *     deadline of ours applies (a slow reader is --timeout's business);
+ *   - while a request is handled (on a worker, its connection suspended) no deadline of ours
+ *     applies;
+ *   - a reply must be taken by the client at --min-body-rate on average too, after the same grace
+ *     (counted in bytes the client's kernel acknowledged): a client that reads a large reply a few
+ *     bytes at a time would otherwise hold the reply's memory for as long as it likes, since
+ *     --timeout only counts time without any progress;
  *   - a connection that is idle and half-closed by the client (shutdown(SHUT_WR) after its last
  *     request) is closed: libmicrohttpd polls edge-triggered and, having read the request in one
  *     short read, never notices the FIN that came with it, so it would keep such a connection until
  *     --timeout. The reply itself is never held back: it is sent as soon as it is ready.
- * A connection past a deadline gets a best-effort 408 (a v1 error body, "request_timeout"), then
- * shutdown(fd, SHUT_RDWR): libmicrohttpd's next read fails and it closes the connection itself, on
- * its own thread, with its usual cleanup.
+ * A connection past a header or body deadline gets a best-effort 408 (a v1 error body,
+ * "request_timeout"; none when cut while its reply is under way), then shutdown(fd, SHUT_RDWR):
+ * libmicrohttpd's next read or write fails and it closes the connection itself, on its own thread,
+ * with its usual cleanup.
  *
  * How: libmicrohttpd's connection notifications (MHD_OPTION_NOTIFY_CONNECTION) keep a registry of
  * open connections (slots in one array, so the reaper can walk it in batches and drop the lock in
  * between); http.c reports each request's phase (deadline.h); a reaper thread wakes every
  * TICK_MS and acts on the connections past their deadline. Whether a kept-alive connection has
- * received the next request's first byte, or the client's FIN, is read from the kernel
- * (getsockopt TCP_INFO: bytes received, TCP state), since libmicrohttpd reports neither: the first
- * idle check after a request takes the count of bytes received as the baseline, a later one that
- * finds more starts the next request's headers' clock. That check runs every IDLE_EVERY-th tick
- * only, and never on a request's path, as it costs a system call per idle connection.
+ * received the next request's first byte, or the client's FIN, and how much of a reply the client
+ * has taken, is read from the kernel (getsockopt TCP_INFO: bytes received, bytes acknowledged, TCP
+ * state), since libmicrohttpd reports none of it: the phase's first check takes the count as the
+ * baseline, later ones compare. Those checks run every IDLE_EVERY-th tick only, and never on a
+ * request's path, as they cost a system call per connection.
  *
  * Why the shutdown is safe: the reaper only touches a socket while holding the registry lock and
  * while the connection is registered, and libmicrohttpd 0.9.75 calls the CLOSED notification, whose
@@ -55,14 +60,15 @@
 #define TICK_MS 250     /* deadlines are enforced within this much of their expiry             */
 #define IDLE_EVERY 4    /* idle connections are looked at every 4th tick (once a second)         */
 #define BATCH 256       /* slots checked per hold of the lock                                    */
-#define RX_UNSET UINT64_MAX
+#define MARK_UNSET UINT64_MAX
 #define TCP_CLOSE_WAIT_STATE 8 /* the kernel's TCP_CLOSE_WAIT: the peer sent its FIN              */
 
 typedef enum phase {
     PH_FREE = 0, /* slot unused                                                                  */
     PH_HEADER,   /* receiving a request's headers: --header-timeout since `since`                */
     PH_BODY,     /* receiving its body: grace + body_bytes / --min-body-rate since `since`       */
-    PH_BUSY,     /* handled, or its reply being sent: no deadline                                */
+    PH_BUSY,     /* being handled (on a worker, suspended): no deadline                          */
+    PH_SENDING,  /* its reply being sent: grace + acked / --min-body-rate since `since`          */
     PH_IDLE,     /* between requests: --timeout (libmicrohttpd's) only                            */
     PH_CLOSING,  /* shut down by the reaper; libmicrohttpd closes it                             */
 } phase;
@@ -76,8 +82,8 @@ typedef struct conn_slot {
     bool timed_out;      /* closed by the reaper for a missed deadline                        */
     double since;        /* monotonic seconds when the phase began                            */
     uint64_t body_bytes; /* received of the current body                                      */
-    uint64_t rx_mark;    /* the kernel's count of bytes received at the first idle check after
-                          * the last request ended; RX_UNSET before that check               */
+    uint64_t mark;       /* IDLE: the kernel's count of bytes received, SENDING: of bytes the
+                          * client acknowledged, at the phase's first check (MARK_UNSET before) */
 } conn_slot;
 
 struct srv_deadlines {
@@ -102,8 +108,9 @@ static double mono_now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* The kernel's count of bytes received on fd and the connection's TCP state; -1 if unknown. */
-static int tcp_rx(int fd, uint64_t *bytes, int *state)
+/* The kernel's counts of bytes received on fd and of bytes sent that the client acknowledged,
+ * and the connection's TCP state; -1 if unknown. */
+static int tcp_counts(int fd, uint64_t *received, uint64_t *acked, int *state)
 {
     struct tcp_info ti;
     socklen_t len = sizeof ti;
@@ -111,7 +118,8 @@ static int tcp_rx(int fd, uint64_t *bytes, int *state)
     if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) < 0 ||
         len < offsetof(struct tcp_info, tcpi_bytes_received) + sizeof ti.tcpi_bytes_received)
         return -1;
-    *bytes = ti.tcpi_bytes_received;
+    *received = ti.tcpi_bytes_received;
+    *acked = ti.tcpi_bytes_acked;
     *state = ti.tcpi_state;
     return 0;
 }
@@ -128,13 +136,23 @@ static size_t format_408(char *out, size_t size, const char *message)
     return n > 0 && (size_t)n < size ? (size_t)n : 0;
 }
 
-/* Sends the 408 (best effort: never blocks) and shuts the socket down. Lock held. */
+/* Sends the 408 (best effort: never blocks; not when a reply is under way) and shuts the socket
+ * down. Lock held. */
 static void reap(srv_deadlines *dl, conn_slot *s, srv_metrics_cut why)
 {
     const char *reply = why == SRV_CUT_HEADER_TIMEOUT ? dl->reply_header : dl->reply_body;
-    size_t len = why == SRV_CUT_HEADER_TIMEOUT ? dl->reply_header_len : dl->reply_body_len;
+    size_t len = why == SRV_CUT_HEADER_TIMEOUT ? dl->reply_header_len
+               : why == SRV_CUT_BODY_TOO_SLOW  ? dl->reply_body_len
+                                               : 0;
     if (len)
         (void)!send(s->fd, reply, len, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (why == SRV_CUT_REPLY_TOO_SLOW) {
+        /* The rest of the reply in the kernel's send buffer (megabytes) would still go out before
+         * the FIN, at the client's pace: libmicrohttpd's close() is to reset the connection and
+         * drop it instead. */
+        struct linger abort_close = {.l_onoff = 1, .l_linger = 0};
+        setsockopt(s->fd, SOL_SOCKET, SO_LINGER, &abort_close, sizeof abort_close);
+    }
     shutdown(s->fd, SHUT_RDWR);
     s->timed_out = true;
     s->phase = PH_CLOSING;
@@ -154,14 +172,27 @@ static void check_slot(srv_deadlines *dl, conn_slot *s, double now, bool idle_pa
             now - s->since > dl->body_grace + (double)s->body_bytes / dl->min_rate)
             reap(dl, s, SRV_CUT_BODY_TOO_SLOW);
         break;
-    case PH_IDLE: {
-        uint64_t rx;
+    case PH_SENDING: {
+        uint64_t rx, acked;
         int state;
-        if (!idle_pass || tcp_rx(s->fd, &rx, &state) < 0)
+        if (dl->min_rate <= 0 || !idle_pass || tcp_counts(s->fd, &rx, &acked, &state) < 0)
             break;
-        if (s->rx_mark == RX_UNSET) /* the first check after the request: the baseline */
-            s->rx_mark = rx;
-        if (rx > s->rx_mark) { /* the next request began: its headers' clock starts */
+        if (s->mark == MARK_UNSET) { /* the first check: the baseline, and the clock starts */
+            s->mark = acked;
+            s->since = now;
+        } else if (now - s->since > dl->body_grace + (double)(acked - s->mark) / dl->min_rate) {
+            reap(dl, s, SRV_CUT_REPLY_TOO_SLOW);
+        }
+        break;
+    }
+    case PH_IDLE: {
+        uint64_t rx, acked;
+        int state;
+        if (!idle_pass || tcp_counts(s->fd, &rx, &acked, &state) < 0)
+            break;
+        if (s->mark == MARK_UNSET) /* the first check after the request: the baseline */
+            s->mark = rx;
+        if (rx > s->mark) { /* the next request began: its headers' clock starts */
             s->phase = PH_HEADER;
             s->since = now;
         } else if (state == TCP_CLOSE_WAIT_STATE) {
@@ -309,7 +340,7 @@ void srv_deadlines_notify(void *cls, struct MHD_Connection *conn, void **socket_
             s->timed_out = false;
             s->idle_halfclosed = 0;
             s->body_bytes = 0;
-            s->rx_mark = RX_UNSET;
+            s->mark = MARK_UNSET;
             *socket_context = s;
         }
         pthread_mutex_unlock(&dl->lock);
@@ -343,6 +374,7 @@ static void enter(conn_slot *s, phase p)
         s->phase = p;
         s->since = mono_now();
         s->body_bytes = 0;
+        s->mark = MARK_UNSET;
     }
     pthread_mutex_unlock(&s->owner->lock);
 }
@@ -371,6 +403,13 @@ void srv_deadlines_busy(struct MHD_Connection *conn)
         enter(s, PH_BUSY);
 }
 
+void srv_deadlines_sending(struct MHD_Connection *conn)
+{
+    conn_slot *s = slot_of(conn);
+    if (s)
+        enter(s, PH_SENDING);
+}
+
 void srv_deadlines_request_end(struct MHD_Connection *conn)
 {
     conn_slot *s = slot_of(conn);
@@ -380,7 +419,7 @@ void srv_deadlines_request_end(struct MHD_Connection *conn)
     if (s->phase != PH_CLOSING) {
         s->phase = PH_IDLE;
         s->since = mono_now();
-        s->rx_mark = RX_UNSET; /* read by the reaper, off this hot path */
+        s->mark = MARK_UNSET; /* read by the reaper, off this hot path */
         s->idle_halfclosed = 0;
     }
     pthread_mutex_unlock(&s->owner->lock);

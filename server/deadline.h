@@ -38,12 +38,15 @@ void srv_deadlines_notify(void *cls, struct MHD_Connection *conn, void **socket_
 /* The phases of a request on conn, called from libmicrohttpd's threads (http.c):
  *   request_begin  headers complete (the first access callback): the body's clock starts;
  *   body_bytes     n more body bytes arrived;
- *   busy           the request is handled or its reply is being sent: no deadline of ours;
+ *   busy           the request is being handled (on a worker): no deadline of ours;
+ *   sending        its reply is queued: the client must take it at --min-body-rate on average,
+ *                  after the grace;
  *   request_end    the request completed (keep-alive): the connection is idle under --timeout until
  *                  the next request's first byte, which starts that request's headers' clock. */
 void srv_deadlines_request_begin(struct MHD_Connection *conn);
 void srv_deadlines_body_bytes(struct MHD_Connection *conn, size_t n);
 void srv_deadlines_busy(struct MHD_Connection *conn);
+void srv_deadlines_sending(struct MHD_Connection *conn);
 void srv_deadlines_request_end(struct MHD_Connection *conn);
 
 /* True when the reaper closed conn for missing a deadline (its request is logged as 408). */

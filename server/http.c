@@ -279,7 +279,7 @@ static enum MHD_Result queue(req_ctx *c, srv_response *resp, bool close)
 {
     size_t len = resp->body.len;
     struct MHD_Response *r;
-    srv_deadlines_busy(c->req.conn); /* answered: no header or body deadline any more */
+    srv_deadlines_sending(c->req.conn); /* from here on the client must take the reply */
     if (resp->body.failed) {
         srv_error e = {0};
         srv_error_set(&e, SRV_E_NOMEM, "", "out of memory writing the response; retry later");

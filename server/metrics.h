@@ -17,7 +17,8 @@
  *   attnd_http_connections_open                    client connections open now
  *   attnd_http_connections_closed_total{reason}    connections closed by the daemon for being slow
  *                                                  (deadline.h): header_timeout, body_too_slow,
- *                                                  half_closed (idle after the client's FIN)
+ *                                                  half_closed (idle after the client's FIN),
+ *                                                  reply_too_slow
  *   attnd_forward_passes_total{kind="forward"|"trace"}  engine passes run
  *   attnd_forward_flops_total                      their FLOPs (mha_flops)
  *   attnd_layers, attnd_layers_damaged, attnd_ready, attnd_draining   gauges given at scrape time
@@ -60,6 +61,7 @@ typedef enum srv_metrics_cut {
     SRV_CUT_HEADER_TIMEOUT = 0, /* headers not complete within --header-timeout      */
     SRV_CUT_BODY_TOO_SLOW,      /* body below --min-body-rate                        */
     SRV_CUT_HALF_CLOSED,        /* idle after the client's FIN, every request answered */
+    SRV_CUT_REPLY_TOO_SLOW,     /* a reply taken at less than --min-body-rate        */
     SRV_CUT_COUNT
 } srv_metrics_cut;
 

@@ -47,7 +47,8 @@ static const opt_spec specs[] = {
     {"header-timeout", INT(header_timeout, 1, 86400), "SECONDS",
      "a request's headers must be in within this long of its start (else 408, closed)"},
     {"min-body-rate", INT(min_body_rate, 0, 1 << 30), "BYTES",
-     "a body must average this many bytes/s after --header-timeout of grace (0: no minimum)"},
+     "request and reply bodies must move at this many bytes/s on average after --header-timeout "
+     "of grace (0: no minimum)"},
     {"max-body-bytes", I64(max_body_bytes, 1, INT64_C(1) << 40), "BYTES",
      "largest request body (413 past it, sent before the body is read)"},
     {"max-tensor-elements", I64(max_tensor_elements, 1, INT64_C(1) << 32), "N",

@@ -36,7 +36,7 @@ typedef struct srv_options {
     int timeout;                 /* --timeout, idle connection timeout in seconds           */
     int max_connections;         /* --max-connections, open connections at once             */
     int header_timeout;          /* --header-timeout, seconds a request's headers may take  */
-    int min_body_rate;           /* --min-body-rate, bytes/s a body must average (0 = any)  */
+    int min_body_rate;           /* --min-body-rate, bytes/s bodies (in, out) must average  */
     /* limits on client input */
     int64_t max_body_bytes;      /* --max-body-bytes, request body (413 past it)           */
     int64_t max_tensor_elements; /* --max-tensor-elements, per input/output/param tensor   */

@@ -142,6 +142,7 @@ static void test_metrics(void)
         "attnd_http_connections_closed_total{reason=\"header_timeout\"} 0\n",
         "attnd_http_connections_closed_total{reason=\"body_too_slow\"} 1\n",
         "attnd_http_connections_closed_total{reason=\"half_closed\"} 2\n",
+        "attnd_http_connections_closed_total{reason=\"reply_too_slow\"} 0\n",
         "attnd_http_requests_total{method=\"GET\",route=\"/v1/layers\",code=\"408\"} 1\n",
         "attnd_layers 3\n",
         "attnd_layers_damaged 1\n",

