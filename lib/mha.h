@@ -240,7 +240,7 @@ typedef struct mha_plan {
     int weights_ndim;           /* 0 when !need_weights; averaged [N,L,S] ([L,S]); per head     */
     int64_t weights_shape[4];   /* [N,H,L,S] ([H,L,S]). Always batch-major, as torch returns it. */
     int64_t weights_count;
-    size_t workspace_bytes;     /* scratch the pass allocates (without trace or weights)         */
+    size_t workspace_bytes;     /* scratch of a pass on one thread (without trace or weights)    */
     double flops;
 } mha_plan;
 
@@ -284,7 +284,10 @@ typedef struct mha_trace {
  *   attn_weights  [plan.weights_count] floats when in->need_weights, else ignored (may be NULL)
  *   trace         NULL, or the stages wanted (borrowed buffers the caller owns)
  *   pool          NULL runs on the calling thread only
- * Allocates plan.workspace_bytes of scratch and frees it before returning. MHA_ERR_NOMEM when that
+ * Allocates plan.workspace_bytes of scratch, plus one score block for each further pool thread
+ * that fits under the layer's max_workspace_bytes (the attention runs on fewer threads when they
+ * do not all fit: a pass planned under the layer's limits never fails for want of room), and
+ * frees it before returning (a pool may keep it for the next pass). MHA_ERR_NOMEM when that
  * fails; nothing is written to the outputs' contents in that case that the caller may rely on. */
 mha_status mha_forward(const mha_layer *layer, const mha_inputs *in, const mha_plan *plan,
                        float *output, float *attn_weights, const mha_trace *trace, mha_pool *pool,

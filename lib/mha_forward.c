@@ -14,12 +14,13 @@
  * block, and the same arithmetic whether weights are asked for or not). Per-head weights are
  * written as exp · 1/sum straight from the block (non-temporal stores); averaged ones are summed
  * over heads in the output, then divided by H. With is_causal the keys past a block's last row
- * are skipped (the appended keys, never masked, are kept). The keys add_bias_kv and add_zero_attn append are not in
- * the k/v buffers: their score column is computed by a dot product (bias_k) or is 0 (zero key),
- * and their value is added separately (bias_v; the zero value adds nothing).
+ * are skipped (the appended keys, never masked, are kept). The keys add_bias_kv and add_zero_attn
+ * append are not in the k/v buffers: their score column is computed by a dot product (bias_k) or is
+ * 0 (zero key), and their value is added separately (bias_v; the zero value adds nothing).
  *
  * GEMMs: the projections are single-threaded cblas_sgemm calls made from the pool's threads, in
- * row or column tiles. The attention's two GEMMs use the AVX-512 kernels of mha_attn_avx512.c
+ * row or column tiles (mha_gemm_avx512 instead when OpenBLAS's kernels are older than the CPU:
+ * mha_own_gemm). The attention's two GEMMs use the AVX-512 kernels of mha_attn_avx512.c
  * where the CPU has AVX-512F and hd is a multiple of 16 (keys packed once per pass, per head,
  * by a parallel pass before the attention), cblas_sgemm otherwise.
  * Scratch: one allocation per pass (plan.workspace_bytes + one score block per further thread of
@@ -51,6 +52,8 @@ typedef struct gemm_set {
     gemm_job job[3];
     int n;
     int64_t ntasks;
+    float *pack; /* NULL: cblas_sgemm; else mha_gemm_avx512 with [slot][pack_floats] buffers */
+    int64_t pack_floats;
 } gemm_set;
 
 /* Boundary of part p of n over [0, len), on a multiple of 16 (kernel-friendly) except the end. */
@@ -87,7 +90,6 @@ static void gemm_add(gemm_set *set, const float *A, int64_t lda, const float *W,
 
 static void gemm_task(void *arg, int64_t task, int slot)
 {
-    (void)slot;
     const gemm_set *set = arg;
     const gemm_job *g = &set->job[0];
     for (int i = 1; i < set->n && task >= set->job[i].first_task; i++)
@@ -105,9 +107,13 @@ static void gemm_task(void *arg, int64_t task, int slot)
         else
             memset(C + r * g->ldc, 0, (size_t)(c1 - c0) * sizeof(float));
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)(r1 - r0), (int)(c1 - c0), (int)g->K,
-                1.0f, g->A + r0 * g->lda, (int)g->lda, g->W + c0 * g->K, (int)g->K, 1.0f, C,
-                (int)g->ldc);
+    if (set->pack)
+        mha_gemm_avx512(C, g->ldc, g->A + r0 * g->lda, g->lda, g->W + c0 * g->K, r1 - r0, c1 - c0,
+                        g->K, set->pack + slot * set->pack_floats);
+    else
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)(r1 - r0), (int)(c1 - c0),
+                    (int)g->K, 1.0f, g->A + r0 * g->lda, (int)g->lda, g->W + c0 * g->K, (int)g->K,
+                    1.0f, C, (int)g->ldc);
 }
 
 /* ---------------------------------------------------------------------------------------------- */
@@ -221,8 +227,8 @@ static void attention_task(void *arg, int64_t task, int slot)
     for (int64_t h = 0; h < H; h++) {
         const int64_t bhl = (b * H + h) * L + i0; /* row of [N,H,L,·] stages */
         if (f->avx512)
-            mha_scores_avx512(sc, S, qb + h * hd, f->q_rs, f->kpack + (b * H + h) * f->kp_floats,
-                              m, kn, hd);
+            mha_scores_avx512(sc, S, qb + h * hd, f->q_rs, f->kpack + (b * H + h) * f->kp_floats, m,
+                              kn, hd);
         else
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)m, (int)kn, (int)hd, 1.0f,
                         qb + h * hd, (int)f->q_rs, kb + h * hd, (int)f->k_rs, 0.0f, sc, (int)S);
@@ -428,7 +434,7 @@ mha_status mha_forward(const mha_layer *layer, const mha_inputs *in, const mha_p
         .qscale = (float)sqrt((double)plan->hd),
     };
     f.nblk = (f.L + f.rb - 1) / f.rb;
-    f.slot_floats = mha_slot_floats(plan);
+    f.slot_floats = mha_slot_floats(plan, &layer->cfg);
     f.inv_offset = (f.rb * f.S + 15) / 16 * 16;
     f.kp_floats = mha_kpack_head_floats(plan);
     f.avx512 = f.kp_floats > 0;
@@ -445,8 +451,8 @@ mha_status mha_forward(const mha_layer *layer, const mha_inputs *in, const mha_p
                         "this pass needs %lld bytes of scratch, over the layer's limit of %lld",
                         (long long)plan->workspace_bytes, (long long)limit);
     int64_t spare = (limit - (int64_t)plan->workspace_bytes) / slot_bytes;
-    const int attn_threads = spare < threads - 1 ? (int)spare + 1 : threads;
-    const int64_t bytes = (int64_t)plan->workspace_bytes + (attn_threads - 1) * slot_bytes;
+    const int work_threads = spare < threads - 1 ? (int)spare + 1 : threads;
+    const int64_t bytes = (int64_t)plan->workspace_bytes + (work_threads - 1) * slot_bytes;
     mha_scratch scratch;
     float *work = mha_pool_scratch_get(pool, &scratch, (size_t)bytes);
     if (!work)
@@ -461,6 +467,9 @@ mha_status mha_forward(const mha_layer *layer, const mha_inputs *in, const mha_p
     const bool self = packed && kt->data == qt->data && vt->data == qt->data && S0 == L;
     const bool kv_same = packed && vt->data == kt->data;
     const float *b_in = layer->b_in;
+    /* The projections' own GEMM (when OpenBLAS's kernels are weaker than the CPU) packs weights
+     * in the same per-thread slots the attention uses later. */
+    const bool own_gemm = mha_own_gemm(plan);
     gemm_set proj = {.n = 0};
     if (self) { /* one GEMM: [N·L,E]·[3E,E]ᵀ -> q | k | v side by side */
         float *qkv = carve(&cursor, N * L * 3 * E);
@@ -501,16 +510,20 @@ mha_status mha_forward(const mha_layer *layer, const mha_inputs *in, const mha_p
     if (f.avx512)
         f.kpack = carve(&cursor, N * f.H * f.kp_floats);
     f.scratch = cursor;
+    if (own_gemm) {
+        proj.pack = f.scratch;
+        proj.pack_floats = f.slot_floats;
+    }
 
-    mha_pool_run(pool, proj.ntasks, gemm_task, &proj);
+    mha_pool_run_limit(pool, proj.ntasks, gemm_task, &proj, work_threads);
     if (trace)
         trace_projections(&f);
     if (f.avx512)
         mha_pool_run(pool, N * f.H, pack_task, &f);
-    mha_pool_run_limit(pool, N * f.nblk, attention_task, &f, attn_threads);
-    gemm_set out = {.n = 0};
+    mha_pool_run_limit(pool, N * f.nblk, attention_task, &f, work_threads);
+    gemm_set out = {.n = 0, .pack = proj.pack, .pack_floats = proj.pack_floats};
     gemm_add(&out, f.cat, E, layer->w_out, layer->b_out, output, E, N * L, E, E, threads);
-    mha_pool_run(pool, out.ntasks, gemm_task, &out);
+    mha_pool_run_limit(pool, out.ntasks, gemm_task, &out, work_threads);
     if (trace)
         trace_outputs(&f, output);
     mha_pool_scratch_put(pool, &scratch);

@@ -151,6 +151,14 @@ void mha_pack_keys(float *kp, const float *k, int64_t k_rs, int64_t kn, int64_t 
 void mha_scores_avx512(float *sc, int64_t ld, const float *q, int64_t q_rs, const float *kp,
                        int64_t m, int64_t kn, int64_t hd);
 
+/* Floats of the pack buffer mha_gemm_avx512 needs for C with Nc columns and A with K columns. */
+int64_t mha_gemm_pack_floats(int64_t Nc, int64_t K);
+
+/* C[M,Nc] (row stride ldc) += A[M,K] (row stride lda) · W[Nc,K]ᵀ (W contiguous), the projections'
+ * GEMM; pack: 64-byte aligned scratch of mha_gemm_pack_floats(Nc, K) floats. */
+void mha_gemm_avx512(float *C, int64_t ldc, const float *A, int64_t lda, const float *W, int64_t M,
+                     int64_t Nc, int64_t K, float *pack);
+
 /* out[m,hd] (row stride o_rs) = P[m,kn] (row stride ld) · v[kn,hd] (row stride v_rs). */
 void mha_pv_avx512(float *out, int64_t o_rs, const float *P, int64_t ld, const float *v,
                    int64_t v_rs, int64_t m, int64_t kn, int64_t hd);

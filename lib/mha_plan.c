@@ -112,10 +112,25 @@ int64_t mha_row_block(const mha_plan *plan)
     return plan->L < rb ? plan->L : rb;
 }
 
-int64_t mha_slot_floats(const mha_plan *plan)
+bool mha_own_gemm(const mha_plan *plan)
+{
+    (void)plan;
+    mha_blas_info info;
+    mha_blas_get_info(&info);
+    return info.cpu_avx512 && !info.core_avx512 && mha_attn_avx512_usable(16);
+}
+
+int64_t mha_slot_floats(const mha_plan *plan, const mha_config *cfg)
 {
     const int64_t rb = mha_row_block(plan);
-    return (rb * plan->S + 15) / 16 * 16 + (rb + 15) / 16 * 16;
+    const int64_t attn = (rb * plan->S + 15) / 16 * 16 + (rb + 15) / 16 * 16;
+    if (!mha_own_gemm(plan))
+        return attn;
+    /* the widest projection has 3E output columns; K is at most max(E, kdim, vdim) */
+    int64_t K = plan->E > cfg->kdim ? plan->E : cfg->kdim;
+    K = K > cfg->vdim ? K : cfg->vdim;
+    const int64_t gemm = mha_gemm_pack_floats(3 * plan->E, K);
+    return attn > gemm ? attn : gemm;
 }
 
 int64_t mha_kpack_head_floats(const mha_plan *plan)
@@ -292,8 +307,8 @@ mha_status mha_plan_forward(const mha_layer *layer, const mha_inputs *in, const 
     int64_t kv;
     ok = ok && mha_mul_ok(NS0, E, &kv) && mha_mul_ok(kv, 2, &kv) && mha_add_ok(cat, kv, &proj);
     ok = ok && mha_add_ok(proj, cat, &total) && mha_add_ok(total, mha_kpack_floats(plan), &total) &&
-         mha_add_ok(total, mha_slot_floats(plan), &total) && mha_add_ok(total, 16 * 8, &total) &&
-         mha_mul_ok(total, (int64_t)sizeof(float), &total);
+         mha_add_ok(total, mha_slot_floats(plan, cfg), &total) &&
+         mha_add_ok(total, 16 * 8, &total) && mha_mul_ok(total, (int64_t)sizeof(float), &total);
     if (!ok || total > limits->max_workspace_bytes)
         return mha_fail(
             err, MHA_ERR_LIMIT, "query",

@@ -113,9 +113,8 @@ __attribute__((target("avx2,fma"))) static inline __m256 exp_avx2(__m256 x)
     return _mm256_and_ps(_mm256_mul_ps(p, _mm256_castsi256_ps(e)), keep);
 }
 
-__attribute__((target("avx2,fma"))) static void softmax_rows_avx2(float *x, int64_t rows, int64_t n,
-                                                                  int64_t ld, float *dst,
-                                                                  float *inv_out)
+__attribute__((target("avx2,fma"))) static void
+softmax_rows_avx2(float *x, int64_t rows, int64_t n, int64_t ld, float *dst, float *inv_out)
 {
     for (int64_t r = 0; r < rows; r++) {
         float *row = x + r * ld;
@@ -372,7 +371,8 @@ void mha_softmax_rows(float *x, int64_t rows, int64_t n, int64_t ld, float *dst)
     softmax_any(best_isa(), x, rows, n, ld, dst, NULL);
 }
 
-bool mha_softmax_exp_rows_isa(mha_isa isa, float *x, int64_t rows, int64_t n, int64_t ld, float *inv)
+bool mha_softmax_exp_rows_isa(mha_isa isa, float *x, int64_t rows, int64_t n, int64_t ld,
+                              float *inv)
 {
     return softmax_any(isa, x, rows, n, ld, NULL, inv);
 }
