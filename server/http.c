@@ -415,7 +415,6 @@ static bool offload(req_ctx *c)
         return false;
     }
     c->offloaded = true;
-    srv_deadlines_busy(c->req.conn);
     MHD_suspend_connection(c->req.conn);
     c->next_job = NULL;
     c->queued_at = srv_now();
@@ -628,6 +627,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 
     if (c->responded)
         return MHD_YES;
+    srv_deadlines_busy(conn); /* the body is complete: handling it takes what it takes */
     if (c->too_large) {
         srv_error err = {0};
         srv_error_set(&err, SRV_E_TOO_LARGE, "",
