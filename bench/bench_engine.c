@@ -5,6 +5,10 @@
  * torch's times.
  *
  *   build/bench/bench_engine [--shapes S,M,L,XL] [--threads 1,2] [--min-time SEC] [--torch FILE]
+ *   build/bench/bench_engine --core      (prints OpenBLAS's core name and exits; bench/run.sh uses it)
+ *
+ * The first line says which OpenBLAS kernels ran (openblas_get_corename) and whether the CPU has
+ * AVX-512: OPENBLAS_CORETYPE can pin a core older than the CPU, which slows every GEMM.
  *
  * FILE holds lines "shape mode threads ms" (bench/torch_time.py writes them); mode is nw0
  * (need_weights off) or nw1 (per-head weights). GFLOP/s use 8NLE² + 4NLSE.
@@ -176,10 +180,17 @@ int main(int argc, char **argv)
             min_time = atof(argv[++i]);
         else if (!strcmp(argv[i], "--torch") && i + 1 < argc)
             torch_file = argv[++i];
+        else if (!strcmp(argv[i], "--core")) {
+            mha_blas_info bi;
+            mha_blas_get_info(&bi);
+            printf("%s\n", bi.core);
+            return 0;
+        }
         else {
             fprintf(
                 stderr,
-                "usage: %s [--shapes S,M,L,XL] [--threads 1,2] [--min-time SEC] [--torch FILE]\n",
+                "usage: %s [--shapes S,M,L,XL] [--threads 1,2] [--min-time SEC] [--torch FILE] | "
+                "--core\n",
                 argv[0]);
             return 2;
         }
@@ -188,6 +199,8 @@ int main(int argc, char **argv)
     mha_blas_set_threads(1); /* the engine (and the anchor) parallelise themselves */
     sgemm_ctx sg = {1024, 1, random_array(1024 * 1024, 1), random_array(1024 * 1024, 2),
                     random_array(1024 * 1024, 3)};
+    char blas[256];
+    printf("BLAS: %s\n", mha_blas_describe(blas, sizeof blas));
     printf(
         "Each cell: median over rounds that interleave a 1024^2 sgemm (the anchor, same threads),\n"
         "the pass without weights and the pass with per-head weights.\n\n");

@@ -177,6 +177,26 @@ int mha_pool_threads(const mha_pool *pool);
  * threads, so a process that uses a pool should set this to 1 once at start. */
 void mha_blas_set_threads(int threads);
 
+/* The BLAS kernels the engine runs on. OpenBLAS picks a kernel set ("core") for the CPU when it
+ * loads, unless the environment variable OPENBLAS_CORETYPE names one; a core older than the CPU
+ * (e.g. Haswell's AVX2 kernels on an AVX-512 CPU) makes every GEMM of a pass slower. */
+typedef struct mha_blas_info {
+    char core[32];    /* kernel set in use (openblas_get_corename): "Haswell", "Cooperlake", ...   */
+    char pinned[32];  /* OPENBLAS_CORETYPE as set, "" when unset                                  */
+    bool cpu_avx512;  /* the CPU has AVX-512 F, BW, DQ and VL (what OpenBLAS's AVX-512 cores use) */
+    bool core_avx512; /* the core in use has AVX-512 kernels (SkylakeX, Cooperlake, ...)          */
+    bool weaker;      /* pinned to a core without AVX-512 on a CPU that has it                    */
+} mha_blas_info;
+
+/* Fills info for this process (reads the environment and OpenBLAS; no state kept). */
+void mha_blas_get_info(mha_blas_info *info);
+
+/* Writes one line for a log into buf (always NUL-terminated) and returns buf, e.g.
+ * "OpenBLAS core Cooperlake (CPU has AVX-512)", or when the core is pinned to a weaker one:
+ * "OpenBLAS core Haswell, pinned by OPENBLAS_CORETYPE=Haswell; this CPU has AVX-512: unset
+ * OPENBLAS_CORETYPE (or set it to SkylakeX) for faster GEMMs". */
+const char *mha_blas_describe(char *buf, size_t size);
+
 /* ---------------------------------------------------------------------------------------------- */
 /* Forward pass                                                                                   */
 
@@ -220,7 +240,7 @@ typedef struct mha_plan {
     int weights_ndim;           /* 0 when !need_weights; averaged [N,L,S] ([L,S]); per head     */
     int64_t weights_shape[4];   /* [N,H,L,S] ([H,L,S]). Always batch-major, as torch returns it. */
     int64_t weights_count;
-    size_t workspace_bytes;     /* scratch the pass allocates (without trace or weights)         */
+    size_t workspace_bytes;     /* scratch of a pass on one thread (without trace or weights)    */
     double flops;
 } mha_plan;
 
@@ -264,7 +284,10 @@ typedef struct mha_trace {
  *   attn_weights  [plan.weights_count] floats when in->need_weights, else ignored (may be NULL)
  *   trace         NULL, or the stages wanted (borrowed buffers the caller owns)
  *   pool          NULL runs on the calling thread only
- * Allocates plan.workspace_bytes of scratch and frees it before returning. MHA_ERR_NOMEM when that
+ * Allocates plan.workspace_bytes of scratch, plus one score block for each further pool thread
+ * that fits under the layer's max_workspace_bytes (the attention runs on fewer threads when they
+ * do not all fit: a pass planned under the layer's limits never fails for want of room), and
+ * frees it before returning (a pool may keep it for the next pass). MHA_ERR_NOMEM when that
  * fails; nothing is written to the outputs' contents in that case that the caller may rely on. */
 mha_status mha_forward(const mha_layer *layer, const mha_inputs *in, const mha_plan *plan,
                        float *output, float *attn_weights, const mha_trace *trace, mha_pool *pool,

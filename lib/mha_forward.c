@@ -8,18 +8,24 @@
  *
  * Attention core: one task per (batch, block of query rows); the task loops over heads and holds
  * only a [rows, S] block of scores per thread, so without weights working memory does not grow
- * with H·L·S. Scores = q·kᵀ (q already divided by √hd, as torch does), masks added, softmax in
- * place, then weights·v into the head's columns of the concat buffer. Per-head weights leave the
- * block through the softmax's last pass (non-temporal stores); averaged ones are summed over heads
- * in the output, then divided by H. With is_causal (and no appended keys) the keys past a block's
- * last row are skipped. The keys add_bias_kv and add_zero_attn append are not in the k/v buffers:
- * their score column is computed by a dot product (bias_k) or is 0 (zero key), and their value is
- * added separately (bias_v; the zero value adds nothing).
+ * with H·L·S. Scores = q·kᵀ (q already divided by √hd, as torch does), masks added, then the
+ * softmax's exponentials in place with 1/sum per row kept aside; weights·v goes into the head's
+ * columns of the concat buffer, which are then scaled by 1/sum (cheaper than normalising the
+ * block, and the same arithmetic whether weights are asked for or not). Per-head weights are
+ * written as exp · 1/sum straight from the block (non-temporal stores); averaged ones are summed
+ * over heads in the output, then divided by H. With is_causal the keys past a block's last row
+ * are skipped (the appended keys, never masked, are kept). The keys add_bias_kv and add_zero_attn
+ * append are not in the k/v buffers: their score column is computed by a dot product (bias_k) or is
+ * 0 (zero key), and their value is added separately (bias_v; the zero value adds nothing).
  *
- * Every GEMM is a single-threaded cblas_sgemm call made from the pool's threads; the pool splits
- * the projections into row or column blocks and the attention into (batch, row block) tasks.
- * Scratch: one allocation per pass (plan.workspace_bytes + one score block per further thread),
- * reused from the pool's cache when it is big enough.
+ * GEMMs: the projections are single-threaded cblas_sgemm calls made from the pool's threads, in
+ * row or column tiles (mha_gemm_avx512 instead when OpenBLAS's kernels are older than the CPU:
+ * mha_own_gemm). The attention's two GEMMs use the AVX-512 kernels of mha_attn_avx512.c
+ * where the CPU has AVX-512F and hd is a multiple of 16 (keys packed once per pass, per head,
+ * by a parallel pass before the attention), cblas_sgemm otherwise.
+ * Scratch: one allocation per pass (plan.workspace_bytes + one score block per further thread of
+ * the attention, as many as the workspace limit allows), reused from the pool's cache when it is
+ * big enough.
  */
 #include "mha_forward_internal.h"
 
@@ -46,6 +52,8 @@ typedef struct gemm_set {
     gemm_job job[3];
     int n;
     int64_t ntasks;
+    float *pack; /* NULL: cblas_sgemm; else mha_gemm_avx512 with [slot][pack_floats] buffers */
+    int64_t pack_floats;
 } gemm_set;
 
 /* Boundary of part p of n over [0, len), on a multiple of 16 (kernel-friendly) except the end. */
@@ -82,7 +90,6 @@ static void gemm_add(gemm_set *set, const float *A, int64_t lda, const float *W,
 
 static void gemm_task(void *arg, int64_t task, int slot)
 {
-    (void)slot;
     const gemm_set *set = arg;
     const gemm_job *g = &set->job[0];
     for (int i = 1; i < set->n && task >= set->job[i].first_task; i++)
@@ -100,9 +107,13 @@ static void gemm_task(void *arg, int64_t task, int slot)
         else
             memset(C + r * g->ldc, 0, (size_t)(c1 - c0) * sizeof(float));
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)(r1 - r0), (int)(c1 - c0), (int)g->K,
-                1.0f, g->A + r0 * g->lda, (int)g->lda, g->W + c0 * g->K, (int)g->K, 1.0f, C,
-                (int)g->ldc);
+    if (set->pack)
+        mha_gemm_avx512(C, g->ldc, g->A + r0 * g->lda, g->lda, g->W + c0 * g->K, r1 - r0, c1 - c0,
+                        g->K, set->pack + slot * set->pack_floats);
+    else
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)(r1 - r0), (int)(c1 - c0),
+                    (int)g->K, 1.0f, g->A + r0 * g->lda, (int)g->lda, g->W + c0 * g->K, (int)g->K,
+                    1.0f, C, (int)g->ldc);
 }
 
 /* ---------------------------------------------------------------------------------------------- */
@@ -117,8 +128,11 @@ typedef struct fwd {
     int64_t q_bs, q_rs, k_bs, k_rs, v_bs, v_rs, c_bs, c_rs; /* batch and row strides (floats) */
     float *weights; /* [N,H,L,S] per head, [N,L,S] averaged, or NULL     */
     bool per_head;
-    float *scratch; /* [threads][slot_floats]                            */
-    int64_t slot_floats;
+    float *kpack; /* keys packed for the AVX-512 kernels: [N,H][kp_floats], or NULL  */
+    int64_t kp_floats;
+    bool avx512;    /* attention GEMMs by mha_attn_avx512.c, else cblas                */
+    float *scratch; /* [threads][slot_floats]: a [rb,S] score block, then rb inverses  */
+    int64_t slot_floats, inv_offset;
     float qscale; /* √hd as float, as torch divides by it               */
 } fwd;
 
@@ -154,12 +168,25 @@ static const void *mask_row(const mha_mask *m, int64_t row, int64_t width)
     return (const char *)m->data + (size_t)(row * width) * elem;
 }
 
-/* Sets columns [from, S) of rows rows (row stride S) to value. */
-static void fill_cols(float *x, int64_t rows, int64_t S, int64_t from, float value)
+/* Writes m rows of the block sc (keys [0,kn), then the S - S0 appended ones; row stride S) as rows
+ * of S columns at dst: keys in place, the skipped keys [kn,S0) as `skipped`, the appended keys at
+ * S0. scale NULL copies; else each row r is multiplied by scale[r], with non-temporal stores. */
+static void expand_rows(float *dst, const float *sc, int64_t m, int64_t S, int64_t S0, int64_t kn,
+                        const float *scale, float skipped)
 {
-    for (int64_t r = 0; r < rows; r++)
-        for (int64_t j = from; j < S; j++)
-            x[r * S + j] = value;
+    if (scale)
+        mha_scale_rows_stream(dst, S, sc, S, m, kn, scale);
+    for (int64_t r = 0; r < m; r++) {
+        float *d = dst + r * S;
+        const float *x = sc + r * S;
+        const float v = scale ? scale[r] : 1.0f;
+        if (!scale)
+            memcpy(d, x, (size_t)kn * sizeof(float));
+        for (int64_t j = kn; j < S0; j++)
+            d[j] = skipped;
+        for (int64_t j = S0; j < S; j++)
+            d[j] = scale ? x[kn + j - S0] * v : x[kn + j - S0];
+    }
 }
 
 static void attention_task(void *arg, int64_t task, int slot)
@@ -174,31 +201,37 @@ static void attention_task(void *arg, int64_t task, int slot)
     const float *kb = f->k + b * f->k_bs;
     const float *vb = f->v + b * f->v_bs;
     float *cb = f->cat + b * f->c_bs + i0 * f->c_rs;
-    const int64_t col_bk = layer->cfg.add_bias_kv ? S0 : -1;
-    const int64_t col_zero = layer->cfg.add_zero_attn ? S0 + (layer->cfg.add_bias_kv ? 1 : 0) : -1;
+
     const mha_mask *am = in->attn_mask.data ? &in->attn_mask : NULL;
     const mha_mask *kp = in->key_padding_mask.data ? &in->key_padding_mask : NULL;
     float *trace_scores = f->trace ? f->trace->stage[MHA_TRACE_SCORES] : NULL;
     float *trace_weights = f->trace ? f->trace->stage[MHA_TRACE_ATTN_WEIGHTS] : NULL;
     float *avg = f->weights && !f->per_head ? f->weights + (b * L + i0) * S : NULL;
-    /* Keys computed: causal without appended keys masks every key past the block's last row, so
-     * those are skipped (about half the attention work) and their weights are filled with 0. */
-    const int64_t kn = in->is_causal && S == S0 && i0 + m < S0 ? i0 + m : S0;
-    const int64_t ncols = kn < S0 ? kn : S; /* score columns in play (appended keys included) */
+    /* Keys computed: causal masks every key past the block's last row, so those are skipped
+     * (about half the attention work): their scores are -inf and their weights 0. The keys
+     * add_bias_kv and add_zero_attn append are never masked (torch pads the masks with zeros for
+     * them); the block holds them right after the computed keys, at column kn, and they go to
+     * columns S0.. of the weights. */
+    const int64_t kn = in->is_causal && i0 + m < S0 ? i0 + m : S0;
+    const int64_t ncols = kn + (S - S0); /* block columns in play */
+    const int64_t col_bk = layer->cfg.add_bias_kv ? kn : -1;
+    const int64_t col_zero = layer->cfg.add_zero_attn ? kn + (layer->cfg.add_bias_kv ? 1 : 0) : -1;
 
     for (int64_t r = 0; r < m; r++) { /* torch: q_scaled = q / sqrt(head_dim) */
         float *row = qb + r * f->q_rs;
         for (int64_t e = 0; e < E; e++)
             row[e] /= f->qscale;
     }
+    float *sc = f->scratch + slot * f->slot_floats; /* this thread's block, hot in cache */
+    float *inv = sc + f->inv_offset;
     for (int64_t h = 0; h < H; h++) {
         const int64_t bhl = (b * H + h) * L + i0; /* row of [N,H,L,·] stages */
-        /* Scores live in this thread's block (hot in cache) even when per-head weights are wanted:
-         * they are streamed out after the softmax, which measured far cheaper than computing in
-         * the [N,H,L,S] output, whose every block is cold. */
-        float *sc = f->scratch + slot * f->slot_floats;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)m, (int)kn, (int)hd, 1.0f,
-                    qb + h * hd, (int)f->q_rs, kb + h * hd, (int)f->k_rs, 0.0f, sc, (int)S);
+        if (f->avx512)
+            mha_scores_avx512(sc, S, qb + h * hd, f->q_rs, f->kpack + (b * H + h) * f->kp_floats, m,
+                              kn, hd);
+        else
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)m, (int)kn, (int)hd, 1.0f,
+                        qb + h * hd, (int)f->q_rs, kb + h * hd, (int)f->k_rs, 0.0f, sc, (int)S);
         for (int64_t r = 0; r < m; r++) {
             float *row = sc + r * S;
             const int64_t i = i0 + r;
@@ -220,48 +253,72 @@ static void attention_task(void *arg, int64_t task, int slot)
                 apply_masks(row, kn, amr, am ? am->type : MHA_MASK_FLOAT, kpr,
                             kp ? kp->type : MHA_MASK_FLOAT, in->is_causal ? i + 1 : kn);
         }
-        if (trace_scores) {
-            fill_cols(sc, m, S, ncols, -INFINITY); /* the causally skipped keys */
-            memcpy(trace_scores + bhl * S, sc, (size_t)(m * S) * sizeof(float));
-        }
-        /* Always normalised before weights·v, even when nobody reads the weights (scaling the
-         * rows·hd outputs instead would save a pass, but then need_weights would change the
-         * output's last bits, and callers compare outputs across modes). */
-        /* Per-head weights go straight from the softmax to the output when no column is left
-         * to fill (the causal skip fills its zeros in the block, then copies). */
-        const bool fused_copy = f->per_head && ncols == S;
-        mha_softmax_rows(sc, m, ncols, S, fused_copy ? f->weights + bhl * S : NULL);
-        if (f->weights || trace_weights)
-            fill_cols(sc, m, S, ncols, 0.0f);
+        if (trace_scores)
+            expand_rows(trace_scores + bhl * S, sc, m, S, S0, kn, NULL, -INFINITY);
+        /* The softmax without its last pass: exponentials in the block, 1/sum per row in inv.
+         * The head outputs are scaled by inv instead of the [rows, S] weights (one pass over the
+         * block fewer); the weights, where wanted, are written as exp · inv straight from the
+         * block. Outputs are thus computed the same way whether weights are asked for or not. */
+        mha_softmax_exp_rows(sc, m, ncols, S, inv);
+        if (f->per_head)
+            expand_rows(f->weights + bhl * S, sc, m, S, S0, kn, inv, 0.0f);
         if (trace_weights)
-            memcpy(trace_weights + bhl * S, sc, (size_t)(m * S) * sizeof(float));
-        if (f->per_head && !fused_copy)
-            mha_copy_stream(f->weights + bhl * S, sc, m * S);
+            expand_rows(trace_weights + bhl * S, sc, m, S, S0, kn, inv, 0.0f);
         if (avg) {
-            if (h == 0)
-                memcpy(avg, sc, (size_t)(m * S) * sizeof(float));
-            else
-                for (int64_t x = 0; x < m * S; x++)
-                    avg[x] += sc[x];
-        }
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)hd, (int)kn, 1.0f, sc,
-                    (int)S, vb + h * hd, (int)f->v_rs, 0.0f, cb + h * hd, (int)f->c_rs);
-        if (col_bk >= 0) {
-            const float *bv = layer->bias_v + h * hd;
             for (int64_t r = 0; r < m; r++) {
-                float p = sc[r * S + col_bk], *out = cb + r * f->c_rs + h * hd;
+                float *a = avg + r * S;
+                const float *e = sc + r * S, v = inv[r];
+                if (h == 0) {
+                    for (int64_t j = 0; j < kn; j++)
+                        a[j] = e[j] * v;
+                    for (int64_t j = kn; j < S0; j++)
+                        a[j] = 0.0f;
+                    for (int64_t j = S0; j < S; j++)
+                        a[j] = e[kn + j - S0] * v;
+                } else {
+                    for (int64_t j = 0; j < kn; j++)
+                        a[j] += e[j] * v;
+                    for (int64_t j = S0; j < S; j++)
+                        a[j] += e[kn + j - S0] * v;
+                }
+            }
+        }
+        float *ch = cb + h * hd;
+        if (f->avx512)
+            mha_pv_avx512(ch, f->c_rs, sc, S, vb + h * hd, f->v_rs, m, kn, hd);
+        else
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)hd, (int)kn, 1.0f,
+                        sc, (int)S, vb + h * hd, (int)f->v_rs, 0.0f, ch, (int)f->c_rs);
+        for (int64_t r = 0; r < m; r++) { /* + the bias_v value, then the softmax's 1/sum */
+            float *out = ch + r * f->c_rs;
+            const float v = inv[r];
+            if (col_bk >= 0) {
+                const float p = sc[r * S + col_bk], *bv = layer->bias_v + h * hd;
                 for (int64_t d = 0; d < hd; d++)
-                    out[d] += p * bv[d];
+                    out[d] = (out[d] + p * bv[d]) * v;
+            } else {
+                for (int64_t d = 0; d < hd; d++)
+                    out[d] *= v;
             }
         }
     }
-    if (f->per_head)
+    if (f->per_head || trace_weights)
         mha_copy_stream_fence();
     if (avg) { /* torch: weights.sum(dim=1) / num_heads */
         const float nh = (float)H;
         for (int64_t x = 0; x < m * S; x++)
             avg[x] /= nh;
     }
+}
+
+/* Packs one (batch, head)'s keys for the AVX-512 scores kernel. */
+static void pack_task(void *arg, int64_t task, int slot)
+{
+    (void)slot;
+    const fwd *f = arg;
+    const int64_t b = task / f->H, h = task % f->H;
+    mha_pack_keys(f->kpack + task * f->kp_floats, f->k + b * f->k_bs + h * f->hd, f->k_rs, f->S0,
+                  f->hd);
 }
 
 /* ---------------------------------------------------------------------------------------------- */
@@ -377,17 +434,25 @@ mha_status mha_forward(const mha_layer *layer, const mha_inputs *in, const mha_p
         .qscale = (float)sqrt((double)plan->hd),
     };
     f.nblk = (f.L + f.rb - 1) / f.rb;
-    f.slot_floats = (f.rb * f.S + 15) / 16 * 16;
+    f.slot_floats = mha_slot_floats(plan, &layer->cfg);
+    f.inv_offset = (f.rb * f.S + 15) / 16 * 16;
+    f.kp_floats = mha_kpack_head_floats(plan);
+    f.avx512 = f.kp_floats > 0;
     const int64_t N = f.N, L = f.L, S0 = f.S0, E = f.E;
 
-    /* One allocation: the plan's workspace plus a score block for each further thread. */
-    int64_t extra, bytes;
-    if (!mha_mul_ok(f.slot_floats * (int64_t)sizeof(float), threads - 1, &extra) ||
-        !mha_add_ok((int64_t)plan->workspace_bytes, extra, &bytes) ||
-        bytes > layer->limits.max_workspace_bytes)
+    /* One allocation: the plan's workspace (one score block included) plus a score block for each
+     * further thread of the attention, as many as fit in the layer's workspace limit: the plan
+     * cannot know the pool, so a pass planned close to the limit runs its attention on fewer
+     * threads rather than failing (the GEMMs need no per-thread scratch and use them all). */
+    const int64_t slot_bytes = f.slot_floats * (int64_t)sizeof(float);
+    const int64_t limit = layer->limits.max_workspace_bytes;
+    if ((int64_t)plan->workspace_bytes > limit)
         return mha_fail(err, MHA_ERR_LIMIT, "query",
-                        "this pass needs more than %lld bytes of scratch",
-                        (long long)layer->limits.max_workspace_bytes);
+                        "this pass needs %lld bytes of scratch, over the layer's limit of %lld",
+                        (long long)plan->workspace_bytes, (long long)limit);
+    int64_t spare = (limit - (int64_t)plan->workspace_bytes) / slot_bytes;
+    const int work_threads = spare < threads - 1 ? (int)spare + 1 : threads;
+    const int64_t bytes = (int64_t)plan->workspace_bytes + (work_threads - 1) * slot_bytes;
     mha_scratch scratch;
     float *work = mha_pool_scratch_get(pool, &scratch, (size_t)bytes);
     if (!work)
@@ -402,6 +467,9 @@ mha_status mha_forward(const mha_layer *layer, const mha_inputs *in, const mha_p
     const bool self = packed && kt->data == qt->data && vt->data == qt->data && S0 == L;
     const bool kv_same = packed && vt->data == kt->data;
     const float *b_in = layer->b_in;
+    /* The projections' own GEMM (when OpenBLAS's kernels are weaker than the CPU) packs weights
+     * in the same per-thread slots the attention uses later. */
+    const bool own_gemm = mha_own_gemm(plan);
     gemm_set proj = {.n = 0};
     if (self) { /* one GEMM: [N·L,E]·[3E,E]ᵀ -> q | k | v side by side */
         float *qkv = carve(&cursor, N * L * 3 * E);
@@ -439,15 +507,23 @@ mha_status mha_forward(const mha_layer *layer, const mha_inputs *in, const mha_p
     }
     f.cat = carve(&cursor, N * L * E);
     strides(&f, L, E, &f.c_bs, &f.c_rs);
+    if (f.avx512)
+        f.kpack = carve(&cursor, N * f.H * f.kp_floats);
     f.scratch = cursor;
+    if (own_gemm) {
+        proj.pack = f.scratch;
+        proj.pack_floats = f.slot_floats;
+    }
 
-    mha_pool_run(pool, proj.ntasks, gemm_task, &proj);
+    mha_pool_run_limit(pool, proj.ntasks, gemm_task, &proj, work_threads);
     if (trace)
         trace_projections(&f);
-    mha_pool_run(pool, N * f.nblk, attention_task, &f);
-    gemm_set out = {.n = 0};
+    if (f.avx512)
+        mha_pool_run(pool, N * f.H, pack_task, &f);
+    mha_pool_run_limit(pool, N * f.nblk, attention_task, &f, work_threads);
+    gemm_set out = {.n = 0, .pack = proj.pack, .pack_floats = proj.pack_floats};
     gemm_add(&out, f.cat, E, layer->w_out, layer->b_out, output, E, N * L, E, E, threads);
-    mha_pool_run(pool, out.ntasks, gemm_task, &out);
+    mha_pool_run_limit(pool, out.ntasks, gemm_task, &out, work_threads);
     if (trace)
         trace_outputs(&f, output);
     mha_pool_scratch_put(pool, &scratch);

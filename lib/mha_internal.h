@@ -85,6 +85,9 @@ typedef void (*mha_task_fn)(void *arg, int64_t task, int slot);
  * returns when all are done. pool NULL (or ntasks 1) runs them in order on the caller, slot 0. */
 void mha_pool_run(mha_pool *pool, int64_t ntasks, mha_task_fn fn, void *arg);
 
+/* The same on at most max_threads threads (the caller included; slots stay below max_threads). */
+void mha_pool_run_limit(mha_pool *pool, int64_t ntasks, mha_task_fn fn, void *arg, int max_threads);
+
 /* Scratch for one pass: the pool keeps the last large block given back (up to 256 MiB) and
  * hands it out again when it is big enough, so back-to-back passes skip the kernel's page
  * zeroing and faults. pool NULL: plain mha_scratch_alloc / mha_scratch_free. */
@@ -102,6 +105,17 @@ void mha_pool_scratch_put(mha_pool *pool, mha_scratch *s);
  * AVX-512F or AVX2/FMA when the CPU has them (chosen at run time). */
 void mha_softmax_rows(float *x, int64_t rows, int64_t n, int64_t ld, float *dst);
 
+/* The softmax without its last pass: in place x = exp(x - max) over each row, inv[r] = 1 / the
+ * row's sum, or 0 when the row's maximum is -inf (its x become 0). The forward pass multiplies by
+ * inv where the weights are needed, and scales the head outputs instead of the weights. */
+void mha_softmax_exp_rows(float *x, int64_t rows, int64_t n, int64_t ld, float *inv);
+
+/* dst[r][j] = src[r][j] · inv[r] for j < n over rows rows (row strides ld_dst, ld_src), written
+ * with non-temporal stores where aligned (the weights outputs). Call mha_copy_stream_fence before
+ * handing dst over. */
+void mha_scale_rows_stream(float *dst, int64_t ld_dst, const float *src, int64_t ld_src,
+                           int64_t rows, int64_t n, const float *inv);
+
 /* exp(x) for n floats (out may equal in): the kernel softmax uses, exposed for its tests. */
 void mha_expf_array(float *out, const float *in, int64_t n);
 
@@ -110,11 +124,43 @@ void mha_expf_array(float *out, const float *in, int64_t n);
 typedef enum mha_isa { MHA_ISA_PORTABLE, MHA_ISA_AVX2, MHA_ISA_AVX512, MHA_ISA_COUNT } mha_isa;
 bool mha_softmax_rows_isa(mha_isa isa, float *x, int64_t rows, int64_t n, int64_t ld, float *dst);
 bool mha_expf_array_isa(mha_isa isa, float *out, const float *in, int64_t n);
+bool mha_softmax_exp_rows_isa(mha_isa isa, float *x, int64_t rows, int64_t n, int64_t ld,
+                              float *inv);
 
 /* Copies n floats to memory that will not be read again soon (the per-head weights output):
  * non-temporal stores when the CPU has AVX2, so they neither pollute the cache nor read the
  * destination first. Call mha_copy_stream_fence before the data is handed to another thread. */
 void mha_copy_stream(float *dst, const float *src, int64_t n);
 void mha_copy_stream_fence(void);
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Attention GEMMs for AVX-512 (mha_attn_avx512.c)                                                */
+
+/* True when this CPU has AVX-512F and hd is a multiple of 16: then the attention core uses the
+ * kernels below instead of cblas_sgemm. */
+bool mha_attn_avx512_usable(int64_t hd);
+
+/* Floats mha_pack_keys writes for kn keys of hd dimensions (kn rounded up to 16). */
+int64_t mha_packed_keys_floats(int64_t kn, int64_t hd);
+
+/* Packs kn key rows k [kn,hd] (row stride k_rs) into kp: panels of 16 keys, each [hd][16]
+ * (keys past kn zero). kp 64-byte aligned, mha_packed_keys_floats(kn, hd) floats. */
+void mha_pack_keys(float *kp, const float *k, int64_t k_rs, int64_t kn, int64_t hd);
+
+/* sc[m,kn] (row stride ld) = q[m,hd] (row stride q_rs) · kᵀ, k packed by mha_pack_keys. */
+void mha_scores_avx512(float *sc, int64_t ld, const float *q, int64_t q_rs, const float *kp,
+                       int64_t m, int64_t kn, int64_t hd);
+
+/* Floats of the pack buffer mha_gemm_avx512 needs for C with Nc columns and A with K columns. */
+int64_t mha_gemm_pack_floats(int64_t Nc, int64_t K);
+
+/* C[M,Nc] (row stride ldc) += A[M,K] (row stride lda) · W[Nc,K]ᵀ (W contiguous), the projections'
+ * GEMM; pack: 64-byte aligned scratch of mha_gemm_pack_floats(Nc, K) floats. */
+void mha_gemm_avx512(float *C, int64_t ldc, const float *A, int64_t lda, const float *W, int64_t M,
+                     int64_t Nc, int64_t K, float *pack);
+
+/* out[m,hd] (row stride o_rs) = P[m,kn] (row stride ld) · v[kn,hd] (row stride v_rs). */
+void mha_pv_avx512(float *out, int64_t o_rs, const float *P, int64_t ld, const float *v,
+                   int64_t v_rs, int64_t m, int64_t kn, int64_t hd);
 
 #endif

@@ -112,6 +112,37 @@ int64_t mha_row_block(const mha_plan *plan)
     return plan->L < rb ? plan->L : rb;
 }
 
+bool mha_own_gemm(const mha_plan *plan)
+{
+    (void)plan;
+    mha_blas_info info;
+    mha_blas_get_info(&info);
+    return info.cpu_avx512 && !info.core_avx512 && mha_attn_avx512_usable(16);
+}
+
+int64_t mha_slot_floats(const mha_plan *plan, const mha_config *cfg)
+{
+    const int64_t rb = mha_row_block(plan);
+    const int64_t attn = (rb * plan->S + 15) / 16 * 16 + (rb + 15) / 16 * 16;
+    if (!mha_own_gemm(plan))
+        return attn;
+    /* the widest projection has 3E output columns; K is at most max(E, kdim, vdim) */
+    int64_t K = plan->E > cfg->kdim ? plan->E : cfg->kdim;
+    K = K > cfg->vdim ? K : cfg->vdim;
+    const int64_t gemm = mha_gemm_pack_floats(3 * plan->E, K);
+    return attn > gemm ? attn : gemm;
+}
+
+int64_t mha_kpack_head_floats(const mha_plan *plan)
+{
+    return mha_attn_avx512_usable(plan->hd) ? mha_packed_keys_floats(plan->S0, plan->hd) : 0;
+}
+
+int64_t mha_kpack_floats(const mha_plan *plan)
+{
+    return plan->N * plan->H * mha_kpack_head_floats(plan);
+}
+
 mha_status mha_plan_forward(const mha_layer *layer, const mha_inputs *in, const mha_limits *limits,
                             mha_plan *plan, mha_error *err)
 {
@@ -268,13 +299,15 @@ mha_status mha_plan_forward(const mha_layer *layer, const mha_inputs *in, const 
                         "N=%lld, L=%lld, S=%lld with %lld features is too large for one pass",
                         (long long)N, (long long)L, (long long)S0, (long long)widest);
 
-    /* Workspace (floats): projections + concat + one thread's score block; see mha_forward.c. */
-    int64_t NL, NS0, proj, cat, blk, total;
+    /* Workspace (floats): projections + concat + packed keys + one thread's score block (each
+     * buffer rounded up to 16 floats); see mha_forward.c. The sizes are small enough here (the
+     * check above) for plain arithmetic in the helpers. */
+    int64_t NL, NS0, proj, cat, total;
     bool ok = mha_mul_ok(N, L, &NL) && mha_mul_ok(N, S0, &NS0) && mha_mul_ok(NL, E, &cat);
     int64_t kv;
     ok = ok && mha_mul_ok(NS0, E, &kv) && mha_mul_ok(kv, 2, &kv) && mha_add_ok(cat, kv, &proj);
-    ok = ok && mha_mul_ok(mha_row_block(plan), S, &blk);
-    ok = ok && mha_add_ok(proj, cat, &total) && mha_add_ok(total, blk, &total) &&
+    ok = ok && mha_add_ok(proj, cat, &total) && mha_add_ok(total, mha_kpack_floats(plan), &total) &&
+         mha_add_ok(total, mha_slot_floats(plan, cfg), &total) &&
          mha_add_ok(total, 16 * 8, &total) && mha_mul_ok(total, (int64_t)sizeof(float), &total);
     if (!ok || total > limits->max_workspace_bytes)
         return mha_fail(

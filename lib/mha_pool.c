@@ -23,6 +23,7 @@ typedef struct job {
     int64_t done;         /* tasks finished (under pool->lock)                   */
     int holders;          /* workers inside this job (under pool->lock)          */
     int slots;            /* slots handed out; the caller has slot 0             */
+    int max_slots;        /* threads that may take part (the caller included)    */
     struct job *prev, *next_job;
 } job;
 
@@ -86,7 +87,7 @@ static void *worker_main(void *arg)
             pthread_cond_wait(&pool->work, &pool->lock);
             continue;
         }
-        if (j->slots >= pool->threads) { /* cannot happen: at most threads-1 workers join */
+        if (j->slots >= j->max_slots) { /* as many threads as it may have: no more joins */
             unlink_job(pool, j);
             continue;
         }
@@ -202,9 +203,16 @@ void mha_blas_set_threads(int threads)
 
 void mha_pool_run(mha_pool *pool, int64_t ntasks, mha_task_fn fn, void *arg)
 {
+    mha_pool_run_limit(pool, ntasks, fn, arg, pool ? pool->threads : 1);
+}
+
+void mha_pool_run_limit(mha_pool *pool, int64_t ntasks, mha_task_fn fn, void *arg, int max_threads)
+{
     if (ntasks <= 0)
         return;
-    if (!pool || pool->threads == 1 || ntasks == 1) {
+    if (pool && max_threads > pool->threads)
+        max_threads = pool->threads;
+    if (!pool || max_threads <= 1 || ntasks == 1) {
         for (int64_t t = 0; t < ntasks; t++)
             fn(arg, t, 0);
         return;
@@ -216,6 +224,7 @@ void mha_pool_run(mha_pool *pool, int64_t ntasks, mha_task_fn fn, void *arg)
     j.ntasks = ntasks;
     atomic_init(&j.next, 0);
     j.slots = 1; /* the caller runs as slot 0 */
+    j.max_slots = max_threads;
 
     pthread_mutex_lock(&pool->lock);
     j.prev = pool->tail;
@@ -224,10 +233,11 @@ void mha_pool_run(mha_pool *pool, int64_t ntasks, mha_task_fn fn, void *arg)
     else
         pool->head = &j;
     pool->tail = &j;
-    if (ntasks - 1 >= pool->nworkers)
+    const int64_t helpers = ntasks - 1 < max_threads - 1 ? ntasks - 1 : max_threads - 1;
+    if (helpers >= pool->nworkers)
         pthread_cond_broadcast(&pool->work);
     else
-        for (int64_t i = 0; i < ntasks - 1; i++)
+        for (int64_t i = 0; i < helpers; i++)
             pthread_cond_signal(&pool->work);
     pthread_mutex_unlock(&pool->lock);
 

@@ -56,7 +56,10 @@ static inline float expf_portable(float x)
     return p * two.f;
 }
 
-static void softmax_rows_portable(float *x, int64_t rows, int64_t n, int64_t ld, float *dst)
+/* Every kernel: with inv NULL, the softmax (and the copy to dst); with inv, only the exponentials
+ * x = exp(x - max) and inv[r] = 1 / sum (0 for a row with every key masked, whose x become 0). */
+static void softmax_rows_portable(float *x, int64_t rows, int64_t n, int64_t ld, float *dst,
+                                  float *inv_out)
 {
     for (int64_t r = 0; r < rows; r++) {
         float *row = x + r * ld;
@@ -67,6 +70,8 @@ static void softmax_rows_portable(float *x, int64_t rows, int64_t n, int64_t ld,
             memset(row, 0, (size_t)n * sizeof(float));
             if (dst)
                 memset(dst + r * ld, 0, (size_t)n * sizeof(float));
+            if (inv_out)
+                inv_out[r] = 0.0f;
             continue;
         }
         float sum = 0.0f;
@@ -75,6 +80,10 @@ static void softmax_rows_portable(float *x, int64_t rows, int64_t n, int64_t ld,
             sum += row[j];
         }
         float inv = 1.0f / sum;
+        if (inv_out) {
+            inv_out[r] = inv;
+            continue;
+        }
         for (int64_t j = 0; j < n; j++)
             row[j] *= inv;
         if (dst)
@@ -104,8 +113,8 @@ __attribute__((target("avx2,fma"))) static inline __m256 exp_avx2(__m256 x)
     return _mm256_and_ps(_mm256_mul_ps(p, _mm256_castsi256_ps(e)), keep);
 }
 
-__attribute__((target("avx2,fma"))) static void softmax_rows_avx2(float *x, int64_t rows, int64_t n,
-                                                                  int64_t ld, float *dst)
+__attribute__((target("avx2,fma"))) static void
+softmax_rows_avx2(float *x, int64_t rows, int64_t n, int64_t ld, float *dst, float *inv_out)
 {
     for (int64_t r = 0; r < rows; r++) {
         float *row = x + r * ld;
@@ -123,6 +132,8 @@ __attribute__((target("avx2,fma"))) static void softmax_rows_avx2(float *x, int6
             memset(row, 0, (size_t)n * sizeof(float));
             if (dst)
                 memset(dst + r * ld, 0, (size_t)n * sizeof(float));
+            if (inv_out)
+                inv_out[r] = 0.0f;
             continue;
         }
         __m256 vm = _mm256_set1_ps(max);
@@ -146,6 +157,10 @@ __attribute__((target("avx2,fma"))) static void softmax_rows_avx2(float *x, int6
         __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(vsum), _mm256_extractf128_ps(vsum, 1));
         s4 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
         s4 = _mm_add_ss(s4, _mm_shuffle_ps(s4, s4, 1));
+        if (inv_out) {
+            inv_out[r] = 1.0f / _mm_cvtss_f32(s4);
+            continue;
+        }
         __m256 inv = _mm256_set1_ps(1.0f / _mm_cvtss_f32(s4));
         float *out = dst ? dst + r * ld : NULL;
         if (out && ((uintptr_t)out & 31) == 0) { /* the weights output: streamed, not cached */
@@ -224,7 +239,7 @@ __attribute__((target("avx512f"))) static inline __m512 exp_avx512(__m512 x)
 }
 
 __attribute__((target("avx512f"))) static void
-softmax_rows_avx512(float *x, int64_t rows, int64_t n, int64_t ld, float *dst)
+softmax_rows_avx512(float *x, int64_t rows, int64_t n, int64_t ld, float *dst, float *inv_out)
 {
     const int64_t body = n / 16 * 16;
     const __mmask16 tail = (__mmask16)((1u << (n - body)) - 1);
@@ -241,6 +256,8 @@ softmax_rows_avx512(float *x, int64_t rows, int64_t n, int64_t ld, float *dst)
             memset(row, 0, (size_t)n * sizeof(float));
             if (dst)
                 memset(dst + r * ld, 0, (size_t)n * sizeof(float));
+            if (inv_out)
+                inv_out[r] = 0.0f;
             continue;
         }
         __m512 vm = _mm512_set1_ps(max);
@@ -255,6 +272,10 @@ softmax_rows_avx512(float *x, int64_t rows, int64_t n, int64_t ld, float *dst)
                 exp_avx512(_mm512_sub_ps(_mm512_mask_loadu_ps(neg_inf, tail, row + body), vm));
             _mm512_mask_storeu_ps(row + body, tail, e);
             vsum = _mm512_add_ps(vsum, e); /* masked-off lanes are exp(-inf) = 0 */
+        }
+        if (inv_out) {
+            inv_out[r] = 1.0f / _mm512_reduce_add_ps(vsum);
+            continue;
         }
         __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(vsum));
         float *out = dst ? dst + r * ld : NULL;
@@ -316,32 +337,104 @@ static mha_isa best_isa(void)
     return MHA_ISA_PORTABLE;
 }
 
-bool mha_softmax_rows_isa(mha_isa isa, float *x, int64_t rows, int64_t n, int64_t ld, float *dst)
+static bool softmax_any(mha_isa isa, float *x, int64_t rows, int64_t n, int64_t ld, float *dst,
+                        float *inv)
 {
     switch (isa) {
 #ifdef MHA_HAVE_AVX2_KERNEL
     case MHA_ISA_AVX512:
         if (!have_avx512())
             return false;
-        softmax_rows_avx512(x, rows, n, ld, dst);
+        softmax_rows_avx512(x, rows, n, ld, dst, inv);
         return true;
     case MHA_ISA_AVX2:
         if (!have_avx2())
             return false;
-        softmax_rows_avx2(x, rows, n, ld, dst);
+        softmax_rows_avx2(x, rows, n, ld, dst, inv);
         return true;
 #endif
     case MHA_ISA_PORTABLE:
-        softmax_rows_portable(x, rows, n, ld, dst);
+        softmax_rows_portable(x, rows, n, ld, dst, inv);
         return true;
     default:
         return false;
     }
 }
 
+bool mha_softmax_rows_isa(mha_isa isa, float *x, int64_t rows, int64_t n, int64_t ld, float *dst)
+{
+    return softmax_any(isa, x, rows, n, ld, dst, NULL);
+}
+
 void mha_softmax_rows(float *x, int64_t rows, int64_t n, int64_t ld, float *dst)
 {
-    mha_softmax_rows_isa(best_isa(), x, rows, n, ld, dst);
+    softmax_any(best_isa(), x, rows, n, ld, dst, NULL);
+}
+
+bool mha_softmax_exp_rows_isa(mha_isa isa, float *x, int64_t rows, int64_t n, int64_t ld,
+                              float *inv)
+{
+    return softmax_any(isa, x, rows, n, ld, NULL, inv);
+}
+
+void mha_softmax_exp_rows(float *x, int64_t rows, int64_t n, int64_t ld, float *inv)
+{
+    softmax_any(best_isa(), x, rows, n, ld, NULL, inv);
+}
+
+#ifdef MHA_HAVE_AVX2_KERNEL
+__attribute__((target("avx512f"))) static void scale_row_avx512(float *dst, const float *src,
+                                                                int64_t n, float inv)
+{
+    int64_t j = 0;
+    while (j < n && ((uintptr_t)(dst + j) & 63)) { /* up to the first 64-byte boundary */
+        dst[j] = src[j] * inv;
+        j++;
+    }
+    const __m512 v = _mm512_set1_ps(inv);
+    for (; j + 16 <= n; j += 16)
+        _mm512_stream_ps(dst + j, _mm512_mul_ps(_mm512_loadu_ps(src + j), v));
+    for (; j < n; j++)
+        dst[j] = src[j] * inv;
+}
+
+__attribute__((target("avx2"))) static void scale_row_avx2(float *dst, const float *src, int64_t n,
+                                                           float inv)
+{
+    int64_t j = 0;
+    while (j < n && ((uintptr_t)(dst + j) & 31)) {
+        dst[j] = src[j] * inv;
+        j++;
+    }
+    const __m256 v = _mm256_set1_ps(inv);
+    for (; j + 8 <= n; j += 8)
+        _mm256_stream_ps(dst + j, _mm256_mul_ps(_mm256_loadu_ps(src + j), v));
+    for (; j < n; j++)
+        dst[j] = src[j] * inv;
+}
+#endif
+
+void mha_scale_rows_stream(float *dst, int64_t ld_dst, const float *src, int64_t ld_src,
+                           int64_t rows, int64_t n, const float *inv)
+{
+    const mha_isa isa = ((uintptr_t)dst & 3) ? MHA_ISA_PORTABLE : best_isa();
+    for (int64_t r = 0; r < rows; r++) {
+        float *d = dst + r * ld_dst;
+        const float *x = src + r * ld_src;
+        switch (isa) {
+#ifdef MHA_HAVE_AVX2_KERNEL
+        case MHA_ISA_AVX512:
+            scale_row_avx512(d, x, n, inv[r]);
+            break;
+        case MHA_ISA_AVX2:
+            scale_row_avx2(d, x, n, inv[r]);
+            break;
+#endif
+        default:
+            for (int64_t j = 0; j < n; j++)
+                d[j] = x[j] * inv[r];
+        }
+    }
 }
 
 bool mha_expf_array_isa(mha_isa isa, float *out, const float *in, int64_t n)

@@ -18,14 +18,14 @@
     "query, key, value, key_padding_mask, attn_mask, is_causal, need_weights, "                   \
     "average_attn_weights, encoding"
 
-/* Reads a forward body into args and enc. */
-static int parse_forward(const srv_app *app, const srv_request *req, srv_forward_args *args,
-                         srv_encoding *enc, srv_error *err)
+/* The members whose values are tensors: the scan only delimits them, srv_member_tensor checks them. */
+static const char *const forward_tensors[] = {"query", "key", "value", "key_padding_mask",
+                                              "attn_mask", NULL};
+
+/* Reads the members m[0..n) of a forward body into args and enc. */
+static int read_forward(const srv_app *app, const srv_json_member *m, int n, srv_forward_args *args,
+                        srv_encoding *enc, srv_error *err)
 {
-    srv_json_member m[SRV_BODY_MAX_MEMBERS];
-    int n = srv_body_scan(app, req->body, req->body_len, "", m, err);
-    if (n < 0)
-        return -1;
     for (int i = 0; i < n; i++) {
         const char *k = m[i].key;
         srv_tensor *t = NULL;
@@ -62,6 +62,19 @@ static int parse_forward(const srv_app *app, const srv_request *req, srv_forward
     }
     if (!args->query.data)
         return srv_error_set(err, SRV_E_MISSING_FIELD, "query", "query is required");
+    return 0;
+}
+
+/* Reads a forward body into args and enc. */
+static int parse_forward(const srv_app *app, const srv_request *req, srv_forward_args *args,
+                         srv_encoding *enc, srv_error *err)
+{
+    srv_json_member m[SRV_BODY_MAX_MEMBERS];
+    int n = srv_body_scan(app, req->body, req->body_len, "", forward_tensors, m, err);
+    if (n < 0)
+        return -1;
+    if (read_forward(app, m, n, args, enc, err) < 0)
+        return srv_body_recheck(app, req->body, req->body_len, err);
     return 0;
 }
 

@@ -156,7 +156,8 @@ static json_t *describe_json(const srv_layer *l, const srv_request *req, srv_app
 /* Weights as a JSON map                                                                          */
 
 /* Sets every parameter of layer from the JSON map [json, json+len); `prefix` names the map in
- * errors ("weights." or ""). Every parameter must be present; unknown names are a 400. */
+ * errors ("weights." or ""). Every parameter must be present; unknown names are a 400. The map's
+ * values are scanned lazily (tensors): on failure the caller runs srv_body_recheck on its body. */
 static int fill_weights(mha_layer *layer, const char *json, size_t len, const char *prefix,
                         const srv_app *app, srv_error *err)
 {
@@ -172,7 +173,8 @@ static int fill_weights(mha_layer *layer, const char *json, size_t len, const ch
     char objname[32];
     snprintf(objname, sizeof objname, "%.*s", (int)(strlen(prefix) ? strlen(prefix) - 1 : 0),
              prefix);
-    int n = srv_body_scan(app, json, len, objname, m, err);
+    static const char *const all_tensors[] = {"*", NULL};
+    int n = srv_body_scan(app, json, len, objname, all_tensors, m, err);
     if (n < 0)
         return -1;
     bool seen[MHA_MAX_PARAMS] = {0};
@@ -288,6 +290,68 @@ int srv_api_layers_list(srv_app *app, const srv_request *req, srv_response *resp
     return reply_json(resp, json_pack("{s:o}", "layers", arr), 200, err);
 }
 
+/* The layer a JSON PUT body's members m[0..n) describe (a new reference), or NULL with err. */
+static srv_layer *layer_from_json(srv_app *app, const char *name, const srv_json_member *m, int n,
+                                  srv_error *err)
+{
+    const srv_json_member *config = NULL, *init = NULL, *weights = NULL;
+    for (int i = 0; i < n; i++) {
+        if (!strcmp(m[i].key, "config"))
+            config = &m[i];
+        else if (!strcmp(m[i].key, "init"))
+            init = &m[i];
+        else if (!strcmp(m[i].key, "weights"))
+            weights = &m[i];
+        else {
+            srv_body_unknown(err, "", m[i].key, "config, init, weights");
+            return NULL;
+        }
+    }
+    if (!config) {
+        srv_error_set(err, SRV_E_MISSING_FIELD, "config",
+                      "config is required, e.g. {\"embed_dim\": 64, \"num_heads\": 4}");
+        return NULL;
+    }
+    if (init && weights) {
+        srv_error_set(err, SRV_E_BAD_REQUEST, "init", "give either init or weights, not both");
+        return NULL;
+    }
+
+    mha_config cfg;
+    json_t *cj = srv_member_json(config, "config", err);
+    if (!cj)
+        return NULL;
+    int rc = srv_config_from_json(&cfg, cj, &app->limits, "config", err);
+    json_decref(cj);
+    if (rc < 0)
+        return NULL;
+
+    srv_layer *l = NULL;
+    if (weights) {
+        mha_error me = {0};
+        mha_layer *layer = mha_layer_create(&cfg, &app->limits, &me);
+        if (!layer) {
+            srv_error_from_mha(err, &me, "config.");
+            return NULL;
+        }
+        if (fill_weights(layer, weights->value, weights->value_len, "weights.", app, err) < 0) {
+            mha_layer_free(layer);
+            return NULL;
+        }
+        json_t *norm = srv_config_to_json(mha_layer_config(layer));
+        l = norm ? srv_layer_new(name, layer, norm) : (mha_layer_free(layer), NULL);
+        if (!l)
+            srv_error_set(err, SRV_E_NOMEM, "", "out of memory creating layer '%s'", name);
+    } else {
+        char method[32] = "xavier_uniform";
+        uint64_t seed = 0;
+        if (init && parse_init(init, method, sizeof method, &seed, err) < 0)
+            return NULL;
+        l = srv_layer_build_init(name, &cfg, &app->limits, method, seed, err);
+    }
+    return l;
+}
+
 int srv_api_layer_put(srv_app *app, const srv_request *req, srv_response *resp, srv_error *err)
 {
     const char *name = srv_request_param(req, "name");
@@ -297,61 +361,14 @@ int srv_api_layer_put(srv_app *app, const srv_request *req, srv_response *resp, 
         srv_layer *l = srv_layer_from_safetensors(app, name, req->body, req->body_len, err);
         return l ? publish(app, req, resp, l, err) : -1;
     }
+    static const char *const put_tensors[] = {"weights", NULL};
     srv_json_member m[SRV_BODY_MAX_MEMBERS];
-    int n = srv_body_scan(app, req->body, req->body_len, "", m, err);
+    int n = srv_body_scan(app, req->body, req->body_len, "", put_tensors, m, err);
     if (n < 0)
         return -1;
-    const srv_json_member *config = NULL, *init = NULL, *weights = NULL;
-    for (int i = 0; i < n; i++) {
-        if (!strcmp(m[i].key, "config"))
-            config = &m[i];
-        else if (!strcmp(m[i].key, "init"))
-            init = &m[i];
-        else if (!strcmp(m[i].key, "weights"))
-            weights = &m[i];
-        else
-            return srv_body_unknown(err, "", m[i].key, "config, init, weights");
-    }
-    if (!config)
-        return srv_error_set(err, SRV_E_MISSING_FIELD, "config",
-                             "config is required, e.g. {\"embed_dim\": 64, \"num_heads\": 4}");
-    if (init && weights)
-        return srv_error_set(err, SRV_E_BAD_REQUEST, "init",
-                             "give either init or weights, not both");
-
-    mha_config cfg;
-    json_t *cj = srv_member_json(config, "config", err);
-    if (!cj)
-        return -1;
-    int rc = srv_config_from_json(&cfg, cj, &app->limits, "config", err);
-    json_decref(cj);
-    if (rc < 0)
-        return -1;
-
-    srv_layer *l = NULL;
-    if (weights) {
-        mha_error me = {0};
-        mha_layer *layer = mha_layer_create(&cfg, &app->limits, &me);
-        if (!layer)
-            return srv_error_from_mha(err, &me, "config.");
-        if (fill_weights(layer, weights->value, weights->value_len, "weights.", app, err) < 0) {
-            mha_layer_free(layer);
-            return -1;
-        }
-        json_t *norm = srv_config_to_json(mha_layer_config(layer));
-        l = norm ? srv_layer_new(name, layer, norm) : (mha_layer_free(layer), NULL);
-        if (!l)
-            return srv_error_set(err, SRV_E_NOMEM, "", "out of memory creating layer '%s'", name);
-    } else {
-        char method[32] = "xavier_uniform";
-        uint64_t seed = 0;
-        if (init && parse_init(init, method, sizeof method, &seed, err) < 0)
-            return -1;
-        l = srv_layer_build_init(name, &cfg, &app->limits, method, seed, err);
-        if (!l)
-            return -1;
-    }
-
+    srv_layer *l = layer_from_json(app, name, m, n, err);
+    if (!l)
+        return srv_body_recheck(app, req->body, req->body_len, err);
     return publish(app, req, resp, l, err);
 }
 
@@ -436,6 +453,7 @@ int srv_api_weights_put(srv_app *app, const srv_request *req, srv_response *resp
     }
     if (fill_weights(layer, req->body, req->body_len, "", app, err) < 0) {
         mha_layer_free(layer);
+        srv_body_recheck(app, req->body, req->body_len, err);
         goto out;
     }
     l = srv_layer_new(old->name, layer, json_incref(old->config));

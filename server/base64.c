@@ -4,8 +4,9 @@
  *
  * Hand-written because it is a hot path for large tensors (the base64 form exists to be fast:
  * a 12 MB tensor should cost milliseconds) and the libraries at hand (jansson, libmicrohttpd) do not
- * offer it. Decoding is table-driven, four characters at a time; any byte outside the alphabet,
- * misplaced '=', or non-zero bits in the padding remainder is an error.
+ * offer it. Decoding is table-driven, a quartet at a time with one table per position (dec0-dec3);
+ * any byte outside the alphabet, misplaced '=', or non-zero bits in the padding remainder is an
+ * error.
  */
 #include <stdint.h>
 #include <string.h>
@@ -30,6 +31,34 @@ static const uint8_t b64_value[256] = {
 #undef X
 };
 
+/* Decoding tables for the full quartets: dec<i>[c] holds character c's six bits where they land, as
+ * quartet position i, in the three output bytes read as a little-endian word; DEC_BAD (a bit of the
+ * unused fourth byte) for a byte outside the alphabet. A quartet is then four loads, three ORs and
+ * one test. */
+#define B64V(c)                                                                                    \
+    ((c) >= 'A' && (c) <= 'Z'   ? (c) - 'A'                                                        \
+     : (c) >= 'a' && (c) <= 'z' ? (c) - 'a' + 26                                                   \
+     : (c) >= '0' && (c) <= '9' ? (c) - '0' + 52                                                   \
+     : (c) == '+'               ? 62                                                               \
+     : (c) == '/'               ? 63                                                               \
+                                : -1)
+#define DEC_BAD 0x01000000u
+#define DEC(c, expr) (B64V(c) < 0 ? DEC_BAD : (uint32_t)(expr))
+#define D0(c) DEC(c, B64V(c) << 2)                                  /* byte 0, bits 7-2         */
+#define D1(c) DEC(c, B64V(c) >> 4 | (B64V(c) & 0x0F) << 12)         /* byte 0 bits 1-0, byte 1  */
+#define D2(c) DEC(c, (B64V(c) >> 2) << 8 | (B64V(c) & 0x03) << 22)  /* byte 1 bits 3-0, byte 2  */
+#define D3(c) DEC(c, B64V(c) << 16)                                 /* byte 2, bits 5-0         */
+#define T4(F, i) F(i), F(i + 1), F(i + 2), F(i + 3)
+#define T16(F, i) T4(F, i), T4(F, i + 4), T4(F, i + 8), T4(F, i + 12)
+#define T64(F, i) T16(F, i), T16(F, i + 16), T16(F, i + 32), T16(F, i + 48)
+#define T256(F) T64(F, 0), T64(F, 64), T64(F, 128), T64(F, 192)
+static const uint32_t dec0[256] = {T256(D0)};
+static const uint32_t dec1[256] = {T256(D1)};
+static const uint32_t dec2[256] = {T256(D2)};
+static const uint32_t dec3[256] = {T256(D3)};
+
+_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the decoding tables are little-endian");
+
 long srv_base64_decode(uint8_t *dst, const char *src, size_t len)
 {
     if (len % 4 != 0)
@@ -39,14 +68,13 @@ long srv_base64_decode(uint8_t *dst, const char *src, size_t len)
     const unsigned char *s = (const unsigned char *)src;
     size_t full = len / 4 - 1; /* the last quartet may carry padding */
     uint8_t *d = dst;
+    /* Each full quartet stores four bytes, the fourth overwritten by the next quartet: the last one
+     * writes at most (full-1)*3 + 4 <= full*3 + 1 bytes, within the (len/4)*3 of room. */
     for (size_t i = 0; i < full; i++, s += 4) {
-        uint32_t a = b64_value[s[0]], b = b64_value[s[1]], c = b64_value[s[2]], e = b64_value[s[3]];
-        if ((a | b | c | e) & 0x80)
+        uint32_t v = dec0[s[0]] | dec1[s[1]] | dec2[s[2]] | dec3[s[3]];
+        if (v & DEC_BAD)
             return -1;
-        uint32_t v = a << 18 | b << 12 | c << 6 | e;
-        d[0] = (uint8_t)(v >> 16);
-        d[1] = (uint8_t)(v >> 8);
-        d[2] = (uint8_t)v;
+        memcpy(d, &v, 4);
         d += 3;
     }
     uint32_t a = b64_value[s[0]], b = b64_value[s[1]];

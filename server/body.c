@@ -27,7 +27,7 @@ static bool value_is(const srv_json_member *m, const char *lit)
 }
 
 int srv_body_scan(const srv_app *app, const char *json, size_t len, const char *field,
-                  srv_json_member *out, srv_error *err)
+                  const char *const *tensor_keys, srv_json_member *out, srv_error *err)
 {
     size_t i = 0;
     while (i < len && (json[i] == ' ' || json[i] == '\t' || json[i] == '\n' || json[i] == '\r'))
@@ -35,8 +35,20 @@ int srv_body_scan(const srv_app *app, const char *json, size_t len, const char *
     if (i == len)
         return srv_error_set(err, SRV_E_BAD_JSON, field,
                              "%s%sis empty; send a JSON object", field, *field ? " " : "the body ");
+    if (tensor_keys)
+        return srv_json_object_scan_lazy(json, len, field, app->opt.max_json_depth, tensor_keys, out,
+                                         SRV_BODY_MAX_MEMBERS, err);
     return srv_json_object_scan(json, len, field, app->opt.max_json_depth, out,
                                 SRV_BODY_MAX_MEMBERS, err);
+}
+
+int srv_body_recheck(const srv_app *app, const char *json, size_t len, srv_error *err)
+{
+    srv_json_member m[SRV_BODY_MAX_MEMBERS];
+    srv_error strict = {0};
+    if (srv_body_scan(app, json, len, "", NULL, m, &strict) < 0)
+        *err = strict; /* replaces the handler's error (srv_error_set keeps the first) */
+    return -1;
 }
 
 bool srv_member_is_null(const srv_json_member *m)

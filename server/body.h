@@ -1,7 +1,8 @@
 /*
  * body.h - reading JSON request bodies: the top-level members, then each value by its kind.
  *
- * A body is split into members with srv_json_object_scan (no parse of the values); a handler then
+ * A body is split into members with srv_json_object_scan (no parse of the values; tensor values
+ * are only delimited, see srv_body_scan's tensor_keys); a handler then
  * walks the members, parses each one it knows with the helpers below, and refuses any other with
  * srv_body_unknown (400 unknown_field naming it), so a typo like "need_weight" never passes.
  */
@@ -23,9 +24,19 @@
 
 /* Splits [json, json+len) (one JSON object) into members (up to SRV_BODY_MAX_MEMBERS), with the
  * daemon's depth limit. `field` names the object in errors ("" for a body). An empty text is a
- * 400 saying a JSON object is needed. Returns the count or -1. */
+ * 400 saying a JSON object is needed. Returns the count or -1.
+ * tensor_keys (NULL-terminated, "*" for all; NULL for none) name the members whose array or object
+ * values are tensors: they are only delimited, not validated (srv_json_object_scan_lazy), so the
+ * handler must read each with srv_member_tensor, and when it refuses the body for any reason after
+ * this scan succeeded, return srv_body_recheck(). */
 int srv_body_scan(const srv_app *app, const char *json, size_t len, const char *field,
-                  srv_json_member *out, srv_error *err);
+                  const char *const *tensor_keys, srv_json_member *out, srv_error *err);
+
+/* For a handler that refuses a body scanned with tensor_keys: validates all of [json, json+len)
+ * (the whole request body) as srv_body_scan without tensor_keys would, and when that finds an error
+ * it replaces err - a syntax error anywhere in the body wins over what the handler found, as when
+ * every body was validated whole first. Otherwise err stays. Returns -1. */
+int srv_body_recheck(const srv_app *app, const char *json, size_t len, srv_error *err);
 
 /* The member's value is JSON null. */
 bool srv_member_is_null(const srv_json_member *m);

@@ -29,6 +29,7 @@ static const struct {
     [SRV_E_METHOD] = {405, "method_not_allowed"},
     [SRV_E_CONFLICT] = {409, "conflict"},
     [SRV_E_LENGTH_REQUIRED] = {411, "length_required"},
+    [SRV_E_TIMEOUT] = {408, "request_timeout"},
     [SRV_E_TOO_LARGE] = {413, "too_large"},
     [SRV_E_MEDIA_TYPE] = {415, "unsupported_media_type"},
     [SRV_E_INVALID_CONFIG] = {422, "invalid_config"},

@@ -28,6 +28,7 @@ typedef enum srv_code {
     SRV_E_CONFLICT,         /* 409 If-Match version mismatch                                   */
     SRV_E_LENGTH_REQUIRED,  /* 411 body needed but neither Content-Length nor chunked          */
     SRV_E_TOO_LARGE,        /* 413 body, tensor or trace over a limit                          */
+    SRV_E_TIMEOUT,          /* 408 headers or body too slow (--header-timeout, --min-body-rate) */
     SRV_E_MEDIA_TYPE,       /* 415 wrong Content-Type                                          */
     SRV_E_INVALID_CONFIG,   /* 422 layer config invalid                                        */
     SRV_E_INTERNAL,         /* 500 our bug                                                     */

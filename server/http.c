@@ -11,6 +11,8 @@
  *      on a worker while the connection is suspended (so this thread keeps serving its other
  *      connections); the response body buffer is handed to libmicrohttpd without a copy;
  *   4. on_completed: one log line, the context is freed.
+ * Each step also tells deadline.c the request's phase (headers in, body bytes, handled, done), so a
+ * client too slow with its headers or body is cut off (--header-timeout, --min-body-rate).
  */
 #include "http.h"
 
@@ -31,6 +33,7 @@
 #include "api_v2.h"
 #include "auth.h"
 #include "bigbuf.h"
+#include "deadline.h"
 #include "log.h"
 
 /* Bodies at least this large on a SRV_ROUTE_HEAVY route run on a worker thread. Below it the
@@ -47,6 +50,7 @@ typedef struct req_ctx req_ctx;
 struct srv_daemon {
     struct MHD_Daemon *mhd;
     srv_app *app;
+    srv_deadlines *deadlines; /* per-phase deadlines of every connection (deadline.h) */
     int port;
 
     pthread_mutex_t lock;
@@ -275,6 +279,7 @@ static enum MHD_Result queue(req_ctx *c, srv_response *resp, bool close)
 {
     size_t len = resp->body.len;
     struct MHD_Response *r;
+    srv_deadlines_sending(c->req.conn); /* from here on the client must take the reply */
     if (resp->body.failed) {
         srv_error e = {0};
         srv_error_set(&e, SRV_E_NOMEM, "", "out of memory writing the response; retry later");
@@ -590,6 +595,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         *con_cls = c;
         __atomic_add_fetch(&d->active, 1, __ATOMIC_SEQ_CST);
         srv_metrics_request_begin(d->app->metrics);
+        srv_deadlines_request_begin(conn);
         return on_headers(c);
     }
 
@@ -597,6 +603,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         size_t n = *upload_data_size;
         *upload_data_size = 0;
         c->bytes_in += n;
+        srv_deadlines_body_bytes(conn, n);
         if (c->responded) /* an early error reply is queued; the rest is dropped */
             return MHD_YES;
         srv_error err = {0};
@@ -620,6 +627,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 
     if (c->responded)
         return MHD_YES;
+    srv_deadlines_busy(conn); /* the body is complete: handling it takes what it takes */
     if (c->too_large) {
         srv_error err = {0};
         srv_error_set(&err, SRV_E_TOO_LARGE, "",
@@ -657,15 +665,18 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 {
     srv_daemon *d = cls;
     req_ctx *c = *con_cls;
+    srv_deadlines_request_end(conn);
     if (!c)
         return;
     *con_cls = NULL;
     double ms = (srv_now() - c->req.t_start) * 1e3;
-    /* a request that ended without a reply (client gone, timeout) is logged with status 0 */
+    /* a request that ended without a reply is logged with status 0 (client gone, idle timeout),
+     * or 408 when deadline.c cut it off */
+    int status = c->responded ? c->status : srv_deadlines_timed_out(conn) ? 408 : 0;
     srv_metrics_request_end(d->app->metrics, c->req.route ? (int)(c->req.route - srv_routes) : -1,
-                            c->responded ? c->status : 0, ms / 1e3, c->bytes_in, c->bytes_out);
-    srv_log_request(d->app->opt.log_format, c->method, c->path, c->responded ? c->status : 0,
-                    c->bytes_in, c->bytes_out, ms);
+                            status, ms / 1e3, c->bytes_in, c->bytes_out);
+    srv_log_request(d->app->opt.log_format, c->method, c->path, status, c->bytes_in, c->bytes_out,
+                    ms);
     if (c->done) {
         response_free(c->done);
         free(c->done);
@@ -686,6 +697,13 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 
 /* ---------------------------------------------------------------------------------------------- */
 /* Start and stop                                                                                 */
+
+/* libmicrohttpd's connection notifications, to deadline.c's registry. */
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+                          enum MHD_ConnectionNotificationCode toe)
+{
+    srv_deadlines_notify(cls, conn, socket_context, (int)toe);
+}
 
 static int resolve(const char *host, int port, struct sockaddr_storage *out, socklen_t *len,
                    srv_error *err)
@@ -749,6 +767,10 @@ srv_daemon *srv_daemon_start(const srv_options *opt, srv_error *err)
     for (; d->nworkers < opt->max_inflight; d->nworkers++)
         if (pthread_create(&d->workers[d->nworkers], NULL, worker_main, d) != 0)
             break;
+    d->deadlines = srv_deadlines_create(opt->max_connections, opt->header_timeout,
+                                        opt->min_body_rate, d->app->metrics, err);
+    if (!d->deadlines)
+        goto fail;
 
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
                      MHD_USE_ITC;
@@ -760,6 +782,7 @@ srv_daemon *srv_daemon_start(const srv_options *opt, srv_error *err)
         {MHD_OPTION_CONNECTION_LIMIT, (intptr_t)opt->max_connections, NULL},
         {MHD_OPTION_CONNECTION_MEMORY_LIMIT, (intptr_t)(256 * 1024), NULL},
         {MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_completed, d},
+        {MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)on_connection, d->deadlines},
         {MHD_OPTION_LISTENING_ADDRESS_REUSE, 1, NULL},
         {MHD_OPTION_UNESCAPE_CALLBACK, (intptr_t)unescape_keep_nul, NULL},
         {opt->threads > 1 ? MHD_OPTION_THREAD_POOL_SIZE : MHD_OPTION_END,
@@ -781,6 +804,7 @@ srv_daemon *srv_daemon_start(const srv_options *opt, srv_error *err)
 
 fail:
     stop_workers(d);
+    srv_deadlines_free(d->deadlines);
     srv_app_free(d->app);
     pthread_cond_destroy(&d->idle);
     pthread_cond_destroy(&d->jobs);
@@ -834,6 +858,7 @@ void srv_daemon_stop(srv_daemon *d)
      * (which it does not allow). */
     stop_workers(d);
     MHD_stop_daemon(d->mhd);
+    srv_deadlines_free(d->deadlines); /* after libmicrohttpd: every connection is closed */
     srv_app_free(d->app);
     pthread_cond_destroy(&d->idle);
     pthread_cond_destroy(&d->jobs);

@@ -7,7 +7,8 @@
  * function (dispatch) where auth, CORS, metrics and conditional requests plug in.
  *
  * Threads: libmicrohttpd runs --threads threads, each polling many connections with epoll; bodies are
- * read without blocking, so a slow or stalled client holds up nobody. Handlers of routes marked
+ * read without blocking, so a slow or stalled client holds up nobody, and deadline.c cuts off one
+ * that holds a connection too long with its headers or body. Handlers of routes marked
  * SRV_ROUTE_HEAVY with a large body run on a worker (the connection is suspended meanwhile), so a
  * long forward pass does not stall other connections on the same thread.
  */

@@ -29,6 +29,25 @@ const char *srv_json_skip_ws(const char *p, const char *end)
     return p;
 }
 
+/* Eight bytes at a time (SWAR), where at least eight remain before the end: strings and tensor
+ * values are long runs of ordinary bytes. */
+#define ONES 0x0101010101010101ULL
+#define HIGHS 0x8080808080808080ULL
+
+static inline uint64_t load8(const char *p)
+{
+    uint64_t w;
+    memcpy(&w, p, 8);
+    return w;
+}
+
+/* High bit set in each byte of w that is zero; the lowest set byte is exact (bytes above a zero one
+ * may be flagged falsely by the borrow, which never matters: only the lowest is used). */
+static inline uint64_t zero_bytes(uint64_t w)
+{
+    return (w - ONES) & ~w & HIGHS;
+}
+
 /* 1 for the bytes a string may hold as they are: not '"', '\\', control characters or non-ASCII. */
 static const uint8_t plain_char[256] = {
 #define R16(v) v, v, v, v, v, v, v, v, v, v, v, v, v, v, v, v
@@ -113,6 +132,16 @@ const char *srv_json_string(const char *p, const char *end, char *out, size_t ca
     p++;
     for (;;) {
         const char *run = p;
+        while (end - p >= 8) { /* to the first '"', '\\', control or non-ASCII byte */
+            uint64_t w = load8(p);
+            uint64_t stop = zero_bytes(w ^ ONES * '"') | zero_bytes(w ^ ONES * '\\') |
+                            ((w - ONES * 0x20) & ~w & HIGHS) | (w & HIGHS);
+            if (stop) {
+                p += __builtin_ctzll(stop) >> 3;
+                break;
+            }
+            p += 8;
+        }
         while (p < end && plain_char[(unsigned char)*p])
             p++;
         out_put(out, cap, &n, run, (size_t)(p - run));
@@ -341,8 +370,148 @@ close:
     return NULL;
 }
 
+/* ---- Delimiting a tensor value without validating it (srv_json_object_scan_lazy) ----
+ * A tensor's text is megabytes of numbers that srv_tensor_parse reads strictly anyway; validating
+ * each number here too would double the cost of reading a body. So a lazy member's container is
+ * only delimited: the bytes that matter are the five structural ones (brackets, braces, '"'), found
+ * eight bytes at a time, and inside strings '"' and '\\'. */
+/* The first byte at or after p that is '"', '[', ']', '{' or '}' (end if none). c | 0x26 == 0x7F
+ * holds for the four brackets and for "Y_y\x7F", which the exact test after the word skips. */
+static const char *next_structural(const char *p, const char *end)
+{
+    for (;;) {
+        while (end - p >= 8) {
+            uint64_t w = load8(p);
+            uint64_t m = zero_bytes(w ^ (ONES * '"')) | zero_bytes((w | ONES * 0x26) ^ (ONES * 0x7F));
+            if (m) {
+                p += __builtin_ctzll(m) >> 3;
+                break;
+            }
+            p += 8;
+        }
+        while (p < end) {
+            char c = *p;
+            if (c == '"' || c == '[' || c == ']' || c == '{' || c == '}')
+                return p;
+            if ((c | 0x26) == 0x7F) { /* a false candidate from the word test: resume word-wise */
+                p++;
+                break;
+            }
+            p++;
+        }
+        if (p >= end)
+            return end;
+    }
+}
+
+/* The position of the '"' closing the string whose opening quote is just before p, escapes skipped
+ * (not checked), or NULL when the text ends first. */
+static const char *string_close(const char *p, const char *end)
+{
+    for (;;) {
+        while (end - p >= 8) {
+            uint64_t w = load8(p);
+            uint64_t m = zero_bytes(w ^ (ONES * '"')) | zero_bytes(w ^ (ONES * '\\'));
+            if (m) {
+                p += __builtin_ctzll(m) >> 3;
+                break;
+            }
+            p += 8;
+        }
+        while (p < end && *p != '"' && *p != '\\')
+            p++;
+        if (p >= end)
+            return NULL;
+        if (*p == '"')
+            return p;
+        p += 2; /* '\\' and the byte it escapes */
+        if (p > end)
+            return NULL;
+    }
+}
+
+/* Delimits the array or object at p (p[0] is '[' or '{'), counting `depth` levels open around it:
+ * brackets matched, nesting within max_depth, strings closed. Returns the position after it, or
+ * NULL with err. Nothing else inside is checked. */
+static const char *delimit_container(const char *p, const char *end, int depth, int max_depth,
+                                     const char *base, const char *field, srv_error *err)
+{
+    char stack[SCAN_MAX_DEPTH];
+    int sp = 0;
+    if (max_depth > SCAN_MAX_DEPTH)
+        max_depth = SCAN_MAX_DEPTH;
+    for (;;) {
+        p = next_structural(p, end);
+        if (p >= end) {
+            bad_json(err, field, base, p, "unexpected end of text inside an array or object");
+            return NULL;
+        }
+        char c = *p;
+        if (c == '"') {
+            const char *q = string_close(p + 1, end);
+            if (!q) {
+                bad_json(err, field, base, p, "unterminated string");
+                return NULL;
+            }
+            p = q + 1;
+            continue;
+        }
+        if (c == '[' || c == '{') {
+            if (depth + sp + 1 > max_depth) {
+                srv_error_set(err, SRV_E_BAD_JSON, field, "JSON nests deeper than %d levels at byte %zu",
+                              max_depth, (size_t)(p - base));
+                return NULL;
+            }
+            stack[sp++] = c;
+            p++;
+            continue;
+        }
+        if (sp == 0 || stack[sp - 1] != (c == ']' ? '[' : '{')) {
+            bad_json(err, field, base, p, "mismatched bracket");
+            return NULL;
+        }
+        p++;
+        if (--sp == 0)
+            return p;
+    }
+}
+
+/* Whether key is one of the NULL-terminated keys ("*" matches every key). */
+static bool key_listed(const char *key, const char *const *keys)
+{
+    for (; keys && *keys; keys++)
+        if (strcmp(*keys, "*") == 0 || strcmp(*keys, key) == 0)
+            return true;
+    return false;
+}
+
+static int object_scan(const char *json, size_t len, const char *field, int max_depth,
+                       const char *const *lazy_keys, srv_json_member *out, int max, srv_error *err);
+
 int srv_json_object_scan(const char *json, size_t len, const char *field, int max_depth,
                          srv_json_member *out, int max, srv_error *err)
+{
+    return object_scan(json, len, field, max_depth, NULL, out, max, err);
+}
+
+int srv_json_object_scan_lazy(const char *json, size_t len, const char *field, int max_depth,
+                              const char *const *lazy_keys, srv_json_member *out, int max,
+                              srv_error *err)
+{
+    srv_error lazy_err = {0};
+    int n = object_scan(json, len, field, max_depth, lazy_keys, out, max, &lazy_err);
+    if (n >= 0)
+        return n;
+    /* The strict scan reports the first error in the text, as srv_json_object_scan does: a syntax
+     * error inside a lazy value before the one the lazy scan met wins. */
+    n = object_scan(json, len, field, max_depth, NULL, out, max, err);
+    if (n >= 0) /* cannot happen: the lazy scan checks a subset of what the strict one does */
+        return srv_error_set(err, lazy_err.code, lazy_err.field, "%s", lazy_err.message);
+    return n;
+}
+
+static int object_scan(const char *json, size_t len, const char *field, int max_depth,
+                       const char *const *lazy_keys, srv_json_member *out, int max, srv_error *err)
 {
     const char *p = json, *end = json + len;
     if (!field)
@@ -394,7 +563,9 @@ int srv_json_object_scan(const char *json, size_t len, const char *field, int ma
             if (p >= end || *p != ':')
                 return bad_json(err, field, json, p, "expected ':' after a key");
             const char *v = srv_json_skip_ws(p + 1, end);
-            p = srv_json_skip_value(v, end, 1, max_depth, json, field, err);
+            bool lazy = lazy_keys && v < end && (*v == '[' || *v == '{') && key_listed(key, lazy_keys);
+            p = lazy ? delimit_container(v, end, 1, max_depth, json, field, err)
+                     : srv_json_skip_value(v, end, 1, max_depth, json, field, err);
             if (!p)
                 return -1;
             if (n >= max)
@@ -403,6 +574,7 @@ int srv_json_object_scan(const char *json, size_t len, const char *field, int ma
             memcpy(out[n].key, key, klen + 1);
             out[n].value = v;
             out[n].value_len = (size_t)(p - v);
+            out[n].lazy = lazy;
             n++;
             p = srv_json_skip_ws(p, end);
             if (p < end && *p == ',') {

@@ -5,11 +5,14 @@
  * top-level object into (key, value text) pairs with this scanner, then parses tensor values with
  * srv_tensor_parse and small values (config, flags) with jansson's json_loadb on their own text.
  * The scanner checks the JSON syntax of everything it walks over (strings, escapes, numbers,
- * literals, nesting up to max_depth), so a body it accepts is valid JSON.
+ * literals, nesting up to max_depth), so a body it accepts is valid JSON - except the values it
+ * is told are tensors (srv_json_object_scan_lazy), which it only delimits, leaving their syntax to
+ * srv_tensor_parse, which checks it as strictly: reading the numbers once instead of twice.
  */
 #ifndef ATTND_JSON_SCAN_H
 #define ATTND_JSON_SCAN_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "error.h"
@@ -20,6 +23,7 @@ typedef struct srv_json_member {
     char key[SRV_JSON_KEY_MAX]; /* the key, unescaped, NUL-terminated                          */
     const char *value;          /* the value's text inside the scanned buffer (borrowed)       */
     size_t value_len;
+    bool lazy;                  /* the value was only delimited (srv_json_object_scan_lazy)    */
 } srv_json_member;
 
 /* Scans text [json, json+len) that must hold one JSON object (white space around it allowed).
@@ -30,6 +34,19 @@ typedef struct srv_json_member {
  * errors ("" for the body, "weights" for a map inside it). */
 int srv_json_object_scan(const char *json, size_t len, const char *field, int max_depth,
                          srv_json_member *out, int max, srv_error *err);
+
+/* srv_json_object_scan, except that a member whose key is in lazy_keys (NULL-terminated; "*" for
+ * every key) and whose value is an array or object is only delimited: its brackets are matched,
+ * its strings closed and its nesting kept within max_depth, but numbers, literals, commas, colons,
+ * escapes, UTF-8 and duplicate keys inside it are not checked, and the member has `lazy` set.
+ * Everything else is checked as srv_json_object_scan does, and when anything fails the result is
+ * srv_json_object_scan's (the first error in the text, a syntax error inside a lazy value included).
+ * The caller owes the rest: parse every lazy member with a parser as strict as this scanner
+ * (srv_tensor_parse is), and when it refuses the body for any reason, let a syntax error anywhere
+ * in the body win (srv_body_recheck), so clients see what a whole validation would have said. */
+int srv_json_object_scan_lazy(const char *json, size_t len, const char *field, int max_depth,
+                              const char *const *lazy_keys, srv_json_member *out, int max,
+                              srv_error *err);
 
 /* The lexer pieces the scanner is made of, for other hand-written parsers (tensor.c). Positions are
  * pointers into text that ends at `end`; `base` is the start of that text (error messages give byte

@@ -13,9 +13,11 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "fdlimit.h"
 #include "healthcheck.h"
 #include "http.h"
 #include "log.h"
+#include "mha.h"
 #include "options.h"
 
 static pthread_t main_thread;
@@ -68,6 +70,19 @@ int main(int argc, char **argv)
     sigaction(SIGINT, &fwd, NULL);
     signal(SIGPIPE, SIG_IGN);
 
+    /* every connection is a descriptor: take all the hard limit allows (fdlimit.h) */
+    long nofile_before, nofile;
+    if (srv_fdlimit_raise(&nofile_before, &nofile) < 0)
+        srv_log(opt.log_format, "warn", "cannot raise the open-files limit from %ld", nofile_before);
+    else if (nofile != nofile_before)
+        srv_log(opt.log_format, "info", "open-files limit raised from %ld to %ld", nofile_before,
+                nofile);
+    if (nofile >= 0 && opt.max_connections > nofile - SRV_FDLIMIT_RESERVE)
+        srv_log(opt.log_format, "warn",
+                "--max-connections %d is over what the open-files limit of %ld allows; raise the "
+                "hard limit (ulimit -Hn, LimitNOFILE=) or lower --max-connections",
+                opt.max_connections, nofile);
+
     srv_daemon *d = srv_daemon_start(&opt, &err);
     if (!d) {
         srv_log(opt.log_format, "error", "cannot start: %s", err.message);
@@ -75,9 +90,14 @@ int main(int argc, char **argv)
     }
     srv_log(opt.log_format, "info",
             "attnd %s listening on http://%s:%d (%d HTTP threads, %d engine threads per pass, "
-            "%d passes in flight)",
+            "%d passes in flight, %d connections)",
             ATTND_VERSION, opt.host, srv_daemon_port(d), opt.threads, opt.blas_threads,
-            opt.max_inflight);
+            opt.max_inflight, opt.max_connections);
+    mha_blas_info blas; /* a pinned OPENBLAS_CORETYPE weaker than the CPU is worth a warning */
+    char blas_line[256];
+    mha_blas_get_info(&blas);
+    srv_log(opt.log_format, blas.weaker ? "warn" : "info", "engine BLAS: %s",
+            mha_blas_describe(blas_line, sizeof blas_line));
 
     int sig = 0;
     sigwait(&stop, &sig);

@@ -20,8 +20,8 @@
 #endif
 
 /* status codes with their own series; anything else is counted under its class ("2xx", ...) */
-static const int STATUSES[] = {200, 201, 204, 400, 401, 403, 404, 405, 409,
-                               411, 413, 415, 422, 429, 500, 503};
+static const int STATUSES[] = {200, 201, 204, 400, 401, 403, 404, 405, 408,
+                               409, 411, 413, 415, 422, 429, 500, 503};
 #define NSTATUS (int)(sizeof STATUSES / sizeof STATUSES[0])
 #define NSLOTS (NSTATUS + 6) /* + 1xx..5xx classes for the others, + never answered */
 #define SLOT_ABORTED (NSTATUS + 5)
@@ -46,7 +46,12 @@ struct srv_metrics {
     atomic_uint_fast64_t bytes_in, bytes_out;
     atomic_uint_fast64_t passes[2]; /* forward, trace                                          */
     atomic_uint_fast64_t flops;
+    atomic_int_fast64_t connections;
+    atomic_uint_fast64_t cuts[SRV_CUT_COUNT];
 };
+
+static const char *const CUT_NAMES[SRV_CUT_COUNT] = {"header_timeout", "body_too_slow",
+                                                     "half_closed", "reply_too_slow"};
 
 srv_metrics *srv_metrics_create(int nroutes, const char *const *methods,
                                 const char *const *patterns)
@@ -102,6 +107,18 @@ void srv_metrics_request_end(srv_metrics *m, int route, int status, double secon
     atomic_fetch_add_explicit(&m->bytes_in, bytes_in, memory_order_relaxed);
     atomic_fetch_add_explicit(&m->bytes_out, bytes_out, memory_order_relaxed);
     atomic_fetch_sub_explicit(&m->in_flight, 1, memory_order_relaxed);
+}
+
+void srv_metrics_connection(srv_metrics *m, int delta)
+{
+    if (m)
+        atomic_fetch_add_explicit(&m->connections, delta, memory_order_relaxed);
+}
+
+void srv_metrics_connection_cut(srv_metrics *m, srv_metrics_cut reason)
+{
+    if (m && reason >= 0 && reason < SRV_CUT_COUNT)
+        atomic_fetch_add_explicit(&m->cuts[reason], 1, memory_order_relaxed);
 }
 
 void srv_metrics_forward(srv_metrics *m, bool trace, double flops)
@@ -219,6 +236,17 @@ int srv_metrics_render(srv_buf *b, const srv_metrics *m, const srv_metrics_gauge
     header(b, "attnd_http_response_bytes_total", "counter", "Response body bytes sent.");
     srv_buf_printf(b, "attnd_http_response_bytes_total %llu\n",
                    (unsigned long long)get(&m->bytes_out));
+    header(b, "attnd_http_connections_open", "gauge", "Client connections open now.");
+    srv_buf_printf(b, "attnd_http_connections_open %lld\n",
+                   (long long)atomic_load_explicit(&((srv_metrics *)m)->connections,
+                                                   memory_order_relaxed));
+    header(b, "attnd_http_connections_closed_total", "counter",
+           "Connections the daemon closed for being slow: headers past --header-timeout, a body "
+           "below --min-body-rate, idle after the client half-closed, or a reply taken slower "
+           "than --min-body-rate.");
+    for (int k = 0; k < SRV_CUT_COUNT; k++)
+        srv_buf_printf(b, "attnd_http_connections_closed_total{reason=\"%s\"} %llu\n", CUT_NAMES[k],
+                       (unsigned long long)get(&m->cuts[k]));
     header(b, "attnd_forward_passes_total", "counter",
            "Attention forward passes run, by endpoint kind.");
     srv_buf_printf(b, "attnd_forward_passes_total{kind=\"forward\"} %llu\n",

@@ -14,6 +14,11 @@
  *   attnd_http_requests_in_flight                  requests received and not yet answered
  *   attnd_http_request_bytes_total                 request body bytes read
  *   attnd_http_response_bytes_total                response body bytes sent
+ *   attnd_http_connections_open                    client connections open now
+ *   attnd_http_connections_closed_total{reason}    connections closed by the daemon for being slow
+ *                                                  (deadline.h): header_timeout, body_too_slow,
+ *                                                  half_closed (idle after the client's FIN),
+ *                                                  reply_too_slow
  *   attnd_forward_passes_total{kind="forward"|"trace"}  engine passes run
  *   attnd_forward_flops_total                      their FLOPs (mha_flops)
  *   attnd_layers, attnd_layers_damaged, attnd_ready, attnd_draining   gauges given at scrape time
@@ -47,6 +52,21 @@ void srv_metrics_request_begin(srv_metrics *m);
  * matched; status the HTTP status; seconds from arrival to answer; bytes of body in and out. */
 void srv_metrics_request_end(srv_metrics *m, int route, int status, double seconds,
                              uint64_t bytes_in, uint64_t bytes_out);
+
+/* A client connection opened (delta 1) or closed (-1). */
+void srv_metrics_connection(srv_metrics *m, int delta);
+
+/* Why the daemon closed a connection early (deadline.h). */
+typedef enum srv_metrics_cut {
+    SRV_CUT_HEADER_TIMEOUT = 0, /* headers not complete within --header-timeout      */
+    SRV_CUT_BODY_TOO_SLOW,      /* body below --min-body-rate                        */
+    SRV_CUT_HALF_CLOSED,        /* idle after the client's FIN, every request answered */
+    SRV_CUT_REPLY_TOO_SLOW,     /* a reply taken at less than --min-body-rate        */
+    SRV_CUT_COUNT
+} srv_metrics_cut;
+
+/* The daemon closed a connection for `reason`. */
+void srv_metrics_connection_cut(srv_metrics *m, srv_metrics_cut reason);
 
 /* An engine pass ran (trace = the /trace endpoint), with its FLOPs. */
 void srv_metrics_forward(srv_metrics *m, bool trace, double flops);

@@ -12,6 +12,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "fdlimit.h"
+
 typedef enum opt_kind { OPT_STR, OPT_INT, OPT_I64, OPT_BOOL, OPT_LOGFMT } opt_kind;
 
 typedef struct opt_spec {
@@ -40,7 +42,13 @@ static const opt_spec specs[] = {
     {"queue-wait-ms", INT(queue_wait_ms, 0, 600000), "MS",
      "how long a forward pass waits for a free slot before 503"},
     {"timeout", INT(timeout, 1, 86400), "SECONDS", "idle connection timeout"},
-    {"max-connections", INT(max_connections, 1, 1000000), "N", "open connections at once"},
+    {"max-connections", INT(max_connections, 1, 1000000), "N",
+     "open connections at once; the default is the hard open-files limit less 64, at most 16384"},
+    {"header-timeout", INT(header_timeout, 1, 86400), "SECONDS",
+     "a request's headers must be in within this long of its start (else 408, closed)"},
+    {"min-body-rate", INT(min_body_rate, 0, 1 << 30), "BYTES",
+     "request and reply bodies must move at this many bytes/s on average after --header-timeout "
+     "of grace (0: no minimum)"},
     {"max-body-bytes", I64(max_body_bytes, 1, INT64_C(1) << 40), "BYTES",
      "largest request body (413 past it, sent before the body is read)"},
     {"max-tensor-elements", I64(max_tensor_elements, 1, INT64_C(1) << 32), "N",
@@ -89,7 +97,9 @@ void srv_options_default(srv_options *opt)
     opt->queue_wait_ms = 2000;
     opt->watch_interval_ms = 500; /* replicas follow each other within 2 s even on NFS */
     opt->timeout = 30;
-    opt->max_connections = 1024;
+    opt->max_connections = srv_fdlimit_default_connections(); /* main raises the soft limit */
+    opt->header_timeout = 10;  /* nginx's 60, Go servers' usual 10-20: headers are a few KB  */
+    opt->min_body_rate = 1024; /* Apache mod_reqtimeout's MinRate is 500                      */
     opt->max_body_bytes = INT64_C(256) << 20;       /* an L request is 30 MB of JSON */
     opt->max_tensor_elements = INT64_C(1) << 26;    /* 256 MiB of float32           */
     opt->max_trace_elements = INT64_C(1) << 24;     /* 64 MiB of float32            */

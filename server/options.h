@@ -35,6 +35,8 @@ typedef struct srv_options {
     int queue_wait_ms;           /* --queue-wait-ms, how long a pass waits for a slot (503) */
     int timeout;                 /* --timeout, idle connection timeout in seconds           */
     int max_connections;         /* --max-connections, open connections at once             */
+    int header_timeout;          /* --header-timeout, seconds a request's headers may take  */
+    int min_body_rate;           /* --min-body-rate, bytes/s bodies (in, out) must average  */
     /* limits on client input */
     int64_t max_body_bytes;      /* --max-body-bytes, request body (413 past it)           */
     int64_t max_tensor_elements; /* --max-tensor-elements, per input/output/param tensor   */

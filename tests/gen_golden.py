@@ -761,6 +761,16 @@ def committed_specs():
         "add_bias_kv and add_zero_attn, float key_padding_mask with -inf; averaged",
         layout="unbatched", kind="cross", kdim=3, vdim=6, L=3, S=4, bias=False, add_bias_kv=True,
         add_zero_attn=True, kpm="float_inf")
+    # K. is_causal with appended keys past a row block (128 rows): the skipped keys and the bias/zero keys
+    add("big_causal_bkv_za_avg", "E=32 H=2 (hd=16) N=2 L=S=150, is_causal, add_bias_kv and "
+        "add_zero_attn, bool key_padding_mask, averaged weights (no trace stored)", E=32, H=2, N=2,
+        L=150, is_causal=True, add_bias_kv=True, add_zero_attn=True, kpm="bool", **big)
+    add("big_causal_bkv_heads_hd8", "E=16 H=2 (hd=8) N=1 L=S=140, is_causal, add_bias_kv, "
+        "per-head weights (no trace stored)", E=16, H=2, N=1, L=140, is_causal=True,
+        add_bias_kv=True, average=False, **big)
+    add("big_causal_za_sf_nw", "E=32 H=2 N=2 L=S=200, sequence-first, is_causal, add_zero_attn, "
+        "no weights (no trace stored)", E=32, H=2, N=2, L=200, layout="sf", is_causal=True,
+        add_zero_attn=True, need_weights=False, **big)
     return specs
 
 

@@ -107,6 +107,14 @@ static void test_metrics(void)
     srv_metrics_request_end(m, 0, 0, 0.5, 10, 0);
     srv_metrics_forward(m, false, 1234.0);
     srv_metrics_forward(m, true, 10.0);
+    srv_metrics_connection(m, 1);
+    srv_metrics_connection(m, 1);
+    srv_metrics_connection(m, -1);
+    srv_metrics_connection_cut(m, SRV_CUT_BODY_TOO_SLOW);
+    srv_metrics_connection_cut(m, SRV_CUT_HALF_CLOSED);
+    srv_metrics_connection_cut(m, SRV_CUT_HALF_CLOSED);
+    srv_metrics_request_begin(m);
+    srv_metrics_request_end(m, 0, 408, 1.0, 0, 0);
     srv_buf b;
     srv_buf_init(&b);
     srv_metrics_gauges g = {.layers = 3, .layers_damaged = 1, .ready = true, .start_time = 1.5};
@@ -130,6 +138,12 @@ static void test_metrics(void)
         "attnd_forward_passes_total{kind=\"forward\"} 1\n",
         "attnd_forward_passes_total{kind=\"trace\"} 1\n",
         "attnd_forward_flops_total 1244\n",
+        "attnd_http_connections_open 1\n",
+        "attnd_http_connections_closed_total{reason=\"header_timeout\"} 0\n",
+        "attnd_http_connections_closed_total{reason=\"body_too_slow\"} 1\n",
+        "attnd_http_connections_closed_total{reason=\"half_closed\"} 2\n",
+        "attnd_http_connections_closed_total{reason=\"reply_too_slow\"} 0\n",
+        "attnd_http_requests_total{method=\"GET\",route=\"/v1/layers\",code=\"408\"} 1\n",
         "attnd_layers 3\n",
         "attnd_layers_damaged 1\n",
         "attnd_ready 1\n",

@@ -301,9 +301,9 @@ static void set_tensor(mha_tensor *t, const float *data, bool batched, bool bf, 
 static void make_case(tcase *tc, int density_pct)
 {
     memset(tc, 0, sizeof *tc);
-    static const int dims[][2] = {{4, 1},  {4, 2},  {8, 2},  {8, 4},  {12, 3},
-                                  {16, 4}, {32, 4}, {24, 6}, {64, 8}, {20, 5}};
-    int pick = rnd_int(0, 9);
+    static const int dims[][2] = {{4, 1},  {4, 2},  {8, 2},  {8, 4},  {12, 3}, {16, 4},
+                                  {32, 4}, {24, 6}, {64, 8}, {20, 5}, {64, 4}, {96, 2}};
+    int pick = rnd_int(0, 11); /* the last two: head_dim 16 and 48 (AVX-512 kernels) */
     mha_config_init(&tc->cfg, dims[pick][0], dims[pick][1]);
     int64_t E = tc->cfg.embed_dim;
     if (rnd_int(0, 3) == 0)
@@ -446,20 +446,23 @@ static void test_random_cases(mha_pool *pool2)
     }
 }
 
-/* A larger case so the pool really splits GEMMs and row blocks (L > block, several tasks). */
+/* A larger case so the pool really splits GEMMs and row blocks (L > block, several tasks), and
+ * head_dim 16, 32, 64, 80 and 128 with row and key counts off every tile size of the AVX-512
+ * kernels (12 or 6 rows, 16 keys, 256-key chunks, 64-column groups). */
 static void test_larger_cases(mha_pool *pool2)
 {
-    const int shapes[][5] = {/* E, H, N, L, S0 */ {64, 4, 2, 150, 150},
-                             {96, 3, 1, 70, 1100},
-                             {128, 8, 3, 33, 40},
-                             {32, 2, 1, 300, 300}};
-    for (int s = 0; s < 4; s++) {
-        for (int variant = 0; variant < 4; variant++) {
+    const int shapes[][5] = {/* E, H, N, L, S0 */ {64, 4, 2, 150, 150}, {96, 3, 1, 70, 1100},
+                             {128, 8, 3, 33, 40},   {32, 2, 1, 300, 300},
+                             {256, 4, 1, 131, 131}, {160, 2, 2, 23, 529},
+                             {256, 2, 1, 37, 270}};
+    for (int s = 0; s < 7; s++) {
+        for (int variant = 0; variant < 5; variant++) { /* 4: causal, appended keys, trace */
             tcase tc;
             memset(&tc, 0, sizeof tc);
             mha_config_init(&tc.cfg, shapes[s][0], shapes[s][1]);
             tc.cfg.batch_first = variant % 2;
-            tc.cfg.add_bias_kv = variant == 3;
+            tc.cfg.add_bias_kv = variant >= 3;
+            tc.cfg.add_zero_attn = variant == 4;
             mha_error err;
             tc.layer = mha_layer_create(&tc.cfg, NULL, &err);
             mha_layer_init(tc.layer, "xavier_uniform", 7, &err);
@@ -471,12 +474,12 @@ static void test_larger_cases(mha_pool *pool2)
                 tc.k = rnd_array(N * S0 * E);
                 set_tensor(&tc.in.key, tc.k, true, tc.cfg.batch_first, N, S0, E);
             }
-            tc.in.is_causal = variant == 2;
+            tc.in.is_causal = variant == 2 || variant == 4;
             tc.in.need_weights = variant >= 1;
             tc.in.average_attn_weights = variant == 1;
             snprintf(tc.desc, sizeof tc.desc, "larger E=%d N=%lld L=%lld S0=%lld variant %d",
                      shapes[s][0], (long long)N, (long long)L, (long long)S0, variant);
-            run_case(&tc, pool2, false);
+            run_case(&tc, pool2, variant == 4 && s < 5);
             run_case(&tc, NULL, false);
             free_case(&tc);
         }
@@ -562,8 +565,9 @@ static void test_workspace_bound(void)
         mha_layer_free(layer);
     }
     CHECK(ws[0] == ws[1], "workspace does not depend on H (%zu vs %zu)", ws[0], ws[1]);
-    /* q|k|v and concat (4·L·E floats) plus one block of at most 128 rows of S scores. */
-    CHECK(ws[1] <= (size_t)(4 * L * E + 128 * L + 1024) * sizeof(float),
+    /* q|k|v, concat and packed keys (5·L·E floats) plus one block of at most 256 rows of S
+     * scores and their 1/sums. */
+    CHECK(ws[1] <= (size_t)(5 * L * E + 256 * L + 2048) * sizeof(float),
           "XL-sized workspace %zu bytes, no score matrix (H·L·S alone would be %lld bytes)", ws[1],
           (long long)(16 * L * L * 4));
     free(x);
@@ -597,6 +601,39 @@ static void test_output_same_across_modes(mha_pool *pool2)
     free(w);
     free(x);
     mha_layer_free(layer);
+}
+
+/* A pass planned right at the workspace limit runs with a pool too: the plan counts one thread's
+ * score block, and the forward pass puts its attention on fewer threads rather than fail. */
+static void test_workspace_limit_with_pool(mha_pool *pool2)
+{
+    mha_config cfg;
+    mha_config_init(&cfg, 64, 4);
+    float *x = rnd_array(2 * 300 * 64);
+    mha_inputs in = {0};
+    set_tensor(&in.query, x, true, true, 2, 300, 64);
+    in.is_causal = true;
+    mha_limits lim;
+    mha_limits_default(&lim);
+    float *out[2] = {malloc(2 * 300 * 64 * sizeof(float)), malloc(2 * 300 * 64 * sizeof(float))};
+    mha_status st[2] = {MHA_ERR_ARG, MHA_ERR_ARG};
+    mha_error err = {0};
+    for (int i = 0; i < 2; i++) { /* 0: default limits; 1: workspace limit = what the plan needs */
+        mha_layer *layer = mha_layer_create(&cfg, &lim, NULL);
+        mha_layer_init(layer, "xavier_uniform", 9, NULL);
+        mha_plan plan;
+        if (mha_plan_forward(layer, &in, &lim, &plan, &err) == MHA_OK)
+            st[i] = mha_forward(layer, &in, &plan, out[i], NULL, NULL, pool2, &err);
+        lim.max_workspace_bytes = (int64_t)plan.workspace_bytes;
+        mha_layer_free(layer);
+    }
+    CHECK(st[0] == MHA_OK && st[1] == MHA_OK,
+          "a pass planned at the workspace limit runs on a pool of 2 (%s)", err.message);
+    CHECK(!memcmp(out[0], out[1], 2 * 300 * 64 * sizeof(float)),
+          "and gives the same output as with room for every thread");
+    free(out[0]);
+    free(out[1]);
+    free(x);
 }
 
 /* ---------------------------------------------------------------------------------------------- */
@@ -911,6 +948,7 @@ int main(void)
     test_concurrency(pool2);
     test_output_same_across_modes(pool2);
     test_workspace_bound();
+    test_workspace_limit_with_pool(pool2);
     mha_pool_free(pool2);
     return check_report();
 }

@@ -1,7 +1,8 @@
 /*
  * test_engine_softmax.c - the softmax kernel and its expf (lib/mha_softmax.c) against libm in
  * double, for every instruction set this CPU has (portable, AVX2, AVX-512): accuracy over the
- * range the softmax uses, -inf giving exactly 0, row tails of every length, fully masked rows.
+ * range the softmax uses, -inf giving exactly 0, row tails of every length, fully masked rows;
+ * also the exponentials-only variant the forward pass uses and the scaling that finishes it.
  */
 #include "check.h"
 #include "mha_internal.h"
@@ -84,6 +85,60 @@ static void test_softmax_rows(mha_isa isa)
     }
 }
 
+/* The softmax without its last pass (mha_softmax_exp_rows_isa) and the pass that finishes it where
+ * weights are wanted (mha_scale_rows_stream): exp · inv is the softmax. */
+static void test_exp_rows(mha_isa isa)
+{
+    for (int len = 1; len <= 40; len++) {
+        float x[3 * 48], inv[3];
+        for (int r = 0; r < 3; r++)
+            for (int j = 0; j < 48; j++)
+                x[r * 48 + j] = j < len ? (float)cos(r * 5.0 + j) * 6.0f : 1234.0f;
+        x[0] = -INFINITY;
+        for (int j = 0; j < len; j++)
+            x[2 * 48 + j] = -INFINITY;
+        double want[2][48];
+        for (int r = 0; r < 2; r++) {
+            double mx = -INFINITY, sum = 0;
+            for (int t = 0; t < len; t++)
+                mx = fmax(mx, x[r * 48 + t]);
+            for (int t = 0; t < len; t++)
+                sum += exp(x[r * 48 + t] - mx);
+            for (int t = 0; t < len; t++)
+                want[r][t] = exp(x[r * 48 + t] - mx) / sum;
+        }
+        mha_softmax_exp_rows_isa(isa, x, 3, len, 48, inv);
+        float *dst_mem = aligned_alloc(64, 4 * 48 * sizeof(float));
+        float *dst = dst_mem + len % 3; /* aligned and unaligned starts */
+        for (int j = 0; j < 3 * 48; j++)
+            dst[j] = -7.0f;
+        mha_scale_rows_stream(dst, 48, x, 48, 3, len, inv);
+        mha_copy_stream_fence();
+        bool exact = true, close = true, untouched = true, masked = inv[2] == 0.0f;
+        for (int r = 0; r < 3; r++) {
+            for (int j = 0; j < 48; j++) {
+                if (j >= len) {
+                    untouched &= dst[r * 48 + j] == -7.0f && x[r * 48 + j] == 1234.0f;
+                    continue;
+                }
+                exact &= dst[r * 48 + j] == x[r * 48 + j] * inv[r];
+                if (r < 2 && !(r == 0 && len == 1)) /* row 0 of one key is fully masked */
+                    close &= fabs(dst[r * 48 + j] - want[r][j]) <= 2e-7 + 1e-5 * want[r][j];
+                else
+                    masked &= x[r * 48 + j] == 0.0f && dst[r * 48 + j] == 0.0f;
+            }
+        }
+        CHECK(exact, "%s: scale_rows writes x · inv exactly (len %d)", isa_names[isa], len);
+        CHECK(close, "%s: exp · inv is the softmax (len %d)", isa_names[isa], len);
+        CHECK(masked, "%s: a fully masked row has inv 0 and exponentials 0 (len %d)",
+              isa_names[isa], len);
+        CHECK(x[0] == 0.0f, "%s: a masked key's exponential is exactly 0 (len %d)", isa_names[isa],
+              len);
+        CHECK(untouched, "%s: nothing written past %d keys", isa_names[isa], len);
+        free(dst_mem);
+    }
+}
+
 int main(void)
 {
     int ran = 0;
@@ -96,6 +151,7 @@ int main(void)
         ran++;
         test_expf((mha_isa)isa);
         test_softmax_rows((mha_isa)isa);
+        test_exp_rows((mha_isa)isa);
     }
     CHECK(ran >= 1, "the portable kernels always run");
     float a[40], b[40];

@@ -24,6 +24,7 @@ static void test_table(void)
         {SRV_E_LAYER_NOT_FOUND, 404, "layer_not_found"},
         {SRV_E_METHOD, 405, "method_not_allowed"},  {SRV_E_CONFLICT, 409, "conflict"},
         {SRV_E_LENGTH_REQUIRED, 411, "length_required"},
+        {SRV_E_TIMEOUT, 408, "request_timeout"},
         {SRV_E_TOO_LARGE, 413, "too_large"},        {SRV_E_MEDIA_TYPE, 415, "unsupported_media_type"},
         {SRV_E_INVALID_CONFIG, 422, "invalid_config"},
         {SRV_E_INTERNAL, 500, "internal"},          {SRV_E_NOMEM, 503, "out_of_memory"},

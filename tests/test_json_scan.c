@@ -2,6 +2,8 @@
  * test_json_scan.c - srv_json_object_scan: members and their value text, keys unescaped, every
  * refusal (syntax, duplicates, depth, too many members, long keys), and a differential check
  * against jansson on thousands of mutated documents (both must agree on what is valid JSON).
+ * srv_json_object_scan_lazy: tensor values delimited right (strings holding brackets and quotes),
+ * and on the same mutated documents the same members as the strict scan, or its very error.
  */
 #include <jansson.h>
 #include <stdio.h>
@@ -106,11 +108,9 @@ static void test_errors(void)
     CHECK(q == s + 8 && n == 6 && strcmp(out, "abc") == 0, "cut string: %s %zu", out, n);
 }
 
-/* Both scanners must agree on validity. jansson is told to reject duplicate keys and to take any
- * value; differences that are decisions, not bugs, are skipped: numbers out of double range
- * (jansson refuses them, JSON's grammar does not) and duplicates in nested objects (we only check
- * the scanned object's own keys). */
-static void test_against_jansson(void)
+/* The it-th test document: one of a few seeds with 1-3 random bytes replaced, inserted or deleted
+ * (state *st); written to doc[cap], its length returned. */
+static size_t mutated(char *doc, size_t cap, int it, uint64_t *st)
 {
     static const char *seeds[] = {
         "{\"query\": [[0.1, -2e-3, 3E+2], [4, 5, 6]], \"need_weights\": true, \"x\": null}",
@@ -118,31 +118,41 @@ static void test_against_jansson(void)
         "{\"w\": {\"shape\": [2], \"dtype\": \"float32\", \"base64\": \"AACAPwAAAEA=\"}, \"e\": []}",
         "{\"k\": \"\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\", \"n\": -0.0, \"m\": [{}, [], [[]]], \"z\": 0}",
     };
+    const char alphabet[] = "{}[]\",:0123456789.eE+-tfnrul\\ \xc3\xa9\xff\x01";
+    const char *seed = seeds[it % 4];
+    size_t len = strlen(seed);
+    memcpy(doc, seed, len + 1);
+    int muts = 1 + it % 3;
+    for (int k = 0; k < muts; k++) {
+        *st ^= *st << 13, *st ^= *st >> 7, *st ^= *st << 17;
+        size_t pos = (size_t)(*st % len);
+        int op = (int)(*st >> 20) % 3;
+        char ch = alphabet[(*st >> 32) % (sizeof alphabet - 1)];
+        if (op == 0) { /* replace */
+            doc[pos] = ch;
+        } else if (op == 1 && len + 1 < cap) { /* insert */
+            memmove(doc + pos + 1, doc + pos, len - pos + 1);
+            doc[pos] = ch;
+            len++;
+        } else if (len > 1) { /* delete */
+            memmove(doc + pos, doc + pos + 1, len - pos);
+            len--;
+        }
+    }
+    return len;
+}
+
+/* Both scanners must agree on validity. jansson is told to reject duplicate keys and to take any
+ * value; differences that are decisions, not bugs, are skipped: numbers out of double range
+ * (jansson refuses them, JSON's grammar does not) and duplicates in nested objects (we only check
+ * the scanned object's own keys). */
+static void test_against_jansson(void)
+{
     uint64_t st = 12345;
     int disagree = 0, tried = 0;
-    const char alphabet[] = "{}[]\",:0123456789.eE+-tfnrul\\ \xc3\xa9\xff\x01";
     for (int it = 0; it < 40000; it++) {
-        const char *seed = seeds[it % 4];
         char doc[256];
-        size_t len = strlen(seed);
-        memcpy(doc, seed, len + 1);
-        int muts = 1 + it % 3;
-        for (int k = 0; k < muts; k++) {
-            st ^= st << 13, st ^= st >> 7, st ^= st << 17;
-            size_t pos = (size_t)(st % len);
-            int op = (int)(st >> 20) % 3;
-            char ch = alphabet[(st >> 32) % (sizeof alphabet - 1)];
-            if (op == 0) { /* replace */
-                doc[pos] = ch;
-            } else if (op == 1 && len + 1 < sizeof doc) { /* insert */
-                memmove(doc + pos + 1, doc + pos, len - pos + 1);
-                doc[pos] = ch;
-                len++;
-            } else if (len > 1) { /* delete */
-                memmove(doc + pos, doc + pos + 1, len - pos);
-                len--;
-            }
-        }
+        size_t len = mutated(doc, sizeof doc, it, &st);
         json_error_t jerr;
         json_t *j = json_loadb(doc, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &jerr);
         bool jok = j != NULL && json_is_object(j);
@@ -163,10 +173,87 @@ static void test_against_jansson(void)
     CHECK(disagree == 0, "%d of %d mutated documents judged differently from jansson", disagree, tried);
 }
 
+static int scan_lazy(const char *text, size_t len, const char *const *keys, srv_json_member *m, int max,
+                     int depth, srv_error *err)
+{
+    memset(err, 0, sizeof *err);
+    return srv_json_object_scan_lazy(text, len, "body", depth, keys, m, max, err);
+}
+
+static void test_lazy(void)
+{
+    static const char *const all[] = {"*", NULL};
+    static const char *const some[] = {"q", "w", NULL};
+    srv_json_member m[8];
+    srv_error err;
+    /* strings holding brackets, braces and escaped quotes must not move the value's end */
+    const char *text = "{\"q\": [[\"]]\", \"\\\"]\\\\\"], [\"{\", 1e5]] , \"w\": {\"a\": \"}\\\\\", \"b\": [\"[\"]},"
+                       " \"x\": [1, 2], \"q2\": 7, \"y\": \"[\"}";
+    int n = scan_lazy(text, strlen(text), some, m, 8, 8, &err);
+    CHECK(n == 5, "5 members: %d %s", n, err.message);
+    if (n == 5) {
+        const char *q = "[[\"]]\", \"\\\"]\\\\\"], [\"{\", 1e5]]";
+        const char *w = "{\"a\": \"}\\\\\", \"b\": [\"[\"]}";
+        CHECK(m[0].lazy && m[0].value_len == strlen(q) && !memcmp(m[0].value, q, strlen(q)), "q delimited: %.*s",
+              (int)m[0].value_len, m[0].value);
+        CHECK(m[1].lazy && m[1].value_len == strlen(w) && !memcmp(m[1].value, w, strlen(w)), "w delimited: %.*s",
+              (int)m[1].value_len, m[1].value);
+        CHECK(!m[2].lazy && !m[3].lazy && !m[4].lazy, "unlisted keys and scalars are validated");
+    }
+    /* what a lazy value does not check... */
+    n = scan_lazy("{\"q\": [1, 02, NaN,, x]}", 23, some, m, 8, 8, &err);
+    CHECK(n == 1 && m[0].lazy && m[0].value_len == 16, "lazy value not validated: %d %s", n, err.message);
+    /* ...and what it does: the error is then the strict scan's */
+    static const char *bad[] = {
+        "{\"q\": [1, 2}",          "{\"q\": [1, 2]]}",      "{\"q\": [[1, 2]}",    "{\"q\": {\"a\": [}]}",
+        "{\"q\": [\"]\"}",         "{\"q\": [\"\\\"]}",    "{\"q\": [1, 2] 3}",   "{\"q\": [1,02], \"q\": 1}",
+        "{\"q\": [1,02], \"x\": 01}", "{\"q\": [[[[[[[[[1]]]]]]]]]}", "{\"q\": [01], " "\"k\\u0000\": 1}",
+        "{\"q\": [1]",             "{\"q\": [1]} x",        "{\"x\": [01], \"q\": [1]}",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        srv_error strict;
+        int ns = scan(bad[i], m, 8, 8, &strict);
+        int nl = scan_lazy(bad[i], strlen(bad[i]), some, m, 8, 8, &err);
+        CHECK(ns == -1 && nl == -1 && err.code == strict.code && !strcmp(err.message, strict.message) &&
+                  !strcmp(err.field, strict.field),
+              "%s: lazy %d %s (%s), strict %d %s (%s)", bad[i], nl, srv_error_name(err.code), err.message,
+              ns, srv_error_name(strict.code), strict.message);
+    }
+    /* mutated documents: what the strict scan accepts, the lazy one splits the same way; what the
+     * lazy one refuses, it refuses with the strict error; it accepts more only inside lazy values */
+    uint64_t st = 777;
+    int wrong = 0;
+    for (int it = 0; it < 40000; it++) {
+        char doc[256];
+        size_t len = mutated(doc, sizeof doc, it, &st);
+        srv_json_member ms[16], ml[16];
+        srv_error es = {0}, el = {0};
+        int ns = srv_json_object_scan(doc, len, "", 6, ms, 16, &es);
+        int nl = srv_json_object_scan_lazy(doc, len, "", 6, all, ml, 16, &el);
+        bool ok;
+        if (ns >= 0) {
+            ok = nl == ns;
+            for (int i = 0; ok && i < ns; i++)
+                ok = !strcmp(ms[i].key, ml[i].key) && ms[i].value == ml[i].value &&
+                     ms[i].value_len == ml[i].value_len;
+        } else if (nl < 0) {
+            ok = el.code == es.code && !strcmp(el.message, es.message);
+        } else {
+            ok = false;
+            for (int i = 0; i < nl; i++)
+                ok |= ml[i].lazy;
+        }
+        if (!ok && wrong++ < 5)
+            CHECK(0, "lazy scan %d (%s), strict %d (%s) on: %s", nl, el.message, ns, es.message, doc);
+    }
+    CHECK(wrong == 0, "%d mutated documents scanned differently lazily", wrong);
+}
+
 int main(void)
 {
     test_members();
     test_errors();
     test_against_jansson();
+    test_lazy();
     return check_report();
 }

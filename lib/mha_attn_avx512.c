@@ -1,0 +1,256 @@
+/*
+ * mha_attn_avx512.c - the two GEMMs of the attention core, hand-written for AVX-512F.
+ *
+ * Why not cblas_sgemm: the attention's GEMMs have one tiny dimension (scores = q·kᵀ has K = hd,
+ * weights·v has N = hd, hd = 64 typically) and are called once per (row block, head). OpenBLAS
+ * then repacks both operands on every call (the whole [rows, S] weights block included) and runs
+ * at 55-70% of its square-GEMM speed on these shapes (measured on Zen 4, 2026-11-22). Here:
+ *   - keys are packed once per pass, per head, into panels of 16 keys ([hd][16], mha_pack_keys),
+ *     so the scores kernel reads 16 keys of one dimension with one aligned load;
+ *   - the scores kernel broadcasts q (already scaled) and keeps a 12-row x 32-key tile in 24
+ *     registers over the whole hd;
+ *   - the weights·v kernel reads the weights block where it is (no packing) and v rows as they lie
+ *     in the projection buffer; a 6-row x 64-column tile in 24 registers, keys in chunks so the v
+ *     rows stay in cache while every row group of the block passes over them.
+ * Independent of OPENBLAS_CORETYPE: these run at AVX-512 speed whatever kernels OpenBLAS uses.
+ * Only for CPUs with AVX-512F and hd a multiple of 16 (mha_attn_avx512_usable); everything else
+ * takes the cblas path in mha_forward.c. Sums run in a different order than OpenBLAS's, so the
+ * last bits differ from that path (well inside the golden tolerances).
+ *
+ * The same scores tile, accumulating into C, is also a plain GEMM (mha_gemm_avx512: weights
+ * packed 256 columns x 256 of K at a time, rows in blocks of 48): the projections use it when
+ * OpenBLAS runs an older core than the CPU (OPENBLAS_CORETYPE=Haswell on an AVX-512 CPU), where it
+ * measured 1.7x OpenBLAS's Haswell kernels and 0.9x its AVX-512 ones (Zen 5, 2026-11-22).
+ */
+#include "mha_internal.h"
+
+#include <string.h>
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define HAVE_KERNELS 1
+#endif
+
+#define SCORE_ROWS 12 /* rows of the scores tile (2 x 16 keys each: 24 accumulators)       */
+#define PV_ROWS 6     /* rows of the weights·v tile (4 x 16 columns each: 24 accumulators) */
+#define PV_KEYS 256   /* keys per chunk of weights·v: 64 KiB of v rows at hd = 64           */
+#define GEMM_NB 256   /* projection GEMM: output columns packed at a time                   */
+#define GEMM_KB 256   /* ... times this many of K: 256 KiB of packed weights (L2)            */
+#define GEMM_MB 48    /* ... rows of A per pass over them: 48 KiB (L2)                      */
+
+bool mha_attn_avx512_usable(int64_t hd)
+{
+#ifdef HAVE_KERNELS
+    return hd % 16 == 0 && __builtin_cpu_supports("avx512f");
+#else
+    (void)hd;
+    return false;
+#endif
+}
+
+int64_t mha_gemm_pack_floats(int64_t Nc, int64_t K)
+{
+    return mha_packed_keys_floats(Nc < GEMM_NB ? Nc : GEMM_NB, K < GEMM_KB ? K : GEMM_KB);
+}
+
+int64_t mha_packed_keys_floats(int64_t kn, int64_t hd)
+{
+    return (kn + 15) / 16 * 16 * hd;
+}
+
+void mha_pack_keys(float *kp, const float *k, int64_t k_rs, int64_t kn, int64_t hd)
+{
+    for (int64_t p = 0; p * 16 < kn; p++) {
+        float *dst = kp + p * hd * 16;
+        const int64_t n = kn - p * 16 < 16 ? kn - p * 16 : 16;
+        for (int64_t j = 0; j < n; j++) {
+            const float *src = k + (p * 16 + j) * k_rs;
+            for (int64_t d = 0; d < hd; d++)
+                dst[d * 16 + j] = src[d];
+        }
+        for (int64_t j = n; j < 16; j++) /* padding keys score 0 and are never stored */
+            for (int64_t d = 0; d < hd; d++)
+                dst[d * 16 + j] = 0.0f;
+    }
+}
+
+#ifdef HAVE_KERNELS
+/* R rows x (1 or 2) panels of 16 keys over the whole hd; stores masked to the keys that exist. */
+__attribute__((target("avx512f"), always_inline)) static inline void
+score_tile(float *sc, int64_t ld, const float *q, int64_t q_rs, const float *k0, const float *k1,
+           int64_t hd, __mmask16 m0, __mmask16 m1, const int R, const bool acc)
+{
+    __m512 a0[SCORE_ROWS], a1[SCORE_ROWS];
+#pragma GCC unroll 12
+    for (int i = 0; i < R; i++) {
+        a0[i] = acc ? _mm512_maskz_loadu_ps(m0, sc + i * ld) : _mm512_setzero_ps();
+        a1[i] = acc && m1 ? _mm512_maskz_loadu_ps(m1, sc + i * ld + 16) : _mm512_setzero_ps();
+    }
+    for (int64_t d = 0; d < hd; d++) {
+        const __m512 b0 = _mm512_load_ps(k0 + d * 16), b1 = _mm512_load_ps(k1 + d * 16);
+#pragma GCC unroll 12
+        for (int i = 0; i < R; i++) {
+            const __m512 x = _mm512_set1_ps(q[i * q_rs + d]);
+            a0[i] = _mm512_fmadd_ps(x, b0, a0[i]);
+            a1[i] = _mm512_fmadd_ps(x, b1, a1[i]);
+        }
+    }
+#pragma GCC unroll 12
+    for (int i = 0; i < R; i++) {
+        _mm512_mask_storeu_ps(sc + i * ld, m0, a0[i]);
+        if (m1)
+            _mm512_mask_storeu_ps(sc + i * ld + 16, m1, a1[i]);
+    }
+}
+
+static __mmask16 keys_mask(int64_t rest)
+{
+    return rest >= 16 ? (__mmask16)0xffff : rest <= 0 ? 0 : (__mmask16)((1u << rest) - 1);
+}
+
+__attribute__((target("avx512f"))) void mha_scores_avx512(float *sc, int64_t ld, const float *q,
+                                                          int64_t q_rs, const float *kp, int64_t m,
+                                                          int64_t kn, int64_t hd)
+{
+    for (int64_t p = 0; p * 16 < kn; p += 2) {
+        const float *k0 = kp + p * hd * 16;
+        const bool two = (p + 1) * 16 < kn;
+        const float *k1 =
+            two ? k0 + hd * 16 : k0; /* a lone last panel: computed twice, stored once */
+        const __mmask16 m0 = keys_mask(kn - p * 16), m1 = two ? keys_mask(kn - p * 16 - 16) : 0;
+        float *out = sc + p * 16;
+        int64_t r = 0;
+        for (; r + SCORE_ROWS <= m; r += SCORE_ROWS)
+            score_tile(out + r * ld, ld, q + r * q_rs, q_rs, k0, k1, hd, m0, m1, SCORE_ROWS, false);
+        for (; r + 4 <= m; r += 4)
+            score_tile(out + r * ld, ld, q + r * q_rs, q_rs, k0, k1, hd, m0, m1, 4, false);
+        for (; r < m; r++)
+            score_tile(out + r * ld, ld, q + r * q_rs, q_rs, k0, k1, hd, m0, m1, 1, false);
+    }
+}
+
+__attribute__((target("avx512f"))) void mha_gemm_avx512(float *C, int64_t ldc, const float *A,
+                                                        int64_t lda, const float *W, int64_t M,
+                                                        int64_t Nc, int64_t K, float *pack)
+{
+    for (int64_t n0 = 0; n0 < Nc; n0 += GEMM_NB) {
+        const int64_t nb = Nc - n0 < GEMM_NB ? Nc - n0 : GEMM_NB;
+        for (int64_t k0 = 0; k0 < K; k0 += GEMM_KB) {
+            const int64_t kb = K - k0 < GEMM_KB ? K - k0 : GEMM_KB;
+            mha_pack_keys(pack, W + n0 * K + k0, K, nb, kb);
+            for (int64_t m0 = 0; m0 < M; m0 += GEMM_MB) {
+                const int64_t mb = M - m0 < GEMM_MB ? M - m0 : GEMM_MB;
+                for (int64_t p = 0; p * 16 < nb; p += 2) {
+                    const float *w0 = pack + p * kb * 16;
+                    const bool two = (p + 1) * 16 < nb;
+                    const float *w1 = two ? w0 + kb * 16 : w0;
+                    const __mmask16 k0m = keys_mask(nb - p * 16);
+                    const __mmask16 k1m = two ? keys_mask(nb - p * 16 - 16) : 0;
+                    float *c = C + m0 * ldc + n0 + p * 16;
+                    const float *a = A + m0 * lda + k0;
+                    int64_t r = 0;
+                    for (; r + SCORE_ROWS <= mb; r += SCORE_ROWS)
+                        score_tile(c + r * ldc, ldc, a + r * lda, lda, w0, w1, kb, k0m, k1m,
+                                   SCORE_ROWS, true);
+                    for (; r + 4 <= mb; r += 4)
+                        score_tile(c + r * ldc, ldc, a + r * lda, lda, w0, w1, kb, k0m, k1m, 4,
+                                   true);
+                    for (; r < mb; r++)
+                        score_tile(c + r * ldc, ldc, a + r * lda, lda, w0, w1, kb, k0m, k1m, 1,
+                                   true);
+                }
+            }
+        }
+    }
+}
+
+/* R rows x NV vectors of 16 columns, over keys [j0, j1); first: start from 0, else from out. */
+__attribute__((target("avx512f"), always_inline)) static inline void
+pv_tile(float *out, int64_t o_rs, const float *P, int64_t ld, const float *v, int64_t v_rs,
+        int64_t j0, int64_t j1, bool first, const int R, const int NV)
+{
+    __m512 acc[PV_ROWS][4];
+#pragma GCC unroll 6
+    for (int i = 0; i < R; i++)
+#pragma GCC unroll 4
+        for (int c = 0; c < NV; c++)
+            acc[i][c] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(out + i * o_rs + c * 16);
+    for (int64_t j = j0; j < j1; j++) {
+        const float *vr = v + j * v_rs;
+        __m512 b[4];
+#pragma GCC unroll 4
+        for (int c = 0; c < NV; c++)
+            b[c] = _mm512_loadu_ps(vr + c * 16);
+#pragma GCC unroll 6
+        for (int i = 0; i < R; i++) {
+            const __m512 x = _mm512_set1_ps(P[i * ld + j]);
+#pragma GCC unroll 4
+            for (int c = 0; c < NV; c++)
+                acc[i][c] = _mm512_fmadd_ps(x, b[c], acc[i][c]);
+        }
+    }
+#pragma GCC unroll 6
+    for (int i = 0; i < R; i++)
+#pragma GCC unroll 4
+        for (int c = 0; c < NV; c++)
+            _mm512_storeu_ps(out + i * o_rs + c * 16, acc[i][c]);
+}
+
+/* Rows [0,m) of one column group of NV vectors, keys [j0,j1). */
+__attribute__((target("avx512f"), always_inline)) static inline void
+pv_rows(float *out, int64_t o_rs, const float *P, int64_t ld, const float *v, int64_t v_rs,
+        int64_t m, int64_t j0, int64_t j1, bool first, const int NV)
+{
+    int64_t r = 0;
+    for (; r + PV_ROWS <= m; r += PV_ROWS)
+        pv_tile(out + r * o_rs, o_rs, P + r * ld, ld, v, v_rs, j0, j1, first, PV_ROWS, NV);
+    for (; r + 2 <= m; r += 2)
+        pv_tile(out + r * o_rs, o_rs, P + r * ld, ld, v, v_rs, j0, j1, first, 2, NV);
+    for (; r < m; r++)
+        pv_tile(out + r * o_rs, o_rs, P + r * ld, ld, v, v_rs, j0, j1, first, 1, NV);
+}
+
+__attribute__((target("avx512f"))) void mha_pv_avx512(float *out, int64_t o_rs, const float *P,
+                                                      int64_t ld, const float *v, int64_t v_rs,
+                                                      int64_t m, int64_t kn, int64_t hd)
+{
+    for (int64_t j0 = 0; j0 < kn; j0 += PV_KEYS) {
+        const int64_t j1 = j0 + PV_KEYS < kn ? j0 + PV_KEYS : kn;
+        for (int64_t c0 = 0; c0 < hd; c0 += 64) {
+            float *o = out + c0;
+            const float *vc = v + c0;
+            switch ((hd - c0) / 16) {
+            case 1:
+                pv_rows(o, o_rs, P, ld, vc, v_rs, m, j0, j1, j0 == 0, 1);
+                break;
+            case 2:
+                pv_rows(o, o_rs, P, ld, vc, v_rs, m, j0, j1, j0 == 0, 2);
+                break;
+            case 3:
+                pv_rows(o, o_rs, P, ld, vc, v_rs, m, j0, j1, j0 == 0, 3);
+                break;
+            default:
+                pv_rows(o, o_rs, P, ld, vc, v_rs, m, j0, j1, j0 == 0, 4);
+            }
+        }
+    }
+}
+#else
+void mha_scores_avx512(float *sc, int64_t ld, const float *q, int64_t q_rs, const float *kp,
+                       int64_t m, int64_t kn, int64_t hd)
+{
+    (void)sc, (void)ld, (void)q, (void)q_rs, (void)kp, (void)m, (void)kn, (void)hd;
+}
+
+void mha_pv_avx512(float *out, int64_t o_rs, const float *P, int64_t ld, const float *v,
+                   int64_t v_rs, int64_t m, int64_t kn, int64_t hd)
+{
+    (void)out, (void)o_rs, (void)P, (void)ld, (void)v, (void)v_rs, (void)m, (void)kn, (void)hd;
+}
+
+void mha_gemm_avx512(float *C, int64_t ldc, const float *A, int64_t lda, const float *W, int64_t M,
+                     int64_t Nc, int64_t K, float *pack)
+{
+    (void)C, (void)ldc, (void)A, (void)lda, (void)W, (void)M, (void)Nc, (void)K, (void)pack;
+}
+#endif
