@@ -383,15 +383,13 @@ SIMD static void to_decimals8(decimals8 *out, const float *x)
     out->first = hi + '0';
 }
 
-/* srv_format_floats' loop over x [n], n a multiple of 8, with to_decimals8 */
+/* srv_format_floats' loop over x [n], n a multiple of 8 (and > 0), with to_decimals8 */
 SIMD static char *format_floats8(char *p, const float *x, size_t n, char sep)
 {
     decimals8 dec;
     for (size_t i = 0; i < n; i += 8) {
         to_decimals8(&dec, x + i);
         for (int j = 0; j < 8; j++) {
-            *p = sep;
-            p += i + (size_t)j > 0;
             uint32_t bits;
             memcpy(&bits, &x[i + (size_t)j], 4);
             *p = '-';
@@ -402,9 +400,10 @@ SIMD static char *format_floats8(char *p, const float *x, size_t n, char sep)
             } else {
                 p = write_special(p, bits);
             }
+            *p++ = sep;
         }
     }
-    return p;
+    return p - 1; /* without the last separator */
 }
 #endif
 
