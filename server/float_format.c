@@ -287,9 +287,10 @@ static inline char *write_special(char *p, uint32_t bits)
 
 #if defined(__GNUC__) && defined(__x86_64__)
 /* to_decimal for 8 floats at once with AVX-512 (F, DQ, CD), when the processor has it (checked at
- * start-up): the same arithmetic, lane by lane, in 64-bit lanes; a table lookup becomes a gather
- * or a permute, a branch-free select a blend. About 4x fewer instructions per number than the
- * scalar code. Results go to arrays that the scalar text writer reads. */
+ * start-up; valgrind's CPUID does not report it): the same arithmetic, lane by lane, in 64-bit
+ * lanes; a table lookup becomes a gather or a permute, a comparison a mask, a select a masked
+ * operation. Per number it costs about a quarter of the scalar code; the results go to a struct
+ * of vectors that the scalar text writer reads. */
 #include <immintrin.h>
 #define SIMD __attribute__((target("avx512f,avx512dq,avx512cd")))
 typedef uint64_t u64x8 __attribute__((vector_size(64)));
@@ -309,7 +310,6 @@ SIMD static inline u64x8 mul32(u64x8 a, u64x8 b)
 {
     return (u64x8)_mm512_mul_epu32((__m512i)a, (__m512i)b);
 }
-
 
 SIMD static inline u64x8 round_to_odd8(u64x8 g, u64x8 cp) /* as round_to_odd, per lane */
 {
