@@ -23,9 +23,9 @@
  * mha_own_gemm). The attention's two GEMMs use the AVX-512 kernels of mha_attn_avx512.c
  * where the CPU has AVX-512F and hd is a multiple of 16 (keys packed once per pass, per head,
  * by a parallel pass before the attention), cblas_sgemm otherwise.
- * Scratch: one allocation per pass (plan.workspace_bytes + one score block per further thread of
- * the attention, as many as the workspace limit allows), reused from the pool's cache when it is
- * big enough.
+ * Scratch: one allocation per pass (plan.workspace_bytes + one slot per further thread, as many
+ * as the workspace limit allows; a slot holds a score block, or packed weights for
+ * mha_gemm_avx512), reused from the pool's cache when it is big enough.
  */
 #include "mha_forward_internal.h"
 
@@ -201,7 +201,6 @@ static void attention_task(void *arg, int64_t task, int slot)
     const float *kb = f->k + b * f->k_bs;
     const float *vb = f->v + b * f->v_bs;
     float *cb = f->cat + b * f->c_bs + i0 * f->c_rs;
-
     const mha_mask *am = in->attn_mask.data ? &in->attn_mask : NULL;
     const mha_mask *kp = in->key_padding_mask.data ? &in->key_padding_mask : NULL;
     float *trace_scores = f->trace ? f->trace->stage[MHA_TRACE_SCORES] : NULL;
@@ -440,10 +439,9 @@ mha_status mha_forward(const mha_layer *layer, const mha_inputs *in, const mha_p
     f.avx512 = f.kp_floats > 0;
     const int64_t N = f.N, L = f.L, S0 = f.S0, E = f.E;
 
-    /* One allocation: the plan's workspace (one score block included) plus a score block for each
-     * further thread of the attention, as many as fit in the layer's workspace limit: the plan
-     * cannot know the pool, so a pass planned close to the limit runs its attention on fewer
-     * threads rather than failing (the GEMMs need no per-thread scratch and use them all). */
+    /* One allocation: the plan's workspace (one thread's slot included) plus a slot for each
+     * further thread, as many as fit in the layer's workspace limit: the plan cannot know the
+     * pool, so a pass planned close to the limit runs on fewer threads rather than failing. */
     const int64_t slot_bytes = f.slot_floats * (int64_t)sizeof(float);
     const int64_t limit = layer->limits.max_workspace_bytes;
     if ((int64_t)plan->workspace_bytes > limit)
