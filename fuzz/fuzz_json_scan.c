@@ -8,6 +8,9 @@
  * accepts an object the scanner must accept it too, unless it breaks one of the scanner's own
  * limits (depth, members, key length, a \u0000 in a key, a duplicate key). jansson refuses numbers
  * beyond a double or int64; those texts are only checked in the first direction.
+ * srv_json_object_scan_lazy (every key lazy) against the strict scan: when the strict scan accepts,
+ * the same members; when the lazy one refuses, the strict one's very error; it may accept more
+ * only when some member was left lazy.
  */
 #include <jansson.h>
 #include <stdbool.h>
@@ -67,6 +70,29 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         m = calloc(100000, sizeof *m);
     srv_error err = {0};
     int n = srv_json_object_scan(text, len, "body", max_depth, m, max, &err);
+
+    static srv_json_member *ml;
+    if (!ml)
+        ml = calloc(100000, sizeof *ml);
+    static const char *const all[] = {"*", NULL};
+    srv_error lerr = {0};
+    int nl = srv_json_object_scan_lazy(text, len, "body", max_depth, all, ml, max, &lerr);
+    if (n >= 0) {
+        if (nl != n)
+            FAIL("strict scan found %d members, lazy %d (%s)", n, nl, lerr.message);
+        for (int i = 0; i < n; i++)
+            if (strcmp(m[i].key, ml[i].key) || m[i].value != ml[i].value || m[i].value_len != ml[i].value_len)
+                FAIL("member %d differs in the lazy scan", i);
+    } else if (nl < 0) {
+        if (lerr.code != err.code || strcmp(lerr.message, err.message) || strcmp(lerr.field, err.field))
+            FAIL("lazy error \"%s\", strict \"%s\"", lerr.message, err.message);
+    } else {
+        bool lazy = false;
+        for (int i = 0; i < nl; i++)
+            lazy |= ml[i].lazy;
+        if (!lazy)
+            FAIL("lazy scan accepts with no lazy member what the strict one refuses: %s", err.message);
+    }
 
     /* the scanner refuses duplicate keys at the top level only (nested objects go to jansson) */
     json_error_t je;

@@ -8,7 +8,8 @@
  * > 0, ndim within max_depth, elements within max_elements, floats finite or -inf only where
  * allowed, bools 0/1). Each float tensor is then written in all three encodings and parsed back
  * with the same rules: same shape, same bits. A failed parse must fill err with a code and leave
- * the tensor owning nothing.
+ * the tensor owning nothing. A text the parser accepts must be valid JSON by the strict scanner
+ * (srv_json_skip_value): the daemon's body scan leaves tensor values' syntax to this parser.
  */
 #include <math.h>
 #include <stdint.h>
@@ -16,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "json_scan.h"
 #include "tensor.h"
 
 #define FAIL(...) (fprintf(stderr, __VA_ARGS__), fputc('\n', stderr), abort())
@@ -54,6 +56,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     if (err.code != SRV_OK)
         FAIL("succeeded with an error set: %s", err.message);
+    srv_error se = {0};
+    const char *end = srv_json_skip_value(json, json + len, 0, 64, json, "query", &se);
+    if (!end || srv_json_skip_ws(end, json + len) != json + len)
+        FAIL("parsed a text the strict scanner refuses: %s", end ? "text after the value" : se.message);
     if (t.ndim < 0 || t.ndim > depth)
         FAIL("ndim %d, max_depth %d", t.ndim, depth);
     int64_t count = 1;

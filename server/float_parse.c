@@ -309,10 +309,11 @@ size_t srv_parse_float(const char *p, const char *end, float *out, bool *overflo
             if (k2 > 0 && k2 < 8 && f[k2] != 'e' && f[k2] != 'E') {
                 uint64_t m = (uint64_t)digits_value(x, k) * pow10_u64[k2] + digits_value(y, k2);
                 size_t n = (size_t)(f + k2 - p);
-                if (m > (1u << 24)) /* more than float32's exact integers */
+                if (m == 0 || m > (1u << 24)) /* -0, or more than float32's exact integers */
                     return finish(m, -k2, neg, p, n, out, overflow);
-                float v = (float)m / exact_pow10f[k2]; /* both exact: rounded correctly, 0 kept */
-                *out = neg ? -v : v;
+                /* the sign without a branch (it is random in real data): ±m is exact too */
+                int32_t sm = ((int32_t)m ^ -(int32_t)neg) + (int32_t)neg;
+                *out = (float)sm / exact_pow10f[k2]; /* both exact: rounded correctly */
                 return n;
             }
         }

@@ -334,9 +334,81 @@ static void test_write(void)
     CHECK(bad == 0, "%d random round trips failed", bad);
 }
 
+/* The run of plain numbers parse_nested reads in a fast lane, where it hands back to the general
+ * loop (white space before a comma, other values, errors) and where the element store must grow
+ * (text denser than its first estimate of 8 bytes a number). */
+static void test_number_runs(void)
+{
+    srv_tensor t;
+    srv_error err;
+    CHECK(parse(&t, "[[1, 2 ,3,\t4, -5, 1e2, 0.5,\n6], [-0.0,7 , 8,9,10,11,12 ,13 ]]", &rules_float, &err) ==
+                  SRV_OK &&
+              t.ndim == 2 && t.shape[0] == 2 && t.shape[1] == 8,
+          "mixed spacing: %s", err.message);
+    if (t.data) {
+        const float *f = t.data;
+        static const float want[16] = {1, 2, 3, 4, -5, 100, 0.5f, 6, -0.0f, 7, 8, 9, 10, 11, 12, 13};
+        CHECK(memcmp(f, want, sizeof want) == 0 && signbit(f[8]), "mixed spacing values");
+    }
+    srv_tensor_free(&t);
+    expect_code("[[1, 2, 3], [4, 5, 1e39]]", &rules_float, SRV_E_BAD_VALUE, "query[1][2]");
+    expect_code("[[1, 2, 3], [4, 5, 01]]", &rules_float, SRV_E_BAD_JSON, NULL);
+    expect_code("[[1, 2, 3], [4, 5, -Infinity]]", &rules_float, SRV_E_BAD_JSON, "NaN and Infinity");
+    expect_code("[[1, 2, 3], [4, 5, -]]", &rules_float, SRV_E_BAD_JSON, NULL);
+    expect_code("[[1, 2, 3], [4, 5, 6x]]", &rules_float, SRV_E_BAD_JSON, NULL);
+    expect_code("[[1, 2, 3], [4, 5, true]]", &rules_float, SRV_E_BAD_VALUE, "query[1][2]");
+    expect_code("[[1, 2, 3], [4, 5, \"-inf\"]]", &rules_float, SRV_E_BAD_VALUE, "query[1][2]");
+    expect_code("[[1, 2, 3], [4, 5, [6]]]", &rules_float, SRV_E_SHAPE, "query[1][2]");
+    expect_code("[[1, 2, 3], [4, 5, 6, 7]]", &rules_float, SRV_E_SHAPE, "query[1]");
+    expect_code("[[1, 2, 3], [4, 5]]", &rules_float, SRV_E_SHAPE, "query[1]");
+    expect_code("[1, 2, 3,]", &rules_float, SRV_E_BAD_JSON, NULL);
+    expect_code("[1, 2, 3", &rules_float, SRV_E_BAD_JSON, NULL);
+    CHECK(parse(&t, "[[0, \"-inf\", 1.5], [2, 3, 4]]", &rules_mask, &err) == SRV_OK && t.count == 6 &&
+              isinf(((float *)t.data)[1]) && ((float *)t.data)[5] == 4,
+          "-inf in a run: %s", err.message);
+    srv_tensor_free(&t);
+
+    /* dense text: 2 bytes a number, 4 times the first estimate, and booleans (5-6 bytes) */
+    enum { N = 100000 };
+    char *text = malloc(N * 6 + 4);
+    size_t k = 0;
+    text[k++] = '[';
+    for (int i = 0; i < N; i++)
+        k += (size_t)sprintf(text + k, "%s%d", i ? "," : "", i % 10);
+    text[k++] = ']';
+    text[k] = '\0';
+    srv_tensor_rules big = rules_float;
+    big.max_elements = N;
+    CHECK(parse(&t, text, &big, &err) == SRV_OK && t.count == N, "dense digits: %s", err.message);
+    bool ok = t.data != NULL;
+    for (int i = 0; ok && i < N; i++)
+        ok = ((float *)t.data)[i] == (float)(i % 10);
+    CHECK(ok, "dense digits: values");
+    srv_tensor_free(&t);
+    big.max_elements = N - 1;
+    expect_code(text, &big, SRV_E_TOO_LARGE, NULL);
+    k = 0;
+    text[k++] = '[';
+    for (int i = 0; i < N; i++)
+        k += (size_t)sprintf(text + k, "%s%s", i ? "," : "", i % 3 ? "true" : "false");
+    text[k++] = ']';
+    text[k] = '\0';
+    srv_tensor_rules bools = rules_mask;
+    bools.max_elements = N;
+    CHECK(parse(&t, text, &bools, &err) == SRV_OK && t.count == N && t.dtype == SRV_DTYPE_BOOL,
+          "dense booleans: %s", err.message);
+    ok = t.data != NULL;
+    for (int i = 0; ok && i < N; i++)
+        ok = ((uint8_t *)t.data)[i] == (i % 3 != 0);
+    CHECK(ok, "dense booleans: values");
+    srv_tensor_free(&t);
+    free(text);
+}
+
 int main(void)
 {
     test_nested();
+    test_number_runs();
     test_flat();
     test_base64();
     test_write();
