@@ -164,10 +164,13 @@ __attribute__((target("avx512f"))) void mha_gemm_avx512(float *C, int64_t ldc, c
     }
 }
 
-/* R rows x NV vectors of 16 columns, over keys [j0, j1); first: start from 0, else from out. */
+/* R rows x NV vectors of 16 columns, over keys [j0, j1); first: start from 0, else from out.
+ * wd (NULL: none): also writes P · winv[i] to row i of wd (row stride wld), 16 keys at a time
+ * between the FMAs, so those stores drain while the kernel computes. */
 __attribute__((target("avx512f"), always_inline)) static inline void
 pv_tile(float *out, int64_t o_rs, const float *P, int64_t ld, const float *v, int64_t v_rs,
-        int64_t j0, int64_t j1, bool first, const int R, const int NV)
+        int64_t j0, int64_t j1, bool first, float *wd, int64_t wld, const float *winv, const int R,
+        const int NV)
 {
     __m512 acc[PV_ROWS][4];
 #pragma GCC unroll 6
@@ -175,18 +178,34 @@ pv_tile(float *out, int64_t o_rs, const float *P, int64_t ld, const float *v, in
 #pragma GCC unroll 4
         for (int c = 0; c < NV; c++)
             acc[i][c] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(out + i * o_rs + c * 16);
-    for (int64_t j = j0; j < j1; j++) {
-        const float *vr = v + j * v_rs;
-        __m512 b[4];
-#pragma GCC unroll 4
-        for (int c = 0; c < NV; c++)
-            b[c] = _mm512_loadu_ps(vr + c * 16);
+    for (int64_t jb = j0; jb < j1; jb += 16) {
+        const int64_t je = jb + 16 < j1 ? jb + 16 : j1;
+        if (wd) {
+            const __mmask16 mk = keys_mask(je - jb);
 #pragma GCC unroll 6
-        for (int i = 0; i < R; i++) {
-            const __m512 x = _mm512_set1_ps(P[i * ld + j]);
+            for (int i = 0; i < R; i++) {
+                float *d = wd + i * wld + jb;
+                const __m512 x = _mm512_mul_ps(_mm512_maskz_loadu_ps(mk, P + i * ld + jb),
+                                               _mm512_set1_ps(winv[i]));
+                if (mk == 0xffff && ((uintptr_t)d & 63) == 0)
+                    _mm512_stream_ps(d, x);
+                else
+                    _mm512_mask_storeu_ps(d, mk, x);
+            }
+        }
+        for (int64_t j = jb; j < je; j++) {
+            const float *vr = v + j * v_rs;
+            __m512 b[4];
 #pragma GCC unroll 4
             for (int c = 0; c < NV; c++)
-                acc[i][c] = _mm512_fmadd_ps(x, b[c], acc[i][c]);
+                b[c] = _mm512_loadu_ps(vr + c * 16);
+#pragma GCC unroll 6
+            for (int i = 0; i < R; i++) {
+                const __m512 x = _mm512_set1_ps(P[i * ld + j]);
+#pragma GCC unroll 4
+                for (int c = 0; c < NV; c++)
+                    acc[i][c] = _mm512_fmadd_ps(x, b[c], acc[i][c]);
+            }
         }
     }
 #pragma GCC unroll 6
@@ -199,38 +218,44 @@ pv_tile(float *out, int64_t o_rs, const float *P, int64_t ld, const float *v, in
 /* Rows [0,m) of one column group of NV vectors, keys [j0,j1). */
 __attribute__((target("avx512f"), always_inline)) static inline void
 pv_rows(float *out, int64_t o_rs, const float *P, int64_t ld, const float *v, int64_t v_rs,
-        int64_t m, int64_t j0, int64_t j1, bool first, const int NV)
+        int64_t m, int64_t j0, int64_t j1, bool first, float *wd, int64_t wld, const float *winv,
+        const int NV)
 {
     int64_t r = 0;
+#define PV_TILE(R)                                                                                 \
+    pv_tile(out + r * o_rs, o_rs, P + r * ld, ld, v, v_rs, j0, j1, first,                          \
+            wd ? wd + r * wld : NULL, wld, wd ? winv + r : NULL, R, NV)
     for (; r + PV_ROWS <= m; r += PV_ROWS)
-        pv_tile(out + r * o_rs, o_rs, P + r * ld, ld, v, v_rs, j0, j1, first, PV_ROWS, NV);
+        PV_TILE(PV_ROWS);
     for (; r + 2 <= m; r += 2)
-        pv_tile(out + r * o_rs, o_rs, P + r * ld, ld, v, v_rs, j0, j1, first, 2, NV);
+        PV_TILE(2);
     for (; r < m; r++)
-        pv_tile(out + r * o_rs, o_rs, P + r * ld, ld, v, v_rs, j0, j1, first, 1, NV);
+        PV_TILE(1);
+#undef PV_TILE
 }
 
 __attribute__((target("avx512f"))) void mha_pv_avx512(float *out, int64_t o_rs, const float *P,
                                                       int64_t ld, const float *v, int64_t v_rs,
-                                                      int64_t m, int64_t kn, int64_t hd)
+                                                      int64_t m, int64_t kn, int64_t hd,
+                                                      float *wdst, int64_t wld, const float *inv)
 {
     for (int64_t j0 = 0; j0 < kn; j0 += PV_KEYS) {
         const int64_t j1 = j0 + PV_KEYS < kn ? j0 + PV_KEYS : kn;
         for (int64_t c0 = 0; c0 < hd; c0 += 64) {
-            float *o = out + c0;
+            float *o = out + c0, *wd = c0 == 0 ? wdst : NULL; /* weights with the first group */
             const float *vc = v + c0;
             switch ((hd - c0) / 16) {
             case 1:
-                pv_rows(o, o_rs, P, ld, vc, v_rs, m, j0, j1, j0 == 0, 1);
+                pv_rows(o, o_rs, P, ld, vc, v_rs, m, j0, j1, j0 == 0, wd, wld, inv, 1);
                 break;
             case 2:
-                pv_rows(o, o_rs, P, ld, vc, v_rs, m, j0, j1, j0 == 0, 2);
+                pv_rows(o, o_rs, P, ld, vc, v_rs, m, j0, j1, j0 == 0, wd, wld, inv, 2);
                 break;
             case 3:
-                pv_rows(o, o_rs, P, ld, vc, v_rs, m, j0, j1, j0 == 0, 3);
+                pv_rows(o, o_rs, P, ld, vc, v_rs, m, j0, j1, j0 == 0, wd, wld, inv, 3);
                 break;
             default:
-                pv_rows(o, o_rs, P, ld, vc, v_rs, m, j0, j1, j0 == 0, 4);
+                pv_rows(o, o_rs, P, ld, vc, v_rs, m, j0, j1, j0 == 0, wd, wld, inv, 4);
             }
         }
     }
@@ -243,9 +268,11 @@ void mha_scores_avx512(float *sc, int64_t ld, const float *q, int64_t q_rs, cons
 }
 
 void mha_pv_avx512(float *out, int64_t o_rs, const float *P, int64_t ld, const float *v,
-                   int64_t v_rs, int64_t m, int64_t kn, int64_t hd)
+                   int64_t v_rs, int64_t m, int64_t kn, int64_t hd, float *wdst, int64_t wld,
+                   const float *inv)
 {
     (void)out, (void)o_rs, (void)P, (void)ld, (void)v, (void)v_rs, (void)m, (void)kn, (void)hd;
+    (void)wdst, (void)wld, (void)inv;
 }
 
 void mha_gemm_avx512(float *C, int64_t ldc, const float *A, int64_t lda, const float *W, int64_t M,

@@ -23,9 +23,9 @@
  * mha_own_gemm). The attention's two GEMMs use the AVX-512 kernels of mha_attn_avx512.c
  * where the CPU has AVX-512F and hd is a multiple of 16 (keys packed once per pass, per head,
  * by a parallel pass before the attention), cblas_sgemm otherwise.
- * Scratch: one allocation per pass (plan.workspace_bytes + one score block per further thread of
- * the attention, as many as the workspace limit allows), reused from the pool's cache when it is
- * big enough.
+ * Scratch: one allocation per pass (plan.workspace_bytes + one slot per further thread, as many
+ * as the workspace limit allows; a slot holds a score block, or packed weights for
+ * mha_gemm_avx512), reused from the pool's cache when it is big enough.
  */
 #include "mha_forward_internal.h"
 
@@ -170,17 +170,18 @@ static const void *mask_row(const mha_mask *m, int64_t row, int64_t width)
 
 /* Writes m rows of the block sc (keys [0,kn), then the S - S0 appended ones; row stride S) as rows
  * of S columns at dst: keys in place, the skipped keys [kn,S0) as `skipped`, the appended keys at
- * S0. scale NULL copies; else each row r is multiplied by scale[r], with non-temporal stores. */
+ * S0. scale NULL copies; else each row r is multiplied by scale[r], with non-temporal stores.
+ * keys_written: columns [0,kn) are there already (mha_pv_avx512 wrote them). */
 static void expand_rows(float *dst, const float *sc, int64_t m, int64_t S, int64_t S0, int64_t kn,
-                        const float *scale, float skipped)
+                        const float *scale, float skipped, bool keys_written)
 {
-    if (scale)
+    if (scale && !keys_written)
         mha_scale_rows_stream(dst, S, sc, S, m, kn, scale);
     for (int64_t r = 0; r < m; r++) {
         float *d = dst + r * S;
         const float *x = sc + r * S;
         const float v = scale ? scale[r] : 1.0f;
-        if (!scale)
+        if (!scale && !keys_written)
             memcpy(d, x, (size_t)kn * sizeof(float));
         for (int64_t j = kn; j < S0; j++)
             d[j] = skipped;
@@ -201,7 +202,6 @@ static void attention_task(void *arg, int64_t task, int slot)
     const float *kb = f->k + b * f->k_bs;
     const float *vb = f->v + b * f->v_bs;
     float *cb = f->cat + b * f->c_bs + i0 * f->c_rs;
-
     const mha_mask *am = in->attn_mask.data ? &in->attn_mask : NULL;
     const mha_mask *kp = in->key_padding_mask.data ? &in->key_padding_mask : NULL;
     float *trace_scores = f->trace ? f->trace->stage[MHA_TRACE_SCORES] : NULL;
@@ -254,16 +254,19 @@ static void attention_task(void *arg, int64_t task, int slot)
                             kp ? kp->type : MHA_MASK_FLOAT, in->is_causal ? i + 1 : kn);
         }
         if (trace_scores)
-            expand_rows(trace_scores + bhl * S, sc, m, S, S0, kn, NULL, -INFINITY);
+            expand_rows(trace_scores + bhl * S, sc, m, S, S0, kn, NULL, -INFINITY, false);
         /* The softmax without its last pass: exponentials in the block, 1/sum per row in inv.
          * The head outputs are scaled by inv instead of the [rows, S] weights (one pass over the
          * block fewer); the weights, where wanted, are written as exp · inv straight from the
          * block. Outputs are thus computed the same way whether weights are asked for or not. */
         mha_softmax_exp_rows(sc, m, ncols, S, inv);
-        if (f->per_head)
-            expand_rows(f->weights + bhl * S, sc, m, S, S0, kn, inv, 0.0f);
+        /* Per-head weights: on the AVX-512 path the weights·v kernel writes the keys' columns
+         * between its FMAs, so the 4·H·L·S bytes drain to memory while it computes. */
+        float *wh = f->per_head ? f->weights + bhl * S : NULL;
+        if (wh && !f->avx512)
+            expand_rows(wh, sc, m, S, S0, kn, inv, 0.0f, false);
         if (trace_weights)
-            expand_rows(trace_weights + bhl * S, sc, m, S, S0, kn, inv, 0.0f);
+            expand_rows(trace_weights + bhl * S, sc, m, S, S0, kn, inv, 0.0f, false);
         if (avg) {
             for (int64_t r = 0; r < m; r++) {
                 float *a = avg + r * S;
@@ -284,9 +287,11 @@ static void attention_task(void *arg, int64_t task, int slot)
             }
         }
         float *ch = cb + h * hd;
-        if (f->avx512)
-            mha_pv_avx512(ch, f->c_rs, sc, S, vb + h * hd, f->v_rs, m, kn, hd);
-        else
+        if (f->avx512) {
+            mha_pv_avx512(ch, f->c_rs, sc, S, vb + h * hd, f->v_rs, m, kn, hd, wh, S, inv);
+            if (wh && kn < S)
+                expand_rows(wh, sc, m, S, S0, kn, inv, 0.0f, true);
+        } else
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)hd, (int)kn, 1.0f,
                         sc, (int)S, vb + h * hd, (int)f->v_rs, 0.0f, ch, (int)f->c_rs);
         for (int64_t r = 0; r < m; r++) { /* + the bias_v value, then the softmax's 1/sum */
@@ -440,10 +445,9 @@ mha_status mha_forward(const mha_layer *layer, const mha_inputs *in, const mha_p
     f.avx512 = f.kp_floats > 0;
     const int64_t N = f.N, L = f.L, S0 = f.S0, E = f.E;
 
-    /* One allocation: the plan's workspace (one score block included) plus a score block for each
-     * further thread of the attention, as many as fit in the layer's workspace limit: the plan
-     * cannot know the pool, so a pass planned close to the limit runs its attention on fewer
-     * threads rather than failing (the GEMMs need no per-thread scratch and use them all). */
+    /* One allocation: the plan's workspace (one thread's slot included) plus a slot for each
+     * further thread, as many as fit in the layer's workspace limit: the plan cannot know the
+     * pool, so a pass planned close to the limit runs on fewer threads rather than failing. */
     const int64_t slot_bytes = f.slot_floats * (int64_t)sizeof(float);
     const int64_t limit = layer->limits.max_workspace_bytes;
     if ((int64_t)plan->workspace_bytes > limit)

@@ -159,8 +159,12 @@ int64_t mha_gemm_pack_floats(int64_t Nc, int64_t K);
 void mha_gemm_avx512(float *C, int64_t ldc, const float *A, int64_t lda, const float *W, int64_t M,
                      int64_t Nc, int64_t K, float *pack);
 
-/* out[m,hd] (row stride o_rs) = P[m,kn] (row stride ld) · v[kn,hd] (row stride v_rs). */
+/* out[m,hd] (row stride o_rs) = P[m,kn] (row stride ld) · v[kn,hd] (row stride v_rs).
+ * wdst (NULL: none) also gets wdst[r][j] = P[r][j] · inv[r] for j < kn (row stride wld; the
+ * per-head weights), written between the FMAs (non-temporal where aligned): call
+ * mha_copy_stream_fence before handing it over. */
 void mha_pv_avx512(float *out, int64_t o_rs, const float *P, int64_t ld, const float *v,
-                   int64_t v_rs, int64_t m, int64_t kn, int64_t hd);
+                   int64_t v_rs, int64_t m, int64_t kn, int64_t hd, float *wdst, int64_t wld,
+                   const float *inv);
 
 #endif

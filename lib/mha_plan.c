@@ -99,9 +99,10 @@ static mha_status check_mask(const char *field, const mha_mask *m, int ndim, con
 /* Rows of score scratch each thread works on at once (see mha_forward.c). */
 int64_t mha_row_block(const mha_plan *plan)
 {
-    /* About 1 MiB of scores (L2-sized on Zen 4/5), 16 to 128 rows: OpenBLAS repacks a head's K
-     * and V on every call, about 1/(2·rows) of the attention's work, so fewer rows cost more;
-     * much more and the block leaves L2 (measured on XL: 128 rows ~7% faster than 64). Then at
+    /* About 1 MiB of scores (L2-sized on Zen 4/5), 16 to 128 rows: the cblas path repacks a
+     * head's K and V on every call, about 1/(2·rows) of the attention's work, so fewer rows cost
+     * more; much more and the block leaves L2 (measured on XL: 128 rows ~7% faster than 64). The
+     * AVX-512 kernels measured within noise of each other at 64, 128 and 256 rows on XL. Then at
      * least 4 tasks where rows allow and the work is worth splitting, so two threads both get work.
      */
     int64_t rb = ((int64_t)1 << 18) / (plan->S > 0 ? plan->S : 1);

@@ -261,10 +261,11 @@ static const char *parse_nested(parse_ctx *c, const char *p, int max_depth, srv_
     char path[192];
 
     /* The first allocation assumes 8 bytes of text a number (clients send about 10: "-0.123456, ");
-     * denser text ("0,1,0") grows it. Not the bound of 2 bytes ("1,"): that was 4-5 times too big
-     * and shrunk after parsing, so glibc never raised its mmap threshold to the size freed and
-     * every request mapped fresh pages and faulted them in (~1 ms for the M layer's query, 64
-     * pages, on a VM). */
+     * denser text ("0,1,0") grows it. Not the bound of 2 bytes ("1,"): 4-5 times too big, so the
+     * L layer's query (12.6 MB of floats) asked for 66 MB, past the 32 MB the daemon keeps in
+     * malloc's heap (main.c), and every such request mapped fresh pages and faulted them in (tens
+     * of ms on a VM). Without that mallopt (a library user) the oversize block, shrunk after
+     * parsing, also kept glibc from raising its mmap threshold: the M query faulted 64 pages. */
     elems e = {NULL, 0, 0, -1};
     int64_t max = r->max_elements > 0 ? r->max_elements : INT64_MAX / 4;
     int64_t est = (int64_t)((end - p) / 8 + 16);

@@ -51,14 +51,7 @@ static void pause_ms(int ms)
 
 static bool send_str(int fd, const char *s, size_t n)
 {
-    size_t sent = 0;
-    while (sent < n) {
-        ssize_t w = send(fd, s + sent, n - sent, MSG_NOSIGNAL);
-        if (w <= 0)
-            return false;
-        sent += (size_t)w;
-    }
-    return true;
+    return hc_send_all(fd, s, n) == n;
 }
 
 /* Reads what is there within ms into buf (appending at *got, NUL-terminated). Returns 1 when the

@@ -99,7 +99,24 @@ static void test_attention(int64_t m, int64_t kn, int64_t hd)
     CHECK(ok, "scores m=%lld kn=%lld hd=%lld", (long long)m, (long long)kn, (long long)hd);
     CHECK(untouched, "scores m=%lld kn=%lld hd=%lld write no column past kn", (long long)m,
           (long long)kn, (long long)hd);
-    mha_pv_avx512(out, o_rs, sc, ld, v, v_rs, m, kn, hd);
+    /* the weights too, scaled by one inverse per row, 3 floats off alignment */
+    float *inv = rnd_array(m),
+          *wmem = aligned_alloc(64, (size_t)((m * ld + 31) / 16 * 16) * sizeof(float));
+    float *w = wmem + 3;
+    for (int64_t i = 0; i < m * ld; i++)
+        w[i] = -7.0f;
+    mha_pv_avx512(out, o_rs, sc, ld, v, v_rs, m, kn, hd, w, ld, inv);
+    mha_copy_stream_fence();
+    bool wexact = true;
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < ld; j++)
+            wexact &= w[i * ld + j] == (j < kn ? sc[i * ld + j] * inv[i] : -7.0f);
+    CHECK(wexact, "weights·v m=%lld kn=%lld hd=%lld writes exactly P·inv to the weights",
+          (long long)m, (long long)kn, (long long)hd);
+    free(inv);
+    free(wmem);
+    if (m % 2) /* and without weights, the same output */
+        mha_pv_avx512(out, o_rs, sc, ld, v, v_rs, m, kn, hd, NULL, 0, NULL);
     ok = untouched = true;
     for (int64_t i = 0; i < m; i++) {
         for (int64_t d = 0; d < o_rs; d++) {

@@ -37,38 +37,6 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* A connected, non-blocking TCP socket to the daemon, or -1. */
-static int raw_connect(int port)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    if (fd < 0)
-        return -1;
-    struct sockaddr_in a = {0};
-    a.sin_family = AF_INET;
-    a.sin_port = htons((uint16_t)port);
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (connect(fd, (struct sockaddr *)&a, sizeof a) < 0) {
-        close(fd);
-        return -1;
-    }
-    int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    return fd;
-}
-
-/* Sends all of [p, p+n) (blocking, no SIGPIPE); returns bytes sent (less when the peer closed). */
-static size_t send_all(int fd, const char *p, size_t n)
-{
-    size_t sent = 0;
-    while (sent < n) {
-        ssize_t w = send(fd, p + sent, n - sent, MSG_NOSIGNAL);
-        if (w <= 0)
-            break;
-        sent += (size_t)w;
-    }
-    return sent;
-}
-
 /* Reads into buf (NUL-terminated, at most cap-1 bytes) until the peer closes, `responses` status
  * lines have been seen with their bodies complete (Content-Length), or timeout_ms pass without
  * data. Returns bytes read. */
@@ -230,18 +198,18 @@ static void test_slow_clients(srv_daemon *d)
     int fds[NSLOW];
     int open_ok = 0;
     for (int i = 0; i < NSLOW; i++) {
-        fds[i] = raw_connect(port);
+        fds[i] = hc_connect(port);
         open_ok += fds[i] >= 0;
         if (fds[i] < 0)
             continue;
         if (i % 2 == 0) { /* slowloris: a request line, then headers one byte at a time */
             const char *start = "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n";
-            send_all(fds[i], start, strlen(start));
+            hc_send_all(fds[i], start, strlen(start));
         } else { /* a stalled body: 1000 bytes announced, 10 sent */
             const char *start = "POST /v1/layers/plain/forward HTTP/1.1\r\nHost: 127.0.0.1\r\n"
                                 "Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n"
                                 "{\"query\": ";
-            send_all(fds[i], start, strlen(start));
+            hc_send_all(fds[i], start, strlen(start));
         }
     }
     CHECK(open_ok == NSLOW, "%d of %d slow connections opened", open_ok, NSLOW);
@@ -295,8 +263,8 @@ static void test_oversized_headers(srv_daemon *d)
     memset(req + k, 'a', n);
     k += n;
     k += (size_t)sprintf(req + k, "\r\n\r\n");
-    int fd = raw_connect(port);
-    send_all(fd, req, k);
+    int fd = hc_connect(port);
+    hc_send_all(fd, req, k);
     read_replies(fd, reply, 8192, 1, 3000);
     int st = status_of(reply);
     CHECK(st == 0 || (st >= 400 && st < 500), "256 KiB header: status %d (refused or closed)", st);
@@ -306,8 +274,8 @@ static void test_oversized_headers(srv_daemon *d)
     for (int i = 0; k + 40 < n; i++)
         k += (size_t)sprintf(req + k, "X-H%d: v\r\n", i);
     k += (size_t)sprintf(req + k, "\r\n");
-    fd = raw_connect(port);
-    send_all(fd, req, k);
+    fd = hc_connect(port);
+    hc_send_all(fd, req, k);
     read_replies(fd, reply, 8192, 1, 3000);
     st = status_of(reply);
     CHECK(st == 0 || (st >= 400 && st < 500), "25k headers: status %d (refused or closed)", st);
@@ -317,8 +285,8 @@ static void test_oversized_headers(srv_daemon *d)
     memset(req + k, 'x', n);
     k += n;
     k += (size_t)sprintf(req + k, " HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
-    fd = raw_connect(port);
-    send_all(fd, req, k);
+    fd = hc_connect(port);
+    hc_send_all(fd, req, k);
     read_replies(fd, reply, 8192, 1, 3000);
     st = status_of(reply);
     CHECK(st == 0 || (st >= 400 && st < 500), "256 KiB URL: status %d (refused or closed)", st);
@@ -333,11 +301,11 @@ static void test_lying_bodies(srv_daemon *d)
     char reply[8192];
     /* Content-Length larger than the body, then close (both ways, and write side only) */
     for (int how = 0; how < 2; how++) {
-        int fd = raw_connect(port);
+        int fd = hc_connect(port);
         const char *req = "PUT /v1/layers/lying HTTP/1.1\r\nHost: 127.0.0.1\r\n"
                           "Content-Type: application/json\r\nContent-Length: 100000\r\n\r\n"
                           "{\"config\": {\"embed_dim\": 4, \"num_heads\": 2}}";
-        send_all(fd, req, strlen(req));
+        hc_send_all(fd, req, strlen(req));
         if (how == 1) {
             shutdown(fd, SHUT_WR);
             size_t got = read_replies(fd, reply, sizeof reply, 1, 2000);
@@ -389,7 +357,7 @@ static size_t send_chunks(int fd, size_t max)
     k += sprintf(chunk + k, "\r\n");
     size_t sent = 0;
     while (sent < max) {
-        size_t w = send_all(fd, chunk, (size_t)k);
+        size_t w = hc_send_all(fd, chunk, (size_t)k);
         sent += w;
         if (w < (size_t)k)
             break;
@@ -412,10 +380,10 @@ static void test_chunked_over_limit(void)
     const char *head = "POST /v1/layers/x/forward HTTP/1.1\r\nHost: 127.0.0.1\r\n"
                        "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n";
     char reply[4096];
-    int fd = raw_connect(srv_daemon_port(d));
-    send_all(fd, head, strlen(head));
+    int fd = hc_connect(srv_daemon_port(d));
+    hc_send_all(fd, head, strlen(head));
     size_t sent = send_chunks(fd, 1 << 20);
-    send_all(fd, "0\r\n\r\n", 5);
+    hc_send_all(fd, "0\r\n\r\n", 5);
     read_replies(fd, reply, sizeof reply, 1, 3000);
     int st = status_of(reply);
     CHECK(st == 413 && strstr(reply, "\"too_large\""), "chunked body past the limit: status %d after %zu bytes: %.200s", st, sent,
@@ -423,8 +391,8 @@ static void test_chunked_over_limit(void)
     close(fd);
 
     /* never ending: the daemon reads and drops a while, then closes the connection */
-    fd = raw_connect(srv_daemon_port(d));
-    send_all(fd, head, strlen(head));
+    fd = hc_connect(srv_daemon_port(d));
+    hc_send_all(fd, head, strlen(head));
     double t0 = now_s();
     sent = send_chunks(fd, (size_t)512 << 20);
     CHECK(sent < ((size_t)512 << 20), "an endless chunked body is cut off (after %zu bytes, %.1f s)",
@@ -449,8 +417,8 @@ static void test_pipelined(srv_daemon *d)
                      "GET /v1/layers/nope HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
                      "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n",
                      fl, layers[0].forward);
-    int fd = raw_connect(srv_daemon_port(d));
-    send_all(fd, req, (size_t)k);
+    int fd = hc_connect(srv_daemon_port(d));
+    hc_send_all(fd, req, (size_t)k);
     char *reply = malloc(1 << 16);
     read_replies(fd, reply, 1 << 16, 4, 5000);
     int st[4] = {0}, n = 0;
@@ -712,10 +680,10 @@ static int raw_request(int port, const char *method, const char *path, const cha
                      "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
                      "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s",
                      method, path, body ? strlen(body) : 0, body ? body : "");
-    int fd = raw_connect(port);
+    int fd = hc_connect(port);
     if (fd < 0)
         return 0;
-    send_all(fd, req, (size_t)k);
+    hc_send_all(fd, req, (size_t)k);
     read_replies(fd, out, cap, 1, 3000);
     close(fd);
     return status_of(out);

@@ -5,6 +5,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -236,7 +237,21 @@ int hc_connect(int port)
         close(fd);
         return -1;
     }
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     return fd;
+}
+
+size_t hc_send_all(int fd, const void *p, size_t n)
+{
+    size_t sent = 0;
+    while (sent < n) {
+        ssize_t w = send(fd, (const char *)p + sent, n - sent, MSG_NOSIGNAL);
+        if (w <= 0)
+            break;
+        sent += (size_t)w;
+    }
+    return sent;
 }
 
 int hc_raw(int port, const char *bytes, size_t len, int timeout_ms, char *out, size_t size)
@@ -244,13 +259,7 @@ int hc_raw(int port, const char *bytes, size_t len, int timeout_ms, char *out, s
     int fd = hc_connect(port);
     if (fd < 0)
         return 0;
-    size_t sent = 0;
-    while (sent < len) {
-        ssize_t w = send(fd, bytes + sent, len - sent, MSG_NOSIGNAL);
-        if (w <= 0)
-            break;
-        sent += (size_t)w;
-    }
+    hc_send_all(fd, bytes, len);
     char buf[8192];
     size_t got = 0;
     for (;;) {

@@ -67,8 +67,13 @@ json_t *hc_json(const hc_response *r);
 const char *hc_error_code(const hc_response *r, char *out, size_t size);
 const char *hc_error_field(const hc_response *r, char *out, size_t size);
 
-/* A TCP connection to 127.0.0.1:port: the socket (caller closes), or -1 when it fails. */
+/* A TCP connection to 127.0.0.1:port with Nagle off (so small writes leave at once): the socket
+ * (caller closes), or -1 when it fails. */
 int hc_connect(int port);
+
+/* Sends all of [p, p+n) on a blocking socket without SIGPIPE; returns the bytes sent (fewer when
+ * the peer closed or reset the connection). */
+size_t hc_send_all(int fd, const void *p, size_t n);
 
 /* Sends raw bytes to 127.0.0.1:port and reads the reply until the server closes the connection or
  * timeout_ms pass without data; returns the status of the first response line (0 if none) and
