@@ -114,9 +114,15 @@ static void inflight_leave(srv_app *app)
 }
 
 /* malloc of count floats, count already checked against the limits. */
+/* 64-byte aligned (freed with free()): the engine streams per-head weights to the output with
+ * non-temporal stores only where a row starts on a cache line; a malloc'ed block of this size
+ * starts 16 bytes past one, which made XL's per-head weights cost ~50% more instead of a few %. */
 static float *alloc_floats(int64_t count)
 {
-    return malloc((size_t)(count > 0 ? count : 1) * sizeof(float));
+    void *p = NULL;
+    if (posix_memalign(&p, 64, (size_t)(count > 0 ? count : 1) * sizeof(float)) != 0)
+        return NULL;
+    return p;
 }
 
 int srv_forward_run(srv_app *app, const srv_layer *layer, const srv_forward_args *a, bool trace,
