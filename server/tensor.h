@@ -95,7 +95,10 @@ size_t srv_format_floats(char *out, const float *x, size_t n, char sep);
 size_t srv_parse_float(const char *p, const char *end, float *out, bool *overflow);
 
 /* Standard base64 (RFC 4648, padding required, no line breaks). decode returns decoded length or
- * -1 on bad input; dst needs room for (len/4)*3 bytes. */
+ * -1 on bad input; dst needs room for (len/4)*3 bytes. Inputs of SRV_BASE64_SPLIT_MIN bytes or more
+ * (text for decode, raw bytes for encode) are processed by this thread and one more, with the same
+ * result. */
+#define SRV_BASE64_SPLIT_MIN ((size_t)1 << 20)
 long srv_base64_decode(uint8_t *dst, const char *src, size_t len);
 int srv_base64_encode(srv_buf *b, const uint8_t *src, size_t len);
 

@@ -2,7 +2,10 @@
  * test_base64.c - srv_base64_decode (table per quartet position, four-byte stores) against a plain
  * reference decoder written here from RFC 4648: every byte value at every position of a full and of
  * the last quartet, the padding rules, and random data of every length up to 300 bytes decoded into
- * buffers of exactly the documented room (so ASan sees a store past it).
+ * buffers of exactly the documented room (so ASan sees a store past it). Texts and byte runs of
+ * SRV_BASE64_SPLIT_MIN or more take the two-thread path: their encoding is checked byte for byte
+ * against a plain reference encoder, their decoding against the reference decoder, with a bad byte
+ * in either half and at every place around the split.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -122,11 +125,78 @@ static void test_round_trip(void)
     }
 }
 
+/* RFC 4648 §4 encoding, six bits at a time. */
+static void ref_encode(char *out, const uint8_t *src, size_t len)
+{
+    for (size_t i = 0; i < len; i += 3) {
+        uint32_t v = (uint32_t)src[i] << 16 | (i + 1 < len ? (uint32_t)src[i + 1] << 8 : 0) |
+                     (i + 2 < len ? src[i + 2] : 0);
+        for (int k = 0; k < 4; k++)
+            *out++ = (size_t)k <= len - i ? alphabet[v >> (18 - 6 * k) & 63] : '=';
+    }
+    *out = '\0';
+}
+
+static void test_large(void)
+{
+    uint64_t st = 0x9E3779B97F4A7C15ULL;
+    /* raw lengths around the split threshold (as text and as bytes), each padding case */
+    size_t lens[] = {SRV_BASE64_SPLIT_MIN / 4 * 3 + 3000, SRV_BASE64_SPLIT_MIN / 4 * 3 + 3001,
+                     SRV_BASE64_SPLIT_MIN + 2, SRV_BASE64_SPLIT_MIN, SRV_BASE64_SPLIT_MIN - 1};
+    for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+        size_t n = lens[li], tlen = (n + 2) / 3 * 4;
+        uint8_t *raw = malloc(n), *dec = malloc(tlen / 4 * 3);
+        char *want = malloc(tlen + 1);
+        if (!raw || !dec || !want) {
+            free(raw), free(dec), free(want);
+            CHECK(0, "out of memory for %zu bytes", n);
+            return;
+        }
+        for (size_t i = 0; i < n; i++) {
+            st ^= st << 13, st ^= st >> 7, st ^= st << 17;
+            raw[i] = (uint8_t)st;
+        }
+        ref_encode(want, raw, n);
+        srv_buf b;
+        srv_buf_init(&b);
+        srv_buf_puts(&b, "x"); /* appends after what the buffer holds */
+        int rc = srv_base64_encode(&b, raw, n);
+        CHECK(rc == 0 && b.len == tlen + 1 && memcmp(b.data + 1, want, tlen) == 0 && b.data[b.len] == '\0',
+              "%zu bytes encode as the reference does", n);
+        long got = srv_base64_decode(dec, want, tlen);
+        CHECK(got == (long)n && memcmp(dec, raw, n) == 0, "%zu bytes round trip", n);
+        agree(want, tlen, "large text");
+        /* a bad byte: far in the first half, far in the second, and at every place around the
+         * split (the middle of the full quartets, wherever exactly the decoder cuts) */
+        size_t mid = (tlen / 4 - 1) / 2 * 4;
+        size_t at[2 + 24];
+        size_t nat = 0;
+        at[nat++] = 5;
+        at[nat++] = tlen - 9;
+        for (size_t p = mid - 12; p < mid + 12; p++)
+            at[nat++] = p;
+        for (size_t k = 0; k < nat; k++) {
+            for (int bad = 0; bad < 2; bad++) {
+                char keep = want[at[k]];
+                want[at[k]] = bad ? '=' : '*';
+                CHECK(srv_base64_decode(dec, want, tlen) == -1, "'%c' at %zu of %zu is an error",
+                      want[at[k]], at[k], tlen);
+                if (k < 4)
+                    agree(want, tlen, "large text, one bad byte");
+                want[at[k]] = keep;
+            }
+        }
+        srv_buf_free(&b);
+        free(raw), free(dec), free(want);
+    }
+}
+
 int main(void)
 {
     test_every_byte();
     test_padding();
     test_round_trip();
+    test_large();
     CHECK(fails == 0, "%d texts decoded differently from the reference", fails);
     return check_report();
 }
