@@ -269,6 +269,56 @@ static uint64_t rng(void)
     return rng_state;
 }
 
+/* A base64 tensor of n floats, 0.5 * i except the given (index, value) pairs, in rules' check. */
+static void expect_b64_floats(size_t n, const size_t *at, const float *val, int nspecial,
+                              const srv_tensor_rules *r, srv_code want, const char *needle)
+{
+    float *f = malloc(n * sizeof *f);
+    srv_buf b;
+    srv_buf_init(&b);
+    if (!f) {
+        CHECK(0, "out of memory");
+        return;
+    }
+    for (size_t i = 0; i < n; i++)
+        f[i] = 0.5f * (float)(i % 1000);
+    for (int k = 0; k < nspecial; k++)
+        f[at[k]] = val[k];
+    srv_buf_printf(&b, "{\"shape\":[%zu],\"base64\":\"", n);
+    srv_base64_encode(&b, (const uint8_t *)f, n * sizeof *f);
+    srv_buf_puts(&b, "\"}");
+    char what[64];
+    snprintf(what, sizeof what, "%zu floats, %d special", n, nspecial);
+    srv_tensor t;
+    srv_error err;
+    srv_code got = parse(&t, srv_buf_cstr(&b), r, &err);
+    CHECK(got == want, "%s: got %s (%s), want %s", what, srv_error_name(got), err.message, srv_error_name(want));
+    if (got == SRV_OK)
+        CHECK(t.count == (int64_t)n && memcmp(t.data, f, n * sizeof *f) == 0, "%s: values read back", what);
+    else if (needle)
+        CHECK(strstr(err.message, needle) != NULL, "%s: message \"%s\" lacks \"%s\"", what, err.message, needle);
+    srv_tensor_free(&t);
+    srv_buf_free(&b);
+    free(f);
+}
+
+/* Large base64 tensors: the text is decoded by two threads and checked for non-finite values in
+ * one branch-free pass first; a non-finite value anywhere is still named by its index. */
+static void test_base64_large(void)
+{
+    size_t n = 300000; /* 1.6 MB of text: past SRV_BASE64_SPLIT_MIN */
+    expect_b64_floats(n, NULL, NULL, 0, &rules_float, SRV_OK, NULL);
+    expect_b64_floats(n, (size_t[]){n - 1}, (float[]){NAN}, 1, &rules_float, SRV_E_BAD_VALUE,
+                      "element 299999 is NaN");
+    expect_b64_floats(n, (size_t[]){0}, (float[]){-INFINITY}, 1, &rules_float, SRV_E_BAD_VALUE,
+                      "element 0 is -inf");
+    expect_b64_floats(n, (size_t[]){150000}, (float[]){-INFINITY}, 1, &rules_mask, SRV_OK, NULL);
+    expect_b64_floats(n, (size_t[]){150000, 200001}, (float[]){-INFINITY, INFINITY}, 2, &rules_mask,
+                      SRV_E_BAD_VALUE, "element 200001 is +inf");
+    expect_b64_floats(999, (size_t[]){500}, (float[]){NAN}, 1, &rules_float, SRV_E_BAD_VALUE,
+                      "element 500 is NaN");
+}
+
 static void test_write(void)
 {
     float x[6] = {0.1f, -2.0f, 1e-7f, 3.4028235e38f, -0.0f, 123.456f};
@@ -411,6 +461,7 @@ int main(void)
     test_number_runs();
     test_flat();
     test_base64();
+    test_base64_large();
     test_write();
     return check_report();
 }
