@@ -57,6 +57,20 @@ static const double exact_pow10[23] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6, 
                                        1e8,  1e9,  1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
                                        1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
 
+/* strtof's answer for the number's text [start, start+n) into *out; *overflow when out of range. */
+static size_t strtof_tail(const char *start, size_t n, float *out, bool *overflow)
+{
+    int erange;
+    float f = strtof_c(start, n, &erange);
+    if (isinf(f))
+        *overflow = true;
+    *out = f;
+    return n;
+}
+
+static size_t finish(uint64_t m, int exp10, bool neg, const char *start, size_t n, float *out,
+                     bool *overflow);
+
 /* The whole grammar byte by byte, for numbers with more than 19 digits (srv_parse_float's contract). */
 static size_t parse_slow(const char *p, const char *end, float *out, bool *overflow)
 {
@@ -121,30 +135,9 @@ static size_t parse_slow(const char *p, const char *end, float *out, bool *overf
         exp10 += eneg ? -e : e;
     }
     size_t n = (size_t)(p - start);
-
-    if (m == 0 && !dropped) { /* zero, whatever the exponent */
-        *out = neg ? -0.0f : 0.0f;
-        return n;
-    }
-    if (!dropped && m <= (1ULL << 53) && exp10 >= -22 && exp10 <= 22) {
-        double d = (double)m;
-        d = exp10 < 0 ? d / exact_pow10[-exp10] : d * exact_pow10[exp10];
-        /* d is in [1e-22, 2^53·1e22]: float32-normal and finite. Is it a float32 midpoint (the
-         * 29 bits below float32 precision exactly 1000...0)? Then double rounding may be wrong. */
-        uint64_t bits;
-        memcpy(&bits, &d, 8);
-        if ((bits & 0x1FFFFFFFu) != 0x10000000u) {
-            float f = (float)d;
-            *out = neg ? -f : f;
-            return n;
-        }
-    }
-    int erange;
-    float f = strtof_c(start, n, &erange);
-    if (isinf(f))
-        *overflow = true;
-    *out = f;
-    return n;
+    if (!dropped) /* m holds every nonzero digit: the exact shortcuts may apply */
+        return finish(m, exp10, neg, start, n, out, overflow);
+    return strtof_tail(start, n, out, overflow);
 }
 
 #define ONES 0x0101010101010101ULL
@@ -235,12 +228,7 @@ __attribute__((noinline)) static size_t finish(uint64_t m, int exp10, bool neg, 
             return n;
         }
     }
-    int erange;
-    float f = strtof_c(start, n, &erange);
-    if (isinf(f))
-        *overflow = true;
-    *out = f;
-    return n;
+    return strtof_tail(start, n, out, overflow);
 }
 
 /* The whole grammar, digit runs eight bytes at a time; more than 19 digits go to parse_slow. */
