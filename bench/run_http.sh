@@ -53,7 +53,9 @@ json.dump({"query": {"shape": [8, 512, 768], "dtype": "float32", "base64": b64},
 PY
 for spec in S:64:4 M:512:8 L:768:12; do
     IFS=: read -r name e h <<<"$spec"
-    curl -sf -X PUT -H "$J" -d "{\"config\": {\"embed_dim\": $e, \"num_heads\": $h}}" \
+    # batch_first, as the peers' layers and bench_engine: [N,L,E] (torch's default would read the
+    # L query [8,512,768] as 8 positions of a batch of 512, a different pass from the engine's L)
+    curl -sf -X PUT -H "$J" -d "{\"config\": {\"embed_dim\": $e, \"num_heads\": $h, \"batch_first\": true}}" \
         "$URL/v1/layers/$name" >/dev/null || { echo "PUT $name failed"; exit 1; }
 done
 

@@ -7,8 +7,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <time.h>
+
+#include "bigbuf.h"
 
 /* Passes below this many FLOPs (about a millisecond of one core) run on the calling thread alone. */
 #define POOL_MIN_FLOPS 2e7
@@ -34,10 +35,10 @@ void srv_forward_result_free(srv_forward_result *r)
 {
     if (!r)
         return;
-    free(r->output);
-    free(r->attn_weights);
+    srv_bigbuf_array_free(r->output);
+    srv_bigbuf_array_free(r->attn_weights);
     for (int i = 0; i < MHA_TRACE_NSTAGES; i++)
-        free(r->stage[i]);
+        srv_bigbuf_array_free(r->stage[i]);
     memset(r, 0, sizeof *r);
 }
 
@@ -114,24 +115,13 @@ static void inflight_leave(srv_app *app)
     pthread_mutex_unlock(&app->inflight_lock);
 }
 
-/* malloc of count floats, count already checked against the limits. */
-/* Output buffers, freed with free(). 64-byte aligned: the engine streams per-head weights out with
- * non-temporal stores only where a row starts on a cache line, and a big malloc'ed block starts
- * 16 bytes past one. From 4 MB on, 2 MB aligned and marked for transparent huge pages (a hint):
- * streaming XL's 268 MB of per-head weights through 4 KB pages cost +15-30% over no weights on
- * the development VM (TLB misses), against +0-4% with huge pages. */
+/* Output buffers of count floats (count already checked against the limits), from bigbuf.h's
+ * array cache: 64-byte aligned (the engine streams per-head weights out with non-temporal stores
+ * only where a row starts on a cache line), large ones on huge pages and kept faulted in between
+ * requests. Freed with srv_bigbuf_array_free. */
 static float *alloc_floats(int64_t count)
 {
-    const size_t bytes = (size_t)(count > 0 ? count : 1) * sizeof(float);
-    const size_t huge = (size_t)2 << 20;
-    void *p = NULL;
-    if (posix_memalign(&p, bytes >= 2 * huge ? huge : 64, bytes) != 0)
-        return NULL;
-#ifdef MADV_HUGEPAGE
-    if (bytes >= 2 * huge)
-        madvise(p, bytes / huge * huge, MADV_HUGEPAGE);
-#endif
-    return p;
+    return srv_bigbuf_array_alloc((size_t)(count > 0 ? count : 1) * sizeof(float));
 }
 
 int srv_forward_run(srv_app *app, const srv_layer *layer, const srv_forward_args *a, bool trace,

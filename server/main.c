@@ -51,10 +51,10 @@ int main(int argc, char **argv)
     if (action == SRV_OPTIONS_HEALTHCHECK)
         return srv_healthcheck_main(opt.host, opt.port);
 
-    /* Blocks up to 32 MB (a query tensor, an L request's body) come from malloc's arenas and stay
+    /* Blocks up to 32 MB (an L request's body, jansson's trees) come from malloc's arenas and stay
      * mapped when freed, instead of an mmap/munmap per request that faults every page in again
-     * (tens of microseconds a page on a virtual machine); bigger reply blocks are kept by
-     * bigbuf.c. The price: memory stays at its high-water mark. */
+     * (tens of microseconds a page on a virtual machine); tensors, outputs and bigger reply
+     * blocks are kept by bigbuf.c. The price: memory stays at its high-water mark. */
     mallopt(M_MMAP_THRESHOLD, 32 << 20);
     mallopt(M_TRIM_THRESHOLD, 1 << 30);
 

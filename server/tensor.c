@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bigbuf.h"
 #include "json_scan.h"
 
 /* The base64 form is little-endian float32, which is the host's layout: bytes are copied as they are. */
@@ -99,11 +100,13 @@ static int elems_grow(parse_ctx *c, elems *e)
         return srv_error_set(c->err, SRV_E_TOO_LARGE, c->top,
                              "%s has more than %lld elements, the limit per tensor", c->field,
                              (long long)max);
-    /* text denser than the first estimate (parse_nested): double, realloc keeps the elements */
+    /* text denser than the first estimate (parse_nested): double, keeping the elements */
     int64_t cap = e->cap < max / 2 ? e->cap * 2 + 16 : max;
-    void *p = realloc(e->data, (size_t)cap * 4);
+    void *p = srv_bigbuf_array_alloc((size_t)cap * 4);
     if (!p)
         return srv_error_set(c->err, SRV_E_NOMEM, c->top, "out of memory reading %s", c->field);
+    memcpy(p, e->data, (size_t)e->n * (e->kind == SRV_DTYPE_BOOL ? 1 : 4));
+    srv_bigbuf_array_free(e->data);
     e->data = p;
     e->cap = cap;
     return 0;
@@ -261,16 +264,14 @@ static const char *parse_nested(parse_ctx *c, const char *p, int max_depth, srv_
     char path[192];
 
     /* The first allocation assumes 8 bytes of text a number (clients send about 10: "-0.123456, ");
-     * denser text ("0,1,0") grows it. Not the bound of 2 bytes ("1,"): 4-5 times too big, so the
-     * L layer's query (12.6 MB of floats) asked for 66 MB, past the 32 MB the daemon keeps in
-     * malloc's heap (main.c), and every such request mapped fresh pages and faulted them in (tens
-     * of ms on a VM). Without that mallopt (a library user) the oversize block, shrunk after
-     * parsing, also kept glibc from raising its mmap threshold: the M query faulted 64 pages. */
+     * denser text ("0,1,0") grows it. Not the bound of 2 bytes ("1,"): 4-5 times too big, the L
+     * layer's query (12.6 MB of floats) would take 66 MB, which the array cache (bigbuf.h) then
+     * holds, and faults in, for a tensor a fifth of its size. */
     elems e = {NULL, 0, 0, -1};
     int64_t max = r->max_elements > 0 ? r->max_elements : INT64_MAX / 4;
     int64_t est = (int64_t)((end - p) / 8 + 16);
     e.cap = est < max ? est : max;
-    e.data = malloc((size_t)(e.cap > 0 ? e.cap : 1) * 4);
+    e.data = srv_bigbuf_array_alloc((size_t)(e.cap > 0 ? e.cap : 1) * 4);
     if (!e.data) {
         srv_error_set(c->err, SRV_E_NOMEM, c->top, "out of memory reading %s", c->field);
         return NULL;
@@ -404,17 +405,11 @@ done:
         goto fail;
     }
     out->dtype = e.kind == SRV_DTYPE_BOOL ? SRV_DTYPE_BOOL : SRV_DTYPE_F32;
-    size_t bytes = (size_t)e.n * (out->dtype == SRV_DTYPE_BOOL ? 1 : 4);
-    if (e.cap > 4096 && (size_t)e.cap * 4 > 2 * bytes) { /* give back what the estimate overshot */
-        void *s = realloc(e.data, bytes);
-        if (s)
-            e.data = s;
-    }
     out->data = e.data;
     return p;
 
 fail:
-    free(e.data);
+    srv_bigbuf_array_free(e.data);
     return NULL;
 }
 
@@ -698,7 +693,7 @@ members_done:
                           need);
             goto fail;
         }
-        uint8_t *buf = malloc(need + 3); /* decode writes whole triples */
+        uint8_t *buf = srv_bigbuf_array_alloc(need + 3); /* decode writes whole triples */
         if (!buf) {
             free(unescaped);
             srv_error_set(c->err, SRV_E_NOMEM, c->top, "out of memory reading %s", c->field);
@@ -707,7 +702,7 @@ members_done:
         long got = srv_base64_decode(buf, s, slen);
         free(unescaped);
         if (got != (long)need) {
-            free(buf);
+            srv_bigbuf_array_free(buf);
             srv_error_set(c->err, SRV_E_BAD_REQUEST, c->top,
                           "%s.base64 is not valid base64 (RFC 4648 alphabet A-Z a-z 0-9 + /, '=' "
                           "padding, no line breaks)",
@@ -725,7 +720,7 @@ members_done:
                               isnan(f[i]) ? "NaN" : f[i] > 0 ? "+inf" : "-inf",
                               r->allow_neg_inf ? "a float mask takes finite numbers and -inf"
                                                : "NaN and infinities are not accepted");
-                free(buf);
+                srv_bigbuf_array_free(buf);
                 goto fail;
             }
         } else {
@@ -735,7 +730,7 @@ members_done:
                 srv_error_set(c->err, SRV_E_BAD_VALUE, c->top,
                               "%s.base64 byte %lld is %u; bool tensors hold bytes 0 and 1", c->field,
                               (long long)i, buf[i]);
-                free(buf);
+                srv_bigbuf_array_free(buf);
                 goto fail;
             }
         }
@@ -781,7 +776,7 @@ void srv_tensor_free(srv_tensor *t)
 {
     if (!t)
         return;
-    free(t->data);
+    srv_bigbuf_array_free(t->data);
     memset(t, 0, sizeof *t);
 }
 
