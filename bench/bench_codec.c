@@ -148,7 +148,8 @@ static void bench_base64_path(int path, const char *name, const uint8_t *raw, si
         bool special = true;
         long got3 = srv_base64_decode_f32(dec, &special, text.data, tlen);
         t[5] = now();
-        if (got != (long)n || got2 != (long)n || got3 != (long)n || special || memcmp(dec, raw, n) != 0) {
+        if (got != (long)n || got2 != (long)n || got3 != (long)n || special ||
+            memcmp(dec, raw, n) != 0) {
             fprintf(stderr, "base64 %s: the round trip failed\n", name);
             exit(1);
         }
@@ -316,7 +317,8 @@ int main(int argc, char **argv)
            reps - 1);
     bench_base64_path(SRV_BASE64_PATH_SCALAR, "scalar", (const uint8_t *)x, (size_t)count * 4, reps);
     bench_base64_path(SRV_BASE64_PATH_AVX2, "AVX2", (const uint8_t *)x, (size_t)count * 4, reps);
-    bench_base64_path(SRV_BASE64_PATH_AVX512VBMI, "AVX-512 VBMI", (const uint8_t *)x, (size_t)count * 4, reps);
+    bench_base64_path(SRV_BASE64_PATH_AVX512VBMI, "AVX-512 VBMI", (const uint8_t *)x,
+                      (size_t)count * 4, reps);
     srv_base64_set_path(SRV_BASE64_PATH_AUTO);
 
     srv_buf_free(&nested);

@@ -1,11 +1,18 @@
 /*
- * bench_engine.c - times the engine's forward pass on the issue's shapes (self-attention,
- * batch_first) with and without per-head weights, on 1 and 2 threads, next to a square sgemm
+ * bench_engine.c - times the engine's forward pass on the issue's shapes (self-attention)
+ * with and without per-head weights, on 1 and 2 threads, next to a square sgemm
  * measured in the same run (the machine is shared: only same-run ratios mean much) and, when given,
  * torch's times.
  *
- *   build/bench/bench_engine [--shapes S,M,L,XL] [--threads 1,2] [--min-time SEC] [--torch FILE]
+ *   build/bench/bench_engine [--shapes S,M,L,XL,Lseq8,Mseq64] [--threads 1,2] [--min-time SEC]
+ *                            [--torch FILE] [--layout bf|sf]
  *   build/bench/bench_engine --core      (prints OpenBLAS's core name and exits; bench/run.sh uses it)
+ *
+ * S, M, L, XL are batch_first; Lseq8 is the L request's [8,512,768] query sent to a layer with
+ * torch's default batch_first=false: L=8, N=512 (512·12 heads of 8x8 attention, the time in the
+ * four projections); Mseq64 (N=64, L=64) sits between the two, also sequence-first ([L,N,E]
+ * rows, so a batch's rows are strided). --layout bf|sf runs every shape batch-first / sequence-
+ * first instead (the layout column says which ran).
  *
  * The first line says which OpenBLAS kernels ran (openblas_get_corename) and whether the CPU has
  * AVX-512: OPENBLAS_CORETYPE can pin a core older than the CPU, which slows every GEMM.
@@ -28,13 +35,13 @@
 typedef struct shape {
     const char *name;
     int64_t N, L, E, H;
+    bool batch_first; /* the layer's setting (inputs [N,L,E], else [L,N,E]) */
 } shape;
 
 static const shape shapes[] = {
-    {"S", 1, 32, 64, 4},
-    {"M", 1, 128, 512, 8},
-    {"L", 8, 512, 768, 12},
-    {"XL", 1, 2048, 1024, 16},
+    {"S", 1, 32, 64, 4, true},           {"M", 1, 128, 512, 8, true},
+    {"L", 8, 512, 768, 12, true},        {"XL", 1, 2048, 1024, 16, true},
+    {"Lseq8", 512, 8, 768, 12, false},   {"Mseq64", 64, 64, 768, 12, false},
 };
 
 static double now(void)
@@ -190,7 +197,8 @@ static float *zeroed_floats(int64_t count)
 
 int main(int argc, char **argv)
 {
-    const char *shape_list = "S,M,L,XL", *thread_list = "1,2", *torch_file = NULL;
+    const char *shape_list = "S,M,L,XL,Lseq8,Mseq64", *thread_list = "1,2", *torch_file = NULL;
+    int layout = -1; /* -1: each shape's own; 1 batch-first; 0 sequence-first */
     double min_time = 0.8;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--shapes") && i + 1 < argc)
@@ -201,6 +209,9 @@ int main(int argc, char **argv)
             min_time = atof(argv[++i]);
         else if (!strcmp(argv[i], "--torch") && i + 1 < argc)
             torch_file = argv[++i];
+        else if (!strcmp(argv[i], "--layout") && i + 1 < argc &&
+                 (!strcmp(argv[i + 1], "bf") || !strcmp(argv[i + 1], "sf")))
+            layout = !strcmp(argv[++i], "bf");
         else if (!strcmp(argv[i], "--core")) {
             mha_blas_info bi;
             mha_blas_get_info(&bi);
@@ -210,8 +221,8 @@ int main(int argc, char **argv)
         else {
             fprintf(
                 stderr,
-                "usage: %s [--shapes S,M,L,XL] [--threads 1,2] [--min-time SEC] [--torch FILE] | "
-                "--core\n",
+                "usage: %s [--shapes S,M,L,XL,Lseq8,Mseq64] [--threads 1,2] [--min-time SEC] "
+                "[--torch FILE] [--layout bf|sf] | --core\n",
                 argv[0]);
             return 2;
         }
@@ -225,8 +236,8 @@ int main(int argc, char **argv)
     printf(
         "Each cell: median over rounds that interleave a 1024^2 sgemm (the anchor, same threads),\n"
         "the pass without weights and the pass with per-head weights.\n\n");
-    printf("%-3s %2s %-4s %9s %8s %7s %9s %7s %8s\n", "shp", "t", "mode", "ms", "GFLOP/s", "%sgemm",
-           "torch ms", "x torch", "w cost");
+    printf("%-6s %2s %2s %-4s %9s %8s %7s %9s %7s %8s\n", "shp", "lo", "t", "mode", "ms", "GFLOP/s",
+           "%sgemm", "torch ms", "x torch", "w cost");
 
     /* Long-lived pools, as a server holds them (a pool also keeps scratch between passes). */
     mha_pool *pool1 = mha_pool_create(1, NULL), *pool2 = mha_pool_create(2, NULL);
@@ -238,6 +249,8 @@ int main(int argc, char **argv)
             continue;
         mha_config cfg;
         mha_config_init(&cfg, sh->E, sh->H);
+        const bool bf = layout < 0 ? sh->batch_first : layout == 1;
+        cfg.batch_first = bf;
         mha_error err;
         mha_layer *layer = mha_layer_create(&cfg, NULL, &err);
         mha_layer_init(layer, "xavier_uniform", 0, &err);
@@ -251,7 +264,8 @@ int main(int argc, char **argv)
             int k[2];
             for (int mode = 0; mode < 2; mode++) {
                 f[mode] = (fwd_ctx){.layer = layer, .pool = t == 2 ? pool2 : pool1};
-                f[mode].in.query = (mha_tensor){x, 3, {sh->N, sh->L, sh->E}};
+                f[mode].in.query = bf ? (mha_tensor){x, 3, {sh->N, sh->L, sh->E}}
+                                      : (mha_tensor){x, 3, {sh->L, sh->N, sh->E}};
                 f[mode].in.need_weights = mode == 1;
                 f[mode].in.average_attn_weights = false;
                 if (mha_plan_forward(layer, &f[mode].in, NULL, &f[mode].plan, &err) != MHA_OK) {
@@ -287,13 +301,14 @@ int main(int argc, char **argv)
                 }
                 if (mode == 1)
                     snprintf(wcol, sizeof wcol, "%+.0f%%", (ms[1] / ms[0] - 1) * 100);
-                printf("%-3s %2d %-4s %9.3f %8.1f %6.0f%% %9s %7s %8s\n", sh->name, t, mname,
-                       ms[mode], gf, 100 * gf / anchor_gf, tcol, rcol, wcol);
+                printf("%-6s %2s %2d %-4s %9.3f %8.1f %6.0f%% %9s %7s %8s\n", sh->name,
+                       bf ? "bf" : "sf", t, mname, ms[mode], gf, 100 * gf / anchor_gf, tcol, rcol,
+                       wcol);
                 free(f[mode].out);
                 free(f[mode].weights);
             }
-            printf("%-3s %2d %-4s %9s %8.1f  (%d rounds)\n", sh->name, t, "sgemm", "", anchor_gf,
-                   rounds);
+            printf("%-6s %2s %2d %-4s %9s %8.1f  (%d rounds)\n", sh->name, bf ? "bf" : "sf", t,
+                   "sgemm", "", anchor_gf, rounds);
             fflush(stdout);
         }
         free(x);
@@ -305,7 +320,8 @@ int main(int argc, char **argv)
     free(sg.b);
     free(sg.c);
     printf(
-        "\nnw0 = need_weights off, nw1 = per-head weights [N,H,L,S]; x torch = torch ms / ours;\n"
+        "\nlo = layout (bf batch_first [N,L,E], sf sequence-first [L,N,E]);\n"
+        "nw0 = need_weights off, nw1 = per-head weights [N,H,L,S]; x torch = torch ms / ours;\n"
         "w cost = nw1 over nw0 at the same thread count.\n");
     return 0;
 }

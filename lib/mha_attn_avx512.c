@@ -8,7 +8,8 @@
  *   - keys are packed once per pass, per head, into panels of 16 keys ([hd][16], mha_pack_keys),
  *     so the scores kernel reads 16 keys of one dimension with one aligned load;
  *   - the scores kernel broadcasts q (already scaled) and keeps a 12-row x 32-key tile in 24
- *     registers over the whole hd;
+ *     registers over the whole hd (a lone last panel of 16 keys, all of them when S <= 16, in
+ *     a 16-key tile rather than computed twice);
  *   - the weights·v kernel reads the weights block where it is (no packing) and v rows as they lie
  *     in the projection buffer; a 6-row x 64-column tile in 24 registers, keys in chunks so the v
  *     rows stay in cache while every row group of the block passes over them.
@@ -58,49 +59,132 @@ int64_t mha_packed_keys_floats(int64_t kn, int64_t hd)
     return (kn + 15) / 16 * 16 * hd;
 }
 
+/* Dimensions [d0, hd) of one panel of n <= 16 keys, one float at a time. */
+static void pack_panel_scalar(float *dst, const float *k, int64_t k_rs, int64_t n, int64_t d0,
+                              int64_t hd)
+{
+    for (int64_t j = 0; j < n; j++) {
+        const float *src = k + j * k_rs;
+        for (int64_t d = d0; d < hd; d++)
+            dst[d * 16 + j] = src[d];
+    }
+    for (int64_t j = n; j < 16; j++) /* padding keys score 0 and are never stored */
+        for (int64_t d = d0; d < hd; d++)
+            dst[d * 16 + j] = 0.0f;
+}
+
+#ifdef HAVE_KERNELS
+/* One panel of n <= 16 keys: each 16 x 16 block (16 keys x 16 dimensions) is loaded as 16 rows
+ * (zeros for the missing keys) and transposed in registers, 4 shuffle stages; the last hd % 16
+ * dimensions scalar. The scalar loop this replaces stored one float per instruction with a 64-byte
+ * stride, the largest part of a short-sequence pass's attention (L = 8: ~10% of the pass). */
+__attribute__((target("avx512f"))) static void pack_panel_avx512(float *dst, const float *k,
+                                                                 int64_t k_rs, int64_t n,
+                                                                 int64_t hd)
+{
+    int64_t d0 = 0;
+    for (; d0 + 16 <= hd; d0 += 16) {
+        __m512 r[16], t[16], u[16];
+        for (int j = 0; j < 16; j++)
+            r[j] = j < n ? _mm512_loadu_ps(k + j * k_rs + d0) : _mm512_setzero_ps();
+        for (int j = 0; j < 16; j += 2) { /* pairs of keys interleaved within 128-bit lanes */
+            t[j] = _mm512_unpacklo_ps(r[j], r[j + 1]);
+            t[j + 1] = _mm512_unpackhi_ps(r[j], r[j + 1]);
+        }
+        for (int j = 0; j < 16; j += 4) { /* quads of keys: dims 4l+c of lane l in u[j+c] */
+            u[j] = _mm512_shuffle_ps(t[j], t[j + 2], _MM_SHUFFLE(1, 0, 1, 0));
+            u[j + 1] = _mm512_shuffle_ps(t[j], t[j + 2], _MM_SHUFFLE(3, 2, 3, 2));
+            u[j + 2] = _mm512_shuffle_ps(t[j + 1], t[j + 3], _MM_SHUFFLE(1, 0, 1, 0));
+            u[j + 3] = _mm512_shuffle_ps(t[j + 1], t[j + 3], _MM_SHUFFLE(3, 2, 3, 2));
+        }
+        for (int c = 0; c < 4; c++) { /* dims c, c+4, c+8, c+12: 128-bit lanes regrouped */
+            const __m512 v0 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x88);
+            const __m512 v1 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xdd);
+            const __m512 v2 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x88);
+            const __m512 v3 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xdd);
+            float *o = dst + (d0 + c) * 16;
+            _mm512_store_ps(o, _mm512_shuffle_f32x4(v0, v2, 0x88));
+            _mm512_store_ps(o + 4 * 16, _mm512_shuffle_f32x4(v1, v3, 0x88));
+            _mm512_store_ps(o + 8 * 16, _mm512_shuffle_f32x4(v0, v2, 0xdd));
+            _mm512_store_ps(o + 12 * 16, _mm512_shuffle_f32x4(v1, v3, 0xdd));
+        }
+    }
+    if (d0 < hd)
+        pack_panel_scalar(dst, k, k_rs, n, d0, hd);
+}
+#endif
+
 void mha_pack_keys(float *kp, const float *k, int64_t k_rs, int64_t kn, int64_t hd)
 {
+#ifdef HAVE_KERNELS
+    const bool vec = __builtin_cpu_supports("avx512f");
+#else
+    const bool vec = false;
+#endif
     for (int64_t p = 0; p * 16 < kn; p++) {
         float *dst = kp + p * hd * 16;
+        const float *src = k + p * 16 * k_rs;
         const int64_t n = kn - p * 16 < 16 ? kn - p * 16 : 16;
-        for (int64_t j = 0; j < n; j++) {
-            const float *src = k + (p * 16 + j) * k_rs;
-            for (int64_t d = 0; d < hd; d++)
-                dst[d * 16 + j] = src[d];
+#ifdef HAVE_KERNELS
+        if (vec) {
+            pack_panel_avx512(dst, src, k_rs, n, hd);
+            continue;
         }
-        for (int64_t j = n; j < 16; j++) /* padding keys score 0 and are never stored */
-            for (int64_t d = 0; d < hd; d++)
-                dst[d * 16 + j] = 0.0f;
+#endif
+        (void)vec;
+        pack_panel_scalar(dst, src, k_rs, n, 0, hd);
     }
 }
 
 #ifdef HAVE_KERNELS
-/* R rows x (1 or 2) panels of 16 keys over the whole hd; stores masked to the keys that exist. */
+/* R rows x P (1 or 2) panels of 16 keys over the whole hd; stores masked to the keys that exist
+ * (m1 unused when P is 1). */
 __attribute__((target("avx512f"), always_inline)) static inline void
 score_tile(float *sc, int64_t ld, const float *q, int64_t q_rs, const float *k0, const float *k1,
-           int64_t hd, __mmask16 m0, __mmask16 m1, const int R, const bool acc)
+           int64_t hd, __mmask16 m0, __mmask16 m1, const int R, const int P, const bool acc)
 {
     __m512 a0[SCORE_ROWS], a1[SCORE_ROWS];
 #pragma GCC unroll 12
     for (int i = 0; i < R; i++) {
         a0[i] = acc ? _mm512_maskz_loadu_ps(m0, sc + i * ld) : _mm512_setzero_ps();
-        a1[i] = acc && m1 ? _mm512_maskz_loadu_ps(m1, sc + i * ld + 16) : _mm512_setzero_ps();
+        if (P == 2)
+            a1[i] = acc ? _mm512_maskz_loadu_ps(m1, sc + i * ld + 16) : _mm512_setzero_ps();
     }
     for (int64_t d = 0; d < hd; d++) {
-        const __m512 b0 = _mm512_load_ps(k0 + d * 16), b1 = _mm512_load_ps(k1 + d * 16);
+        const __m512 b0 = _mm512_load_ps(k0 + d * 16);
+        const __m512 b1 = P == 2 ? _mm512_load_ps(k1 + d * 16) : b0;
 #pragma GCC unroll 12
         for (int i = 0; i < R; i++) {
             const __m512 x = _mm512_set1_ps(q[i * q_rs + d]);
             a0[i] = _mm512_fmadd_ps(x, b0, a0[i]);
-            a1[i] = _mm512_fmadd_ps(x, b1, a1[i]);
+            if (P == 2)
+                a1[i] = _mm512_fmadd_ps(x, b1, a1[i]);
         }
     }
 #pragma GCC unroll 12
     for (int i = 0; i < R; i++) {
         _mm512_mask_storeu_ps(sc + i * ld, m0, a0[i]);
-        if (m1)
+        if (P == 2)
             _mm512_mask_storeu_ps(sc + i * ld + 16, m1, a1[i]);
     }
+}
+
+/* Rows [0,m) against one or two panels (P), in tiles of 12, 8, 4 and 1 rows. */
+__attribute__((target("avx512f"), always_inline)) static inline void
+score_rows(float *sc, int64_t ld, const float *q, int64_t q_rs, const float *k0, const float *k1,
+           int64_t m, int64_t hd, __mmask16 m0, __mmask16 m1, const int P, const bool acc)
+{
+    int64_t r = 0;
+    for (; r + SCORE_ROWS <= m; r += SCORE_ROWS)
+        score_tile(sc + r * ld, ld, q + r * q_rs, q_rs, k0, k1, hd, m0, m1, SCORE_ROWS, P, acc);
+    if (r + 8 <= m) {
+        score_tile(sc + r * ld, ld, q + r * q_rs, q_rs, k0, k1, hd, m0, m1, 8, P, acc);
+        r += 8;
+    }
+    for (; r + 4 <= m; r += 4)
+        score_tile(sc + r * ld, ld, q + r * q_rs, q_rs, k0, k1, hd, m0, m1, 4, P, acc);
+    for (; r < m; r++)
+        score_tile(sc + r * ld, ld, q + r * q_rs, q_rs, k0, k1, hd, m0, m1, 1, P, acc);
 }
 
 static __mmask16 keys_mask(int64_t rest)
@@ -114,18 +198,12 @@ __attribute__((target("avx512f"))) void mha_scores_avx512(float *sc, int64_t ld,
 {
     for (int64_t p = 0; p * 16 < kn; p += 2) {
         const float *k0 = kp + p * hd * 16;
-        const bool two = (p + 1) * 16 < kn;
-        const float *k1 =
-            two ? k0 + hd * 16 : k0; /* a lone last panel: computed twice, stored once */
-        const __mmask16 m0 = keys_mask(kn - p * 16), m1 = two ? keys_mask(kn - p * 16 - 16) : 0;
-        float *out = sc + p * 16;
-        int64_t r = 0;
-        for (; r + SCORE_ROWS <= m; r += SCORE_ROWS)
-            score_tile(out + r * ld, ld, q + r * q_rs, q_rs, k0, k1, hd, m0, m1, SCORE_ROWS, false);
-        for (; r + 4 <= m; r += 4)
-            score_tile(out + r * ld, ld, q + r * q_rs, q_rs, k0, k1, hd, m0, m1, 4, false);
-        for (; r < m; r++)
-            score_tile(out + r * ld, ld, q + r * q_rs, q_rs, k0, k1, hd, m0, m1, 1, false);
+        const __mmask16 m0 = keys_mask(kn - p * 16);
+        if ((p + 1) * 16 < kn) /* a lone last panel (kn <= 16: short sequences) on its own */
+            score_rows(sc + p * 16, ld, q, q_rs, k0, k0 + hd * 16, m, hd, m0,
+                       keys_mask(kn - p * 16 - 16), 2, false);
+        else
+            score_rows(sc + p * 16, ld, q, q_rs, k0, k0, m, hd, m0, 0, 1, false);
     }
 }
 
@@ -142,22 +220,14 @@ __attribute__((target("avx512f"))) void mha_gemm_avx512(float *C, int64_t ldc, c
                 const int64_t mb = M - m0 < GEMM_MB ? M - m0 : GEMM_MB;
                 for (int64_t p = 0; p * 16 < nb; p += 2) {
                     const float *w0 = pack + p * kb * 16;
-                    const bool two = (p + 1) * 16 < nb;
-                    const float *w1 = two ? w0 + kb * 16 : w0;
                     const __mmask16 k0m = keys_mask(nb - p * 16);
-                    const __mmask16 k1m = two ? keys_mask(nb - p * 16 - 16) : 0;
                     float *c = C + m0 * ldc + n0 + p * 16;
                     const float *a = A + m0 * lda + k0;
-                    int64_t r = 0;
-                    for (; r + SCORE_ROWS <= mb; r += SCORE_ROWS)
-                        score_tile(c + r * ldc, ldc, a + r * lda, lda, w0, w1, kb, k0m, k1m,
-                                   SCORE_ROWS, true);
-                    for (; r + 4 <= mb; r += 4)
-                        score_tile(c + r * ldc, ldc, a + r * lda, lda, w0, w1, kb, k0m, k1m, 4,
-                                   true);
-                    for (; r < mb; r++)
-                        score_tile(c + r * ldc, ldc, a + r * lda, lda, w0, w1, kb, k0m, k1m, 1,
-                                   true);
+                    if ((p + 1) * 16 < nb)
+                        score_rows(c, ldc, a, lda, w0, w0 + kb * 16, mb, kb, k0m,
+                                   keys_mask(nb - p * 16 - 16), 2, true);
+                    else
+                        score_rows(c, ldc, a, lda, w0, w0, mb, kb, k0m, 0, 1, true);
                 }
             }
         }

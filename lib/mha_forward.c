@@ -22,7 +22,8 @@
  * row or column tiles (mha_gemm_avx512 instead when OpenBLAS's kernels are older than the CPU:
  * mha_own_gemm). The attention's two GEMMs use the AVX-512 kernels of mha_attn_avx512.c
  * where the CPU has AVX-512F and hd is a multiple of 16 (keys packed once per pass, per head,
- * by a parallel pass before the attention), cblas_sgemm otherwise.
+ * by a parallel pass before the attention; or, when a batch's query rows are all in one task, by
+ * that task right before use: mha_kpack_in_task), cblas_sgemm otherwise.
  * Scratch: one allocation per pass (plan.workspace_bytes + one slot per further thread, as many
  * as the workspace limit allows; a slot holds a score block, or packed weights for
  * mha_gemm_avx512), reused from the pool's cache when it is big enough.
@@ -130,9 +131,10 @@ typedef struct fwd {
     bool per_head;
     float *kpack; /* keys packed for the AVX-512 kernels: [N,H][kp_floats], or NULL  */
     int64_t kp_floats;
+    bool kpack_in_task; /* ... or one head's at a time, in the task's slot at kp_offset */
     bool avx512;    /* attention GEMMs by mha_attn_avx512.c, else cblas                */
-    float *scratch; /* [threads][slot_floats]: a [rb,S] score block, then rb inverses  */
-    int64_t slot_floats, inv_offset;
+    float *scratch; /* [threads][slot_floats]: a [rb,S] score block, rb inverses, packed keys */
+    int64_t slot_floats, inv_offset, kp_offset;
     float qscale; /* √hd as float, as torch divides by it               */
 } fwd;
 
@@ -217,19 +219,18 @@ static void attention_task(void *arg, int64_t task, int slot)
     const int64_t col_bk = layer->cfg.add_bias_kv ? kn : -1;
     const int64_t col_zero = layer->cfg.add_zero_attn ? kn + (layer->cfg.add_bias_kv ? 1 : 0) : -1;
 
-    for (int64_t r = 0; r < m; r++) { /* torch: q_scaled = q / sqrt(head_dim) */
-        float *row = qb + r * f->q_rs;
-        for (int64_t e = 0; e < E; e++)
-            row[e] /= f->qscale;
-    }
+    mha_div_rows(qb, f->q_rs, m, E, f->qscale); /* torch: q_scaled = q / sqrt(head_dim) */
     float *sc = f->scratch + slot * f->slot_floats; /* this thread's block, hot in cache */
     float *inv = sc + f->inv_offset;
     for (int64_t h = 0; h < H; h++) {
         const int64_t bhl = (b * H + h) * L + i0; /* row of [N,H,L,·] stages */
-        if (f->avx512)
-            mha_scores_avx512(sc, S, qb + h * hd, f->q_rs, f->kpack + (b * H + h) * f->kp_floats, m,
-                              kn, hd);
-        else
+        if (f->avx512) {
+            float *keys = f->kpack_in_task ? sc + f->kp_offset
+                                           : f->kpack + (b * H + h) * f->kp_floats;
+            if (f->kpack_in_task)
+                mha_pack_keys(keys, kb + h * hd, f->k_rs, kn, hd);
+            mha_scores_avx512(sc, S, qb + h * hd, f->q_rs, keys, m, kn, hd);
+        } else
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)m, (int)kn, (int)hd, 1.0f,
                         qb + h * hd, (int)f->q_rs, kb + h * hd, (int)f->k_rs, 0.0f, sc, (int)S);
         for (int64_t r = 0; r < m; r++) {
@@ -294,18 +295,15 @@ static void attention_task(void *arg, int64_t task, int slot)
         } else
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)hd, (int)kn, 1.0f,
                         sc, (int)S, vb + h * hd, (int)f->v_rs, 0.0f, ch, (int)f->c_rs);
-        for (int64_t r = 0; r < m; r++) { /* + the bias_v value, then the softmax's 1/sum */
-            float *out = ch + r * f->c_rs;
-            const float v = inv[r];
-            if (col_bk >= 0) {
+        if (col_bk >= 0) { /* + the bias_v value, then the softmax's 1/sum */
+            for (int64_t r = 0; r < m; r++) {
+                float *out = ch + r * f->c_rs;
                 const float p = sc[r * S + col_bk], *bv = layer->bias_v + h * hd;
                 for (int64_t d = 0; d < hd; d++)
-                    out[d] = (out[d] + p * bv[d]) * v;
-            } else {
-                for (int64_t d = 0; d < hd; d++)
-                    out[d] *= v;
+                    out[d] = (out[d] + p * bv[d]) * inv[r];
             }
-        }
+        } else
+            mha_mul_rows(ch, f->c_rs, m, hd, inv);
     }
     if (f->per_head || trace_weights)
         mha_copy_stream_fence();
@@ -441,8 +439,10 @@ mha_status mha_forward(const mha_layer *layer, const mha_inputs *in, const mha_p
     f.nblk = (f.L + f.rb - 1) / f.rb;
     f.slot_floats = mha_slot_floats(plan, &layer->cfg);
     f.inv_offset = (f.rb * f.S + 15) / 16 * 16;
+    f.kp_offset = f.inv_offset + (f.rb + 15) / 16 * 16;
     f.kp_floats = mha_kpack_head_floats(plan);
     f.avx512 = f.kp_floats > 0;
+    f.kpack_in_task = mha_kpack_in_task(plan);
     const int64_t N = f.N, L = f.L, S0 = f.S0, E = f.E;
 
     /* One allocation: the plan's workspace (one thread's slot included) plus a slot for each
@@ -511,7 +511,7 @@ mha_status mha_forward(const mha_layer *layer, const mha_inputs *in, const mha_p
     }
     f.cat = carve(&cursor, N * L * E);
     strides(&f, L, E, &f.c_bs, &f.c_rs);
-    if (f.avx512)
+    if (f.avx512 && !f.kpack_in_task)
         f.kpack = carve(&cursor, N * f.H * f.kp_floats);
     f.scratch = cursor;
     if (own_gemm) {
@@ -522,7 +522,7 @@ mha_status mha_forward(const mha_layer *layer, const mha_inputs *in, const mha_p
     mha_pool_run_limit(pool, proj.ntasks, gemm_task, &proj, work_threads);
     if (trace)
         trace_projections(&f);
-    if (f.avx512)
+    if (f.avx512 && !f.kpack_in_task)
         mha_pool_run(pool, N * f.H, pack_task, &f);
     mha_pool_run_limit(pool, N * f.nblk, attention_task, &f, work_threads);
     gemm_set out = {.n = 0, .pack = proj.pack, .pack_floats = proj.pack_floats};

@@ -15,15 +15,30 @@ int64_t mha_row_block(const mha_plan *plan);
  * faster than ours, so it keeps them. */
 bool mha_own_gemm(const mha_plan *plan);
 
+/* True when the AVX-512 kernels run and every query row of a batch is in one attention task
+ * (L <= mha_row_block): each head's keys are then used by one task only, which packs them into
+ * its scratch slot right before use (in cache) instead of a pass packing them all to memory first;
+ * for short sequences (L = 8, N = 512) that pass was ~11% of the time. */
+bool mha_kpack_in_task(const mha_plan *plan);
+
 /* Floats of one thread's scratch slot: the attention's [rb,S] score block, then rb row inverses
- * (each part rounded up to 16 floats), or the projections' packed weights (mha_own_gemm) if
+ * (each part rounded up to 16 floats), then one head's packed keys when mha_kpack_in_task, or the projections' packed weights (mha_own_gemm) if
  * that is more (cfg: the layer's, kdim and vdim resolved). For a plan that passed
  * mha_plan_forward's size checks. */
 int64_t mha_slot_floats(const mha_plan *plan, const mha_config *cfg);
 
 /* Floats of keys packed for the AVX-512 attention kernels, per (batch, head) and in all (0 when the
- * kernels are not used: mha_attn_avx512_usable(hd) false). */
+ * kernels are not used: mha_attn_avx512_usable(hd) false; the total is 0 too when packed in
+ * the tasks: mha_kpack_in_task). */
 int64_t mha_kpack_head_floats(const mha_plan *plan);
 int64_t mha_kpack_floats(const mha_plan *plan);
+
+/* x[r][j] /= div (div != 0) for rows rows of n floats, row stride rs: the same IEEE division as
+ * the scalar loop (bit for bit), vectorised (mha_softmax.c). The attention's q / √hd: scalar, it
+ * was ~3% of a short-sequence pass. */
+void mha_div_rows(float *x, int64_t rs, int64_t rows, int64_t n, float div);
+
+/* x[r][j] *= mul[r], the same way (the head outputs' softmax 1/sum). */
+void mha_mul_rows(float *x, int64_t rs, int64_t rows, int64_t n, const float *mul);
 
 #endif

@@ -121,10 +121,17 @@ bool mha_own_gemm(const mha_plan *plan)
     return info.cpu_avx512 && !info.core_avx512 && mha_attn_avx512_usable(16);
 }
 
+bool mha_kpack_in_task(const mha_plan *plan)
+{
+    return mha_attn_avx512_usable(plan->hd) && plan->L <= mha_row_block(plan);
+}
+
 int64_t mha_slot_floats(const mha_plan *plan, const mha_config *cfg)
 {
     const int64_t rb = mha_row_block(plan);
-    const int64_t attn = (rb * plan->S + 15) / 16 * 16 + (rb + 15) / 16 * 16;
+    int64_t attn = (rb * plan->S + 15) / 16 * 16 + (rb + 15) / 16 * 16;
+    if (mha_kpack_in_task(plan))
+        attn += mha_packed_keys_floats(plan->S0, plan->hd);
     if (!mha_own_gemm(plan))
         return attn;
     /* the widest projection has 3E output columns; K is at most max(E, kdim, vdim) */
@@ -141,7 +148,7 @@ int64_t mha_kpack_head_floats(const mha_plan *plan)
 
 int64_t mha_kpack_floats(const mha_plan *plan)
 {
-    return plan->N * plan->H * mha_kpack_head_floats(plan);
+    return mha_kpack_in_task(plan) ? 0 : plan->N * plan->H * mha_kpack_head_floats(plan);
 }
 
 mha_status mha_plan_forward(const mha_layer *layer, const mha_inputs *in, const mha_limits *limits,

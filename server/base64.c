@@ -213,7 +213,8 @@ VBMI static size_t encode_vbmi(char *o, const uint8_t *src, size_t len)
  * Returns the number of quartets decoded (a multiple of 16). */
 VBMI static size_t decode_vbmi(uint8_t *d, const unsigned char *s, size_t n, bool *special)
 {
-    const __m512i lut_lo = _mm512_load_si512(vbmi_dec_lut), lut_hi = _mm512_load_si512(vbmi_dec_lut + 64);
+    const __m512i lut_lo = _mm512_load_si512(vbmi_dec_lut),
+                  lut_hi = _mm512_load_si512(vbmi_dec_lut + 64);
     const __m512i pack = _mm512_load_si512(vbmi_dec_pack);
     const __m512i pairs = _mm512_set1_epi32(MERGE_PAIRS), quads = _mm512_set1_epi32(MERGE_QUADS);
     const __m512i exp = _mm512_set1_epi32(EXP_BITS);
@@ -276,7 +277,8 @@ static const int8_t avx2_dec_roll[16] = {0, 16, 19, 4, -65, -65, -71, -71, 0, 0,
  *   k = sat(x - 51) | (x < 26 ? 13 : 0): 0..25 -> 13, 26..51 -> 0, 52..61 -> 1..10, 62 -> 11, 63 -> 12
  *   x < 26: 'A' - 0 = 65;  26..51: 'a' - 26 = 71;  52..61: '0' - 52 = -4;  62: '+' - 62 = -19;
  *   63: '/' - 63 = -16. */
-static const int8_t avx2_enc_shift[16] = {71, -4, -4, -4, -4, -4, -4, -4, -4, -4, -4, -19, -16, 65, 0, 0};
+static const int8_t avx2_enc_shift[16] = {71, -4, -4, -4,  -4,  -4, -4, -4,
+                                          -4, -4, -4, -19, -16, 65, 0,  0};
 
 static inline AVX2 __m256i broadcast16(const void *p)
 {
@@ -376,7 +378,8 @@ static void encode_into(char *o, const uint8_t *src, size_t len, int path)
  * *simd to the number of output bytes the kernel wrote (a multiple of 24: the words after it are
  * the caller's to test) and *special |= whether any of those holds an inf/NaN word. 0, or -1 when
  * any byte is outside the alphabet ('=' included). */
-static int decode_run(uint8_t *d, const unsigned char *s, size_t n, int path, size_t *simd, bool *special)
+static int decode_run(uint8_t *d, const unsigned char *s, size_t n, int path, size_t *simd,
+                      bool *special)
 {
     size_t done = 0;
 #ifdef B64_X86

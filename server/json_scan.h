@@ -52,6 +52,10 @@ int srv_json_object_scan_lazy(const char *json, size_t len, const char *field, i
  * pointers into text that ends at `end`; `base` is the start of that text (error messages give byte
  * offsets from it); errors are SRV_E_BAD_JSON naming `field`. */
 
+/* For tests and benchmarks: long runs are skipped with AVX-512BW (level 2), AVX2 (1) or 64-bit
+ * words only (0), at most what the CPU has; -1 returns to the best the CPU has (the default). */
+void srv_json_scan_set_simd(int level);
+
 /* The first byte at or after p that is not JSON white space (end if none). */
 const char *srv_json_skip_ws(const char *p, const char *end);
 

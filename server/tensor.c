@@ -25,6 +25,7 @@
 
 #include "bigbuf.h"
 #include "json_scan.h"
+#include "predecode.h"
 
 /* The base64 form is little-endian float32, which is the host's layout: bytes are copied as they are. */
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "base64 tensors assume a little-endian host");
@@ -680,15 +681,25 @@ members_done:
                           need);
             goto fail;
         }
-        uint8_t *buf = srv_bigbuf_array_alloc(need + 3); /* decode writes whole triples */
+        /* decoded already while the body arrived, when this is the very text (predecode.h) */
+        size_t pre_len = 0;
+        bool pre_nonfinite = false;
+        uint8_t *buf = !unescaped && r->predecoded
+                           ? srv_predecoder_take(r->predecoded, (size_t)(s - r->body),
+                                                 (size_t)(s - r->body) + slen, &pre_len, &pre_nonfinite)
+                           : NULL;
+        bool special = pre_nonfinite; /* float32: an element is inf or NaN (found while decoding) */
+        long got = (long)pre_len;
         if (!buf) {
-            free(unescaped);
-            srv_error_set(c->err, SRV_E_NOMEM, c->top, "out of memory reading %s", c->field);
-            goto fail;
+            buf = srv_bigbuf_array_alloc(need + 3); /* decode writes whole triples */
+            if (!buf) {
+                free(unescaped);
+                srv_error_set(c->err, SRV_E_NOMEM, c->top, "out of memory reading %s", c->field);
+                goto fail;
+            }
+            got = dtype == SRV_DTYPE_F32 ? srv_base64_decode_f32(buf, &special, s, slen)
+                                         : srv_base64_decode(buf, s, slen);
         }
-        bool special = false; /* float32: some element is inf or NaN (tested while decoding) */
-        long got = dtype == SRV_DTYPE_F32 ? srv_base64_decode_f32(buf, &special, s, slen)
-                                          : srv_base64_decode(buf, s, slen);
         free(unescaped);
         if (got != (long)need) {
             srv_bigbuf_array_free(buf);

@@ -57,7 +57,8 @@ static const char *path_name = "";
 static bool ref_special(const uint8_t *p, size_t n)
 {
     for (size_t i = 0; i + 4 <= n; i += 4) {
-        uint32_t u = (uint32_t)p[i] | (uint32_t)p[i + 1] << 8 | (uint32_t)p[i + 2] << 16 | (uint32_t)p[i + 3] << 24;
+        uint32_t u = (uint32_t)p[i] | (uint32_t)p[i + 1] << 8 | (uint32_t)p[i + 2] << 16 |
+                     (uint32_t)p[i + 3] << 24;
         if ((u & 0x7F800000u) == 0x7F800000u)
             return true;
     }
@@ -79,11 +80,15 @@ static void agree(const char *src, size_t len, const char *what)
     long ra = srv_base64_decode(a, src, len), rb = ref_decode(b, src, len);
     long rc = srv_base64_decode_f32(c, &special, src, len);
     bool want_special = rb >= 0 && ref_special(b, (size_t)rb);
-    bool ok = ra == rb && rc == rb && (ra < 0 || (memcmp(a, b, (size_t)ra) == 0 && memcmp(c, b, (size_t)ra) == 0)) &&
+    bool ok = ra == rb && rc == rb &&
+              (ra < 0 || (memcmp(a, b, (size_t)ra) == 0 && memcmp(c, b, (size_t)ra) == 0)) &&
               special == want_special;
     if (!ok && fails++ < 10)
-        CHECK(0, "[%s] %s: \"%.*s\" (%zu chars) decodes to %ld / %ld bytes (special %d), the reference to %ld (%d)",
-              path_name, what, (int)(len < 40 ? len : 40), src, len, ra, rc, special, rb, want_special);
+        CHECK(0,
+              "[%s] %s: \"%.*s\" (%zu chars) decodes to %ld / %ld bytes (special %d), the "
+              "reference to %ld (%d)",
+              path_name, what, (int)(len < 40 ? len : 40), src, len, ra, rc, special, rb,
+              want_special);
     free(a), free(b), free(c);
 }
 
@@ -181,7 +186,8 @@ static void test_round_trip(void)
         if (text && dec) {
             memcpy(text, b.data, b.len);
             long got = srv_base64_decode(dec, text, b.len);
-            CHECK(got == (long)n && memcmp(dec, raw, n) == 0, "[%s] round trip of %zu bytes", path_name, n);
+            CHECK(got == (long)n && memcmp(dec, raw, n) == 0, "[%s] round trip of %zu bytes",
+                  path_name, n);
         }
         free(text), free(dec), free(exact);
         srv_buf_free(&b);
@@ -246,7 +252,8 @@ static void test_special(void)
         agree(text, strlen(text), "finite words");
         for (size_t at = 0; at < n; at++) {
             uint32_t keep = words[at];
-            for (size_t k = 0; k < sizeof special / sizeof special[0] + sizeof finite / sizeof finite[0]; k++) {
+            for (size_t k = 0;
+                 k < sizeof special / sizeof special[0] + sizeof finite / sizeof finite[0]; k++) {
                 words[at] = k < 7 ? special[k] : finite[k - 7];
                 memcpy(bytes, words, 4 * n);
                 ref_encode(text, bytes, 4 * n);
@@ -258,10 +265,13 @@ static void test_special(void)
     /* a part word at the end is not a float: 0xFF 0xFF 0xFF (3 bytes) is not special */
     bool sp = true;
     uint8_t out[3];
-    CHECK(srv_base64_decode_f32(out, &sp, "////", 4) == 3 && !sp, "[%s] a part word is not special", path_name);
+    CHECK(srv_base64_decode_f32(out, &sp, "////", 4) == 3 && !sp, "[%s] a part word is not special",
+          path_name);
     uint8_t out4[6];
-    CHECK(srv_base64_decode_f32(out4, &sp, "//////8=", 8) == 5 && sp, "[%s] 0xFFFFFFFF is special", path_name);
-    CHECK(srv_base64_decode_f32(out4, &sp, "//////8", 7) == -1 && !sp, "[%s] an error is not special", path_name);
+    CHECK(srv_base64_decode_f32(out4, &sp, "//////8=", 8) == 5 && sp, "[%s] 0xFFFFFFFF is special",
+          path_name);
+    CHECK(srv_base64_decode_f32(out4, &sp, "//////8", 7) == -1 && !sp,
+          "[%s] an error is not special", path_name);
 }
 
 static void test_large(void)
@@ -288,7 +298,8 @@ static void test_large(void)
         srv_buf_init(&b);
         srv_buf_puts(&b, "x"); /* appends after what the buffer holds */
         int rc = srv_base64_encode(&b, raw, n);
-        CHECK(rc == 0 && b.len == tlen + 1 && memcmp(b.data + 1, want, tlen) == 0 && b.data[b.len] == '\0',
+        CHECK(rc == 0 && b.len == tlen + 1 && memcmp(b.data + 1, want, tlen) == 0 &&
+                  b.data[b.len] == '\0',
               "%zu bytes encode as the reference does", n);
         long got = srv_base64_decode(dec, want, tlen);
         CHECK(got == (long)n && memcmp(dec, raw, n) == 0, "%zu bytes round trip", n);
@@ -320,7 +331,8 @@ static void test_large(void)
         ref_encode(want, raw, n);
         bool sp = true;
         got = srv_base64_decode_f32(dec, &sp, want, tlen);
-        CHECK(got == (long)n && !sp && memcmp(dec, raw, n) == 0, "[%s] %zu finite bytes: no special word", path_name, n);
+        CHECK(got == (long)n && !sp && memcmp(dec, raw, n) == 0,
+              "[%s] %zu finite bytes: no special word", path_name, n);
         size_t words = n / 4, split_word = (tlen / 4 - 1) / 2 / 16 * 48 / 4;
         for (size_t w = 0; w < words; w++) {
             if (w > 1 && (w + 20 < split_word || w > split_word + 20) && w + 20 < words)
@@ -331,7 +343,8 @@ static void test_large(void)
             for (size_t g = g0; g <= g1 && 3 * g < n; g++)
                 ref_encode_group(want + 4 * g, raw + 3 * g, n - 3 * g);
             got = srv_base64_decode_f32(dec, &sp, want, tlen);
-            CHECK(got == (long)n && sp, "[%s] +inf at word %zu of %zu (split near %zu)", path_name, w, words, split_word);
+            CHECK(got == (long)n && sp, "[%s] +inf at word %zu of %zu (split near %zu)", path_name,
+                  w, words, split_word);
             memset(raw + 4 * w, 0, 4);
             for (size_t g = g0; g <= g1 && 3 * g < n; g++)
                 ref_encode_group(want + 4 * g, raw + 3 * g, n - 3 * g);
@@ -367,6 +380,7 @@ int main(void)
         CHECK(fails == 0, "[%s] %d texts decoded differently from the reference", path_name, fails);
     }
     CHECK(srv_base64_set_path(SRV_BASE64_PATH_AUTO) == 0, "back to the best kernel");
-    CHECK(srv_base64_set_path(99) == -1 && srv_base64_set_path(-5) == -1, "an unknown kernel is refused");
+    CHECK(srv_base64_set_path(99) == -1 && srv_base64_set_path(-5) == -1,
+          "an unknown kernel is refused");
     return check_report();
 }

@@ -1,12 +1,19 @@
 /*
  * test_engine_kernels.c - the AVX-512 GEMM kernels (lib/mha_attn_avx512.c) against a plain double
  * reference, on shapes off every tile and block size (rows, 16-key panels, 256-key chunks,
- * 64-column groups, the projection GEMM's 256 x 256 x 48 blocks). Which kernels a forward pass uses
+ * 64-column groups, the projection GEMM's 256 x 256 x 48 blocks), the key packing against its
+ * layout, and the row division/scaling against scalar arithmetic. Which kernels a forward pass uses
  * depends on the CPU and on OpenBLAS's core, so these are checked here whatever the pass picks.
  * Skipped (with a note) on a CPU without AVX-512F.
+ *
+ * Then whole passes on both sides of mha_kpack_in_task (keys packed by each attention task when a
+ * batch's rows are all in one task, else by a pass before), against the naive reference
+ * (tests/support/mha_ref.c): short sequences with large batches, masks, appended keys, causal,
+ * weights per head and averaged, both layouts.
  */
 #include "check.h"
-#include "mha_internal.h"
+#include "mha_forward_internal.h"
+#include "mha_ref.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -67,6 +74,54 @@ static void test_gemm(int64_t M, int64_t Nc, int64_t K)
     free(C);
     free(C0);
     free(pack);
+}
+
+/* mha_pack_keys writes panels of 16 keys, each [hd][16], keys past kn zero: checked exactly. */
+static void test_pack(int64_t kn, int64_t hd)
+{
+    const int64_t k_rs = 3 * hd + 5, nf = mha_packed_keys_floats(kn, hd);
+    float *k = rnd_array(kn * k_rs), *kp = aligned_alloc(64, (size_t)nf * sizeof(float));
+    for (int64_t i = 0; i < nf; i++)
+        kp[i] = NAN;
+    mha_pack_keys(kp, k, k_rs, kn, hd);
+    bool ok = nf == (kn + 15) / 16 * 16 * hd;
+    for (int64_t p = 0; p * 16 < kn; p++)
+        for (int64_t d = 0; d < hd; d++)
+            for (int64_t j = 0; j < 16; j++) {
+                const int64_t key = p * 16 + j;
+                const float want = key < kn ? k[key * k_rs + d] : 0.0f;
+                ok &= kp[(p * hd + d) * 16 + j] == want; /* NaN (not written) never matches */
+            }
+    CHECK(ok, "pack_keys kn=%lld hd=%lld: panels [hd][16], padding keys 0", (long long)kn,
+          (long long)hd);
+    free(k);
+    free(kp);
+}
+
+/* mha_div_rows / mha_mul_rows: the scalar IEEE result bit for bit, nothing past n touched. */
+static void test_div_mul_rows(int64_t rows, int64_t n)
+{
+    const int64_t rs = n + 9;
+    float *x = rnd_array(rows * rs), *x0 = malloc((size_t)(rows * rs) * sizeof(float));
+    float *mul = rnd_array(rows);
+    memcpy(x0, x, (size_t)(rows * rs) * sizeof(float));
+    const float div = sqrtf(48.0f);
+    mha_div_rows(x, rs, rows, n, div);
+    bool ok = true;
+    for (int64_t i = 0; i < rows * rs; i++)
+        ok &= x[i] == (i % rs < n ? x0[i] / div : x0[i]);
+    CHECK(ok, "div_rows rows=%lld n=%lld: x / d exactly, columns past n untouched",
+          (long long)rows, (long long)n);
+    memcpy(x, x0, (size_t)(rows * rs) * sizeof(float));
+    mha_mul_rows(x, rs, rows, n, mul);
+    ok = true;
+    for (int64_t i = 0; i < rows * rs; i++)
+        ok &= x[i] == (i % rs < n ? x0[i] * mul[i / rs] : x0[i]);
+    CHECK(ok, "mul_rows rows=%lld n=%lld: x · mul[r] exactly, columns past n untouched",
+          (long long)rows, (long long)n);
+    free(x);
+    free(x0);
+    free(mul);
 }
 
 /* scores[m,kn] = q·kᵀ through packed keys, then out[m,hd] = scores·v. */
@@ -145,6 +200,131 @@ static void test_attention(int64_t m, int64_t kn, int64_t hd)
     free(kp);
 }
 
+/* ---------------------------------------------------------------------------------------------- */
+/* Whole passes around the in-task key packing                                                    */
+
+/* count floats of NaN: anything the pass does not write shows up as a mismatch. */
+static float *nan_floats(int64_t count)
+{
+    float *x = malloc((size_t)(count > 0 ? count : 1) * sizeof(float));
+    for (int64_t i = 0; i < count; i++)
+        x[i] = NAN;
+    return x;
+}
+
+/* A bool or float mask of shape (ndim, shape), entries masked with probability pct/100. */
+static void *make_mask(mha_mask *m, int ndim, const int64_t *shape, bool as_bool, int pct)
+{
+    int64_t n = 1;
+    m->ndim = ndim;
+    for (int d = 0; d < ndim; d++)
+        n *= m->shape[d] = shape[d];
+    m->type = as_bool ? MHA_MASK_BOOL : MHA_MASK_FLOAT;
+    void *data = malloc((size_t)n * (as_bool ? 1 : sizeof(float)));
+    for (int64_t i = 0; i < n; i++) {
+        const bool hit = (rnd() + 1.0f) * 50.0f < (float)pct;
+        if (as_bool)
+            ((uint8_t *)data)[i] = hit;
+        else
+            ((float *)data)[i] = hit ? -INFINITY : rnd();
+    }
+    m->data = data;
+    return data;
+}
+
+/* One pass of (E, H, N, L, S0) in option variant v (0..7) through the engine on pool (NULL: the
+ * caller's thread) and the reference; returns mha_kpack_in_task for its plan. */
+static bool run_pass(int64_t E, int64_t H, int64_t N, int64_t L, int64_t S0, int v, mha_pool *pool)
+{
+    mha_config cfg;
+    mha_config_init(&cfg, E, H);
+    cfg.batch_first = v % 2;
+    cfg.add_bias_kv = v == 2 || v == 5 || v == 7;
+    cfg.add_zero_attn = v == 3 || v == 5 || v == 6;
+    mha_error err;
+    mha_layer *layer = mha_layer_create(&cfg, NULL, &err);
+    mha_layer_init(layer, "xavier_uniform", (uint64_t)(v + 1), &err);
+    for (int i = 0; i < mha_layer_param_count(layer); i++) { /* biases random too */
+        const mha_param_info *p = mha_layer_param_info(layer, i);
+        if (p->ndim != 2) {
+            float *x = rnd_array(p->count);
+            mha_layer_set_param(layer, p->name, x, p->ndim, p->shape, &err);
+            free(x);
+        }
+    }
+    const bool self = L == S0 && v < 4;
+    float *q = rnd_array(N * L * E), *k = self ? NULL : rnd_array(N * S0 * E);
+    mha_inputs in = {0};
+    in.query = cfg.batch_first ? (mha_tensor){q, 3, {N, L, E}} : (mha_tensor){q, 3, {L, N, E}};
+    if (!self)
+        in.key = cfg.batch_first ? (mha_tensor){k, 3, {N, S0, E}} : (mha_tensor){k, 3, {S0, N, E}};
+    void *am = NULL, *kpm = NULL;
+    if (v == 1 || v == 4 || v == 7) /* float [L,S0], bool [N·H,L,S0] */
+        am = v == 4 ? make_mask(&in.attn_mask, 3, (int64_t[]){N * H, L, S0}, true, 20)
+                    : make_mask(&in.attn_mask, 2, (int64_t[]){L, S0}, false, 20);
+    if (v == 2 || v == 4 || v == 6)
+        kpm = make_mask(&in.key_padding_mask, 2, (int64_t[]){N, S0}, v != 6, 15);
+    in.is_causal = v == 3 || v == 6 || v == 7;
+    in.need_weights = v >= 2;
+    in.average_attn_weights = v % 3 == 0;
+    mha_plan plan;
+    bool in_task = false;
+    char what[160];
+    snprintf(what, sizeof what, "E=%lld H=%lld N=%lld L=%lld S0=%lld variant %d %s",
+             (long long)E, (long long)H, (long long)N, (long long)L, (long long)S0, v,
+             pool ? "pool" : "no pool");
+    if (CHECK(mha_plan_forward(layer, &in, NULL, &plan, &err) == MHA_OK, "plan %s: %s", what,
+              err.message)) {
+        in_task = mha_kpack_in_task(&plan);
+        float *out = nan_floats(plan.out_count), *ref = nan_floats(plan.out_count);
+        float *w = in.need_weights ? nan_floats(plan.weights_count) : NULL;
+        float *ref_w = in.need_weights ? nan_floats(plan.weights_count) : NULL;
+        CHECK(mha_forward(layer, &in, &plan, out, w, NULL, pool, &err) == MHA_OK, "forward %s: %s",
+              what, err.message);
+        ref_mha_forward(layer, &in, ref, ref_w, NULL);
+        char name[200];
+        snprintf(name, sizeof name, "output of %s (keys packed %s)", what,
+                 in_task ? "in the tasks" : "before");
+        check_close_array(__FILE__, __LINE__, name, out, ref, plan.out_count, NULL);
+        if (w) {
+            snprintf(name, sizeof name, "weights of %s (keys packed %s)", what,
+                     in_task ? "in the tasks" : "before");
+            check_close_array(__FILE__, __LINE__, name, w, ref_w, plan.weights_count, NULL);
+        }
+        free(out);
+        free(ref);
+        free(w);
+        free(ref_w);
+    }
+    free(q);
+    free(k);
+    free(am);
+    free(kpm);
+    mha_layer_free(layer);
+    return in_task;
+}
+
+static void test_passes(void)
+{
+    mha_pool *pool = mha_pool_create(2, NULL);
+    /* E, H, N, L, S0: short sequences in large batches (kn <= 16: one panel), then L around the
+     * 128-row block (in the tasks up to 128 rows, before past it; N = 1 with L·S·E >= 2^20 splits
+     * the rows for two threads, so packs before from 64 rows on). */
+    const int64_t shapes[][5] = {{128, 2, 40, 8, 8},    {96, 2, 17, 5, 16},  {64, 4, 9, 3, 17},
+                                 {128, 2, 6, 16, 33},   {64, 4, 2, 128, 128}, {64, 4, 3, 128, 128},
+                                 {64, 4, 3, 129, 129},  {128, 8, 1, 64, 130}, {64, 1, 1, 63, 300},
+                                 {32, 2, 2, 130, 12}};
+    int seen[2] = {0, 0};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        for (int v = 0; v < 8; v++) {
+            const int64_t *x = shapes[s];
+            seen[run_pass(x[0], x[1], x[2], x[3], x[4], v, v % 3 ? pool : NULL)]++;
+        }
+    CHECK(seen[0] > 0 && seen[1] > 0, "passes on both sides: %d pack before, %d in the tasks",
+          seen[0], seen[1]);
+    mha_pool_free(pool);
+}
+
 int main(void)
 {
     if (!mha_attn_avx512_usable(16)) {
@@ -161,5 +341,18 @@ int main(void)
                                {7, 513, 16}, {25, 40, 80}, {6, 260, 128}, {3, 5, 48}};
     for (size_t i = 0; i < sizeof attn / sizeof attn[0]; i++)
         test_attention(attn[i][0], attn[i][1], attn[i][2]);
+    /* short sequences: one lone panel (kn <= 16), 8- and 12-row tiles and their remainders */
+    const int64_t short_attn[][3] = {{8, 8, 64},  {8, 16, 64}, {20, 17, 64}, {9, 1, 16},
+                                     {24, 33, 48}, {31, 15, 32}, {8, 8, 128}};
+    for (size_t i = 0; i < sizeof short_attn / sizeof short_attn[0]; i++)
+        test_attention(short_attn[i][0], short_attn[i][1], short_attn[i][2]);
+    const int64_t pack[][2] = {{1, 16}, {7, 64}, {8, 64}, {16, 64}, {17, 48},
+                               {33, 16}, {40, 37}, {5, 5}, {20, 70}};
+    for (size_t i = 0; i < sizeof pack / sizeof pack[0]; i++)
+        test_pack(pack[i][0], pack[i][1]);
+    const int64_t rows[][2] = {{1, 1}, {3, 15}, {2, 16}, {5, 17}, {8, 64}, {2, 771}};
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
+        test_div_mul_rows(rows[i][0], rows[i][1]);
+    test_passes();
     return check_report();
 }

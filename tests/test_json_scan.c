@@ -249,8 +249,82 @@ static void test_lazy(void)
     CHECK(wrong == 0, "%d mutated documents scanned differently lazily", wrong);
 }
 
+/* The result of scanning doc one way, to compare levels. */
+typedef struct scan_result {
+    int n;
+    size_t lens[4];
+    char message[1024];
+    long str_end;      /* srv_json_string on the first string value: end offset, -1 on error */
+    size_t str_len;
+} scan_result;
+
+static void scan_all_ways(const char *doc, size_t len, const char *str, scan_result *r)
+{
+    static const char *const q_only[] = {"q", NULL};
+    srv_json_member m[4];
+    srv_error err = {0}, e2 = {0}, e3 = {0};
+    memset(r, 0, sizeof *r);
+    r->n = srv_json_object_scan_lazy(doc, len, "", 8, q_only, m, 4, &err);
+    for (int i = 0; i < r->n && i < 4; i++)
+        r->lens[i] = m[i].value_len;
+    int ns = srv_json_object_scan(doc, len, "", 8, m, 4, &e2);
+    char out[64];
+    const char *q = srv_json_string(str, doc + len, out, sizeof out, &r->str_len, doc, "s", &e3);
+    r->str_end = q ? q - doc : -1;
+    snprintf(r->message, sizeof r->message, "%d|%s|%s|%s|%.20s", ns, err.message, e2.message,
+             e3.message, q ? out : "");
+}
+
+static void test_vector_runs(void)
+{
+    /* Long strings and arrays are skipped a vector at a time: a stop byte at every offset of the
+     * blocks (and across their edges) must give every level the words-only level's results. */
+    static const char *const inserts[] = {"\"", "\\n", "\\x", "\n", "\x80", "\xC3\xA9", "[", "]",
+                                          "{", "}", "\x1F", " "};
+    static const size_t lens[] = {60, 64, 65, 70, 97, 128, 130, 200, 333};
+    int wrong = 0, docs = 0;
+    for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+        size_t run = lens[li];
+        for (size_t pos = 0; pos < run; pos++) {
+            for (size_t k = 0; k < sizeof inserts / sizeof inserts[0]; k++) {
+                char doc[1600]; /* 4 runs of at most 333 bytes and the rest */
+                char body[400];
+                memset(body, 'A', run);
+                size_t il = strlen(inserts[k]);
+                memcpy(body + pos, inserts[k], pos + il <= run ? il : run - pos);
+                body[run] = '\0';
+                /* the run as a string (in a lazy tensor and in a strict member) and in an array */
+                int len = snprintf(doc, sizeof doc,
+                                   "{\"q\": {\"shape\": [1], \"base64\": \"%s\"}, \"s\": \"%s\", "
+                                   "\"x\": [\"%s\", [%s]]}",
+                                   body, body, body, body);
+                if (len <= 0 || (size_t)len >= sizeof doc) {
+                    CHECK(0, "document of %d bytes does not fit", len);
+                    continue;
+                }
+                const char *str = strstr(doc, "\"s\": ") + 5;
+                scan_result want, got;
+                srv_json_scan_set_simd(0);
+                scan_all_ways(doc, (size_t)len, str, &want);
+                for (int level = 1; level <= 2; level++) {
+                    srv_json_scan_set_simd(level);
+                    scan_all_ways(doc, (size_t)len, str, &got);
+                    if (memcmp(&want, &got, sizeof want) != 0 && wrong++ < 5)
+                        CHECK(0, "level %d differs on run %zu, insert %zu at %zu: n %d/%d str_end %ld/%ld, %s / %s",
+                              level, run, k, pos, got.n, want.n, got.str_end, want.str_end,
+                              got.message, want.message);
+                }
+                docs++;
+            }
+        }
+    }
+    srv_json_scan_set_simd(-1);
+    CHECK(wrong == 0, "%d of %d documents scanned differently with vectors", wrong, docs);
+}
+
 int main(void)
 {
+    test_vector_runs();
     test_members();
     test_errors();
     test_against_jansson();
