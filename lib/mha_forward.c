@@ -102,19 +102,21 @@ static void gemm_task(void *arg, int64_t task, int slot)
     if (r1 <= r0 || c1 <= c0)
         return;
     float *C = g->C + r0 * g->ldc + c0;
+    if (set->pack) { /* starts its sums from the bias itself */
+        mha_gemm_avx512(C, g->ldc, g->bias ? g->bias + c0 : NULL, g->A + r0 * g->lda, g->lda,
+                        g->W + c0 * g->K, r1 - r0, c1 - c0, g->K,
+                        set->pack + slot * set->pack_floats);
+        return;
+    }
     for (int64_t r = 0; r < r1 - r0; r++) { /* torch's addmm: the bias first, then += A·Wᵀ */
         if (g->bias)
             memcpy(C + r * g->ldc, g->bias + c0, (size_t)(c1 - c0) * sizeof(float));
         else
             memset(C + r * g->ldc, 0, (size_t)(c1 - c0) * sizeof(float));
     }
-    if (set->pack)
-        mha_gemm_avx512(C, g->ldc, g->A + r0 * g->lda, g->lda, g->W + c0 * g->K, r1 - r0, c1 - c0,
-                        g->K, set->pack + slot * set->pack_floats);
-    else
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)(r1 - r0), (int)(c1 - c0),
-                    (int)g->K, 1.0f, g->A + r0 * g->lda, (int)g->lda, g->W + c0 * g->K, (int)g->K,
-                    1.0f, C, (int)g->ldc);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)(r1 - r0), (int)(c1 - c0), (int)g->K,
+                1.0f, g->A + r0 * g->lda, (int)g->lda, g->W + c0 * g->K, (int)g->K, 1.0f, C,
+                (int)g->ldc);
 }
 
 /* ---------------------------------------------------------------------------------------------- */
