@@ -270,24 +270,12 @@ static void attention_task(void *arg, int64_t task, int slot)
             expand_rows(wh, sc, m, S, S0, kn, inv, 0.0f, false);
         if (trace_weights)
             expand_rows(trace_weights + bhl * S, sc, m, S, S0, kn, inv, 0.0f, false);
-        if (avg) {
-            for (int64_t r = 0; r < m; r++) {
-                float *a = avg + r * S;
-                const float *e = sc + r * S, v = inv[r];
-                if (h == 0) {
-                    for (int64_t j = 0; j < kn; j++)
-                        a[j] = e[j] * v;
-                    for (int64_t j = kn; j < S0; j++)
-                        a[j] = 0.0f;
-                    for (int64_t j = S0; j < S; j++)
-                        a[j] = e[kn + j - S0] * v;
-                } else {
-                    for (int64_t j = 0; j < kn; j++)
-                        a[j] += e[j] * v;
-                    for (int64_t j = S0; j < S; j++)
-                        a[j] += e[kn + j - S0] * v;
-                }
-            }
+        if (avg) { /* keys [0,kn) and the appended ones; the skipped keys [kn,S0) stay 0 */
+            mha_scaled_add_rows(avg, S, sc, S, m, kn, inv, h > 0);
+            if (S > S0)
+                mha_scaled_add_rows(avg + S0, S, sc + kn, S, m, S - S0, inv, h > 0);
+            for (int64_t r = 0; r < m && h == 0; r++)
+                memset(avg + r * S + kn, 0, (size_t)(S0 - kn) * sizeof(float));
         }
         float *ch = cb + h * hd;
         if (f->avx512) {
@@ -309,11 +297,8 @@ static void attention_task(void *arg, int64_t task, int slot)
     }
     if (f->per_head || trace_weights)
         mha_copy_stream_fence();
-    if (avg) { /* torch: weights.sum(dim=1) / num_heads */
-        const float nh = (float)H;
-        for (int64_t x = 0; x < m * S; x++)
-            avg[x] /= nh;
-    }
+    if (avg) /* torch: weights.sum(dim=1) / num_heads */
+        mha_div_rows(avg, S, m, S, (float)H);
 }
 
 /* Packs one (batch, head)'s keys for the AVX-512 scores kernel. */

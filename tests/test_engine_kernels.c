@@ -2,8 +2,9 @@
  * test_engine_kernels.c - the AVX-512 GEMM kernels (lib/mha_attn_avx512.c) against a plain double
  * reference, on shapes off every tile and block size (rows, 16-key panels, 256-key chunks,
  * 64-column groups, the projection GEMM's 256 x 256 x 48 blocks), the key packing against its
- * layout, and the row division/scaling against scalar arithmetic. Which kernels a forward pass uses
- * depends on the CPU and on OpenBLAS's core, so these are checked here whatever the pass picks.
+ * layout, and the row division/scaling/summing against scalar arithmetic. Which kernels a forward
+ * pass uses depends on the CPU and on OpenBLAS's core, so these are checked here whatever the pass
+ * picks.
  * Skipped (with a note) on a CPU without AVX-512F.
  *
  * Then whole passes on both sides of mha_kpack_in_task (keys packed by each attention task when a
@@ -122,6 +123,20 @@ static void test_div_mul_rows(int64_t rows, int64_t n)
         ok &= x[i] == (i % rs < n ? x0[i] * mul[i / rs] : x0[i]);
     CHECK(ok, "mul_rows rows=%lld n=%lld: x · mul[r] exactly, columns past n untouched",
           (long long)rows, (long long)n);
+    for (int add = 0; add < 2; add++) { /* d = (d +) x · mul[r], product rounded first */
+        float *d = rnd_array(rows * rs), *d0 = malloc((size_t)(rows * rs) * sizeof(float));
+        memcpy(d0, d, (size_t)(rows * rs) * sizeof(float));
+        mha_scaled_add_rows(d, rs, x0, rs, rows, n, mul, add);
+        ok = true;
+        for (int64_t i = 0; i < rows * rs; i++) {
+            const float p = x0[i] * mul[i / rs];
+            ok &= d[i] == (i % rs >= n ? d0[i] : add ? d0[i] + p : p);
+        }
+        CHECK(ok, "scaled_add_rows rows=%lld n=%lld add=%d: exact, columns past n untouched",
+              (long long)rows, (long long)n, add);
+        free(d);
+        free(d0);
+    }
     free(x);
     free(x0);
     free(mul);
