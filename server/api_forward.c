@@ -23,8 +23,8 @@ static const char *const forward_tensors[] = {"query", "key", "value", "key_padd
                                               "attn_mask", NULL};
 
 /* Reads the members m[0..n) of a forward body into args and enc. */
-static int read_forward(const srv_app *app, const srv_json_member *m, int n, srv_forward_args *args,
-                        srv_encoding *enc, srv_error *err)
+static int read_forward(const srv_app *app, const srv_request *req, const srv_json_member *m,
+                        int n, srv_forward_args *args, srv_encoding *enc, srv_error *err)
 {
     for (int i = 0; i < n; i++) {
         const char *k = m[i].key;
@@ -57,7 +57,7 @@ static int read_forward(const srv_app *app, const srv_json_member *m, int n, srv
             return -1;
         /* null means "not given", as torch's None; query has no default */
         if (t && !(srv_member_is_null(&m[i]) && strcmp(k, "query") != 0) &&
-            srv_member_tensor(t, &m[i], k, mask, app, err) < 0)
+            srv_member_tensor(t, &m[i], k, mask, app, req, err) < 0)
             return -1;
     }
     if (!args->query.data)
@@ -73,7 +73,7 @@ static int parse_forward(const srv_app *app, const srv_request *req, srv_forward
     int n = srv_body_scan(app, req->body, req->body_len, "", forward_tensors, m, err);
     if (n < 0)
         return -1;
-    if (read_forward(app, m, n, args, enc, err) < 0)
+    if (read_forward(app, req, m, n, args, enc, err) < 0)
         return srv_body_recheck(app, req->body, req->body_len, err);
     return 0;
 }

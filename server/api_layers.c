@@ -184,7 +184,7 @@ static int fill_weights(mha_layer *layer, const char *json, size_t len, const ch
             return srv_body_unknown(err, prefix, m[i].key, known);
         snprintf(field, sizeof field, "%.40s%.127s", prefix, m[i].key);
         srv_tensor t;
-        if (srv_member_tensor(&t, &m[i], field, false, app, err) < 0)
+        if (srv_member_tensor(&t, &m[i], field, false, app, NULL, err) < 0)
             return -1;
         mha_error me = {0};
         int rc = 0;

@@ -98,7 +98,7 @@ int srv_member_string(const srv_json_member *m, const char *field, char *out, si
 }
 
 int srv_member_tensor(srv_tensor *out, const srv_json_member *m, const char *field, bool mask,
-                      const srv_app *app, srv_error *err)
+                      const srv_app *app, const srv_request *req, srv_error *err)
 {
     srv_tensor_rules rules = {
         .field = field,
@@ -107,6 +107,8 @@ int srv_member_tensor(srv_tensor *out, const srv_json_member *m, const char *fie
         .max_elements = app->opt.max_tensor_elements,
         .max_depth = app->opt.max_json_depth < SRV_TENSOR_MAX_DIMS ? app->opt.max_json_depth
                                                                   : SRV_TENSOR_MAX_DIMS,
+        .predecoded = req ? req->predecoded : NULL,
+        .body = req ? req->body : NULL,
     };
     return srv_tensor_parse(out, m->value, m->value_len, &rules, err);
 }

@@ -52,9 +52,10 @@ int srv_member_string(const srv_json_member *m, const char *field, char *out, si
 json_t *srv_member_json(const srv_json_member *m, const char *field, srv_error *err);
 
 /* A tensor in any of the three forms (tensor.h). mask: booleans and "-inf" allowed. Limits from the
- * daemon's options. */
+ * daemon's options. req (may be NULL): the request whose body m is in, for the base64 texts already
+ * decoded while it arrived (predecode.h). */
 int srv_member_tensor(srv_tensor *out, const srv_json_member *m, const char *field, bool mask,
-                      const srv_app *app, srv_error *err);
+                      const srv_app *app, const srv_request *req, srv_error *err);
 
 /* "encoding": nested | flat | base64. */
 int srv_member_encoding(const srv_json_member *m, srv_encoding *out, srv_error *err);

@@ -35,6 +35,7 @@
 #include "bigbuf.h"
 #include "deadline.h"
 #include "log.h"
+#include "predecode.h"
 
 /* Bodies at least this large on a SRV_ROUTE_HEAVY route run on a worker thread. Below it the
  * handler's work is short (an S request, 19 KB in and 60 KB out, takes a few hundred microseconds
@@ -74,6 +75,7 @@ struct req_ctx {
     char *path;          /* owned copy: libmicrohttpd's url is not ours to keep               */
     char *params;        /* owned, as long as path: the values of the path's placeholders      */
     srv_buf body;
+    srv_predecoder pre;  /* its base64 texts, decoded as they arrive (req.predecoded points here) */
     int64_t limit;       /* --max-body-bytes                                                   */
     bool responded;      /* a response was queued                                              */
     bool too_large;      /* a chunked body went over the limit: the rest is read and dropped   */
@@ -535,6 +537,10 @@ static enum MHD_Result on_headers(req_ctx *c)
         srv_error_set(&err, SRV_E_NOMEM, "", "out of memory for a body of %llu bytes", length);
         return queue_error(c, &err, NULL, true);
     }
+    if ((flags & SRV_ROUTE_BASE64) && length >= SRV_PREDECODE_MIN_BODY) {
+        srv_predecoder_init(&c->pre, (size_t)length);
+        c->req.predecoded = &c->pre;
+    }
     return MHD_YES;
 }
 
@@ -622,6 +628,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
             srv_error_set(&err, SRV_E_NOMEM, "", "out of memory reading the body");
             return queue_error(c, &err, NULL, true);
         }
+        if (c->req.predecoded)
+            srv_predecoder_feed(c->req.predecoded, c->body.data, c->body.len);
         return MHD_YES;
     }
 
@@ -682,6 +690,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         free(c->done);
     }
     srv_bigbuf_free(&c->body);
+    srv_predecoder_free(c->req.predecoded);
     free(c->path);
     free(c->params);
     free(c);

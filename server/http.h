@@ -40,6 +40,9 @@ typedef struct srv_request {
     const struct srv_route *route;
     struct MHD_Connection *conn; /* for the getters below; handlers do not use it directly       */
     double t_start;           /* srv_now() when the request line arrived                          */
+    /* base64 texts of the body decoded while it arrived (predecode.h), on SRV_ROUTE_BASE64 routes
+     * with large bodies; else NULL */
+    struct srv_predecoder *predecoded;
 } srv_request;
 
 /* Value of a request header (case-insensitive name), or NULL. Borrowed for the request's life. */
@@ -88,6 +91,7 @@ enum srv_route_flags {
     SRV_ROUTE_HEAVY = 1 << 3,   /* may compute for long: large bodies run on a worker thread     */
     SRV_ROUTE_BINARY = 1 << 4,  /* also takes application/octet-stream (safetensors) bodies       */
     SRV_ROUTE_PROBE = 1 << 5,   /* health/metrics probe: never needs the API key                  */
+    SRV_ROUTE_BASE64 = 1 << 6,  /* large bodies' base64 tensors are decoded as they arrive        */
 };
 
 typedef struct srv_route {

@@ -23,8 +23,10 @@ const srv_route srv_routes[] = {
     {"GET", "/v1/layers/{name}/weights", srv_api_weights_get, 0, NULL},
     {"PUT", "/v1/layers/{name}/weights", srv_api_weights_put,
      BODY_JSON | SRV_ROUTE_BINARY | SRV_ROUTE_CHANGES | SRV_ROUTE_HEAVY, NULL},
-    {"POST", "/v1/layers/{name}/forward", srv_api_forward, BODY_JSON | SRV_ROUTE_HEAVY, NULL},
-    {"POST", "/v1/layers/{name}/trace", srv_api_trace, BODY_JSON | SRV_ROUTE_HEAVY, NULL},
+    {"POST", "/v1/layers/{name}/forward", srv_api_forward,
+     BODY_JSON | SRV_ROUTE_HEAVY | SRV_ROUTE_BASE64, NULL},
+    {"POST", "/v1/layers/{name}/trace", srv_api_trace, BODY_JSON | SRV_ROUTE_HEAVY | SRV_ROUTE_BASE64,
+     NULL},
 
     /* Open Inference Protocol (api_v2.c): errors in the protocol's {"error": "..."} form */
     {"GET", "/v2", srv_v2_server_metadata, 0, srv_v2_error_reply},

@@ -25,6 +25,7 @@
 
 #include "bigbuf.h"
 #include "json_scan.h"
+#include "predecode.h"
 
 /* The base64 form is little-endian float32, which is the host's layout: bytes are copied as they are. */
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "base64 tensors assume a little-endian host");
@@ -693,13 +694,24 @@ members_done:
                           need);
             goto fail;
         }
-        uint8_t *buf = srv_bigbuf_array_alloc(need + 3); /* decode writes whole triples */
+        /* decoded already while the body arrived, when this is the very text (predecode.h) */
+        size_t pre_len = 0;
+        bool pre_nonfinite = false;
+        uint8_t *buf = !unescaped && r->predecoded
+                           ? srv_predecoder_take(r->predecoded, (size_t)(s - r->body),
+                                                 (size_t)(s - r->body) + slen, &pre_len, &pre_nonfinite)
+                           : NULL;
+        bool known_finite = buf && !pre_nonfinite;
+        long got = (long)pre_len;
         if (!buf) {
-            free(unescaped);
-            srv_error_set(c->err, SRV_E_NOMEM, c->top, "out of memory reading %s", c->field);
-            goto fail;
+            buf = srv_bigbuf_array_alloc(need + 3); /* decode writes whole triples */
+            if (!buf) {
+                free(unescaped);
+                srv_error_set(c->err, SRV_E_NOMEM, c->top, "out of memory reading %s", c->field);
+                goto fail;
+            }
+            got = srv_base64_decode(buf, s, slen);
         }
-        long got = srv_base64_decode(buf, s, slen);
         free(unescaped);
         if (got != (long)need) {
             srv_bigbuf_array_free(buf);
@@ -711,7 +723,8 @@ members_done:
         }
         if (dtype == SRV_DTYPE_F32) {
             float *f = (float *)buf;
-            bool finite = all_finite(buf, count); /* the usual case; else find the element to name */
+            bool finite = known_finite || all_finite(buf, count); /* the usual case; else find the
+                                                                   element to name */
             for (int64_t i = 0; !finite && i < count; i++) {
                 if (isfinite(f[i]) || (r->allow_neg_inf && f[i] == -INFINITY))
                     continue;

@@ -41,6 +41,8 @@ typedef struct srv_tensor_rules {
     int64_t max_elements;     /* refuse larger tensors with SRV_E_TOO_LARGE (<= 0: none)  */
     int max_depth;            /* nesting limit for form 1 and dims of "shape" (<= SRV_TENSOR_MAX_DIMS;
                                  out of range means SRV_TENSOR_MAX_DIMS)                   */
+    struct srv_predecoder *predecoded; /* form 3 texts decoded already (predecode.h), or NULL */
+    const char *body;         /* the text the predecoder's offsets count from (the body)  */
 } srv_tensor_rules;
 
 /* Parses one JSON value (text [json, json+len), which holds exactly that value, surrounding white

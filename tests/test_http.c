@@ -417,6 +417,109 @@ static void test_large(srv_daemon *d)
     free(q);
 }
 
+/* POSTs body to the demo layer's forward; returns the output tensor (caller tj_frees) or checks an
+ * error: want_status 200, or the status with message containing want_msg. */
+static bool forward_output(srv_daemon *d, const char *body, int want_status, const char *want_msg,
+                           tj_tensor *out, const char *what)
+{
+    hc_response r;
+    hc_request(d, "POST", "/v1/layers/demo/forward", NULL, body, -1, NULL, &r);
+    bool ok = CHECK(r.status == want_status, "%s: status %ld, want %d: %.300s", what, r.status,
+                    want_status, r.body);
+    if (ok && want_status != 200)
+        ok = CHECK(r.body && strstr(r.body, want_msg), "%s: message '%s' in %.300s", what, want_msg,
+                   r.body);
+    if (ok && want_status == 200) {
+        json_t *doc = hc_json(&r);
+        ok = CHECK(tj_read(out, json_object_get(doc, "output")) == 0, "%s: output read", what);
+        json_decref(doc);
+    }
+    hc_response_free(&r);
+    return ok;
+}
+
+/* Bodies of 1 MB and more have their base64 texts decoded while they arrive (predecode.c): the
+ * numbers are the ones the nested form gives, and texts the predecoder leaves alone (escapes, key
+ * order, bad bytes, NaN) get the parser's results and errors. */
+static void test_large_base64_input(srv_daemon *d)
+{
+    enum { N = 64, L = 64, E = 64 }; /* 1 MB of floats, a 1.4 MB body */
+    const size_t count = (size_t)N * L * E;
+    float *q = malloc(sizeof(float) * count);
+    char *nested = nested_query(N, L, E, q);
+    size_t cap = strlen(nested) + 200;
+    char *body = malloc(cap);
+    snprintf(body, cap, "{\"query\": %s}", nested);
+    tj_tensor ref = {0};
+    if (!forward_output(d, body, 200, NULL, &ref, "nested reference"))
+        goto done;
+
+    int64_t shape[3] = {N, L, E};
+    json_t *qb = tj_base64(q, 3, shape);
+    const char *b64 = json_string_value(json_object_get(qb, "base64"));
+    size_t blen = strlen(b64);
+    char *text = malloc(blen + 16);
+    struct {
+        const char *what, *fmt;
+        int edit; /* 0 none, 1 "\/" for the first '/', 2 '!' in the middle, 3 "==" in the middle */
+        int status;
+        const char *msg;
+    } cases[] = {
+        {"plain", "{\"query\": {\"shape\": [64, 64, 64], \"base64\": \"%s\"}}", 0, 200, NULL},
+        {"base64 before shape", "{\"query\": {\"base64\": \"%s\", \"dtype\": \"float32\", "
+                                "\"shape\": [64, 64, 64]}, \"need_weights\": false}", 0, 200, NULL},
+        {"an escaped '/'", "{\"query\": {\"shape\": [64, 64, 64], \"base64\": \"%s\"}}", 1, 200, NULL},
+        {"a bad byte", "{\"query\": {\"shape\": [64, 64, 64], \"base64\": \"%s\"}}", 2, 400,
+         "query.base64 is not valid base64"},
+        {"padding inside", "{\"query\": {\"shape\": [64, 64, 64], \"base64\": \"%s\"}}", 3, 400,
+         "query.base64 is not valid base64"},
+        {"wrong shape", "{\"query\": {\"shape\": [64, 64, 63], \"base64\": \"%s\"}}", 0, 400,
+         "query.base64 holds 1048576 bytes but shape [64, 64, 63]"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        memcpy(text, b64, blen + 1);
+        if (cases[i].edit == 1) {
+            char *slash = strchr(text, '/');
+            if (!CHECK(slash != NULL, "the text has a '/'"))
+                continue;
+            memmove(slash + 1, slash, strlen(slash) + 1);
+            *slash = '\\';
+        } else if (cases[i].edit == 2) {
+            text[blen / 2] = '!';
+        } else if (cases[i].edit == 3) {
+            text[blen / 2 / 4 * 4 + 2] = '=';
+            text[blen / 2 / 4 * 4 + 3] = '=';
+        }
+        char *b = malloc(blen + 400);
+        snprintf(b, blen + 400, cases[i].fmt, text);
+        tj_tensor out = {0};
+        if (forward_output(d, b, cases[i].status, cases[i].msg, &out, cases[i].what) &&
+            cases[i].status == 200)
+            CHECK(tj_shape_is(&out, 3, shape) && !memcmp(out.data, ref.data, sizeof(float) * count),
+                  "%s: the nested form's output", cases[i].what);
+        tj_free(&out);
+        free(b);
+    }
+    /* a NaN in the last element: named as the parser names it */
+    q[count - 1] = NAN;
+    json_t *qn = tj_base64(q, 3, shape);
+    char *qtext = json_dumps(qn, JSON_COMPACT);
+    char *b = malloc(strlen(qtext) + 64);
+    sprintf(b, "{\"query\": %s}", qtext);
+    tj_tensor none = {0};
+    forward_output(d, b, 400, "query.base64 element 262143 is NaN", &none, "NaN at the end");
+    free(b);
+    free(qtext);
+    json_decref(qn);
+    free(text);
+    json_decref(qb);
+    tj_free(&ref);
+done:
+    free(body);
+    free(nested);
+    free(q);
+}
+
 static void test_errors(srv_daemon *d)
 {
     hc_response r;
@@ -763,6 +866,7 @@ int main(void)
     test_forward_forms(d);
     test_errors(d);
     test_large(d);
+    test_large_base64_input(d);
     test_concurrency(d);
     hc_stop(d);
     test_limits();

@@ -12,8 +12,9 @@
 #include "check.h"
 #include "tensor.h"
 
-static srv_tensor_rules rules_float = {"query", false, false, 1000000, 8};
-static srv_tensor_rules rules_mask = {"attn_mask", true, true, 1000000, 8};
+static srv_tensor_rules rules_float = {.field = "query", .max_elements = 1000000, .max_depth = 8};
+static srv_tensor_rules rules_mask = {
+    .field = "attn_mask", .allow_bool = true, .allow_neg_inf = true, .max_elements = 1000000, .max_depth = 8};
 
 /* Parses text; returns the error code (SRV_OK on success) and leaves the tensor in *t. */
 static srv_code parse(srv_tensor *t, const char *text, const srv_tensor_rules *r, srv_error *err)
