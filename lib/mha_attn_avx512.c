@@ -19,7 +19,8 @@
  * last bits differ from that path (well inside the golden tolerances).
  *
  * The same scores tile, accumulating into C, is also a plain GEMM (mha_gemm_avx512: weights
- * packed 256 columns x 256 of K at a time, rows in blocks of 48): the projections use it when
+ * packed 256 columns x 256 of K at a time, rows in blocks of 48; the first block of K starts from
+ * the bias row in registers, so C is not filled with the bias first): the projections use it when
  * OpenBLAS runs an older core than the CPU (OPENBLAS_CORETYPE=Haswell on an AVX-512 CPU), where it
  * measured 1.7x OpenBLAS's Haswell kernels and 0.9x its AVX-512 ones (Zen 5, 2026-11-22).
  */
@@ -137,28 +138,36 @@ void mha_pack_keys(float *kp, const float *k, int64_t k_rs, int64_t kn, int64_t 
 }
 
 #ifdef HAVE_KERNELS
+/* How a tile's sums start: from 0, from the tile's own values (a further block of K), or from one
+ * row of bias for every row (the projections' first block of K: torch's addmm, bias first). */
+enum { FROM_ZERO, FROM_C, FROM_BIAS };
+
 /* R rows x P (1 or 2) panels of 16 keys over the whole hd; stores masked to the keys that exist
- * (m1 unused when P is 1). */
+ * (m1 unused when P is 1). bias: the row FROM_BIAS starts from (16 · P floats, masked). */
 __attribute__((target("avx512f"), always_inline)) static inline void
 score_tile(float *sc, int64_t ld, const float *q, int64_t q_rs, const float *k0, const float *k1,
-           int64_t hd, __mmask16 m0, __mmask16 m1, const int R, const int P, const bool acc)
+           int64_t hd, __mmask16 m0, __mmask16 m1, const float *bias, const int R, const int P,
+           const int from)
 {
     __m512 a0[SCORE_ROWS], a1[SCORE_ROWS];
+    const __m512 b0 = from == FROM_BIAS ? _mm512_maskz_loadu_ps(m0, bias) : _mm512_setzero_ps();
+    const __m512 b1 =
+        from == FROM_BIAS && P == 2 ? _mm512_maskz_loadu_ps(m1, bias + 16) : _mm512_setzero_ps();
 #pragma GCC unroll 12
     for (int i = 0; i < R; i++) {
-        a0[i] = acc ? _mm512_maskz_loadu_ps(m0, sc + i * ld) : _mm512_setzero_ps();
+        a0[i] = from == FROM_C ? _mm512_maskz_loadu_ps(m0, sc + i * ld) : b0;
         if (P == 2)
-            a1[i] = acc ? _mm512_maskz_loadu_ps(m1, sc + i * ld + 16) : _mm512_setzero_ps();
+            a1[i] = from == FROM_C ? _mm512_maskz_loadu_ps(m1, sc + i * ld + 16) : b1;
     }
     for (int64_t d = 0; d < hd; d++) {
-        const __m512 b0 = _mm512_load_ps(k0 + d * 16);
-        const __m512 b1 = P == 2 ? _mm512_load_ps(k1 + d * 16) : b0;
+        const __m512 w0 = _mm512_load_ps(k0 + d * 16);
+        const __m512 w1 = P == 2 ? _mm512_load_ps(k1 + d * 16) : w0;
 #pragma GCC unroll 12
         for (int i = 0; i < R; i++) {
             const __m512 x = _mm512_set1_ps(q[i * q_rs + d]);
-            a0[i] = _mm512_fmadd_ps(x, b0, a0[i]);
+            a0[i] = _mm512_fmadd_ps(x, w0, a0[i]);
             if (P == 2)
-                a1[i] = _mm512_fmadd_ps(x, b1, a1[i]);
+                a1[i] = _mm512_fmadd_ps(x, w1, a1[i]);
         }
     }
 #pragma GCC unroll 12
@@ -172,19 +181,23 @@ score_tile(float *sc, int64_t ld, const float *q, int64_t q_rs, const float *k0,
 /* Rows [0,m) against one or two panels (P), in tiles of 12, 8, 4 and 1 rows. */
 __attribute__((target("avx512f"), always_inline)) static inline void
 score_rows(float *sc, int64_t ld, const float *q, int64_t q_rs, const float *k0, const float *k1,
-           int64_t m, int64_t hd, __mmask16 m0, __mmask16 m1, const int P, const bool acc)
+           int64_t m, int64_t hd, __mmask16 m0, __mmask16 m1, const float *bias, const int P,
+           const int from)
 {
     int64_t r = 0;
+#define SCORE_TILE(R)                                                                              \
+    score_tile(sc + r * ld, ld, q + r * q_rs, q_rs, k0, k1, hd, m0, m1, bias, R, P, from)
     for (; r + SCORE_ROWS <= m; r += SCORE_ROWS)
-        score_tile(sc + r * ld, ld, q + r * q_rs, q_rs, k0, k1, hd, m0, m1, SCORE_ROWS, P, acc);
+        SCORE_TILE(SCORE_ROWS);
     if (r + 8 <= m) {
-        score_tile(sc + r * ld, ld, q + r * q_rs, q_rs, k0, k1, hd, m0, m1, 8, P, acc);
+        SCORE_TILE(8);
         r += 8;
     }
     for (; r + 4 <= m; r += 4)
-        score_tile(sc + r * ld, ld, q + r * q_rs, q_rs, k0, k1, hd, m0, m1, 4, P, acc);
+        SCORE_TILE(4);
     for (; r < m; r++)
-        score_tile(sc + r * ld, ld, q + r * q_rs, q_rs, k0, k1, hd, m0, m1, 1, P, acc);
+        SCORE_TILE(1);
+#undef SCORE_TILE
 }
 
 static __mmask16 keys_mask(int64_t rest)
@@ -201,15 +214,35 @@ __attribute__((target("avx512f"))) void mha_scores_avx512(float *sc, int64_t ld,
         const __mmask16 m0 = keys_mask(kn - p * 16);
         if ((p + 1) * 16 < kn) /* a lone last panel (kn <= 16: short sequences) on its own */
             score_rows(sc + p * 16, ld, q, q_rs, k0, k0 + hd * 16, m, hd, m0,
-                       keys_mask(kn - p * 16 - 16), 2, false);
+                       keys_mask(kn - p * 16 - 16), NULL, 2, FROM_ZERO);
         else
-            score_rows(sc + p * 16, ld, q, q_rs, k0, k0, m, hd, m0, 0, 1, false);
+            score_rows(sc + p * 16, ld, q, q_rs, k0, k0, m, hd, m0, 0, NULL, 1, FROM_ZERO);
     }
 }
 
-__attribute__((target("avx512f"))) void mha_gemm_avx512(float *C, int64_t ldc, const float *A,
-                                                        int64_t lda, const float *W, int64_t M,
-                                                        int64_t Nc, int64_t K, float *pack)
+/* One block of the projection GEMM: C rows [0,mb) x columns of the packed block (nb x kb),
+ * sums starting from (FROM_C, else FROM_BIAS with bias, or FROM_ZERO). */
+__attribute__((target("avx512f"), always_inline)) static inline void
+gemm_block(float *C, int64_t ldc, const float *A, int64_t lda, const float *pack, const float *bias,
+           int64_t mb, int64_t nb, int64_t kb, const int from)
+{
+    for (int64_t p = 0; p * 16 < nb; p += 2) {
+        const float *w0 = pack + p * kb * 16;
+        const __mmask16 k0m = keys_mask(nb - p * 16);
+        float *c = C + p * 16;
+        const float *bp = bias ? bias + p * 16 : NULL;
+        if ((p + 1) * 16 < nb)
+            score_rows(c, ldc, A, lda, w0, w0 + kb * 16, mb, kb, k0m, keys_mask(nb - p * 16 - 16),
+                       bp, 2, from);
+        else
+            score_rows(c, ldc, A, lda, w0, w0, mb, kb, k0m, 0, bp, 1, from);
+    }
+}
+
+__attribute__((target("avx512f"))) void mha_gemm_avx512(float *C, int64_t ldc, const float *bias,
+                                                        const float *A, int64_t lda,
+                                                        const float *W, int64_t M, int64_t Nc,
+                                                        int64_t K, float *pack)
 {
     for (int64_t n0 = 0; n0 < Nc; n0 += GEMM_NB) {
         const int64_t nb = Nc - n0 < GEMM_NB ? Nc - n0 : GEMM_NB;
@@ -218,17 +251,14 @@ __attribute__((target("avx512f"))) void mha_gemm_avx512(float *C, int64_t ldc, c
             mha_pack_keys(pack, W + n0 * K + k0, K, nb, kb);
             for (int64_t m0 = 0; m0 < M; m0 += GEMM_MB) {
                 const int64_t mb = M - m0 < GEMM_MB ? M - m0 : GEMM_MB;
-                for (int64_t p = 0; p * 16 < nb; p += 2) {
-                    const float *w0 = pack + p * kb * 16;
-                    const __mmask16 k0m = keys_mask(nb - p * 16);
-                    float *c = C + m0 * ldc + n0 + p * 16;
-                    const float *a = A + m0 * lda + k0;
-                    if ((p + 1) * 16 < nb)
-                        score_rows(c, ldc, a, lda, w0, w0 + kb * 16, mb, kb, k0m,
-                                   keys_mask(nb - p * 16 - 16), 2, true);
-                    else
-                        score_rows(c, ldc, a, lda, w0, w0, mb, kb, k0m, 0, 1, true);
-                }
+                float *c = C + m0 * ldc + n0;
+                const float *a = A + m0 * lda + k0;
+                if (k0 > 0)
+                    gemm_block(c, ldc, a, lda, pack, NULL, mb, nb, kb, FROM_C);
+                else if (bias)
+                    gemm_block(c, ldc, a, lda, pack, bias + n0, mb, nb, kb, FROM_BIAS);
+                else
+                    gemm_block(c, ldc, a, lda, pack, NULL, mb, nb, kb, FROM_ZERO);
             }
         }
     }
@@ -345,9 +375,10 @@ void mha_pv_avx512(float *out, int64_t o_rs, const float *P, int64_t ld, const f
     (void)wdst, (void)wld, (void)inv;
 }
 
-void mha_gemm_avx512(float *C, int64_t ldc, const float *A, int64_t lda, const float *W, int64_t M,
-                     int64_t Nc, int64_t K, float *pack)
+void mha_gemm_avx512(float *C, int64_t ldc, const float *bias, const float *A, int64_t lda,
+                     const float *W, int64_t M, int64_t Nc, int64_t K, float *pack)
 {
-    (void)C, (void)ldc, (void)A, (void)lda, (void)W, (void)M, (void)Nc, (void)K, (void)pack;
+    (void)C, (void)ldc, (void)bias, (void)A, (void)lda, (void)W, (void)M, (void)Nc, (void)K;
+    (void)pack;
 }
 #endif

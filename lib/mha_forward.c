@@ -102,19 +102,21 @@ static void gemm_task(void *arg, int64_t task, int slot)
     if (r1 <= r0 || c1 <= c0)
         return;
     float *C = g->C + r0 * g->ldc + c0;
+    if (set->pack) { /* starts its sums from the bias itself */
+        mha_gemm_avx512(C, g->ldc, g->bias ? g->bias + c0 : NULL, g->A + r0 * g->lda, g->lda,
+                        g->W + c0 * g->K, r1 - r0, c1 - c0, g->K,
+                        set->pack + slot * set->pack_floats);
+        return;
+    }
     for (int64_t r = 0; r < r1 - r0; r++) { /* torch's addmm: the bias first, then += A·Wᵀ */
         if (g->bias)
             memcpy(C + r * g->ldc, g->bias + c0, (size_t)(c1 - c0) * sizeof(float));
         else
             memset(C + r * g->ldc, 0, (size_t)(c1 - c0) * sizeof(float));
     }
-    if (set->pack)
-        mha_gemm_avx512(C, g->ldc, g->A + r0 * g->lda, g->lda, g->W + c0 * g->K, r1 - r0, c1 - c0,
-                        g->K, set->pack + slot * set->pack_floats);
-    else
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)(r1 - r0), (int)(c1 - c0),
-                    (int)g->K, 1.0f, g->A + r0 * g->lda, (int)g->lda, g->W + c0 * g->K, (int)g->K,
-                    1.0f, C, (int)g->ldc);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)(r1 - r0), (int)(c1 - c0), (int)g->K,
+                1.0f, g->A + r0 * g->lda, (int)g->lda, g->W + c0 * g->K, (int)g->K, 1.0f, C,
+                (int)g->ldc);
 }
 
 /* ---------------------------------------------------------------------------------------------- */
@@ -268,24 +270,12 @@ static void attention_task(void *arg, int64_t task, int slot)
             expand_rows(wh, sc, m, S, S0, kn, inv, 0.0f, false);
         if (trace_weights)
             expand_rows(trace_weights + bhl * S, sc, m, S, S0, kn, inv, 0.0f, false);
-        if (avg) {
-            for (int64_t r = 0; r < m; r++) {
-                float *a = avg + r * S;
-                const float *e = sc + r * S, v = inv[r];
-                if (h == 0) {
-                    for (int64_t j = 0; j < kn; j++)
-                        a[j] = e[j] * v;
-                    for (int64_t j = kn; j < S0; j++)
-                        a[j] = 0.0f;
-                    for (int64_t j = S0; j < S; j++)
-                        a[j] = e[kn + j - S0] * v;
-                } else {
-                    for (int64_t j = 0; j < kn; j++)
-                        a[j] += e[j] * v;
-                    for (int64_t j = S0; j < S; j++)
-                        a[j] += e[kn + j - S0] * v;
-                }
-            }
+        if (avg) { /* keys [0,kn) and the appended ones; the skipped keys [kn,S0) stay 0 */
+            mha_scaled_add_rows(avg, S, sc, S, m, kn, inv, h > 0);
+            if (S > S0)
+                mha_scaled_add_rows(avg + S0, S, sc + kn, S, m, S - S0, inv, h > 0);
+            for (int64_t r = 0; r < m && h == 0; r++)
+                memset(avg + r * S + kn, 0, (size_t)(S0 - kn) * sizeof(float));
         }
         float *ch = cb + h * hd;
         if (f->avx512) {
@@ -307,11 +297,8 @@ static void attention_task(void *arg, int64_t task, int slot)
     }
     if (f->per_head || trace_weights)
         mha_copy_stream_fence();
-    if (avg) { /* torch: weights.sum(dim=1) / num_heads */
-        const float nh = (float)H;
-        for (int64_t x = 0; x < m * S; x++)
-            avg[x] /= nh;
-    }
+    if (avg) /* torch: weights.sum(dim=1) / num_heads */
+        mha_div_rows(avg, S, m, S, (float)H);
 }
 
 /* Packs one (batch, head)'s keys for the AVX-512 scores kernel. */

@@ -154,10 +154,11 @@ void mha_scores_avx512(float *sc, int64_t ld, const float *q, int64_t q_rs, cons
 /* Floats of the pack buffer mha_gemm_avx512 needs for C with Nc columns and A with K columns. */
 int64_t mha_gemm_pack_floats(int64_t Nc, int64_t K);
 
-/* C[M,Nc] (row stride ldc) += A[M,K] (row stride lda) · W[Nc,K]ᵀ (W contiguous), the projections'
- * GEMM; pack: 64-byte aligned scratch of mha_gemm_pack_floats(Nc, K) floats. */
-void mha_gemm_avx512(float *C, int64_t ldc, const float *A, int64_t lda, const float *W, int64_t M,
-                     int64_t Nc, int64_t K, float *pack);
+/* C[M,Nc] (row stride ldc) = bias[Nc] (NULL: 0) + A[M,K] (row stride lda) · W[Nc,K]ᵀ (W
+ * contiguous), the bias first as torch's addmm; the projections' GEMM. K >= 1. pack: 64-byte
+ * aligned scratch of mha_gemm_pack_floats(Nc, K) floats. */
+void mha_gemm_avx512(float *C, int64_t ldc, const float *bias, const float *A, int64_t lda,
+                     const float *W, int64_t M, int64_t Nc, int64_t K, float *pack);
 
 /* out[m,hd] (row stride o_rs) = P[m,kn] (row stride ld) · v[kn,hd] (row stride v_rs).
  * wdst (NULL: none) also gets wdst[r][j] = P[r][j] · inv[r] for j < kn (row stride wld; the

@@ -494,6 +494,61 @@ static void div_mul_rows(float *x, int64_t rs, int64_t rows, int64_t n, float di
     }
 }
 
+#ifdef MHA_HAVE_AVX2_KERNEL
+__attribute__((target("avx512f"))) static void scaled_add_row_avx512(float *d, const float *x,
+                                                                    int64_t n, float mul, bool add)
+{
+    const __m512 vm = _mm512_set1_ps(mul);
+    int64_t j = 0;
+    for (; j + 16 <= n; j += 16) {
+        const __m512 p = _mm512_mul_ps(_mm512_loadu_ps(x + j), vm);
+        _mm512_storeu_ps(d + j, add ? _mm512_add_ps(_mm512_loadu_ps(d + j), p) : p);
+    }
+    if (j < n) {
+        const __mmask16 tail = (__mmask16)((1u << (n - j)) - 1);
+        const __m512 p = _mm512_mul_ps(_mm512_maskz_loadu_ps(tail, x + j), vm);
+        _mm512_mask_storeu_ps(d + j, tail,
+                              add ? _mm512_add_ps(_mm512_maskz_loadu_ps(tail, d + j), p) : p);
+    }
+}
+
+__attribute__((target("avx2"))) static void scaled_add_row_avx2(float *d, const float *x, int64_t n,
+                                                                float mul, bool add)
+{
+    const __m256 vm = _mm256_set1_ps(mul);
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+        const __m256 p = _mm256_mul_ps(_mm256_loadu_ps(x + j), vm);
+        _mm256_storeu_ps(d + j, add ? _mm256_add_ps(_mm256_loadu_ps(d + j), p) : p);
+    }
+    for (; j < n; j++)
+        d[j] = add ? d[j] + x[j] * mul : x[j] * mul;
+}
+#endif
+
+void mha_scaled_add_rows(float *dst, int64_t ld_dst, const float *src, int64_t ld_src, int64_t rows,
+                         int64_t n, const float *mul, bool add)
+{
+    const mha_isa isa = best_isa();
+    for (int64_t r = 0; r < rows; r++) {
+        float *d = dst + r * ld_dst;
+        const float *x = src + r * ld_src;
+        switch (isa) {
+#ifdef MHA_HAVE_AVX2_KERNEL
+        case MHA_ISA_AVX512:
+            scaled_add_row_avx512(d, x, n, mul[r], add);
+            break;
+        case MHA_ISA_AVX2:
+            scaled_add_row_avx2(d, x, n, mul[r], add);
+            break;
+#endif
+        default:
+            for (int64_t j = 0; j < n; j++)
+                d[j] = add ? d[j] + x[j] * mul[r] : x[j] * mul[r];
+        }
+    }
+}
+
 void mha_div_rows(float *x, int64_t rs, int64_t rows, int64_t n, float div)
 {
     div_mul_rows(x, rs, rows, n, div, NULL);

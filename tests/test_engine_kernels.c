@@ -2,8 +2,9 @@
  * test_engine_kernels.c - the AVX-512 GEMM kernels (lib/mha_attn_avx512.c) against a plain double
  * reference, on shapes off every tile and block size (rows, 16-key panels, 256-key chunks,
  * 64-column groups, the projection GEMM's 256 x 256 x 48 blocks), the key packing against its
- * layout, and the row division/scaling against scalar arithmetic. Which kernels a forward pass uses
- * depends on the CPU and on OpenBLAS's core, so these are checked here whatever the pass picks.
+ * layout, and the row division/scaling/summing against scalar arithmetic. Which kernels a forward
+ * pass uses depends on the CPU and on OpenBLAS's core, so these are checked here whatever the pass
+ * picks.
  * Skipped (with a note) on a CPU without AVX-512F.
  *
  * Then whole passes on both sides of mha_kpack_in_task (keys packed by each attention task when a
@@ -42,15 +43,16 @@ static bool close_to(float got, double want, double magnitude)
     return fabs(got - want) <= 1e-5 * magnitude + 1e-6;
 }
 
-/* C[M,Nc] (ldc) = bias + A[M,K] (lda) · W[Nc,K]ᵀ, C's padding columns untouched. */
-static void test_gemm(int64_t M, int64_t Nc, int64_t K)
+/* C[M,Nc] (ldc) = bias + A[M,K] (lda) · W[Nc,K]ᵀ (bias NULL: 0), C's padding columns untouched. */
+static void test_gemm(int64_t M, int64_t Nc, int64_t K, bool with_bias)
 {
     const int64_t lda = K + 3, ldc = Nc + 5;
     float *A = rnd_array(M * lda), *W = rnd_array(Nc * K), *C = rnd_array(M * ldc);
+    float *bias = with_bias ? rnd_array(Nc) : NULL;
     float *C0 = malloc((size_t)(M * ldc) * sizeof(float));
     memcpy(C0, C, (size_t)(M * ldc) * sizeof(float));
     float *pack = aligned_alloc(64, (size_t)mha_gemm_pack_floats(Nc, K) * sizeof(float));
-    mha_gemm_avx512(C, ldc, A, lda, W, M, Nc, K, pack);
+    mha_gemm_avx512(C, ldc, bias, A, lda, W, M, Nc, K, pack);
     bool ok = true, untouched = true;
     for (int64_t i = 0; i < M; i++) {
         for (int64_t j = 0; j < ldc; j++) {
@@ -58,7 +60,7 @@ static void test_gemm(int64_t M, int64_t Nc, int64_t K)
                 untouched &= C[i * ldc + j] == C0[i * ldc + j];
                 continue;
             }
-            double want = C0[i * ldc + j], mag = fabs(want);
+            double want = bias ? bias[j] : 0.0, mag = fabs(want);
             for (int64_t k = 0; k < K; k++) {
                 want += (double)A[i * lda + k] * W[j * K + k];
                 mag += fabs((double)A[i * lda + k] * W[j * K + k]);
@@ -66,13 +68,15 @@ static void test_gemm(int64_t M, int64_t Nc, int64_t K)
             ok &= close_to(C[i * ldc + j], want, mag);
         }
     }
-    CHECK(ok, "gemm M=%lld Nc=%lld K=%lld: C += A·Wᵀ", (long long)M, (long long)Nc, (long long)K);
+    CHECK(ok, "gemm M=%lld Nc=%lld K=%lld: C = %sA·Wᵀ", (long long)M, (long long)Nc, (long long)K,
+          bias ? "bias + " : "");
     CHECK(untouched, "gemm M=%lld Nc=%lld K=%lld writes no column past Nc", (long long)M,
           (long long)Nc, (long long)K);
     free(A);
     free(W);
     free(C);
     free(C0);
+    free(bias);
     free(pack);
 }
 
@@ -119,6 +123,20 @@ static void test_div_mul_rows(int64_t rows, int64_t n)
         ok &= x[i] == (i % rs < n ? x0[i] * mul[i / rs] : x0[i]);
     CHECK(ok, "mul_rows rows=%lld n=%lld: x · mul[r] exactly, columns past n untouched",
           (long long)rows, (long long)n);
+    for (int add = 0; add < 2; add++) { /* d = (d +) x · mul[r], product rounded first */
+        float *d = rnd_array(rows * rs), *d0 = malloc((size_t)(rows * rs) * sizeof(float));
+        memcpy(d0, d, (size_t)(rows * rs) * sizeof(float));
+        mha_scaled_add_rows(d, rs, x0, rs, rows, n, mul, add);
+        ok = true;
+        for (int64_t i = 0; i < rows * rs; i++) {
+            const float p = x0[i] * mul[i / rs];
+            ok &= d[i] == (i % rs >= n ? d0[i] : add ? d0[i] + p : p);
+        }
+        CHECK(ok, "scaled_add_rows rows=%lld n=%lld add=%d: exact, columns past n untouched",
+              (long long)rows, (long long)n, add);
+        free(d);
+        free(d0);
+    }
     free(x);
     free(x0);
     free(mul);
@@ -334,9 +352,10 @@ int main(void)
     }
     CHECK(!mha_attn_avx512_usable(24), "head sizes off a multiple of 16 take the cblas path");
     const int64_t gemm[][3] = {{1, 1, 1},      {13, 17, 5},   {12, 32, 64},  {49, 257, 300},
-                               {100, 16, 513}, {37, 600, 70}, {96, 48, 256}, {5, 3, 1000}};
+                               {100, 16, 513}, {37, 600, 70}, {96, 48, 256}, {5, 3, 1000},
+                               {20, 40, 33},   {44, 512, 260}};
     for (size_t i = 0; i < sizeof gemm / sizeof gemm[0]; i++)
-        test_gemm(gemm[i][0], gemm[i][1], gemm[i][2]);
+        test_gemm(gemm[i][0], gemm[i][1], gemm[i][2], i % 3 != 1);
     const int64_t attn[][3] = {{1, 1, 16},   {12, 32, 64}, {13, 17, 64},  {29, 300, 64},
                                {7, 513, 16}, {25, 40, 80}, {6, 260, 128}, {3, 5, 48}};
     for (size_t i = 0; i < sizeof attn / sizeof attn[0]; i++)
