@@ -207,35 +207,64 @@ VBMI static size_t encode_vbmi(char *o, const uint8_t *src, size_t len)
     return i;
 }
 
+/* decode_vbmi's constants, and its two steps on a 64-character block: the characters' values (top
+ * bit set for one outside the alphabet, which the caller tests together with the input's top bits:
+ * vpermi2b ignores index bit 7), and from valid values the 48 bytes (+ 16, see vbmi_dec_pack). */
+typedef struct vbmi_dec {
+    __m512i lut_lo, lut_hi, pack, pairs, quads;
+} vbmi_dec;
+
+VBMI static inline __m512i vbmi_values(const vbmi_dec *k, __m512i in)
+{
+    return _mm512_permutex2var_epi8(k->lut_lo, in, k->lut_hi); /* index bit 6 chooses lut_hi */
+}
+
+VBMI static inline __m512i vbmi_pack(const vbmi_dec *k, __m512i v)
+{
+    __m512i w = _mm512_madd_epi16(_mm512_maddubs_epi16(v, k->pairs), k->quads);
+    return _mm512_permutexvar_epi8(k->pack, w);
+}
+
 /* Decodes the 16-quartet (64-character) blocks of s [n quartets] while a whole one remains, 48
- * bytes each at d, never writing past d + 3n; stops at a block holding a byte outside the
- * alphabet. *special |= whether a decoded 32-bit word (at d + 4k) has all exponent bits set.
- * Returns the number of quartets decoded (a multiple of 16). */
+ * bytes each at d, never writing past d + 3n; stops at a block (or, in the main loop, a pair of
+ * blocks) holding a byte outside the alphabet. *special |= whether a decoded 32-bit word (at
+ * d + 4k) has all exponent bits set. Returns the number of quartets decoded (a multiple of 16). */
 VBMI static size_t decode_vbmi(uint8_t *d, const unsigned char *s, size_t n, bool *special)
 {
-    const __m512i lut_lo = _mm512_load_si512(vbmi_dec_lut),
-                  lut_hi = _mm512_load_si512(vbmi_dec_lut + 64);
-    const __m512i pack = _mm512_load_si512(vbmi_dec_pack);
-    const __m512i pairs = _mm512_set1_epi32(MERGE_PAIRS), quads = _mm512_set1_epi32(MERGE_QUADS);
+    const vbmi_dec k = {_mm512_load_si512(vbmi_dec_lut), _mm512_load_si512(vbmi_dec_lut + 64),
+                        _mm512_load_si512(vbmi_dec_pack), _mm512_set1_epi32(MERGE_PAIRS),
+                        _mm512_set1_epi32(MERGE_QUADS)};
     const __m512i exp = _mm512_set1_epi32(EXP_BITS);
-    __mmask16 sp = 0;
+    /* per lane, the least of ~word & EXP_BITS seen: 0 once a word had all exponent bits set */
+    __m512i least = exp;
     size_t i = 0;
-    for (; i + 16 <= n; i += 16, s += 64, d += 48) {
+    /* two blocks a step, full 64-byte stores, while the second's has room (3 (n - i) >= 96 + 16) */
+    for (; n - i >= 38; i += 32, s += 128, d += 96) {
+        __m512i in0 = _mm512_loadu_si512(s), in1 = _mm512_loadu_si512(s + 64);
+        __m512i v0 = vbmi_values(&k, in0), v1 = vbmi_values(&k, in1);
+        __m512i top = _mm512_ternarylogic_epi32(v0, in0, v1, 0xFE); /* v0 | in0 | v1 */
+        if (_mm512_movepi8_mask(_mm512_or_si512(top, in1)) != 0)
+            break;
+        __m512i w0 = vbmi_pack(&k, v0), w1 = vbmi_pack(&k, v1);
+        least = _mm512_min_epu32(least, _mm512_andnot_si512(w0, exp));
+        least = _mm512_min_epu32(least, _mm512_andnot_si512(w1, exp));
+        _mm512_storeu_si512(d, w0);
+        _mm512_storeu_si512(d + 48, w1);
+    }
+    for (; n - i >= 16; i += 16, s += 64, d += 48) {
         __m512i in = _mm512_loadu_si512(s);
-        /* index bit 6 chooses lut_hi; bit 7 is ignored, so test the input's top bit as well */
-        __m512i v = _mm512_permutex2var_epi8(lut_lo, in, lut_hi);
+        __m512i v = vbmi_values(&k, in);
         if (_mm512_movepi8_mask(_mm512_or_si512(v, in)) != 0)
             break;
-        __m512i w = _mm512_madd_epi16(_mm512_maddubs_epi16(v, pairs), quads);
-        w = _mm512_permutexvar_epi8(pack, w);
-        sp |= _mm512_cmpeq_epi32_mask(_mm512_and_si512(w, exp), exp);
+        __m512i w = vbmi_pack(&k, v);
+        least = _mm512_min_epu32(least, _mm512_andnot_si512(w, exp));
         /* 48 bytes: a full 64-byte store while 64 bytes of room remain (3 (n - i) >= 64) */
         if (n - i >= 22)
             _mm512_storeu_si512(d, w);
         else
             _mm512_mask_storeu_epi8(d, 0xFFFFFFFFFFFFull, w);
     }
-    *special |= sp != 0;
+    *special |= _mm512_testn_epi32_mask(least, least) != 0;
     return i;
 }
 
