@@ -9,6 +9,9 @@
  *   write  nested / flat / base64           srv_tensor_write (shortest round-trip floats)
  *   reference, same run: jansson json_loadb on a 1/8 slice (the node-per-number way), and
  *   strtof on the same numbers (the libc way)
+ *   base64 alone, each kernel (scalar, AVX2, AVX-512 VBMI; srv_base64_set_path): encode and decode
+ *                                           of the tensor's bytes, on one thread (calls of under
+ *                                           SRV_BASE64_SPLIT_MIN) and as the daemon calls them
  *
  * Usage: build/bench/bench_codec [--reps N] [--scale F]   (scale multiplies the element count)
  * MB/s counts the JSON text's bytes (input for parsing, output for writing).
@@ -103,6 +106,64 @@ static double time_write(srv_buf *out, const float *x, int ndim, const int64_t *
             best = dt;
     }
     return best;
+}
+
+/* base64 of the tensor's bytes raw [n] with one kernel: encode and decode, on one thread (pieces of
+ * under SRV_BASE64_SPLIT_MIN, whole 48-byte / 64-character blocks, so the text is the same) and in
+ * one call as the daemon makes them (two threads for large inputs); MB/s of base64 text. */
+static void bench_base64_path(int path, const char *name, const uint8_t *raw, size_t n, int reps)
+{
+    if (srv_base64_set_path(path) != 0) {
+        printf("base64 %-12s not on this processor\n", name);
+        return;
+    }
+    const size_t piece = SRV_BASE64_SPLIT_MIN / 64 * 48 - 48; /* bytes; text 4/3 of it, both under */
+    size_t tlen = (n + 2) / 3 * 4;
+    srv_buf text;
+    srv_buf_init(&text);
+    uint8_t *dec = malloc(tlen / 4 * 3 + 3);
+    if (!dec || srv_buf_reserve(&text, tlen) != 0) {
+        fprintf(stderr, "out of memory\n");
+        exit(1);
+    }
+    double best[5] = {1e30, 1e30, 1e30, 1e30, 1e30};
+    for (int r = 0; r < reps; r++) {
+        double t[6];
+        t[0] = now();
+        text.len = 0;
+        for (size_t i = 0; i < n; i += piece)
+            srv_base64_encode(&text, raw + i, n - i < piece ? n - i : piece);
+        t[1] = now();
+        text.len = 0;
+        srv_base64_encode(&text, raw, n);
+        t[2] = now();
+        long got = 0;
+        for (size_t i = 0; i < tlen; i += piece / 3 * 4) {
+            size_t m = tlen - i < piece / 3 * 4 ? tlen - i : piece / 3 * 4;
+            got += srv_base64_decode(dec + i / 4 * 3, text.data + i, m);
+        }
+        t[3] = now();
+        long got2 = srv_base64_decode(dec, text.data, tlen);
+        t[4] = now();
+        bool special = true;
+        long got3 = srv_base64_decode_f32(dec, &special, text.data, tlen);
+        t[5] = now();
+        if (got != (long)n || got2 != (long)n || got3 != (long)n || special ||
+            memcmp(dec, raw, n) != 0) {
+            fprintf(stderr, "base64 %s: the round trip failed\n", name);
+            exit(1);
+        }
+        for (int k = 0; k < 5 && r > 0; k++) /* the first run is the cold one */
+            if (t[k + 1] - t[k] < best[k])
+                best[k] = t[k + 1] - t[k];
+    }
+    static const char *const what[5] = {"encode, 1 thread", "encode (daemon)", "decode, 1 thread",
+                                        "decode (daemon)", "decode_f32 (daemon)"};
+    for (int k = 0; k < 5; k++)
+        printf("base64 %-12s %-20s %8.1f MB/s  (%5.1f MB of text in %6.2f ms)\n", name, what[k],
+               (double)tlen / best[k] / 1e6, (double)tlen / 1e6, best[k] * 1e3);
+    srv_buf_free(&text);
+    free(dec);
 }
 
 int main(int argc, char **argv)
@@ -250,6 +311,15 @@ int main(int argc, char **argv)
     report("reference: strtof loop", arr.len, st, jn);
     if (sink == 12345.0f)
         printf(" \n");
+
+    /* base64 alone, each kernel, on the tensor's bytes (attention weights now: all finite) */
+    printf("\nbase64 of %.1f MB (float32), best of %d runs after a cold one\n", (double)count * 4 / 1e6,
+           reps - 1);
+    bench_base64_path(SRV_BASE64_PATH_SCALAR, "scalar", (const uint8_t *)x, (size_t)count * 4, reps);
+    bench_base64_path(SRV_BASE64_PATH_AVX2, "AVX2", (const uint8_t *)x, (size_t)count * 4, reps);
+    bench_base64_path(SRV_BASE64_PATH_AVX512VBMI, "AVX-512 VBMI", (const uint8_t *)x,
+                      (size_t)count * 4, reps);
+    srv_base64_set_path(SRV_BASE64_PATH_AUTO);
 
     srv_buf_free(&nested);
     srv_buf_free(&flat);

@@ -130,7 +130,9 @@ mha_pool *mha_pool_create(int threads, mha_error *err)
         }
     }
     for (int i = 0; i < threads - 1; i++) {
-        if (pthread_create(&pool->workers[i], NULL, worker_main, pool) != 0) {
+        if (pthread_create(&pool->workers[i], NULL, worker_main, pool) == 0) {
+            pthread_setname_np(pool->workers[i], "mha-pool"); /* as top -H and perf show it */
+        } else {
             mha_pool_free(pool);
             mha_fail(err, MHA_ERR_NOMEM, "threads", "could not start pool thread %d of %d", i + 1,
                      threads - 1);

@@ -288,7 +288,9 @@ srv_deadlines *srv_deadlines_create(int capacity, int header_timeout_s, int min_
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&dl->wake, &ca);
     pthread_condattr_destroy(&ca);
-    if (pthread_create(&dl->reaper, NULL, reaper_main, dl) != 0) {
+    if (pthread_create(&dl->reaper, NULL, reaper_main, dl) == 0) {
+        pthread_setname_np(dl->reaper, "attnd-deadline");
+    } else {
         srv_error_set(err, SRV_E_UNAVAILABLE, "", "cannot start the connection reaper thread");
         srv_deadlines_free(dl);
         return NULL;

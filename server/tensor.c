@@ -478,19 +478,6 @@ static const char *parse_shape(parse_ctx *c, const char *p, int max_dims, int64_
     }
 }
 
-/* Whether the count little-endian float32 at p are all finite: one branch-free pass (a whole L
- * tensor in ~0.4 ms, a fifth of testing each with a branch). */
-static bool all_finite(const uint8_t *p, int64_t count)
-{
-    uint32_t special = 0;
-    for (int64_t i = 0; i < count; i++) {
-        uint32_t u;
-        memcpy(&u, p + 4 * i, 4);
-        special |= (u & 0x7F800000u) == 0x7F800000u; /* exponent all ones: inf or NaN */
-    }
-    return special == 0;
-}
-
 /* The flat and base64 forms: {"shape": [...], "dtype": "...", "data": [...] | "base64": "..."}. */
 static const char *parse_object_form(parse_ctx *c, const char *p, srv_tensor *out)
 {
@@ -701,7 +688,7 @@ members_done:
                            ? srv_predecoder_take(r->predecoded, (size_t)(s - r->body),
                                                  (size_t)(s - r->body) + slen, &pre_len, &pre_nonfinite)
                            : NULL;
-        bool known_finite = buf && !pre_nonfinite;
+        bool special = pre_nonfinite; /* float32: an element is inf or NaN (found while decoding) */
         long got = (long)pre_len;
         if (!buf) {
             buf = srv_bigbuf_array_alloc(need + 3); /* decode writes whole triples */
@@ -710,7 +697,8 @@ members_done:
                 srv_error_set(c->err, SRV_E_NOMEM, c->top, "out of memory reading %s", c->field);
                 goto fail;
             }
-            got = srv_base64_decode(buf, s, slen);
+            got = dtype == SRV_DTYPE_F32 ? srv_base64_decode_f32(buf, &special, s, slen)
+                                         : srv_base64_decode(buf, s, slen);
         }
         free(unescaped);
         if (got != (long)need) {
@@ -723,9 +711,7 @@ members_done:
         }
         if (dtype == SRV_DTYPE_F32) {
             float *f = (float *)buf;
-            bool finite = known_finite || all_finite(buf, count); /* the usual case; else find the
-                                                                   element to name */
-            for (int64_t i = 0; !finite && i < count; i++) {
+            for (int64_t i = 0; special && i < count; i++) { /* find the element to name */
                 if (isfinite(f[i]) || (r->allow_neg_inf && f[i] == -INFINITY))
                     continue;
                 srv_error_set(c->err, SRV_E_BAD_VALUE, c->top,

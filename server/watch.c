@@ -188,6 +188,8 @@ srv_watch *srv_watch_start(srv_persist *p, srv_registry *reg, const mha_limits *
         return NULL;
     }
     int e = pthread_create(&w->thread, NULL, watch_main, w);
+    if (e == 0)
+        pthread_setname_np(w->thread, "attnd-watch");
     if (e != 0) {
         srv_error_set(err, SRV_E_INTERNAL, "", "watch: cannot start its thread: %s", strerror(e));
         srv_watch_free(w);
