@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
-"""torch_time.py - times torch.nn.MultiheadAttention (eval, inference_mode, batch_first,
-self-attention) on the engine benchmark's shapes, so bench_engine can print torch's time from the
-same run next to ours.
+"""torch_time.py - times torch.nn.MultiheadAttention (eval, inference_mode, self-attention) on the
+engine benchmark's shapes, so bench_engine can print torch's time from the same run next to ours.
+S, M, L, XL are batch_first; Lseq8 and Mseq64 sequence-first (batch_first=False), as in
+bench_engine.c.
 
-    OPENBLAS_NUM_THREADS=T /usr/bin/python3 bench/torch_time.py --threads T [--shapes S,M,L,XL]
+    OPENBLAS_NUM_THREADS=T /usr/bin/python3 bench/torch_time.py --threads T [--shapes S,M,L,XL,...]
 
 Debian's torch 1.13 runs its GEMMs on OpenBLAS, whose thread count comes from OPENBLAS_NUM_THREADS
 (torch.set_num_threads does not change it), so the caller sets both. Prints one line per cell:
@@ -14,7 +15,10 @@ import time
 
 import torch
 
-SHAPES = {"S": (1, 32, 64, 4), "M": (1, 128, 512, 8), "L": (8, 512, 768, 12), "XL": (1, 2048, 1024, 16)}
+# name: (N, L, E, H, batch_first)
+SHAPES = {"S": (1, 32, 64, 4, True), "M": (1, 128, 512, 8, True), "L": (8, 512, 768, 12, True),
+          "XL": (1, 2048, 1024, 16, True), "Lseq8": (512, 8, 768, 12, False),
+          "Mseq64": (64, 64, 768, 12, False)}
 
 
 def median_ms(fn, min_time):
@@ -32,15 +36,15 @@ def median_ms(fn, min_time):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--shapes", default="S,M,L,XL")
+    ap.add_argument("--shapes", default=",".join(SHAPES))
     ap.add_argument("--min-time", type=float, default=0.3)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     for name in args.shapes.split(","):
-        n, l, e, h = SHAPES[name]
+        n, l, e, h, bf = SHAPES[name]
         torch.manual_seed(0)
-        mha = torch.nn.MultiheadAttention(e, h, batch_first=True).eval()
-        x = torch.rand(n, l, e) * 2 - 1
+        mha = torch.nn.MultiheadAttention(e, h, batch_first=bf).eval()
+        x = torch.rand(n, l, e) * 2 - 1 if bf else torch.rand(l, n, e) * 2 - 1
         for mode in ("nw0", "nw1"):
             nw = mode == "nw1"
 

@@ -47,4 +47,11 @@ void mha_mul_rows(float *x, int64_t rs, int64_t rows, int64_t n, const float *mu
 void mha_scaled_add_rows(float *dst, int64_t ld_dst, const float *src, int64_t ld_src, int64_t rows,
                          int64_t n, const float *mul, bool add);
 
+/* The three above with a chosen instruction set, so tests cover every kernel on one machine
+ * (div != 0: divide, else multiply by mul[r]); false (nothing done) when this CPU lacks it. */
+bool mha_div_mul_rows_isa(mha_isa isa, float *x, int64_t rs, int64_t rows, int64_t n, float div,
+                          const float *mul);
+bool mha_scaled_add_rows_isa(mha_isa isa, float *dst, int64_t ld_dst, const float *src,
+                             int64_t ld_src, int64_t rows, int64_t n, const float *mul, bool add);
+
 #endif

@@ -452,7 +452,8 @@ __attribute__((target("avx512f"))) static void div_mul_row_avx512(float *x, int6
     if (j < n) {
         const __mmask16 tail = (__mmask16)((1u << (n - j)) - 1);
         const __m512 v = _mm512_maskz_loadu_ps(tail, x + j);
-        _mm512_mask_storeu_ps(x + j, tail, div != 0.0f ? _mm512_div_ps(v, vd) : _mm512_mul_ps(v, vm));
+        _mm512_mask_storeu_ps(x + j, tail,
+                              div != 0.0f ? _mm512_div_ps(v, vd) : _mm512_mul_ps(v, vm));
     }
 }
 
@@ -470,11 +471,28 @@ __attribute__((target("avx2"))) static void div_mul_row_avx2(float *x, int64_t n
 }
 #endif
 
-/* Rows of x divided by div (div != 0) or multiplied by mul[r] (div 0). */
-static void div_mul_rows(float *x, int64_t rs, int64_t rows, int64_t n, float div,
-                         const float *mul)
+/* false (nothing done) when this CPU lacks isa's instructions. */
+static bool isa_usable(mha_isa isa)
 {
-    const mha_isa isa = best_isa();
+    switch (isa) {
+#ifdef MHA_HAVE_AVX2_KERNEL
+    case MHA_ISA_AVX512:
+        return have_avx512();
+    case MHA_ISA_AVX2:
+        return have_avx2();
+#endif
+    case MHA_ISA_PORTABLE:
+        return true;
+    default:
+        return false;
+    }
+}
+
+bool mha_div_mul_rows_isa(mha_isa isa, float *x, int64_t rs, int64_t rows, int64_t n, float div,
+                          const float *mul)
+{
+    if (!isa_usable(isa))
+        return false;
     for (int64_t r = 0; r < rows; r++) {
         float *row = x + r * rs;
         const float m = mul ? mul[r] : 1.0f;
@@ -492,6 +510,7 @@ static void div_mul_rows(float *x, int64_t rs, int64_t rows, int64_t n, float di
                 row[j] = div != 0.0f ? row[j] / div : row[j] * m;
         }
     }
+    return true;
 }
 
 #ifdef MHA_HAVE_AVX2_KERNEL
@@ -526,10 +545,11 @@ __attribute__((target("avx2"))) static void scaled_add_row_avx2(float *d, const 
 }
 #endif
 
-void mha_scaled_add_rows(float *dst, int64_t ld_dst, const float *src, int64_t ld_src, int64_t rows,
-                         int64_t n, const float *mul, bool add)
+bool mha_scaled_add_rows_isa(mha_isa isa, float *dst, int64_t ld_dst, const float *src,
+                             int64_t ld_src, int64_t rows, int64_t n, const float *mul, bool add)
 {
-    const mha_isa isa = best_isa();
+    if (!isa_usable(isa))
+        return false;
     for (int64_t r = 0; r < rows; r++) {
         float *d = dst + r * ld_dst;
         const float *x = src + r * ld_src;
@@ -547,16 +567,23 @@ void mha_scaled_add_rows(float *dst, int64_t ld_dst, const float *src, int64_t l
                 d[j] = add ? d[j] + x[j] * mul[r] : x[j] * mul[r];
         }
     }
+    return true;
+}
+
+void mha_scaled_add_rows(float *dst, int64_t ld_dst, const float *src, int64_t ld_src, int64_t rows,
+                         int64_t n, const float *mul, bool add)
+{
+    mha_scaled_add_rows_isa(best_isa(), dst, ld_dst, src, ld_src, rows, n, mul, add);
 }
 
 void mha_div_rows(float *x, int64_t rs, int64_t rows, int64_t n, float div)
 {
-    div_mul_rows(x, rs, rows, n, div, NULL);
+    mha_div_mul_rows_isa(best_isa(), x, rs, rows, n, div, NULL);
 }
 
 void mha_mul_rows(float *x, int64_t rs, int64_t rows, int64_t n, const float *mul)
 {
-    div_mul_rows(x, rs, rows, n, 0.0f, mul);
+    mha_div_mul_rows_isa(best_isa(), x, rs, rows, n, 0.0f, mul);
 }
 
 bool mha_expf_array_isa(mha_isa isa, float *out, const float *in, int64_t n)

@@ -102,43 +102,44 @@ static void test_pack(int64_t kn, int64_t hd)
     free(kp);
 }
 
-/* mha_div_rows / mha_mul_rows: the scalar IEEE result bit for bit, nothing past n touched. */
-static void test_div_mul_rows(int64_t rows, int64_t n)
+/* mha_div_rows / mha_mul_rows / mha_scaled_add_rows, each instruction set this CPU has: the scalar
+ * IEEE result bit for bit (products rounded before sums), nothing past n touched. */
+static void test_row_ops(int64_t rows, int64_t n)
 {
+    static const char *const isa_name[MHA_ISA_COUNT] = {"portable", "AVX2", "AVX-512"};
     const int64_t rs = n + 9;
-    float *x = rnd_array(rows * rs), *x0 = malloc((size_t)(rows * rs) * sizeof(float));
-    float *mul = rnd_array(rows);
-    memcpy(x0, x, (size_t)(rows * rs) * sizeof(float));
+    float *x0 = rnd_array(rows * rs), *mul = rnd_array(rows);
+    float *x = malloc((size_t)(rows * rs) * sizeof(float));
+    float *d0 = rnd_array(rows * rs), *d = malloc((size_t)(rows * rs) * sizeof(float));
     const float div = sqrtf(48.0f);
-    mha_div_rows(x, rs, rows, n, div);
-    bool ok = true;
-    for (int64_t i = 0; i < rows * rs; i++)
-        ok &= x[i] == (i % rs < n ? x0[i] / div : x0[i]);
-    CHECK(ok, "div_rows rows=%lld n=%lld: x / d exactly, columns past n untouched",
-          (long long)rows, (long long)n);
-    memcpy(x, x0, (size_t)(rows * rs) * sizeof(float));
-    mha_mul_rows(x, rs, rows, n, mul);
-    ok = true;
-    for (int64_t i = 0; i < rows * rs; i++)
-        ok &= x[i] == (i % rs < n ? x0[i] * mul[i / rs] : x0[i]);
-    CHECK(ok, "mul_rows rows=%lld n=%lld: x · mul[r] exactly, columns past n untouched",
-          (long long)rows, (long long)n);
-    for (int add = 0; add < 2; add++) { /* d = (d +) x · mul[r], product rounded first */
-        float *d = rnd_array(rows * rs), *d0 = malloc((size_t)(rows * rs) * sizeof(float));
-        memcpy(d0, d, (size_t)(rows * rs) * sizeof(float));
-        mha_scaled_add_rows(d, rs, x0, rs, rows, n, mul, add);
-        ok = true;
-        for (int64_t i = 0; i < rows * rs; i++) {
-            const float p = x0[i] * mul[i / rs];
-            ok &= d[i] == (i % rs >= n ? d0[i] : add ? d0[i] + p : p);
+    for (int isa = 0; isa < MHA_ISA_COUNT; isa++) {
+        for (int op = 0; op < 2; op++) { /* divide, multiply */
+            memcpy(x, x0, (size_t)(rows * rs) * sizeof(float));
+            if (!mha_div_mul_rows_isa((mha_isa)isa, x, rs, rows, n, op ? 0.0f : div, mul))
+                continue; /* not on this CPU */
+            bool ok = true;
+            for (int64_t i = 0; i < rows * rs; i++)
+                ok &= x[i] == (i % rs >= n ? x0[i] : op ? x0[i] * mul[i / rs] : x0[i] / div);
+            CHECK(ok, "%s rows=%lld n=%lld (%s): exact, columns past n untouched",
+                  op ? "mul_rows" : "div_rows", (long long)rows, (long long)n, isa_name[isa]);
         }
-        CHECK(ok, "scaled_add_rows rows=%lld n=%lld add=%d: exact, columns past n untouched",
-              (long long)rows, (long long)n, add);
-        free(d);
-        free(d0);
+        for (int add = 0; add < 2; add++) {
+            memcpy(d, d0, (size_t)(rows * rs) * sizeof(float));
+            if (!mha_scaled_add_rows_isa((mha_isa)isa, d, rs, x0, rs, rows, n, mul, add))
+                continue;
+            bool ok = true;
+            for (int64_t i = 0; i < rows * rs; i++) {
+                const float p = x0[i] * mul[i / rs];
+                ok &= d[i] == (i % rs >= n ? d0[i] : add ? d0[i] + p : p);
+            }
+            CHECK(ok, "scaled_add_rows rows=%lld n=%lld add=%d (%s): exact, columns past n "
+                  "untouched", (long long)rows, (long long)n, add, isa_name[isa]);
+        }
     }
-    free(x);
     free(x0);
+    free(x);
+    free(d0);
+    free(d);
     free(mul);
 }
 
@@ -371,7 +372,7 @@ int main(void)
         test_pack(pack[i][0], pack[i][1]);
     const int64_t rows[][2] = {{1, 1}, {3, 15}, {2, 16}, {5, 17}, {8, 64}, {2, 771}};
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
-        test_div_mul_rows(rows[i][0], rows[i][1]);
+        test_row_ops(rows[i][0], rows[i][1]);
     test_passes();
     return check_report();
 }
