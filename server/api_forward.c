@@ -70,7 +70,7 @@ static int parse_forward(const srv_app *app, const srv_request *req, srv_forward
                          srv_encoding *enc, srv_error *err)
 {
     srv_json_member m[SRV_BODY_MAX_MEMBERS];
-    int n = srv_body_scan(app, req->body, req->body_len, "", forward_tensors, m, err);
+    int n = srv_body_scan_request(app, req, forward_tensors, m, err);
     if (n < 0)
         return -1;
     if (read_forward(app, req, m, n, args, enc, err) < 0)

@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "predecode.h"
+
 /* The member's value without surrounding white space. */
 static void trimmed(const srv_json_member *m, const char **p, size_t *n)
 {
@@ -26,8 +28,10 @@ static bool value_is(const srv_json_member *m, const char *lit)
     return n == strlen(lit) && !memcmp(p, lit, n);
 }
 
-int srv_body_scan(const srv_app *app, const char *json, size_t len, const char *field,
-                  const char *const *tensor_keys, srv_json_member *out, srv_error *err)
+/* srv_body_scan, jumping over the strings plain knows (may be NULL). */
+static int scan_body(const srv_app *app, const char *json, size_t len, const char *field,
+                     const char *const *tensor_keys, const srv_json_plain *plain,
+                     srv_json_member *out, srv_error *err)
 {
     size_t i = 0;
     while (i < len && (json[i] == ' ' || json[i] == '\t' || json[i] == '\n' || json[i] == '\r'))
@@ -36,10 +40,30 @@ int srv_body_scan(const srv_app *app, const char *json, size_t len, const char *
         return srv_error_set(err, SRV_E_BAD_JSON, field,
                              "%s%sis empty; send a JSON object", field, *field ? " " : "the body ");
     if (tensor_keys)
-        return srv_json_object_scan_lazy(json, len, field, app->opt.max_json_depth, tensor_keys, out,
-                                         SRV_BODY_MAX_MEMBERS, err);
+        return srv_json_object_scan_lazy_plain(json, len, field, app->opt.max_json_depth,
+                                               tensor_keys, plain, out, SRV_BODY_MAX_MEMBERS, err);
     return srv_json_object_scan(json, len, field, app->opt.max_json_depth, out,
                                 SRV_BODY_MAX_MEMBERS, err);
+}
+
+int srv_body_scan(const srv_app *app, const char *json, size_t len, const char *field,
+                  const char *const *tensor_keys, srv_json_member *out, srv_error *err)
+{
+    return scan_body(app, json, len, field, tensor_keys, NULL, out, err);
+}
+
+static const char *predecoded_close(void *cls, const char *open_quote)
+{
+    const srv_request *req = cls;
+    return srv_predecoder_close(req->predecoded, req->body, open_quote);
+}
+
+int srv_body_scan_request(const srv_app *app, const srv_request *req,
+                          const char *const *tensor_keys, srv_json_member *out, srv_error *err)
+{
+    srv_json_plain plain = {predecoded_close, (void *)req};
+    return scan_body(app, req->body, req->body_len, "", tensor_keys,
+                     req->predecoded ? &plain : NULL, out, err);
 }
 
 int srv_body_recheck(const srv_app *app, const char *json, size_t len, srv_error *err)

@@ -32,6 +32,11 @@
 int srv_body_scan(const srv_app *app, const char *json, size_t len, const char *field,
                   const char *const *tensor_keys, srv_json_member *out, srv_error *err);
 
+/* srv_body_scan of req's whole body, jumping over its base64 texts that were decoded while it
+ * arrived (predecode.h) instead of scanning them again. */
+int srv_body_scan_request(const srv_app *app, const srv_request *req,
+                          const char *const *tensor_keys, srv_json_member *out, srv_error *err);
+
 /* For a handler that refuses a body scanned with tensor_keys: validates all of [json, json+len)
  * (the whole request body) as srv_body_scan without tensor_keys would, and when that finds an error
  * it replaces err - a syntax error anywhere in the body wins over what the handler found, as when

@@ -565,7 +565,8 @@ static const char *string_close(const char *p, const char *end)
  * brackets matched, nesting within max_depth, strings closed. Returns the position after it, or
  * NULL with err. Nothing else inside is checked. */
 static const char *delimit_container(const char *p, const char *end, int depth, int max_depth,
-                                     const char *base, const char *field, srv_error *err)
+                                     const srv_json_plain *plain, const char *base,
+                                     const char *field, srv_error *err)
 {
     char stack[SCAN_MAX_DEPTH];
     int sp = 0;
@@ -579,7 +580,9 @@ static const char *delimit_container(const char *p, const char *end, int depth, 
         }
         char c = *p;
         if (c == '"') {
-            const char *q = string_close(p + 1, end);
+            const char *q = plain ? plain->close(plain->cls, p) : NULL;
+            if (!q || q >= end)
+                q = string_close(p + 1, end);
             if (!q) {
                 bad_json(err, field, base, p, "unterminated string");
                 return NULL;
@@ -617,32 +620,42 @@ static bool key_listed(const char *key, const char *const *keys)
 }
 
 static int object_scan(const char *json, size_t len, const char *field, int max_depth,
-                       const char *const *lazy_keys, srv_json_member *out, int max, srv_error *err);
+                       const char *const *lazy_keys, const srv_json_plain *plain,
+                       srv_json_member *out, int max, srv_error *err);
 
 int srv_json_object_scan(const char *json, size_t len, const char *field, int max_depth,
                          srv_json_member *out, int max, srv_error *err)
 {
-    return object_scan(json, len, field, max_depth, NULL, out, max, err);
+    return object_scan(json, len, field, max_depth, NULL, NULL, out, max, err);
 }
 
 int srv_json_object_scan_lazy(const char *json, size_t len, const char *field, int max_depth,
                               const char *const *lazy_keys, srv_json_member *out, int max,
                               srv_error *err)
 {
+    return srv_json_object_scan_lazy_plain(json, len, field, max_depth, lazy_keys, NULL, out, max,
+                                           err);
+}
+
+int srv_json_object_scan_lazy_plain(const char *json, size_t len, const char *field, int max_depth,
+                                    const char *const *lazy_keys, const srv_json_plain *plain,
+                                    srv_json_member *out, int max, srv_error *err)
+{
     srv_error lazy_err = {0};
-    int n = object_scan(json, len, field, max_depth, lazy_keys, out, max, &lazy_err);
+    int n = object_scan(json, len, field, max_depth, lazy_keys, plain, out, max, &lazy_err);
     if (n >= 0)
         return n;
     /* The strict scan reports the first error in the text, as srv_json_object_scan does: a syntax
      * error inside a lazy value before the one the lazy scan met wins. */
-    n = object_scan(json, len, field, max_depth, NULL, out, max, err);
+    n = object_scan(json, len, field, max_depth, NULL, NULL, out, max, err);
     if (n >= 0) /* cannot happen: the lazy scan checks a subset of what the strict one does */
         return srv_error_set(err, lazy_err.code, lazy_err.field, "%s", lazy_err.message);
     return n;
 }
 
 static int object_scan(const char *json, size_t len, const char *field, int max_depth,
-                       const char *const *lazy_keys, srv_json_member *out, int max, srv_error *err)
+                       const char *const *lazy_keys, const srv_json_plain *plain,
+                       srv_json_member *out, int max, srv_error *err)
 {
     const char *p = json, *end = json + len;
     if (!field)
@@ -695,7 +708,7 @@ static int object_scan(const char *json, size_t len, const char *field, int max_
                 return bad_json(err, field, json, p, "expected ':' after a key");
             const char *v = srv_json_skip_ws(p + 1, end);
             bool lazy = lazy_keys && v < end && (*v == '[' || *v == '{') && key_listed(key, lazy_keys);
-            p = lazy ? delimit_container(v, end, 1, max_depth, json, field, err)
+            p = lazy ? delimit_container(v, end, 1, max_depth, plain, json, field, err)
                      : srv_json_skip_value(v, end, 1, max_depth, json, field, err);
             if (!p)
                 return -1;

@@ -155,6 +155,17 @@ uint8_t *srv_predecoder_take(srv_predecoder *p, size_t start, size_t end, size_t
     return NULL;
 }
 
+const char *srv_predecoder_close(const srv_predecoder *p, const char *body, const char *open_quote)
+{
+    if (!p || open_quote < body)
+        return NULL;
+    size_t start = (size_t)(open_quote - body) + 1;
+    for (int i = 0; i < p->n; i++)
+        if (p->done[i].start == start)
+            return body + p->done[i].end;
+    return NULL;
+}
+
 void srv_predecoder_free(srv_predecoder *p)
 {
     if (!p)

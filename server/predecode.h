@@ -63,6 +63,11 @@ void srv_predecoder_feed(srv_predecoder *p, const char *body, size_t len);
 uint8_t *srv_predecoder_take(srv_predecoder *p, size_t start, size_t end, size_t *len,
                              bool *nonfinite);
 
+/* The closing quote of the string whose opening quote is at open_quote (a position in body) when
+ * that string was decoded whole (taken or not), else NULL. Such a string holds base64 characters
+ * only, so scanners may jump over it (srv_json_plain in json_scan.h). */
+const char *srv_predecoder_close(const srv_predecoder *p, const char *body, const char *open_quote);
+
 /* Frees what was decoded and not taken. Accepts NULL. */
 void srv_predecoder_free(srv_predecoder *p);
 

@@ -572,7 +572,14 @@ static const char *parse_object_form(parse_ctx *c, const char *p, srv_tensor *ou
                 goto fail;
             }
             b64 = p;
-            p = srv_json_string(p, end, NULL, 0, &b64_len, c->base, c->field, c->err);
+            /* decoded while the body arrived: base64 characters only, no need to look again */
+            const char *close = r->predecoded ? srv_predecoder_close(r->predecoded, r->body, p) : NULL;
+            if (close && close < end) {
+                b64_len = (size_t)(close - p - 1);
+                p = close + 1;
+            } else {
+                p = srv_json_string(p, end, NULL, 0, &b64_len, c->base, c->field, c->err);
+            }
             b64_end = p;
         }
         if (!p)

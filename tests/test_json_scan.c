@@ -275,6 +275,43 @@ static void scan_all_ways(const char *doc, size_t len, const char *str, scan_res
              e3.message, q ? out : "");
 }
 
+/* A plain-string oracle for srv_json_object_scan_lazy_plain: the strings of `doc` opening at the
+ * positions listed. */
+typedef struct plain_oracle {
+    const char *const *opens;
+    int n;
+    int asked;
+} plain_oracle;
+
+static const char *oracle_close(void *cls, const char *q)
+{
+    plain_oracle *o = cls;
+    o->asked++;
+    for (int i = 0; i < o->n; i++)
+        if (o->opens[i] == q)
+            return strchr(q + 1, '"');
+    return NULL;
+}
+
+static void test_plain_hints(void)
+{
+    static const char *const keys[] = {"q", "k", NULL};
+    const char *doc = "{\"q\": {\"shape\": [2], \"base64\": \"AAAAAAAAAAA=\"}, \"k\": [\"QUJD\", \"x\\\"]\"], "
+                      "\"n\": \"plain but not lazy\"}";
+    const char *opens[2] = {strstr(doc, "\"AAAA"), strstr(doc, "\"QUJD")};
+    plain_oracle o = {opens, 2, 0};
+    srv_json_plain plain = {oracle_close, &o};
+    srv_json_member a[4], b[4];
+    srv_error ea = {0}, eb = {0};
+    int na = srv_json_object_scan_lazy(doc, strlen(doc), "", 8, keys, a, 4, &ea);
+    int nb = srv_json_object_scan_lazy_plain(doc, strlen(doc), "", 8, keys, &plain, b, 4, &eb);
+    CHECK(na == 3 && nb == 3, "both scans split the body: %d %d %s", na, nb, eb.message);
+    for (int i = 0; i < na && i < nb; i++)
+        CHECK(a[i].value == b[i].value && a[i].value_len == b[i].value_len && !strcmp(a[i].key, b[i].key),
+              "member %d the same with hints", i);
+    CHECK(o.asked >= 2, "the oracle was asked about the strings in lazy values (%d)", o.asked);
+}
+
 static void test_vector_runs(void)
 {
     /* Long strings and arrays are skipped a vector at a time: a stop byte at every offset of the
@@ -325,6 +362,7 @@ static void test_vector_runs(void)
 int main(void)
 {
     test_vector_runs();
+    test_plain_hints();
     test_members();
     test_errors();
     test_against_jansson();

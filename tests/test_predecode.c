@@ -103,6 +103,11 @@ static void test_chunks(void)
             srv_bigbuf_array_free(d);
             CHECK(srv_predecoder_take(&p, (size_t)(qs - body), (size_t)(qs - body) + 10, &n, &nf) == NULL,
                   "other spans are not handed out");
+            CHECK(srv_predecoder_close(&p, body, qs) == strchr(qs + 1, '"') &&
+                      srv_predecoder_close(&p, body, ks) == strchr(ks + 1, '"'),
+                  "the closing quotes of decoded strings, taken or not");
+            CHECK(srv_predecoder_close(&p, body, qs + 1) == NULL && srv_predecoder_close(&p, body, body) == NULL,
+                  "no closing quote for other positions");
             srv_predecoder_free(&p);
         }
     }
@@ -126,6 +131,8 @@ static void expect(const char *text, bool decoded, const char *what)
         while (*close != '"')
             close += *close == '\\' ? 2 : 1;
         uint8_t *d = srv_predecoder_take(&p, (size_t)(at + 1 - body), (size_t)(close - body), &n, &nf);
+        CHECK((srv_predecoder_close(&p, body, at) != NULL) == decoded, "%s: closing quote known (chunk %zu)",
+              what, chunk);
         if (decoded) {
             uint8_t want[64];
             long wn = srv_base64_decode(want, at + 1, (size_t)(close - at - 1));
