@@ -28,8 +28,31 @@ static mha_status check_rank(const char *field, int ndim, int min, int max, mha_
     return MHA_OK;
 }
 
+/* Whether any of x[0, n) is inf or NaN: one branch-free pass (exponent bits all ones) that the
+ * compiler vectorises. An L query (3.1 M floats) took ~1 ms with the early-exit loop below, which
+ * now runs only to name the element when there is one. */
+static bool any_nonfinite(const float *x, int64_t n)
+{
+    uint32_t special = 0;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint32_t u[8];
+        memcpy(u, x + i, sizeof u);
+        for (int k = 0; k < 8; k++)
+            special |= (u[k] & 0x7F800000u) == 0x7F800000u;
+    }
+    for (; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, x + i, sizeof u);
+        special |= (u & 0x7F800000u) == 0x7F800000u;
+    }
+    return special != 0;
+}
+
 static mha_status check_finite(const char *field, const float *x, int64_t n, mha_error *err)
 {
+    if (!any_nonfinite(x, n))
+        return MHA_OK;
     for (int64_t i = 0; i < n; i++) {
         if (!isfinite(x[i]))
             return mha_fail(err, MHA_ERR_VALUE, field, "%s[%lld] is %s; inputs must be finite",
