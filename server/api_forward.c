@@ -168,9 +168,13 @@ static int run(srv_app *app, const srv_request *req, srv_response *resp, bool tr
     srv_encoding enc = SRV_ENC_NESTED;
     srv_forward_result r = {0};
     int rc = -1;
-    if (parse_forward(app, req, &args, &enc, err) < 0 ||
-        srv_forward_run(app, layer, &args, trace, &r, err) < 0)
+    double t0 = srv_now();
+    if (parse_forward(app, req, &args, &enc, err) < 0)
         goto out;
+    double t1 = srv_now();
+    if (srv_forward_run(app, layer, &args, trace, &r, err) < 0)
+        goto out;
+    double t2 = srv_now();
     /* the inputs are not needed any more: give their memory back before writing the reply */
     srv_forward_args_free(&args);
     srv_forward_args_init(&args);
@@ -204,6 +208,9 @@ static int run(srv_app *app, const srv_request *req, srv_response *resp, bool tr
         }
         srv_buf_puts(b, "]}");
     }
+    srv_response_timing(resp, "parse", (t1 - t0) * 1e3);
+    srv_response_timing(resp, "pass", (t2 - t1) * 1e3);
+    srv_response_timing(resp, "write", (srv_now() - t2) * 1e3);
     rc = 0;
 out:
     srv_forward_result_free(&r);

@@ -54,7 +54,8 @@ const char *srv_cors_allow_origin(const char *configured, const char *origin);
 #define SRV_CORS_ALLOW_METHODS "GET, HEAD, PUT, POST, DELETE, OPTIONS"
 #define SRV_CORS_ALLOW_HEADERS \
     "Authorization, Content-Type, Accept, If-Match, Inference-Header-Content-Length"
-#define SRV_CORS_EXPOSE_HEADERS "ETag, Retry-After, Inference-Header-Content-Length, Location"
+#define SRV_CORS_EXPOSE_HEADERS \
+    "ETag, Retry-After, Inference-Header-Content-Length, Location, Server-Timing"
 #define SRV_CORS_MAX_AGE 600
 
 #endif

@@ -80,6 +80,7 @@ struct req_ctx {
     bool responded;      /* a response was queued                                              */
     bool too_large;      /* a chunked body went over the limit: the rest is read and dropped   */
     bool offloaded;      /* the handler runs (or ran) on a worker                              */
+    double t_body;       /* srv_now() when the body was complete (the handler's start)         */
     srv_response *done;  /* the worker's response, queued when the connection resumes         */
     req_ctx *next_job;
     double queued_at;    /* srv_now() when handed to the workers                               */
@@ -133,6 +134,12 @@ const char *srv_request_param(const srv_request *req, const char *name)
 int srv_response_reserve(srv_response *resp, size_t bytes)
 {
     return resp->body.len ? srv_buf_reserve(&resp->body, bytes) : srv_bigbuf_reserve(&resp->body, bytes);
+}
+
+void srv_response_timing(srv_response *resp, const char *name, double ms)
+{
+    size_t n = strlen(resp->timing);
+    snprintf(resp->timing + n, sizeof resp->timing - n, "%s%s;dur=%.3f", n ? ", " : "", name, ms);
 }
 
 int srv_response_header(srv_response *resp, const char *name, const char *fmt, ...)
@@ -263,6 +270,7 @@ static void add_cors(req_ctx *c, struct MHD_Response *r)
     if (strcmp(allow, "*") != 0)
         MHD_add_response_header(r, "Vary", "Origin");
     MHD_add_response_header(r, "Access-Control-Expose-Headers", SRV_CORS_EXPOSE_HEADERS);
+    MHD_add_response_header(r, "Timing-Allow-Origin", allow); /* Server-Timing for that page */
 }
 
 typedef struct big_block {
@@ -316,6 +324,11 @@ static enum MHD_Result queue(req_ctx *c, srv_response *resp, bool close)
         MHD_add_response_header(r, resp->headers[i].name, resp->headers[i].value);
     if (resp->status == 401)
         MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer realm=\"attnd\"");
+    if (resp->timing[0] && c->t_body > 0) {
+        char st[sizeof resp->timing + 32];
+        snprintf(st, sizeof st, "body;dur=%.3f, %s", (c->t_body - c->req.t_start) * 1e3, resp->timing);
+        MHD_add_response_header(r, "Server-Timing", st);
+    }
     add_cors(c, r);
     if (close)
         MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
@@ -636,6 +649,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     if (c->responded)
         return MHD_YES;
     srv_deadlines_busy(conn); /* the body is complete: handling it takes what it takes */
+    if (c->t_body == 0)
+        c->t_body = srv_now();
     if (c->too_large) {
         srv_error err = {0};
         srv_error_set(&err, SRV_E_TOO_LARGE, "",

@@ -63,12 +63,18 @@ typedef struct srv_response {
         char name[48];
         char value[256];
     } headers[SRV_MAX_RESP_HEADERS];
+    char timing[160];         /* the handler's steps for Server-Timing (srv_response_timing)      */
 } srv_response;
 
 /* Makes room for at least `bytes` of body up front (large replies reuse cached, already-faulted
  * blocks: bigbuf.h). Call on an empty body. Returns 0 or -1 (out of memory; the body then grows as
  * it is written). */
 int srv_response_reserve(srv_response *resp, size_t bytes);
+
+/* Records that the handler's step `name` (a token: "parse", "pass", "write") took ms milliseconds.
+ * The reply then carries them in a Server-Timing header (W3C Server Timing), after "body", the
+ * time from the request's headers to its last body byte: a client sees where its latency went. */
+void srv_response_timing(srv_response *resp, const char *name, double ms);
 
 /* Adds a response header (printf-style value). Returns 0, or -1 when there is no room. */
 int srv_response_header(srv_response *resp, const char *name, const char *fmt, ...)

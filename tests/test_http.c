@@ -520,6 +520,37 @@ done:
     free(q);
 }
 
+/* Forward and trace replies say where the time went (Server-Timing): body, parse, pass, write in
+ * that order, each a non-negative duration, the pass taking some; other replies and errors do not. */
+static void test_server_timing(srv_daemon *d)
+{
+    const char *paths[2] = {"/v1/layers/demo/forward", "/v1/layers/demo/trace"};
+    for (int i = 0; i < 2; i++) {
+        hc_response r;
+        hc_request(d, "POST", paths[i], NULL, "{\"query\": [[[1,2,3,4,5,6,7,8,1,2,3,4,5,6,7,8,1,2,3,4,5,6,7,8,"
+                   "1,2,3,4,5,6,7,8,1,2,3,4,5,6,7,8,1,2,3,4,5,6,7,8,1,2,3,4,5,6,7,8,1,2,3,4,5,6,7,8]]]}", -1,
+                   NULL, &r);
+        char st[256] = "";
+        double body = -1, parse = -1, pass = -1, write = -1;
+        bool has = hc_header(&r, "Server-Timing", st, sizeof st);
+        int n = sscanf(st, "body;dur=%lf, parse;dur=%lf, pass;dur=%lf, write;dur=%lf", &body, &parse,
+                       &pass, &write);
+        CHECK(r.status == 200 && has && n == 4 && body >= 0 && parse >= 0 && pass > 0 && write >= 0 &&
+                  pass < 60000,
+              "%s: Server-Timing '%s' (status %ld)", paths[i], st, r.status);
+        hc_response_free(&r);
+    }
+    hc_response r;
+    hc_request(d, "POST", "/v1/layers/demo/forward", NULL, "{\"query\": [[1]]}", -1, NULL, &r);
+    char st[256];
+    CHECK(r.status >= 400 && !hc_header(&r, "Server-Timing", st, sizeof st),
+          "no Server-Timing on an error (status %ld)", r.status);
+    hc_response_free(&r);
+    hc_request(d, "GET", "/v1/layers/demo", NULL, NULL, -1, NULL, &r);
+    CHECK(r.status == 200 && !hc_header(&r, "Server-Timing", st, sizeof st), "none on other routes");
+    hc_response_free(&r);
+}
+
 static void test_errors(srv_daemon *d)
 {
     hc_response r;
@@ -867,6 +898,7 @@ int main(void)
     test_errors(d);
     test_large(d);
     test_large_base64_input(d);
+    test_server_timing(d);
     test_concurrency(d);
     hc_stop(d);
     test_limits();
