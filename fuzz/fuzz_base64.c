@@ -4,8 +4,11 @@
  * Input: the text to decode. The reference is RFC 4648 standard base64, padding required, no line
  * breaks, no characters after the padding; non-zero bits in the padding are accepted (as most
  * decoders do) only if srv_base64_decode accepts them - both answers are checked to agree on
- * everything else. Then the input bytes themselves are encoded and decoded back.
+ * everything else. Then the input bytes themselves are encoded and decoded back. All of it on every
+ * kernel the processor has (scalar, AVX2, AVX-512 VBMI), and decode_f32's inf/NaN flag against the
+ * decoded words.
  */
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -67,39 +70,71 @@ static long ref_decode(uint8_t *dst, const char *s, size_t len, int *pad_bits_se
     return n;
 }
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+/* Whether any 32-bit word at 0, 4, 8, ... of p[0, n) has all exponent bits set (inf or NaN). */
+static bool ref_special(const uint8_t *p, long n)
 {
-    char *src = malloc(size ? size : 1);
+    for (long i = 0; i + 4 <= n; i += 4) {
+        uint32_t u;
+        memcpy(&u, p + i, 4);
+        if ((u & 0x7F800000u) == 0x7F800000u)
+            return true;
+    }
+    return false;
+}
+
+/* Every kernel the processor has (scalar, AVX2, AVX-512 VBMI) must give the reference's answer. */
+static void check_path(int path, const uint8_t *data, size_t size, const char *src, const uint8_t *want,
+                       long w, int pad_bits)
+{
     size_t cap = size / 4 * 3;
     uint8_t *got = malloc(cap ? cap : 1);
-    uint8_t *want = malloc(size + 3);
-    memcpy(src, data, size);
     long g = srv_base64_decode(got, src, size);
-    int pad_bits;
-    long w = ref_decode(want, src, size, &pad_bits);
     if (g >= 0 && (size_t)g > cap)
-        FAIL("decoded %ld bytes into room for %zu", g, cap);
+        FAIL("path %d: decoded %ld bytes into room for %zu", path, g, cap);
     if (!(w < 0 || pad_bits) || g >= 0) {
         if (g != w)
-            FAIL("srv_base64_decode gives %ld, the reference %ld (pad bits %d)", g, w, pad_bits);
+            FAIL("path %d: srv_base64_decode gives %ld, the reference %ld (pad bits %d)", path, g, w,
+                 pad_bits);
         if (g > 0 && memcmp(got, want, (size_t)g) != 0)
-            FAIL("decoded bytes differ from the reference");
+            FAIL("path %d: decoded bytes differ from the reference", path);
     }
+    bool special = true;
+    long g32 = srv_base64_decode_f32(got, &special, src, size);
+    if (g32 != g || (g32 > 0 && memcmp(got, want, (size_t)g32) != 0))
+        FAIL("path %d: decode_f32 gives %ld, decode %ld", path, g32, g);
+    if (g32 >= 0 && special != ref_special(got, g32))
+        FAIL("path %d: decode_f32 says special=%d, the words say %d", path, special,
+             ref_special(got, g32));
+    free(got);
 
     srv_buf b;
     srv_buf_init(&b);
     if (srv_base64_encode(&b, data, size) != 0)
-        FAIL("encode failed");
+        FAIL("path %d: encode failed", path);
     if (b.len != (size + 2) / 3 * 4)
-        FAIL("encoded %zu bytes as %zu chars", size, b.len);
+        FAIL("path %d: encoded %zu bytes as %zu chars", path, size, b.len);
     uint8_t *back = malloc(b.len / 4 * 3 + 1);
     long r = srv_base64_decode(back, b.data ? b.data : "", b.len);
     if (r != (long)size || (size && memcmp(back, data, size) != 0))
-        FAIL("encode/decode round trip of %zu bytes gave %ld", size, r);
+        FAIL("path %d: encode/decode round trip of %zu bytes gave %ld", path, size, r);
     free(back);
     srv_buf_free(&b);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    char *src = malloc(size ? size : 1);
+    uint8_t *want = malloc(size + 3);
+    memcpy(src, data, size);
+    int pad_bits;
+    long w = ref_decode(want, src, size, &pad_bits);
+    static const int paths[] = {SRV_BASE64_PATH_SCALAR, SRV_BASE64_PATH_AVX2,
+                                SRV_BASE64_PATH_AVX512VBMI};
+    for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++)
+        if (srv_base64_set_path(paths[i]) == 0)
+            check_path(paths[i], data, size, src, want, w, pad_bits);
+    srv_base64_set_path(SRV_BASE64_PATH_AUTO);
     free(src);
-    free(got);
     free(want);
     return 0;
 }

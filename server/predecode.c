@@ -19,18 +19,6 @@ static bool is_ws(char c)
     return c == ' ' || c == '\t' || c == '\n' || c == '\r';
 }
 
-/* Whether any float32 word of data[from, to) (from, to multiples of 4) is inf or NaN. */
-static bool any_nonfinite(const uint8_t *data, size_t from, size_t to)
-{
-    uint32_t special = 0;
-    for (size_t i = from; i < to; i += 4) {
-        uint32_t u;
-        memcpy(&u, data + i, 4);
-        special |= (u & 0x7F800000u) == 0x7F800000u; /* exponent all ones */
-    }
-    return special != 0;
-}
-
 /* Looks for `"base64"`, white space, ':', white space, '"' from p->seen on. Returns true with
  * p->cur started when a string opens; false when more of the body is needed (p->seen is where
  * to look again) or the predecoder gave up. */
@@ -109,7 +97,7 @@ static void decode_run(srv_predecoder *p, const char *body, size_t limit, bool c
     p->pos += take;
     size_t words = p->cur.len / 4 * 4;
     if (!p->cur.nonfinite && words > p->checked)
-        p->cur.nonfinite = any_nonfinite(p->cur.data, p->checked, words);
+        p->cur.nonfinite = srv_floats_any_special(p->cur.data + p->checked, (words - p->checked) / 4);
     p->checked = words;
 }
 

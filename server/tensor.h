@@ -74,6 +74,11 @@ int srv_encoding_parse(const char *s, srv_encoding *out);
 int srv_tensor_write(srv_buf *b, const float *data, int ndim, const int64_t *shape,
                      srv_encoding enc);
 
+/* Whether any of the count float32 values at p (any alignment) is inf or NaN: one branch-free pass
+ * (vectorised by the compiler), for checks whose usual answer is "none" and which only then walk the
+ * values to name the first bad one. */
+bool srv_floats_any_special(const void *p, size_t count);
+
 /* Writes the shortest decimal that reads back (strtof) as exactly f, closest to f among the
  * shortest, and a NUL; returns the chars written (at most 15). buf needs room for 16 bytes.
  * f must be finite. Style: plain when 1e-4 <= |f| < 1e9 ("0.1", "1", "-0", "123.5", "0.0001"),

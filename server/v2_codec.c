@@ -598,6 +598,8 @@ static int v2_check_values(const srv_v2_input *in, int id, srv_error *err)
     }
     const float *f = in->data;
     bool mask = v2_is_mask(id);
+    if (!srv_floats_any_special(f, (size_t)in->count)) /* the usual case, ~1 ms less for an L input */
+        return 0;
     for (int64_t i = 0; i < in->count; i++) {
         if (isfinite(f[i]) || (mask && f[i] == -INFINITY))
             continue;

@@ -457,8 +457,34 @@ static void test_number_runs(void)
     free(text);
 }
 
+/* srv_floats_any_special: inf, -inf or NaN at every position of arrays of every length up to 40,
+ * read from an address that is not 4-byte aligned, and none in finite ones (huge, tiny, -0). */
+static void test_any_special(void)
+{
+    const float specials[3] = {INFINITY, -INFINITY, NAN};
+    unsigned char raw[41 * 4 + 1] = {0};
+    int wrong = 0;
+    for (size_t n = 0; n <= 40; n++) {
+        float v[41];
+        for (size_t i = 0; i < n; i++)
+            v[i] = i % 3 == 0 ? 3.4028235e38f : i % 3 == 1 ? -1e-45f : -0.0f;
+        memcpy(raw + 1, v, n * 4);
+        wrong += srv_floats_any_special(raw + 1, n);
+        for (size_t at = 0; at < n; at++)
+            for (int s = 0; s < 3; s++) {
+                float w[41];
+                memcpy(w, v, n * 4);
+                w[at] = specials[s];
+                memcpy(raw + 1, w, n * 4);
+                wrong += !srv_floats_any_special(raw + 1, n);
+            }
+    }
+    CHECK(wrong == 0, "srv_floats_any_special wrong %d times", wrong);
+}
+
 int main(void)
 {
+    test_any_special();
     test_nested();
     test_number_runs();
     test_flat();
