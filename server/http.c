@@ -788,11 +788,11 @@ srv_daemon *srv_daemon_start(const srv_options *opt, srv_error *err)
         srv_error_set(err, SRV_E_NOMEM, "", "out of memory");
         goto fail;
     }
-    for (; d->nworkers < opt->max_inflight; d->nworkers++)
+    for (; d->nworkers < opt->max_inflight; d->nworkers++) {
         if (pthread_create(&d->workers[d->nworkers], NULL, worker_main, d) != 0)
             break;
-        else
-            pthread_setname_np(d->workers[d->nworkers], "attnd-worker"); /* top -H, perf */
+        pthread_setname_np(d->workers[d->nworkers], "attnd-worker"); /* top -H, perf */
+    }
     d->deadlines = srv_deadlines_create(opt->max_connections, opt->header_timeout,
                                         opt->min_body_rate, d->app->metrics, err);
     if (!d->deadlines)
