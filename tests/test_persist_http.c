@@ -646,6 +646,13 @@ static void test_cors(void)
     hc_header(&r, "Access-Control-Allow-Origin", ao, sizeof ao);
     CHECK(r.status == 200 && strcmp(ao, "https://app.example") == 0,
           "trace from the allowed origin carries Allow-Origin (%ld, %s)", r.status, ao);
+    /* the page may read the reply's Server-Timing: exposed, and timing allowed for that origin */
+    char ex[256] = "", ta[128] = "", st[256] = "";
+    hc_header(&r, "Access-Control-Expose-Headers", ex, sizeof ex);
+    hc_header(&r, "Timing-Allow-Origin", ta, sizeof ta);
+    CHECK(hc_header(&r, "Server-Timing", st, sizeof st) && strstr(ex, "Server-Timing") &&
+              strcmp(ta, "https://app.example") == 0,
+          "Server-Timing '%s' exposed (%s) and allowed (%s) to the origin", st, ex, ta);
     hc_response_free(&r);
     const char *evil[] = {"Origin: https://evil.example", NULL};
     hc_opts oe = {.headers = evil};
