@@ -462,6 +462,72 @@ static bool is_octet_type(const char *ct)
            (ct[n] == '\0' || ct[n] == ';' || ct[n] == ' ' || ct[n] == '\t');
 }
 
+/* MHD_get_connection_values callback: stops at the first query argument that is not a word of
+ * the route's list (case-insensitive, as libmicrohttpd's lookups are). */
+struct query_check {
+    const char *known; /* "L S N" */
+    const char *bad;   /* out: the first unknown argument's name */
+};
+
+static enum MHD_Result query_unknown(void *cls, enum MHD_ValueKind kind, const char *key,
+                                     const char *value)
+{
+    struct query_check *q = cls;
+    size_t n = strlen(key);
+    if (n == 0)
+        return MHD_YES; /* "?&" or "?=x": nothing named */
+    for (const char *w = q->known; *w;) {
+        size_t wn = strcspn(w, " ");
+        if (wn == n && strncasecmp(w, key, n) == 0)
+            return MHD_YES;
+        w += wn;
+        w += *w == ' ';
+    }
+    q->bad = key;
+    return MHD_NO;
+}
+
+/* 400 unknown_field for a query argument the matched /v1 route does not read (srv_route.query):
+ * "?need_weights=true" on a forward pass would otherwise be ignored without a word. 0 = fine. */
+static int check_query(req_ctx *c, srv_error *err)
+{
+    const srv_route *r = c->req.route;
+    if (!r->query)
+        return 0;
+    struct query_check q = {r->query, NULL};
+    MHD_get_connection_values(c->req.conn, MHD_GET_ARGUMENT_KIND, query_unknown, &q);
+    if (!q.bad)
+        return 0;
+    if (!*r->query)
+        return srv_error_set(err, SRV_E_UNKNOWN_FIELD, q.bad,
+                             "unknown query argument '%.64s': %s %s takes none%s", q.bad,
+                             r->method, r->pattern,
+                             r->flags & SRV_ROUTE_JSON ? " (its fields go in the JSON body)" : "");
+    return srv_error_set(err, SRV_E_UNKNOWN_FIELD, q.bad,
+                         "unknown query argument '%.64s'; %s %s takes: %s", q.bad, r->method,
+                         r->pattern, r->query);
+}
+
+/* MHD_get_connection_values callback: counts Content-Length headers whose value differs from the
+ * first one's. */
+struct length_check {
+    const char *first;
+    int differ;
+};
+
+static enum MHD_Result length_differs(void *cls, enum MHD_ValueKind kind, const char *key,
+                                      const char *value)
+{
+    struct length_check *l = cls;
+    if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) != 0)
+        return MHD_YES;
+    if (!l->first)
+        l->first = value ? value : "";
+    else if (strcmp(l->first, value ? value : "") != 0)
+        l->differ++;
+    return MHD_YES;
+}
+
 /* OPTIONS: 204 with Allow for a known path (404 otherwise), and the CORS preflight answer when the
  * origin is allowed (add_cors adds Allow-Origin). Needs no API key: browsers send preflights
  * without credentials. */
@@ -512,12 +578,24 @@ static enum MHD_Result on_headers(req_ctx *c)
                                                    MHD_HTTP_HEADER_AUTHORIZATION),
                        &err) < 0)
         return queue_error(c, &err, NULL, true);
+    if (check_query(c, &err) < 0)
+        return queue_error(c, &err, NULL, true);
 
     const char *cl = MHD_lookup_connection_value(c->req.conn, MHD_HEADER_KIND,
                                                  MHD_HTTP_HEADER_CONTENT_LENGTH);
     const char *te = MHD_lookup_connection_value(c->req.conn, MHD_HEADER_KIND,
                                                  MHD_HTTP_HEADER_TRANSFER_ENCODING);
     bool chunked = te && strcasestr(te, "chunked");
+    struct length_check lc = {NULL, 0};
+    if (cl)
+        MHD_get_connection_values(c->req.conn, MHD_HEADER_KIND, length_differs, &lc);
+    if (lc.differ) {
+        /* which one frames the body is ambiguous (a request-smuggling vector): RFC 9112 6.3 says
+         * refuse it */
+        srv_error_set(&err, SRV_E_BAD_REQUEST, "Content-Length",
+                      "the request has Content-Length headers with different values; send one");
+        return queue_error(c, &err, NULL, true);
+    }
     unsigned long long length = 0;
     if (cl) {
         char *end;
@@ -546,6 +624,15 @@ static enum MHD_Result on_headers(req_ctx *c)
                       "Content-Type '%.100s' is not accepted here; send application/json", ct);
         return queue_error(c, &err, NULL, true);
     }
+    const char *ce = MHD_lookup_connection_value(c->req.conn, MHD_HEADER_KIND,
+                                                 MHD_HTTP_HEADER_CONTENT_ENCODING);
+    if ((flags & SRV_ROUTE_BODY) && ce && (length || chunked) && strcasecmp(ce, "identity") != 0) {
+        /* attnd does not decompress (Triton can take gzip/deflate): say so plainly instead of
+         * failing on the compressed bytes as if they were JSON */
+        srv_error_set(&err, SRV_E_MEDIA_TYPE, "Content-Encoding",
+                      "Content-Encoding '%.32s' is not supported; send the body uncompressed", ce);
+        return queue_error(c, &err, NULL, true);
+    }
     if (length && srv_bigbuf_reserve(&c->body, (size_t)length) < 0) {
         srv_error_set(&err, SRV_E_NOMEM, "", "out of memory for a body of %llu bytes", length);
         return queue_error(c, &err, NULL, true);
@@ -565,15 +652,19 @@ static int hex_digit(char c)
                                 : -1;
 }
 
-/* Percent-decodes the URL path and query in place, as libmicrohttpd's default does, except "%00":
- * decoded, it would end the C string the handlers see, so "/v1/layers/a%00b" would act on layer
- * "a". It is kept as the three characters, which no route or layer name accepts. */
+/* Percent-decodes the URL path and query in place, as libmicrohttpd's default does, except "%00"
+ * and "%2F". Decoded, "%00" would end the C string the handlers see, so "/v1/layers/a%00b" would
+ * act on layer "a"; and "%2F" is a slash inside a segment (RFC 3986), not a separator, so
+ * "/v1/layers/a%2Fforward" names the layer "a/forward" and must not be routed as
+ * "/v1/layers/a/forward". Both are kept as the three characters, which no route or layer name
+ * accepts. */
 static size_t unescape_keep_nul(void *cls, struct MHD_Connection *conn, char *s)
 {
     char *w = s;
     for (const char *r = s; *r;) {
         int hi, lo;
-        if (r[0] == '%' && (hi = hex_digit(r[1])) >= 0 && (lo = hex_digit(r[2])) >= 0 && (hi | lo)) {
+        if (r[0] == '%' && (hi = hex_digit(r[1])) >= 0 && (lo = hex_digit(r[2])) >= 0 && (hi | lo) &&
+            (hi << 4 | lo) != '/') {
             *w++ = (char)(hi << 4 | lo);
             r += 3;
         } else {
