@@ -3,14 +3,15 @@
  *
  * Life of a request (one req_ctx, created on the first callback, freed in on_completed):
  *   1. headers in: match the route (404 / 405 + Allow), check the body's framing and size against the
- *      limits (411, 413 from Content-Length, 415) and answer at once when they fail, before any of
+ *      limits (411, 413 from Content-Length, 415), reserve its Content-Length from --max-body-memory
+ *      (503 when it does not fit, body_budget.h) and answer at once when they fail, before any of
  *      the body is read (libmicrohttpd then sends no "100 Continue");
  *   2. body chunks in: appended to one buffer sized from Content-Length up front, counted against
- *      --max-body-bytes for chunked bodies (413 as soon as it is exceeded);
+ *      --max-body-bytes and --max-body-memory for chunked bodies (413 / 503 at the body's end);
  *   3. body complete: dispatch() runs the handler, on this thread or, for heavy routes with big bodies,
  *      on a worker while the connection is suspended (so this thread keeps serving its other
  *      connections); the response body buffer is handed to libmicrohttpd without a copy;
- *   4. on_completed: one log line, the context is freed.
+ *   4. on_completed: one log line, the body's share of the budget is given back, the context is freed.
  * Each step also tells deadline.c the request's phase (headers in, body bytes, handled, done), so a
  * client too slow with its headers or body is cut off (--header-timeout, --min-body-rate).
  */
@@ -42,9 +43,12 @@
  * in all) and the hop to a worker (suspend, wake, resume) would cost more than it saves. */
 #define OFFLOAD_MIN_BODY 65536
 
-/* How much of a chunked body past --max-body-bytes is read (and dropped) so that the client gets
- * its 413; past this the connection is closed instead. */
+/* How much of a chunked body past --max-body-bytes (or --max-body-memory) is read (and dropped) so
+ * that the client gets its 413 (503); past this the connection is closed instead. */
 #define DISCARD_MAX ((size_t)64 << 20)
+
+/* A chunked body reserves its share of --max-body-memory in steps of this much, not per chunk. */
+#define BUDGET_STEP ((int64_t)1 << 20)
 
 typedef struct req_ctx req_ctx;
 
@@ -79,6 +83,9 @@ struct req_ctx {
     int64_t limit;       /* --max-body-bytes                                                   */
     bool responded;      /* a response was queued                                              */
     bool too_large;      /* a chunked body went over the limit: the rest is read and dropped   */
+    bool over_budget;    /* a chunked body grew past --max-body-memory: the same, then 503     */
+    int64_t reserved;    /* bytes of the body budget (app->bodies) this request holds          */
+    size_t dropped;      /* bytes read and dropped since over_budget                            */
     bool offloaded;      /* the handler runs (or ran) on a worker                              */
     double t_body;       /* srv_now() when the body was complete (the handler's start)         */
     srv_response *done;  /* the worker's response, queued when the connection resumes         */
@@ -556,6 +563,42 @@ static enum MHD_Result preflight(req_ctx *c)
 }
 
 /* First callback of a request: route, framing and limits, before any of the body is read. */
+/* Makes c hold at least `need` bytes of the body budget (a chunked body growing; need <= c->limit).
+ * Returns false when they do not fit (c->reserved unchanged). */
+static bool budget_reserve(req_ctx *c, int64_t need)
+{
+    if (need <= c->reserved)
+        return true;
+    srv_body_budget *b = &c->d->app->bodies;
+    int64_t step = c->reserved + BUDGET_STEP < c->limit ? c->reserved + BUDGET_STEP : c->limit;
+    int64_t want = need > step ? need : step;
+    if (!srv_body_budget_take(b, want - c->reserved)) {
+        want = need; /* the step did not fit: the exact size might */
+        if (!srv_body_budget_take(b, want - c->reserved))
+            return false;
+    }
+    c->reserved = want;
+    return true;
+}
+
+static void budget_release(req_ctx *c)
+{
+    if (c->reserved)
+        srv_body_budget_give(&c->d->app->bodies, c->reserved);
+    c->reserved = 0;
+}
+
+static int budget_error(req_ctx *c, srv_error *err, unsigned long long length)
+{
+    const srv_body_budget *b = &c->d->app->bodies;
+    return srv_error_set(err, SRV_E_NOMEM, "",
+                         "request bodies of %lld bytes are held now, and this one%s (%llu bytes%s) "
+                         "would take them past --max-body-memory (%lld bytes); retry later",
+                         (long long)srv_body_budget_held(b), length ? "" : " so far",
+                         length ? length : (unsigned long long)c->bytes_in, length ? "" : ", chunked",
+                         (long long)b->limit);
+}
+
 static enum MHD_Result on_headers(req_ctx *c)
 {
     srv_app *app = c->d->app;
@@ -633,6 +676,11 @@ static enum MHD_Result on_headers(req_ctx *c)
                       "Content-Encoding '%.32s' is not supported; send the body uncompressed", ce);
         return queue_error(c, &err, NULL, true);
     }
+    if (length && !srv_body_budget_take(&app->bodies, (int64_t)length)) {
+        budget_error(c, &err, length);
+        return queue_error(c, &err, NULL, true);
+    }
+    c->reserved = (int64_t)length;
     if (length && srv_bigbuf_reserve(&c->body, (size_t)length) < 0) {
         srv_error_set(&err, SRV_E_NOMEM, "", "out of memory for a body of %llu bytes", length);
         return queue_error(c, &err, NULL, true);
@@ -716,6 +764,17 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         srv_deadlines_body_bytes(conn, n);
         if (c->responded) /* an early error reply is queued; the rest is dropped */
             return MHD_YES;
+        if (!c->too_large && !c->over_budget && (int64_t)(c->body.len + n) <= c->limit &&
+            !budget_reserve(c, (int64_t)(c->body.len + n))) {
+            /* a chunked body grew past --max-body-memory: dropped, and 503 at its end (as 413) */
+            c->over_budget = true;
+            srv_bigbuf_free(&c->body);
+            budget_release(c);
+        }
+        if (c->over_budget) {
+            c->dropped += n;
+            return c->dropped > DISCARD_MAX ? MHD_NO : MHD_YES;
+        }
         srv_error err = {0};
         if (c->too_large || (int64_t)(c->body.len + n) > c->limit) {
             /* A chunked body over the limit. Answering now and closing would reset the connection
@@ -747,6 +806,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         srv_error_set(&err, SRV_E_TOO_LARGE, "",
                       "body of %zu bytes is over the limit of %lld bytes (--max-body-bytes)",
                       c->bytes_in, (long long)c->limit);
+        return queue_error(c, &err, NULL, true);
+    }
+    if (c->over_budget) {
+        srv_error err = {0};
+        budget_error(c, &err, 0);
         return queue_error(c, &err, NULL, true);
     }
     if (c->offloaded) {
@@ -796,6 +860,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         free(c->done);
     }
     srv_bigbuf_free(&c->body);
+    budget_release(c);
     srv_predecoder_free(c->req.predecoded);
     free(c->path);
     free(c->params);
