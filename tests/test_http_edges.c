@@ -1,8 +1,9 @@
 /*
  * test_http_edges.c - HTTP-level edges of the /v1 API that a bad-request corpus probes and that a
  * request.json case (tests/cases/) cannot express, because they live in headers or framing:
- * Content-Encoding, If-Match lists, conflicting Content-Length headers, Accept qualities, and
- * safetensors weights with unknown or missing parameters. An in-process daemon on port 0.
+ * Content-Encoding, If-Match lists, If-None-Match, conflicting Content-Length headers, Accept
+ * qualities, and safetensors weights with unknown or missing parameters. In-process daemons on
+ * port 0 (one in memory, one with a data dir).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +12,7 @@
 #include "check.h"
 #include "http_client.h"
 #include "safetensors.h"
+#include "tmpdir.h"
 
 #define LAYER "{\"config\": {\"embed_dim\": 4, \"num_heads\": 2}}"
 #define QUERY "{\"query\": [[1, 2, 3, 4]]}"
@@ -93,6 +95,39 @@ static void test_if_match_list(srv_daemon *d)
         hc_response_free(&r);
     }
     CHECK(status_with(d, "GET", "/v1/layers/m", NULL, NULL) == 200, "m is still there");
+}
+
+/* If-None-Match on PUT /v1/layers/{name}: "*" creates only, never replaces (409 when the layer
+ * exists); a list of ETags refuses a replacement of a version it names. */
+static void test_if_none_match(srv_daemon *d)
+{
+    const char *star = "If-None-Match: *";
+    CHECK(status_with(d, "PUT", "/v1/layers/once", LAYER, star) == 201, "create-only creates");
+    hc_response r;
+    const char *hs[] = {star, NULL};
+    hc_opts o = {.headers = hs};
+    hc_request(d, "PUT", "/v1/layers/once", NULL, LAYER, -1, &o, &r);
+    CHECK_ERROR(r, 409, "conflict", "If-None-Match");
+    char etag[64] = "";
+    hc_response_free(&r);
+    hc_request(d, "GET", "/v1/layers/once", NULL, NULL, 0, NULL, &r);
+    hc_header(&r, "ETag", etag, sizeof etag);
+    hc_response_free(&r);
+    char h[96];
+    snprintf(h, sizeof h, "If-None-Match: \"999999\", %s", etag);
+    CHECK(status_with(d, "PUT", "/v1/layers/once", LAYER, h) == 409, "If-None-Match names it");
+    CHECK(status_with(d, "PUT", "/v1/layers/once", LAYER, "If-None-Match: \"999999\"") == 200,
+          "If-None-Match names another version");
+    const char *both[] = {star, "If-Match: *", NULL};
+    hc_opts ob = {.headers = both};
+    hc_request(d, "PUT", "/v1/layers/once", NULL, LAYER, -1, &ob, &r);
+    CHECK_ERROR(r, 409, "conflict", "If-None-Match");
+    hc_response_free(&r);
+    const char *junk[] = {"If-None-Match: junk", NULL};
+    hc_opts oj = {.headers = junk};
+    hc_request(d, "PUT", "/v1/layers/once", NULL, LAYER, -1, &oj, &r);
+    CHECK_ERROR(r, 400, "bad_request", "If-None-Match");
+    hc_response_free(&r);
 }
 
 /* Two Content-Length headers that disagree: which frames the body is ambiguous (request
@@ -201,10 +236,25 @@ int main(void)
 
     test_content_encoding(d);
     test_if_match_list(d);
+    test_if_none_match(d);
     test_conflicting_length(d);
     test_accept(d);
     test_safetensors_names(d);
 
     hc_stop(d);
+
+    /* with a data dir, the create-only check runs before the files are written too */
+    char dir[256];
+    if (td_make(dir, sizeof dir, "edges") == 0) {
+        srv_options opt;
+        hc_options(&opt);
+        snprintf(opt.data_dir, sizeof opt.data_dir, "%s", dir);
+        d = hc_start(&opt);
+        if (CHECK(d, "daemon with a data dir starts")) {
+            test_if_none_match(d);
+            hc_stop(d);
+        }
+        td_rm_rf(dir);
+    }
     return check_report();
 }
