@@ -224,13 +224,21 @@ def dec_reply_tensor(v, raw_forms):
     return arr, list(v["shape"]), "flat"
 
 
-def safetensors_bytes(sd):
+ST_DTYPES = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16, "F64": torch.float64}
+
+
+def safetensors_bytes(sd, dtype="F32"):
+    """A safetensors file of sd's tensors, converted to dtype (F32, F16, BF16, F64)."""
     header = {}
     blobs = []
     off = 0
     for k, v in sd.items():
-        raw = v.detach().contiguous().numpy().astype("<f4").tobytes()
-        header[k] = {"dtype": "F32", "shape": list(v.shape), "data_offsets": [off, off + len(raw)]}
+        t = v.detach().contiguous().to(ST_DTYPES[dtype])
+        if dtype in ("F16", "BF16"):
+            raw = t.view(torch.int16).numpy().astype("<i2").tobytes()
+        else:
+            raw = t.numpy().astype("<f8" if dtype == "F64" else "<f4").tobytes()
+        header[k] = {"dtype": dtype, "shape": list(v.shape), "data_offsets": [off, off + len(raw)]}
         blobs.append(raw)
         off += len(raw)
     h = json.dumps(header).encode()
@@ -290,6 +298,9 @@ def draw_case(seed, want_trace):
     c.encodings = rng.choice([["nested"], ["flat"], ["base64"], [None], ["nested", "flat", "base64"]])
     c.trace = want_trace and rng.random() < (0.15 if c.medium else 0.35)
     c.upload = rng.choice(["put_json", "put_json", "weights_safetensors", "weights_json"])
+    c.st_dtype = "F32"
+    if c.upload == "weights_safetensors":
+        c.st_dtype = rng.choice(["F32", "F32", "F16", "BF16", "F64"])
 
     mod = torch.nn.MultiheadAttention(c.E, c.H, bias=c.bias, add_bias_kv=c.bkv, add_zero_attn=c.za,
                                       kdim=c.kdim, vdim=c.vdim, batch_first=c.batch_first)
@@ -300,6 +311,22 @@ def draw_case(seed, want_trace):
                                                            1.0 / math.sqrt(p.shape[-1])))
     c.mod = mod
     c.sd = {k: v.detach().clone() for k, v in mod.state_dict().items()}
+    if c.st_dtype != "F32":
+        # the file's values, as torch's load_state_dict (copy_) turns them into float32: F64 with
+        # more digits than float32 holds (rounded), F16 with some of its subnormals
+        with torch.no_grad():
+            for k, v in c.sd.items():
+                if c.st_dtype == "F64":
+                    x = torch.randn(v.shape, generator=gen, dtype=torch.float64) * v.abs().max().double()
+                else:
+                    x = v.to(ST_DTYPES[c.st_dtype])
+                    if c.st_dtype == "F16":
+                        x = torch.where(torch.rand(v.shape, generator=gen) < 0.1,
+                                        (torch.randn(v.shape, generator=gen) * 1e-6).half(), x)
+                c.sd[k] = x
+            c.file_sd = c.sd
+            mod.load_state_dict(c.sd)
+            c.sd = {k: v.detach().clone() for k, v in mod.state_dict().items()}
 
     scale = 1.0
     if c.extreme == "large":
@@ -595,7 +622,7 @@ def violation(got, t32, t64, atol=ATOL, large=False):
     (t32), with the float64 fallback; <= 0 means fine. NaN/inf anywhere in got is a failure
     unless torch has the same value there (-inf scores). large (inputs of magnitude 30-300): values
     computed by cancellation are only as exact as the largest of their row, so the fallback allows
-    a few float32 ulps of the row's largest value and 8x torch's own distance from float64."""
+    a few float32 ulps of the row's largest value and 4x torch's largest distance from float64."""
     got = np.asarray(got, dtype=np.float64)
     a = t32.to(torch.float64).numpy()
     e = t64.to(torch.float64).numpy()
@@ -615,7 +642,12 @@ def violation(got, t32, t64, atol=ATOL, large=False):
     if g.size == 0:
         return 0.0, ""
     v1 = np.abs(g - a) - (atol + RTOL * np.abs(a))
-    v2 = np.abs(g - e) - (atol + RTOL * np.abs(e) + (8 if large else 2) * np.abs(a - e) + 4e-7 * rowmax)
+    if large:
+        # ill-conditioned (scores ~1e4): which elements round badly is luck, so attnd's distance
+        # from float64 is held to a few times torch's largest distance over the whole tensor
+        v2 = np.abs(g - e) - (atol + RTOL * np.abs(e) + 4 * np.abs(a - e).max() + 4e-7 * rowmax)
+    else:
+        v2 = np.abs(g - e) - (atol + RTOL * np.abs(e) + 2 * np.abs(a - e))
     v = np.minimum(v1, v2)
     i = int(np.argmax(v))
     return float(v[i]), "at flat %d: got %.9g torch %.9g float64 %.9g" % (i, g[i], a[i], e[i])
@@ -634,7 +666,8 @@ class Runner:
         self.counts[what] = self.counts.get(what, 0) + n
 
     def fail(self, c, what):
-        msg = "seed %d: %s" % (c.seed, what)
+        where = ("--seed %d --only %d" % divmod(c.seed, 1000003)) if c.seed >= 0 else "big case %d" % -c.seed
+        msg = "%s: %s" % (where, what)
         self.failures.append(msg)
         print("FAIL " + msg + "\n     " + describe(c), flush=True)
 
@@ -653,8 +686,9 @@ class Runner:
             if st not in (200, 201):
                 return self.fail(c, "PUT layer: %d %s" % (st, raw[:300]))
             if c.upload == "weights_safetensors":
-                st, raw = self.cl.call("PUT", "/v1/layers/%s/weights" % name, safetensors_bytes(c.sd),
-                                       ctype="application/octet-stream")
+                sd = c.file_sd if c.st_dtype != "F32" else c.sd
+                st, raw = self.cl.call("PUT", "/v1/layers/%s/weights" % name,
+                                       safetensors_bytes(sd, c.st_dtype), ctype="application/octet-stream")
             else:
                 w = obj_text([(k, enc_tensor(v, r.choice(FORMS), r)) for k, v in c.sd.items()])
                 st, raw = self.cl.call("PUT", "/v1/layers/%s/weights" % name, w.encode())
@@ -672,6 +706,7 @@ class Runner:
                 return self.fail(c, "weights %s do not read back (shape %s, torch %s)"
                                  % (k, shape, list(v.shape)))
         self.count("layers")
+        self.count("uploads %s" % (c.upload + ("_" + c.st_dtype if c.upload == "weights_safetensors" else "")))
         return True
 
     def run_case(self, c):
@@ -696,7 +731,7 @@ class Runner:
         else:
             ref_out, ref_w = f_out, f_w
             # the step-by-step computation agrees with torch's (its trace reference is sound)
-            if violation(out_s.numpy(), f_out, out64)[0] > 0:
+            if violation(out_s.numpy(), f_out, out64, ATOL, c.extreme == "large")[0] > 0:
                 return self.fail(c, "reference: step-by-step output differs from functional")
         replies = {}
         for encoding in c.encodings:
@@ -1030,7 +1065,7 @@ def big_cases(run, rng, count):
         c.nw_field = c.need_weights = False
         c.avg_field, c.average = None, True
         c.kpm_kind, c.mask_kind = "float_inf", "float3"
-        c.encodings, c.trace, c.upload = ["nested", "base64"], False, "put_json"
+        c.encodings, c.trace, c.upload, c.st_dtype = ["nested", "base64"], False, "put_json", "F32"
         c.mod = torch.nn.MultiheadAttention(c.E, c.H, bias=True, add_bias_kv=c.bkv, add_zero_attn=c.za,
                                             kdim=c.kdim, vdim=c.vdim, batch_first=c.batch_first)
         c.mod.eval()
@@ -1073,10 +1108,10 @@ def big_cases(run, rng, count):
 
 def describe(c):
     return ("medium=%s E=%d H=%d kdim=%d vdim=%d bias=%s bkv=%s za=%s batch_first=%s unbatched=%s kind=%s N=%d "
-            "L=%d S0=%d kpm=%s mask=%s causal=%s need_weights=%s average=%s extreme=%s upload=%s "
+            "L=%d S0=%d kpm=%s mask=%s causal=%s need_weights=%s average=%s extreme=%s upload=%s %s "
             "enc=%s trace=%s" % (c.medium, c.E, c.H, c.kdim, c.vdim, c.bias, c.bkv, c.za, c.bf_field, c.unbatched,
                                  c.kind, c.N, c.L, c.S0, c.kpm_kind, c.mask_kind, c.is_causal,
-                                 c.nw_field, c.avg_field, c.extreme, c.upload, c.encodings, c.trace))
+                                 c.nw_field, c.avg_field, c.extreme, c.upload, c.st_dtype, c.encodings, c.trace))
 
 
 def main():
