@@ -56,6 +56,7 @@ RTOL = 1e-4
 STAGES = ["q_proj", "k_proj", "v_proj", "q_heads", "k_heads", "v_heads", "scores", "attn_weights",
           "head_outputs", "concat", "output"]
 HERE = os.path.dirname(os.path.abspath(__file__))
+PREFIX = "hr%d-" % os.getpid()    # layer names: runs sharing a daemon (--url) do not collide
 
 _libc = ctypes.CDLL(None)
 _libc.strtof.restype = ctypes.c_float
@@ -296,7 +297,7 @@ def draw_case(seed, want_trace):
     c.avg_field = rng.choice([True, False, False, None])  # None: left out (default true)
     c.average = c.avg_field is not False
     c.encodings = rng.choice([["nested"], ["flat"], ["base64"], [None], ["nested", "flat", "base64"]])
-    c.trace = want_trace and rng.random() < (0.15 if c.medium else 0.35)
+    c.trace = rng.random() < (0.15 if c.medium else 0.35) and want_trace
     c.upload = rng.choice(["put_json", "put_json", "weights_safetensors", "weights_json"])
     c.st_dtype = "F32"
     if c.upload == "weights_safetensors":
@@ -317,7 +318,7 @@ def draw_case(seed, want_trace):
         with torch.no_grad():
             for k, v in c.sd.items():
                 if c.st_dtype == "F64":
-                    x = torch.randn(v.shape, generator=gen, dtype=torch.float64) * v.abs().max().double()
+                    x = v.double() * (1 + 1e-7 * torch.randn(v.shape, generator=gen, dtype=torch.float64))
                 else:
                     x = v.to(ST_DTYPES[c.st_dtype])
                     if c.st_dtype == "F16":
@@ -710,7 +711,7 @@ class Runner:
         return True
 
     def run_case(self, c):
-        name = "hr-%d" % c.seed
+        name = PREFIX + "%d" % c.seed
         if self.upload(c, name) is not True:
             return
         try:
@@ -945,14 +946,14 @@ def specials(run, rng):
     members = [("in_proj_weight", nested)] + [(k, enc_tensor(v, "base64", rng)) for k, v in sd.items()
                                                if k != "in_proj_weight"]
     body = '{"config": {"embed_dim": 8, "num_heads": 2}, "weights": %s}' % obj_text(members)
-    st, j, raw = cl.json("PUT", "/v1/layers/hr-specials", body.encode())
+    st, j, raw = cl.json("PUT", "/v1/layers/" + PREFIX + "specials", body.encode())
     if st not in (200, 201):
         run.failures.append("specials: PUT: %d %s" % (st, raw[:300]))
         print("FAIL specials PUT %d %s" % (st, raw[:300]))
         return
     want = [f32_bits(x) for x in w]
     for encoding in FORMS:
-        st, j, raw = cl.json("GET", "/v1/layers/hr-specials/weights?encoding=" + encoding)
+        st, j, raw = cl.json("GET", "/v1/layers/" + PREFIX + "specials/weights?encoding=" + encoding)
         arr, shape, _ = dec_reply_tensor(j["in_proj_weight"], None)
         got = [f32_bits(float(x)) for x in arr.reshape(-1)]
         bad = [(i, w[i], float(arr.reshape(-1)[i])) for i in range(len(w)) if got[i] != want[i]]
@@ -974,12 +975,12 @@ def specials(run, rng):
         chunk = (HARD_TEXTS[i:i + E] + ["0"] * E)[:E]
         members = [(k, enc_tensor(v, "base64", rng)) for k, v in sd.items() if k != "out_proj.bias"]
         members.append(("out_proj.bias", "[" + ",".join(chunk) + "]"))
-        st, raw = cl.call("PUT", "/v1/layers/hr-specials/weights", obj_text(members).encode())
+        st, raw = cl.call("PUT", "/v1/layers/" + PREFIX + "specials/weights", obj_text(members).encode())
         if st not in (200, 204):
             run.failures.append("specials: hard texts %s: %d %s" % (chunk, st, raw[:300]))
             print("FAIL specials: hard texts %s: %d %s" % (chunk, st, raw[:300]))
             continue
-        st, j, raw = cl.json("GET", "/v1/layers/hr-specials/weights?encoding=base64")
+        st, j, raw = cl.json("GET", "/v1/layers/" + PREFIX + "specials/weights?encoding=base64")
         arr, _, _ = dec_reply_tensor(j["out_proj.bias"], None)
         for t, x in zip(chunk, arr):
             if f32_bits(float(x)) != f32_bits(strtof(t)):
@@ -988,7 +989,7 @@ def specials(run, rng):
         run.count("hard decimal texts", len(chunk))
     for t in INF_TEXTS:
         q = '{"query": [[%s, 0, 0, 0, 0, 0, 0, 0]]}' % t
-        st, raw = cl.call("POST", "/v1/layers/hr-specials/forward", q.encode())
+        st, raw = cl.call("POST", "/v1/layers/" + PREFIX + "specials/forward", q.encode())
         if st != 400:
             run.failures.append("specials: query holding %s (infinite in float32): %d" % (t, st))
             print("FAIL specials: query holding %s: %d" % (t, st))
@@ -1002,7 +1003,7 @@ def specials(run, rng):
         sd2["out_proj.weight"] = torch.zeros(E, E)
         sd2["out_proj.bias"] = torch.tensor(bias, dtype=torch.float32)
         members = [(k, enc_tensor(v, "base64", rng)) for k, v in sd2.items()]
-        st, raw = cl.call("PUT", "/v1/layers/hr-specials/weights", obj_text(members).encode())
+        st, raw = cl.call("PUT", "/v1/layers/" + PREFIX + "specials/weights", obj_text(members).encode())
         x = torch.randn(2, 3, E)
         mod.load_state_dict(sd2)
         with torch.enable_grad():
@@ -1010,7 +1011,7 @@ def specials(run, rng):
         outs = []
         for encoding in FORMS:
             body = '{"query": %s, "encoding": "%s"}' % (enc_tensor(x, "base64", rng), encoding)
-            st, j, raw = cl.json("POST", "/v1/layers/hr-specials/forward", body.encode())
+            st, j, raw = cl.json("POST", "/v1/layers/" + PREFIX + "specials/forward", body.encode())
             if st != 200:
                 run.failures.append("specials: forward %d %s" % (st, raw[:200]))
                 print("FAIL specials: forward %d %s" % (st, raw[:200]))
@@ -1022,7 +1023,7 @@ def specials(run, rng):
                                     % (encoding, arr.reshape(-1)[:E], t_out.reshape(-1)[:E]))
                 print("FAIL specials: output in %s is not torch's bits (bias %s)" % (encoding, bias))
         run.count("edge outputs bit-exact")
-    cl.call("DELETE", "/v1/layers/hr-specials")
+    cl.call("DELETE", "/v1/layers/" + PREFIX + "specials")
 
 
 def number_tokens(text):
@@ -1076,7 +1077,7 @@ def big_cases(run, rng, count):
         c.value = torch.randn(lay(c.S0, c.vdim))
         c.kpm = torch.where(torch.rand(c.N, c.S0) < 0.3, torch.tensor(float("-inf")), torch.randn(c.N, c.S0))
         c.attn_mask = torch.randn(c.N * c.H, c.L, c.S0)
-        name = "hr-big-%d" % i
+        name = PREFIX + "big-%d" % i
         if run.upload(c, name) is not True:
             continue
         t_out = functional(c)[0]
