@@ -56,7 +56,11 @@ static int read_forward(const srv_app *app, const srv_request *req, const srv_js
         if (flag && srv_member_bool(&m[i], k, flag, err) < 0)
             return -1;
         /* null means "not given", as torch's None; query has no default */
-        if (t && !(srv_member_is_null(&m[i]) && strcmp(k, "query") != 0) &&
+        if (t == &args->query && srv_member_is_null(&m[i]))
+            return srv_error_set(err, SRV_E_MISSING_FIELD, "query",
+                                 "query is null; it is required (only key, value and the masks "
+                                 "may be null, meaning not given)");
+        if (t && !srv_member_is_null(&m[i]) &&
             srv_member_tensor(t, &m[i], k, mask, app, req, err) < 0)
             return -1;
     }

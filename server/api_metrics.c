@@ -11,6 +11,8 @@ int srv_api_metrics(srv_app *app, const srv_request *req, srv_response *resp, sr
         .ready = __atomic_load_n(&app->ready, __ATOMIC_ACQUIRE),
         .draining = __atomic_load_n(&app->draining, __ATOMIC_ACQUIRE),
         .start_time = app->started,
+        .body_bytes = srv_body_budget_held(&app->bodies),
+        .body_bytes_limit = app->bodies.limit,
     };
     resp->content_type = SRV_METRICS_CONTENT_TYPE;
     if (srv_metrics_render(&resp->body, app->metrics, &g) < 0)

@@ -55,6 +55,8 @@ srv_app *srv_app_create(const srv_options *opt, srv_error *err)
     pthread_cond_init(&app->inflight_cond, NULL);
     mha_limits_default(&app->limits);
     app->limits.max_elements = opt->max_tensor_elements;
+    app->bodies.limit = opt->max_body_memory > 0 ? opt->max_body_memory
+                                                 : srv_body_budget_default(opt->max_body_bytes);
 
     /* The pool parallelises each pass; BLAS inside it runs on the calling thread. */
     mha_blas_set_threads(1);

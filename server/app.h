@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "auth.h"
+#include "body_budget.h"
 #include "error.h"
 #include "metrics.h"
 #include "mha.h"
@@ -30,6 +31,7 @@ typedef struct srv_app {
     srv_watch *watch;         /* --watch: follows the data dir other replicas write, or NULL */
     srv_auth auth;            /* API key, --auth-reads, --read-only                           */
     srv_metrics *metrics;     /* counters for GET /metrics                                    */
+    srv_body_budget bodies;   /* request bodies held at once (--max-body-memory)              */
 
     /* forward passes in flight (capped at opt.max_inflight; see forward.c) */
     pthread_mutex_t inflight_lock;

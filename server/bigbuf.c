@@ -19,6 +19,28 @@ static void *arrays[SRV_BIGBUF_MAX_ARRAYS]; /* payloads of cached arrays (their 
 static int narrays;
 static size_t held; /* bytes of blocks and arrays in the cache */
 
+#define HUGE_PAGE ((size_t)2 << 20)
+
+/* Marks the whole 2 MB pages inside a fresh block of `cap` bytes at p for transparent huge pages,
+ * before anything touches them. Why: a request's first 16.8 MB body or reply faulted in through
+ * 4 KB pages costs 25-75 ms on the development VM (4,100 faults of ~10 us); through 2 MB pages it
+ * is a few dozen faults. Only a hint: refused, the block keeps 4 KB pages. Blocks stay malloc's
+ * (glibc maps blocks this large on their own, so the advice stays with this block). */
+static void hint_huge_pages(void *p, size_t cap)
+{
+#ifdef MADV_HUGEPAGE
+    if (cap < SRV_BIGBUF_HUGE_BYTES)
+        return;
+    uintptr_t first = ((uintptr_t)p + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1);
+    uintptr_t end = ((uintptr_t)p + cap) & ~(uintptr_t)(HUGE_PAGE - 1);
+    if (end > first)
+        madvise((void *)first, end - first, MADV_HUGEPAGE);
+#else
+    (void)p;
+    (void)cap;
+#endif
+}
+
 int srv_bigbuf_reserve(srv_buf *b, size_t bytes)
 {
     if (bytes < SRV_BIGBUF_MIN_BYTES)
@@ -42,6 +64,7 @@ int srv_bigbuf_reserve(srv_buf *b, size_t bytes)
         data = malloc(cap);
         if (!data)
             return -1;
+        hint_huge_pages(data, cap);
     }
     srv_buf_free(b);
     b->data = data;
@@ -93,8 +116,6 @@ void srv_bigbuf_free(srv_buf *b)
 
 /* ---------------------------------------------------------------------------------------------- */
 /* Arrays                                                                                         */
-
-#define HUGE_PAGE ((size_t)2 << 20)
 
 /* The 64 bytes before an array's payload. */
 typedef struct array_head {

@@ -4,6 +4,7 @@
 #include "forward.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -124,6 +125,44 @@ static float *alloc_floats(int64_t count)
     return srv_bigbuf_array_alloc((size_t)(count > 0 ? count : 1) * sizeof(float));
 }
 
+/* The index of the first value of p[0..count) that is NaN or +inf, and -inf too unless allow_neg_inf;
+ * -1 when there is none. One branch-free pass first: the usual answer is "none". */
+static int64_t first_special(const float *p, int64_t count, bool allow_neg_inf)
+{
+    if (!p || !srv_floats_any_special(p, (size_t)count))
+        return -1;
+    for (int64_t i = 0; i < count; i++)
+        if (p[i] != p[i] || p[i] == INFINITY || (p[i] == -INFINITY && !allow_neg_inf))
+            return i;
+    return -1;
+}
+
+/* Inputs and weights are finite, yet float32 can overflow on the way (values near 1e19 give
+ * q·kT past 3.4e38, then softmax NaN). torch answers NaN there; JSON cannot carry it (SPEC §2), and
+ * "nan" strings where a client's schema has numbers are no answer. Refused as a 400 naming the
+ * first bad value: the trace's scores may hold -inf (masked keys), nothing else may. */
+static int check_finite(const srv_forward_result *r, srv_error *err)
+{
+    const char *what = NULL;
+    int64_t at = first_special(r->output, r->plan.out_count, false);
+    if (at >= 0)
+        what = "output";
+    if (!what && (at = first_special(r->attn_weights, r->plan.weights_count, false)) >= 0)
+        what = "attn_weights";
+    for (int s = 0; !what && r->traced && s < MHA_TRACE_NSTAGES; s++) {
+        int64_t shape[4], count;
+        mha_trace_stage_shape(&r->plan, (mha_trace_stage)s, shape, &count);
+        if ((at = first_special(r->stage[s], count, s == MHA_TRACE_SCORES)) >= 0)
+            what = mha_trace_stage_name((mha_trace_stage)s);
+    }
+    if (!what)
+        return 0;
+    return srv_error_set(err, SRV_E_BAD_VALUE, "",
+                         "the pass overflowed float32: %s element %lld is not finite (torch gives "
+                         "NaN here, which JSON cannot carry); inputs or weights are too large, "
+                         "scale them down", what, (long long)at);
+}
+
 int srv_forward_run(srv_app *app, const srv_layer *layer, const srv_forward_args *a, bool trace,
                     srv_forward_result *out, srv_error *err)
 {
@@ -198,6 +237,10 @@ int srv_forward_run(srv_app *app, const srv_layer *layer, const srv_forward_args
     if (st != MHA_OK) {
         srv_forward_result_free(out);
         return srv_error_from_mha(err, &me, "");
+    }
+    if (check_finite(out, err) < 0) {
+        srv_forward_result_free(out);
+        return -1;
     }
     return 0;
 

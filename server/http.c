@@ -3,14 +3,15 @@
  *
  * Life of a request (one req_ctx, created on the first callback, freed in on_completed):
  *   1. headers in: match the route (404 / 405 + Allow), check the body's framing and size against the
- *      limits (411, 413 from Content-Length, 415) and answer at once when they fail, before any of
+ *      limits (411, 413 from Content-Length, 415), reserve its Content-Length from --max-body-memory
+ *      (503 when it does not fit, body_budget.h) and answer at once when they fail, before any of
  *      the body is read (libmicrohttpd then sends no "100 Continue");
  *   2. body chunks in: appended to one buffer sized from Content-Length up front, counted against
- *      --max-body-bytes for chunked bodies (413 as soon as it is exceeded);
+ *      --max-body-bytes and --max-body-memory for chunked bodies (413 / 503 at the body's end);
  *   3. body complete: dispatch() runs the handler, on this thread or, for heavy routes with big bodies,
  *      on a worker while the connection is suspended (so this thread keeps serving its other
  *      connections); the response body buffer is handed to libmicrohttpd without a copy;
- *   4. on_completed: one log line, the context is freed.
+ *   4. on_completed: one log line, the body's share of the budget is given back, the context is freed.
  * Each step also tells deadline.c the request's phase (headers in, body bytes, handled, done), so a
  * client too slow with its headers or body is cut off (--header-timeout, --min-body-rate).
  */
@@ -42,9 +43,12 @@
  * in all) and the hop to a worker (suspend, wake, resume) would cost more than it saves. */
 #define OFFLOAD_MIN_BODY 65536
 
-/* How much of a chunked body past --max-body-bytes is read (and dropped) so that the client gets
- * its 413; past this the connection is closed instead. */
+/* How much of a chunked body past --max-body-bytes (or --max-body-memory) is read (and dropped) so
+ * that the client gets its 413 (503); past this the connection is closed instead. */
 #define DISCARD_MAX ((size_t)64 << 20)
+
+/* A chunked body reserves its share of --max-body-memory in steps of this much, not per chunk. */
+#define BUDGET_STEP ((int64_t)1 << 20)
 
 typedef struct req_ctx req_ctx;
 
@@ -79,6 +83,9 @@ struct req_ctx {
     int64_t limit;       /* --max-body-bytes                                                   */
     bool responded;      /* a response was queued                                              */
     bool too_large;      /* a chunked body went over the limit: the rest is read and dropped   */
+    bool over_budget;    /* a chunked body grew past --max-body-memory: the same, then 503     */
+    int64_t reserved;    /* bytes of the body budget (app->bodies) this request holds          */
+    size_t dropped;      /* bytes read and dropped since over_budget                            */
     bool offloaded;      /* the handler runs (or ran) on a worker                              */
     double t_body;       /* srv_now() when the body was complete (the handler's start)         */
     srv_response *done;  /* the worker's response, queued when the connection resumes         */
@@ -462,6 +469,72 @@ static bool is_octet_type(const char *ct)
            (ct[n] == '\0' || ct[n] == ';' || ct[n] == ' ' || ct[n] == '\t');
 }
 
+/* MHD_get_connection_values callback: stops at the first query argument that is not a word of
+ * the route's list (case-insensitive, as libmicrohttpd's lookups are). */
+struct query_check {
+    const char *known; /* "L S N" */
+    const char *bad;   /* out: the first unknown argument's name */
+};
+
+static enum MHD_Result query_unknown(void *cls, enum MHD_ValueKind kind, const char *key,
+                                     const char *value)
+{
+    struct query_check *q = cls;
+    size_t n = strlen(key);
+    if (n == 0)
+        return MHD_YES; /* "?&" or "?=x": nothing named */
+    for (const char *w = q->known; *w;) {
+        size_t wn = strcspn(w, " ");
+        if (wn == n && strncasecmp(w, key, n) == 0)
+            return MHD_YES;
+        w += wn;
+        w += *w == ' ';
+    }
+    q->bad = key;
+    return MHD_NO;
+}
+
+/* 400 unknown_field for a query argument the matched /v1 route does not read (srv_route.query):
+ * "?need_weights=true" on a forward pass would otherwise be ignored without a word. 0 = fine. */
+static int check_query(req_ctx *c, srv_error *err)
+{
+    const srv_route *r = c->req.route;
+    if (!r->query)
+        return 0;
+    struct query_check q = {r->query, NULL};
+    MHD_get_connection_values(c->req.conn, MHD_GET_ARGUMENT_KIND, query_unknown, &q);
+    if (!q.bad)
+        return 0;
+    if (!*r->query)
+        return srv_error_set(err, SRV_E_UNKNOWN_FIELD, q.bad,
+                             "unknown query argument '%.64s': %s %s takes none%s", q.bad,
+                             r->method, r->pattern,
+                             r->flags & SRV_ROUTE_JSON ? " (its fields go in the JSON body)" : "");
+    return srv_error_set(err, SRV_E_UNKNOWN_FIELD, q.bad,
+                         "unknown query argument '%.64s'; %s %s takes: %s", q.bad, r->method,
+                         r->pattern, r->query);
+}
+
+/* MHD_get_connection_values callback: counts Content-Length headers whose value differs from the
+ * first one's. */
+struct length_check {
+    const char *first;
+    int differ;
+};
+
+static enum MHD_Result length_differs(void *cls, enum MHD_ValueKind kind, const char *key,
+                                      const char *value)
+{
+    struct length_check *l = cls;
+    if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) != 0)
+        return MHD_YES;
+    if (!l->first)
+        l->first = value ? value : "";
+    else if (strcmp(l->first, value ? value : "") != 0)
+        l->differ++;
+    return MHD_YES;
+}
+
 /* OPTIONS: 204 with Allow for a known path (404 otherwise), and the CORS preflight answer when the
  * origin is allowed (add_cors adds Allow-Origin). Needs no API key: browsers send preflights
  * without credentials. */
@@ -490,6 +563,42 @@ static enum MHD_Result preflight(req_ctx *c)
 }
 
 /* First callback of a request: route, framing and limits, before any of the body is read. */
+/* Makes c hold at least `need` bytes of the body budget (a chunked body growing; need <= c->limit).
+ * Returns false when they do not fit (c->reserved unchanged). */
+static bool budget_reserve(req_ctx *c, int64_t need)
+{
+    if (need <= c->reserved)
+        return true;
+    srv_body_budget *b = &c->d->app->bodies;
+    int64_t step = c->reserved + BUDGET_STEP < c->limit ? c->reserved + BUDGET_STEP : c->limit;
+    int64_t want = need > step ? need : step;
+    if (!srv_body_budget_take(b, want - c->reserved)) {
+        want = need; /* the step did not fit: the exact size might */
+        if (!srv_body_budget_take(b, want - c->reserved))
+            return false;
+    }
+    c->reserved = want;
+    return true;
+}
+
+static void budget_release(req_ctx *c)
+{
+    if (c->reserved)
+        srv_body_budget_give(&c->d->app->bodies, c->reserved);
+    c->reserved = 0;
+}
+
+static int budget_error(req_ctx *c, srv_error *err, unsigned long long length)
+{
+    const srv_body_budget *b = &c->d->app->bodies;
+    return srv_error_set(err, SRV_E_NOMEM, "",
+                         "request bodies of %lld bytes are held now, and this one%s (%llu bytes%s) "
+                         "would take them past --max-body-memory (%lld bytes); retry later",
+                         (long long)srv_body_budget_held(b), length ? "" : " so far",
+                         length ? length : (unsigned long long)c->bytes_in, length ? "" : ", chunked",
+                         (long long)b->limit);
+}
+
 static enum MHD_Result on_headers(req_ctx *c)
 {
     srv_app *app = c->d->app;
@@ -512,12 +621,24 @@ static enum MHD_Result on_headers(req_ctx *c)
                                                    MHD_HTTP_HEADER_AUTHORIZATION),
                        &err) < 0)
         return queue_error(c, &err, NULL, true);
+    if (check_query(c, &err) < 0)
+        return queue_error(c, &err, NULL, true);
 
     const char *cl = MHD_lookup_connection_value(c->req.conn, MHD_HEADER_KIND,
                                                  MHD_HTTP_HEADER_CONTENT_LENGTH);
     const char *te = MHD_lookup_connection_value(c->req.conn, MHD_HEADER_KIND,
                                                  MHD_HTTP_HEADER_TRANSFER_ENCODING);
     bool chunked = te && strcasestr(te, "chunked");
+    struct length_check lc = {NULL, 0};
+    if (cl)
+        MHD_get_connection_values(c->req.conn, MHD_HEADER_KIND, length_differs, &lc);
+    if (lc.differ) {
+        /* which one frames the body is ambiguous (a request-smuggling vector): RFC 9112 6.3 says
+         * refuse it */
+        srv_error_set(&err, SRV_E_BAD_REQUEST, "Content-Length",
+                      "the request has Content-Length headers with different values; send one");
+        return queue_error(c, &err, NULL, true);
+    }
     unsigned long long length = 0;
     if (cl) {
         char *end;
@@ -546,6 +667,20 @@ static enum MHD_Result on_headers(req_ctx *c)
                       "Content-Type '%.100s' is not accepted here; send application/json", ct);
         return queue_error(c, &err, NULL, true);
     }
+    const char *ce = MHD_lookup_connection_value(c->req.conn, MHD_HEADER_KIND,
+                                                 MHD_HTTP_HEADER_CONTENT_ENCODING);
+    if ((flags & SRV_ROUTE_BODY) && ce && (length || chunked) && strcasecmp(ce, "identity") != 0) {
+        /* attnd does not decompress (Triton can take gzip/deflate): say so plainly instead of
+         * failing on the compressed bytes as if they were JSON */
+        srv_error_set(&err, SRV_E_MEDIA_TYPE, "Content-Encoding",
+                      "Content-Encoding '%.32s' is not supported; send the body uncompressed", ce);
+        return queue_error(c, &err, NULL, true);
+    }
+    if (length && !srv_body_budget_take(&app->bodies, (int64_t)length)) {
+        budget_error(c, &err, length);
+        return queue_error(c, &err, NULL, true);
+    }
+    c->reserved = (int64_t)length;
     if (length && srv_bigbuf_reserve(&c->body, (size_t)length) < 0) {
         srv_error_set(&err, SRV_E_NOMEM, "", "out of memory for a body of %llu bytes", length);
         return queue_error(c, &err, NULL, true);
@@ -565,15 +700,19 @@ static int hex_digit(char c)
                                 : -1;
 }
 
-/* Percent-decodes the URL path and query in place, as libmicrohttpd's default does, except "%00":
- * decoded, it would end the C string the handlers see, so "/v1/layers/a%00b" would act on layer
- * "a". It is kept as the three characters, which no route or layer name accepts. */
+/* Percent-decodes the URL path and query in place, as libmicrohttpd's default does, except "%00"
+ * and "%2F". Decoded, "%00" would end the C string the handlers see, so "/v1/layers/a%00b" would
+ * act on layer "a"; and "%2F" is a slash inside a segment (RFC 3986), not a separator, so
+ * "/v1/layers/a%2Fforward" names the layer "a/forward" and must not be routed as
+ * "/v1/layers/a/forward". Both are kept as the three characters, which no route or layer name
+ * accepts. */
 static size_t unescape_keep_nul(void *cls, struct MHD_Connection *conn, char *s)
 {
     char *w = s;
     for (const char *r = s; *r;) {
         int hi, lo;
-        if (r[0] == '%' && (hi = hex_digit(r[1])) >= 0 && (lo = hex_digit(r[2])) >= 0 && (hi | lo)) {
+        if (r[0] == '%' && (hi = hex_digit(r[1])) >= 0 && (lo = hex_digit(r[2])) >= 0 && (hi | lo) &&
+            (hi << 4 | lo) != '/') {
             *w++ = (char)(hi << 4 | lo);
             r += 3;
         } else {
@@ -625,6 +764,17 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         srv_deadlines_body_bytes(conn, n);
         if (c->responded) /* an early error reply is queued; the rest is dropped */
             return MHD_YES;
+        if (!c->too_large && !c->over_budget && (int64_t)(c->body.len + n) <= c->limit &&
+            !budget_reserve(c, (int64_t)(c->body.len + n))) {
+            /* a chunked body grew past --max-body-memory: dropped, and 503 at its end (as 413) */
+            c->over_budget = true;
+            srv_bigbuf_free(&c->body);
+            budget_release(c);
+        }
+        if (c->over_budget) {
+            c->dropped += n;
+            return c->dropped > DISCARD_MAX ? MHD_NO : MHD_YES;
+        }
         srv_error err = {0};
         if (c->too_large || (int64_t)(c->body.len + n) > c->limit) {
             /* A chunked body over the limit. Answering now and closing would reset the connection
@@ -656,6 +806,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         srv_error_set(&err, SRV_E_TOO_LARGE, "",
                       "body of %zu bytes is over the limit of %lld bytes (--max-body-bytes)",
                       c->bytes_in, (long long)c->limit);
+        return queue_error(c, &err, NULL, true);
+    }
+    if (c->over_budget) {
+        srv_error err = {0};
+        budget_error(c, &err, 0);
         return queue_error(c, &err, NULL, true);
     }
     if (c->offloaded) {
@@ -705,6 +860,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         free(c->done);
     }
     srv_bigbuf_free(&c->body);
+    budget_release(c);
     srv_predecoder_free(c->req.predecoded);
     free(c->path);
     free(c->params);

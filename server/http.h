@@ -107,6 +107,10 @@ typedef struct srv_route {
     unsigned flags;      /* srv_route_flags                                                       */
     /* writes an error reply in this API's dialect; NULL = srv_response_error (/v1) */
     void (*error_writer)(srv_response *resp, const srv_error *err);
+    /* the query arguments the route reads, space-separated ("L S N"; "" = none): any other is a
+     * 400 unknown_field before the body is read, as an unknown body field is (a misplaced
+     * "?need_weights=true" must not pass silently). NULL = not checked (/v2, probes). */
+    const char *query;
 } srv_route;
 
 /* The route table (routes.c), ended by an entry with method NULL. */

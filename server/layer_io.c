@@ -12,6 +12,33 @@
 #include "safetensors.h"
 #include "weights.h"
 
+/* Parses one entity tag of an If-Match list at *p ("7", W/"7" or 7, blanks around), moving *p past
+ * it and its comma. Returns the version, or 0 when it is not one attnd gives. */
+static uint64_t etag_version(const char **p)
+{
+    const char *v = *p;
+    while (*v == ' ' || *v == '\t')
+        v++;
+    if (strncmp(v, "W/", 2) == 0)
+        v += 2;
+    bool quoted = *v == '"';
+    if (quoted)
+        v++;
+    if (*v < '0' || *v > '9')
+        return 0;
+    char *end;
+    errno = 0;
+    unsigned long long x = strtoull(v, &end, 10);
+    if (errno || (quoted && *end++ != '"'))
+        return 0;
+    while (*end == ' ' || *end == '\t')
+        end++;
+    if (*end != ',' && *end)
+        return 0;
+    *p = end + (*end == ',');
+    return x;
+}
+
 int srv_if_match(const srv_request *req, srv_registry *reg, const char *name,
                  uint64_t *if_version, srv_error *err)
 {
@@ -21,32 +48,38 @@ int srv_if_match(const srv_request *req, srv_registry *reg, const char *name,
         return 0;
     while (*v == ' ')
         v++;
-    if (strcmp(v, "*") == 0) {
-        srv_layer *cur = srv_registry_get(reg, name, NULL);
-        if (!cur)
+    srv_layer *cur = srv_registry_get(reg, name, NULL);
+    uint64_t now = cur ? cur->version : 0;
+    srv_layer_release(cur);
+    if (strcmp(v, "*") == 0 || strcmp(v, "* ") == 0) {
+        if (!now)
             return srv_error_set(err, SRV_E_CONFLICT, "If-Match",
                                  "If-Match: * asks for an existing layer, and there is no layer "
                                  "called '%s'", name);
-        *if_version = cur->version;
-        srv_layer_release(cur);
+        *if_version = now;
         return 0;
     }
-    if (strncmp(v, "W/", 2) == 0)
-        v += 2;
-    bool quoted = *v == '"';
-    if (quoted)
-        v++;
-    char *end;
-    errno = 0;
-    unsigned long long x = strtoull(v, &end, 10);
-    if (quoted && *end == '"')
-        end++;
-    while (*end == ' ')
-        end++;
-    if (errno || end == v || *end || x == 0 || *v == '-')
+    /* a list of tags (RFC 9110): the condition holds when any is the current version, and the
+     * change is then conditional on that version; else on the first (a 409 naming it) */
+    uint64_t first = 0;
+    while (*v) {
+        uint64_t x = etag_version(&v);
+        if (!x)
+            return srv_error_set(err, SRV_E_BAD_REQUEST, "If-Match",
+                                 "If-Match must be * or ETags this daemon gave (\"<version>\", "
+                                 "comma-separated)");
+        if (!first)
+            first = x;
+        if (x == now)
+            first = x;
+        while (*v == ' ' || *v == '\t')
+            v++;
+    }
+    if (!first)
         return srv_error_set(err, SRV_E_BAD_REQUEST, "If-Match",
-                             "If-Match must be one ETag this daemon gave (\"<version>\") or *");
-    *if_version = x;
+                             "If-Match must be * or ETags this daemon gave (\"<version>\", "
+                             "comma-separated)");
+    *if_version = first;
     return 0;
 }
 
@@ -55,17 +88,46 @@ void srv_etag(srv_response *resp, uint64_t version)
     srv_response_header(resp, "ETag", "\"%llu\"", (unsigned long long)version);
 }
 
-/* True when the media type list s names type before any JSON type. */
-static bool media_first(const char *s, const char *type)
+/* The quality (RFC 9110 "q", 0..1) an Accept list s gives the media type type, and the index of the
+ * entry that names it in *pos; -1 when no entry names it exactly (wildcards are not counted). */
+static double accept_q(const char *s, const char *type, int *pos)
 {
-    const char *t = strcasestr(s, type), *j = strcasestr(s, "application/json");
-    return t && (!j || t < j);
+    size_t tn = strlen(type);
+    for (int i = 0; *s; i++) {
+        size_t n = strcspn(s, ",");
+        const char *e = s;
+        while (e < s + n && (*e == ' ' || *e == '\t'))
+            e++;
+        size_t en = strcspn(e, ",; \t");
+        if (en == tn && strncasecmp(e, type, tn) == 0) {
+            double q = 1;
+            for (const char *p = e + en; p < s + n; p++) {
+                if (*p != ';')
+                    continue;
+                p++;
+                while (*p == ' ' || *p == '\t')
+                    p++;
+                if ((*p == 'q' || *p == 'Q') && p[1] == '=')
+                    q = strtod(p + 2, NULL);
+            }
+            *pos = i;
+            return q < 0 ? 0 : q;
+        }
+        s += n + (s[n] == ',');
+    }
+    return -1;
 }
 
 bool srv_wants_octet(const srv_request *req)
 {
     const char *a = srv_request_header(req, "Accept");
-    return a && media_first(a, "application/octet-stream");
+    if (!a)
+        return false;
+    /* the higher quality wins, then the earlier entry; JSON when neither is named */
+    int po = 0, pj = 0;
+    double qo = accept_q(a, "application/octet-stream", &po);
+    double qj = accept_q(a, "application/json", &pj);
+    return qo > 0 && (qo > qj || (qo == qj && po < pj));
 }
 
 bool srv_is_octet(const srv_request *req)

@@ -4,8 +4,8 @@
  *
  * ETag: a layer's version (registry.h) as a strong entity tag, "\"<version>\"", on GET and PUT of
  * a layer and of its weights. If-Match on PUT / DELETE makes the change conditional: "<version>"
- * (W/ prefix tolerated) must be the current version, "*" only asks that the layer exists; anything
- * else is a 409 (SPEC §2; HTTP's usual 412 is not used).
+ * (W/ prefix tolerated; a comma-separated list: any of them) must be the current version, "*" only
+ * asks that the layer exists; anything else is a 409 (SPEC §2; HTTP's usual 412 is not used).
  *
  * PUT /v1/layers/{name} with a safetensors body: the layer's config travels in the file's
  * __metadata__ under "config", as a JSON string (safetensors metadata values are strings), e.g.
@@ -20,7 +20,8 @@
 
 #include "http.h"
 
-/* Reads If-Match for layer name into *if_version (0 when absent; "*" gives the current version).
+/* Reads If-Match for layer name into *if_version (0 when absent; "*", or a list naming the current
+ * version, gives the current version; a list that does not, its first version).
  * Returns 0, or -1 with err: SRV_E_CONFLICT ("*" and no such layer), SRV_E_BAD_REQUEST (not an
  * entity tag attnd gave). */
 int srv_if_match(const srv_request *req, srv_registry *reg, const char *name,
@@ -29,7 +30,8 @@ int srv_if_match(const srv_request *req, srv_registry *reg, const char *name,
 /* Adds ETag: "<version>" to resp. */
 void srv_etag(srv_response *resp, uint64_t version);
 
-/* True when the request's Accept asks for application/octet-stream (and not JSON first). */
+/* True when the request's Accept asks for application/octet-stream with a higher quality than
+ * application/json (or the same, listed first). */
 bool srv_wants_octet(const srv_request *req);
 
 /* True when the request's Content-Type is application/octet-stream. */

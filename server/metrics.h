@@ -22,6 +22,7 @@
  *   attnd_forward_passes_total{kind="forward"|"trace"}  engine passes run
  *   attnd_forward_flops_total                      their FLOPs (mha_flops)
  *   attnd_layers, attnd_layers_damaged, attnd_ready, attnd_draining   gauges given at scrape time
+ *   attnd_request_body_bytes, attnd_request_body_bytes_limit        bodies held now, --max-body-memory
  * Routes are the route table's patterns ("/v1/layers/{name}/forward"), never raw paths, so the
  * number of series stays bounded whatever clients send; requests no route matched count under
  * route="unmatched".
@@ -81,6 +82,8 @@ typedef struct srv_metrics_gauges {
     bool ready;
     bool draining;
     double start_time;       /* Unix time (s)                                   */
+    int64_t body_bytes;      /* request body bytes held now (body_budget.h)     */
+    int64_t body_bytes_limit; /* --max-body-memory                              */
 } srv_metrics_gauges;
 
 /* Appends the whole exposition to out. Returns 0, or -1 when out of memory. */

@@ -51,6 +51,10 @@ static const opt_spec specs[] = {
      "of grace (0: no minimum)"},
     {"max-body-bytes", I64(max_body_bytes, 1, INT64_C(1) << 40), "BYTES",
      "largest request body (413 past it, sent before the body is read)"},
+    {"max-body-memory", I64(max_body_memory, 0, INT64_C(1) << 50), "BYTES",
+     "request bodies held at once, all connections together; a body that does not fit gets 503 + "
+     "Retry-After before it is read (0: half the memory of the machine or container, at least "
+     "--max-body-bytes)"},
     {"max-tensor-elements", I64(max_tensor_elements, 1, INT64_C(1) << 32), "N",
      "largest tensor (input, output, weights or parameter), in elements"},
     {"max-trace-elements", I64(max_trace_elements, 1, INT64_C(1) << 32), "N",
@@ -101,6 +105,7 @@ void srv_options_default(srv_options *opt)
     opt->header_timeout = 10;  /* nginx's 60, Go servers' usual 10-20: headers are a few KB  */
     opt->min_body_rate = 1024; /* Apache mod_reqtimeout's MinRate is 500                      */
     opt->max_body_bytes = INT64_C(256) << 20;       /* an L request is 30 MB of JSON */
+    opt->max_body_memory = 0;                       /* body_budget.h's default        */
     opt->max_tensor_elements = INT64_C(1) << 26;    /* 256 MiB of float32           */
     opt->max_trace_elements = INT64_C(1) << 24;     /* 64 MiB of float32            */
     opt->max_json_depth = 32;
@@ -242,6 +247,12 @@ int srv_options_parse(srv_options *opt, int argc, char **argv, srv_error *err)
         opt->blas_threads = srv_ncores();
     if (!inflight_given)
         opt->max_inflight = opt->threads;
+    if (opt->max_body_memory && opt->max_body_memory < opt->max_body_bytes)
+        return srv_error_set(err, SRV_E_BAD_REQUEST, "max-body-memory",
+                             "--max-body-memory (%lld) is less than --max-body-bytes (%lld): bodies "
+                             "between the two could never be read; raise the first or lower the "
+                             "second", (long long)opt->max_body_memory,
+                             (long long)opt->max_body_bytes);
     return healthcheck ? SRV_OPTIONS_HEALTHCHECK : SRV_OPTIONS_RUN;
 }
 

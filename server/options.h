@@ -39,6 +39,7 @@ typedef struct srv_options {
     int min_body_rate;           /* --min-body-rate, bytes/s bodies (in, out) must average  */
     /* limits on client input */
     int64_t max_body_bytes;      /* --max-body-bytes, request body (413 past it)           */
+    int64_t max_body_memory;     /* --max-body-memory, bodies held at once (503); 0 = auto */
     int64_t max_tensor_elements; /* --max-tensor-elements, per input/output/param tensor   */
     int64_t max_trace_elements;  /* --max-trace-elements, all stages of one trace (413)    */
     int max_json_depth;          /* --max-json-depth, nesting of any request body           */

@@ -3,6 +3,7 @@
  *
  * {x} in a pattern matches one non-empty path segment (handlers read it with srv_request_param).
  * A path that matches a pattern with another method is a 405 with Allow; no pattern at all, a 404.
+ * The last column lists the query arguments a /v1 route reads (others are a 400).
  */
 #include "api.h"
 #include "api_v2.h"
@@ -10,37 +11,38 @@
 #define BODY_JSON (SRV_ROUTE_BODY | SRV_ROUTE_JSON)
 
 const srv_route srv_routes[] = {
-    {"GET", "/healthz", srv_api_healthz, SRV_ROUTE_PROBE, NULL},
-    {"GET", "/readyz", srv_api_readyz, SRV_ROUTE_PROBE, NULL},
-    {"GET", "/metrics", srv_api_metrics, SRV_ROUTE_PROBE, NULL},
-    {"GET", "/openapi.yaml", srv_api_openapi, 0, NULL},
+    {"GET", "/healthz", srv_api_healthz, SRV_ROUTE_PROBE, NULL, NULL},
+    {"GET", "/readyz", srv_api_readyz, SRV_ROUTE_PROBE, NULL, NULL},
+    {"GET", "/metrics", srv_api_metrics, SRV_ROUTE_PROBE, NULL, NULL},
+    {"GET", "/openapi.yaml", srv_api_openapi, 0, NULL, NULL},
 
-    {"GET", "/v1/layers", srv_api_layers_list, 0, NULL},
-    {"GET", "/v1/layers/{name}", srv_api_layer_get, 0, NULL},
+    {"GET", "/v1/layers", srv_api_layers_list, 0, NULL, ""},
+    {"GET", "/v1/layers/{name}", srv_api_layer_get, 0, NULL, "L S N"},
     {"PUT", "/v1/layers/{name}", srv_api_layer_put,
-     BODY_JSON | SRV_ROUTE_BINARY | SRV_ROUTE_CHANGES | SRV_ROUTE_HEAVY, NULL},
-    {"DELETE", "/v1/layers/{name}", srv_api_layer_delete, SRV_ROUTE_CHANGES, NULL},
-    {"GET", "/v1/layers/{name}/weights", srv_api_weights_get, 0, NULL},
+     BODY_JSON | SRV_ROUTE_BINARY | SRV_ROUTE_CHANGES | SRV_ROUTE_HEAVY, NULL, ""},
+    {"DELETE", "/v1/layers/{name}", srv_api_layer_delete, SRV_ROUTE_CHANGES, NULL, ""},
+    {"GET", "/v1/layers/{name}/weights", srv_api_weights_get, 0, NULL, "encoding"},
     {"PUT", "/v1/layers/{name}/weights", srv_api_weights_put,
-     BODY_JSON | SRV_ROUTE_BINARY | SRV_ROUTE_CHANGES | SRV_ROUTE_HEAVY, NULL},
+     BODY_JSON | SRV_ROUTE_BINARY | SRV_ROUTE_CHANGES | SRV_ROUTE_HEAVY, NULL, ""},
     {"POST", "/v1/layers/{name}/forward", srv_api_forward,
-     BODY_JSON | SRV_ROUTE_HEAVY | SRV_ROUTE_BASE64, NULL},
+     BODY_JSON | SRV_ROUTE_HEAVY | SRV_ROUTE_BASE64, NULL, ""},
     {"POST", "/v1/layers/{name}/trace", srv_api_trace, BODY_JSON | SRV_ROUTE_HEAVY | SRV_ROUTE_BASE64,
-     NULL},
+     NULL, ""},
 
     /* Open Inference Protocol (api_v2.c): errors in the protocol's {"error": "..."} form */
-    {"GET", "/v2", srv_v2_server_metadata, 0, srv_v2_error_reply},
-    {"GET", "/v2/health/live", srv_v2_health_live, SRV_ROUTE_PROBE, srv_v2_error_reply},
-    {"GET", "/v2/health/ready", srv_v2_health_ready, SRV_ROUTE_PROBE, srv_v2_error_reply},
-    {"GET", "/v2/models/{name}", srv_v2_model_metadata, 0, srv_v2_error_reply},
-    {"GET", "/v2/models/{name}/ready", srv_v2_model_ready, 0, srv_v2_error_reply},
+    {"GET", "/v2", srv_v2_server_metadata, 0, srv_v2_error_reply, NULL},
+    {"GET", "/v2/health/live", srv_v2_health_live, SRV_ROUTE_PROBE, srv_v2_error_reply, NULL},
+    {"GET", "/v2/health/ready", srv_v2_health_ready, SRV_ROUTE_PROBE, srv_v2_error_reply, NULL},
+    {"GET", "/v2/models/{name}", srv_v2_model_metadata, 0, srv_v2_error_reply, NULL},
+    {"GET", "/v2/models/{name}/ready", srv_v2_model_ready, 0, srv_v2_error_reply, NULL},
     {"POST", "/v2/models/{name}/infer", srv_v2_infer, SRV_ROUTE_BODY | SRV_ROUTE_HEAVY,
-     srv_v2_error_reply},
-    {"GET", "/v2/models/{name}/versions/{version}", srv_v2_model_metadata, 0, srv_v2_error_reply},
+     srv_v2_error_reply, NULL},
+    {"GET", "/v2/models/{name}/versions/{version}", srv_v2_model_metadata, 0, srv_v2_error_reply,
+     NULL},
     {"GET", "/v2/models/{name}/versions/{version}/ready", srv_v2_model_ready, 0,
-     srv_v2_error_reply},
+     srv_v2_error_reply, NULL},
     {"POST", "/v2/models/{name}/versions/{version}/infer", srv_v2_infer,
-     SRV_ROUTE_BODY | SRV_ROUTE_HEAVY, srv_v2_error_reply},
+     SRV_ROUTE_BODY | SRV_ROUTE_HEAVY, srv_v2_error_reply, NULL},
 
-    {NULL, NULL, NULL, 0, NULL},
+    {NULL, NULL, NULL, 0, NULL, NULL},
 };

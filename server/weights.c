@@ -30,7 +30,7 @@ int srv_weights_from_st(mha_layer *layer, const srv_st *st, const char *field, s
             for (int j = 0; j < mha_layer_param_count(layer) && n < sizeof names; j++)
                 n += (size_t)snprintf(names + n, sizeof names - n, j ? ", %s" : "%s",
                                       mha_layer_param_info(layer, j)->name);
-            return srv_error_set(err, SRV_E_BAD_REQUEST, f,
+            return srv_error_set(err, SRV_E_UNKNOWN_FIELD, f,
                                  "the layer's config has no parameter \"%.64s\" (it has %s)",
                                  t->name, names);
         }
@@ -57,7 +57,7 @@ int srv_weights_from_st(mha_layer *layer, const srv_st *st, const char *field, s
             char want[96];
             shape_str(want, sizeof want, pi->ndim, pi->shape);
             snprintf(f, sizeof f, "%s.%s", field, pi->name);
-            return srv_error_set(err, SRV_E_BAD_REQUEST, f,
+            return srv_error_set(err, SRV_E_MISSING_FIELD, f,
                                  "parameter %s %s is missing (a layer's file holds every "
                                  "parameter of its config, under torch's state_dict names)",
                                  pi->name, want);

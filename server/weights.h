@@ -15,8 +15,8 @@
 #include "safetensors.h"
 
 /* Copies every tensor of st into layer (being built, not yet shared). field prefixes names in
- * errors ("weights"). Returns 0, or -1 with err: SRV_E_SHAPE (wrong shape), SRV_E_BAD_REQUEST
- * (missing or unknown parameter), SRV_E_BAD_VALUE (NaN/inf). */
+ * errors ("weights"). Returns 0, or -1 with err: SRV_E_SHAPE (wrong shape), SRV_E_MISSING_FIELD /
+ * SRV_E_UNKNOWN_FIELD (missing or unknown parameter, as for a JSON map), SRV_E_BAD_VALUE (NaN/inf). */
 int srv_weights_from_st(mha_layer *layer, const srv_st *st, const char *field, srv_error *err);
 
 /* Views of the layer's parameters (borrowed from it) for srv_st_write / srv_datadir_write; shapes

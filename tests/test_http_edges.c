@@ -1,0 +1,210 @@
+/*
+ * test_http_edges.c - HTTP-level edges of the /v1 API that a bad-request corpus probes and that a
+ * request.json case (tests/cases/) cannot express, because they live in headers or framing:
+ * Content-Encoding, If-Match lists, conflicting Content-Length headers, Accept qualities, and
+ * safetensors weights with unknown or missing parameters. An in-process daemon on port 0.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "http_client.h"
+#include "safetensors.h"
+
+#define LAYER "{\"config\": {\"embed_dim\": 4, \"num_heads\": 2}}"
+#define QUERY "{\"query\": [[1, 2, 3, 4]]}"
+
+static char code[64], field[128];
+
+/* Checks an error reply's status, code and field. */
+static void check_error(const char *file, int line, const hc_response *r, int want_status,
+                        const char *want_code, const char *want_field)
+{
+    check_record(r->status == want_status, file, line, "status %ld, want %d: %.300s", r->status,
+                 want_status, r->body);
+    hc_error_code(r, code, sizeof code);
+    check_record(!strcmp(code, want_code), file, line, "code '%s', want '%s'", code, want_code);
+    hc_error_field(r, field, sizeof field);
+    check_record(!strcmp(field, want_field), file, line, "field '%s', want '%s'", field,
+                 want_field);
+}
+#define CHECK_ERROR(r, st, c, f) check_error(__FILE__, __LINE__, &(r), (st), (c), (f))
+
+/* The status of method path with body and one extra header line (or NULL). */
+static long status_with(srv_daemon *d, const char *method, const char *path, const char *body,
+                        const char *header)
+{
+    const char *hs[] = {header, NULL};
+    hc_opts o = {.headers = hs};
+    hc_response r;
+    hc_request(d, method, path, NULL, body, body ? -1 : 0, header ? &o : NULL, &r);
+    long st = r.status;
+    hc_response_free(&r);
+    return st;
+}
+
+/* A compressed body is refused with 415 before it is read, naming Content-Encoding; it is not
+ * parsed as if it were JSON (which gave a misleading bad_json). */
+static void test_content_encoding(srv_daemon *d)
+{
+    const char *hs[] = {"Content-Encoding: gzip", NULL};
+    hc_opts o = {.headers = hs};
+    hc_response r;
+    hc_request(d, "POST", "/v1/layers/e/forward", NULL, QUERY, -1, &o, &r);
+    CHECK_ERROR(r, 415, "unsupported_media_type", "Content-Encoding");
+    hc_response_free(&r);
+    hc_request(d, "PUT", "/v1/layers/gz", NULL, LAYER, -1, &o, &r);
+    CHECK_ERROR(r, 415, "unsupported_media_type", "Content-Encoding");
+    hc_response_free(&r);
+    CHECK(status_with(d, "GET", "/v1/layers/gz", NULL, NULL) == 404, "the gzip PUT made no layer");
+    CHECK(status_with(d, "POST", "/v1/layers/e/forward", QUERY, "Content-Encoding: identity") ==
+              200,
+          "Content-Encoding: identity is fine");
+}
+
+/* If-Match takes a list of entity tags (RFC 9110): the change happens when any is current. */
+static void test_if_match_list(srv_daemon *d)
+{
+    hc_response r;
+    hc_request(d, "PUT", "/v1/layers/m", NULL, LAYER, -1, NULL, &r);
+    char etag[64] = "";
+    hc_header(&r, "ETag", etag, sizeof etag);
+    hc_response_free(&r);
+    unsigned long long v = strtoull(etag + 1, NULL, 10);
+    CHECK(v > 0, "ETag %s", etag);
+
+    char h[128];
+    snprintf(h, sizeof h, "If-Match: \"%llu\", \"%llu\"", v + 50, v + 60);
+    CHECK(status_with(d, "PUT", "/v1/layers/m", LAYER, h) == 409, "no tag of the list is current");
+    snprintf(h, sizeof h, "If-Match: \"%llu\", \"%llu\"", v + 50, v);
+    CHECK(status_with(d, "PUT", "/v1/layers/m", LAYER, h) == 200, "the second tag is current");
+    /* v is stale now */
+    snprintf(h, sizeof h, "If-Match: \"%llu\",W/\"%llu\"", v, v + 70);
+    CHECK(status_with(d, "DELETE", "/v1/layers/m", NULL, h) == 409, "DELETE with stale tags");
+
+    const char *bad[] = {"If-Match: \"1\" \"2\"", "If-Match: , \"1\"", "If-Match: \"1\",,\"2\"",
+                         "If-Match: abc", "If-Match: \"\""};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        const char *hs[] = {bad[i], NULL};
+        hc_opts o = {.headers = hs};
+        hc_request(d, "DELETE", "/v1/layers/m", NULL, NULL, 0, &o, &r);
+        CHECK_ERROR(r, 400, "bad_request", "If-Match");
+        hc_response_free(&r);
+    }
+    CHECK(status_with(d, "GET", "/v1/layers/m", NULL, NULL) == 200, "m is still there");
+}
+
+/* Two Content-Length headers that disagree: which frames the body is ambiguous (request
+ * smuggling), so the request is refused (RFC 9112 6.3) and the connection closed. */
+static void test_conflicting_length(srv_daemon *d)
+{
+    char out[2048];
+    const char *req = "POST /v1/layers/e/forward HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                      "Content-Type: application/json\r\nContent-Length: 2\r\n"
+                      "Content-Length: 25\r\n\r\n{\"query\": [[1, 2, 3, 4]]}";
+    int st = hc_raw(srv_daemon_port(d), req, strlen(req), 2000, out, sizeof out);
+    CHECK(st == 400 && strstr(out, "\"field\":\"Content-Length\""),
+          "two Content-Lengths: %d %.300s", st, out);
+    /* the same value twice is one length */
+    req = "POST /v1/layers/e/forward HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
+          "Content-Type: application/json\r\nContent-Length: 25\r\n"
+          "Content-Length: 25\r\n\r\n{\"query\": [[1, 2, 3, 4]]}";
+    st = hc_raw(srv_daemon_port(d), req, strlen(req), 2000, out, sizeof out);
+    CHECK(st == 200, "the same Content-Length twice: %d %.300s", st, out);
+}
+
+/* The content type of GET weights for an Accept header. */
+static void weights_type(srv_daemon *d, const char *accept, const char *want)
+{
+    char h[160], ct[128] = "";
+    snprintf(h, sizeof h, "Accept: %s", accept);
+    const char *hs[] = {h, NULL};
+    hc_opts o = {.headers = hs};
+    hc_response r;
+    hc_request(d, "GET", "/v1/layers/e/weights", NULL, NULL, 0, &o, &r);
+    hc_header(&r, "Content-Type", ct, sizeof ct);
+    CHECK(r.status == 200 && strncmp(ct, want, strlen(want)) == 0, "Accept: %s gave %ld %s",
+          accept, r.status, ct);
+    hc_response_free(&r);
+}
+
+/* Accept's qualities decide between JSON and safetensors, not only the order. */
+static void test_accept(srv_daemon *d)
+{
+    weights_type(d, "application/octet-stream", "application/octet-stream");
+    weights_type(d, "application/json", "application/json");
+    weights_type(d, "*/*", "application/json");
+    weights_type(d, "application/octet-stream, application/json", "application/octet-stream");
+    weights_type(d, "application/json, application/octet-stream", "application/json");
+    weights_type(d, "application/octet-stream;q=0.1, application/json", "application/json");
+    weights_type(d, "application/json;q=0.5, application/octet-stream", "application/octet-stream");
+    weights_type(d, "application/octet-stream; q=0", "application/json");
+    weights_type(d, "APPLICATION/OCTET-STREAM", "application/octet-stream");
+}
+
+/* A safetensors weights upload with an unknown or a missing parameter answers with the codes a
+ * JSON map gets (unknown_field, missing_field), naming the parameter. */
+static void test_safetensors_names(srv_daemon *d)
+{
+    hc_response r;
+    hc_request(d, "GET", "/v1/layers/e/weights", NULL, NULL, 0,
+               &(hc_opts){.headers = (const char *const[]){"Accept: application/octet-stream",
+                                                          NULL}},
+               &r);
+    srv_st st;
+    srv_error err = {0};
+    if (!CHECK(r.status == 200 && srv_st_parse(&st, (const uint8_t *)r.body, r.len, 1 << 20,
+                                               "e", &err) == 0,
+               "download: %ld %s", r.status, err.message)) {
+        hc_response_free(&r);
+        return;
+    }
+    srv_st_view v[MHA_MAX_PARAMS + 1];
+    for (int i = 0; i < st.n; i++)
+        v[i] = (srv_st_view){st.tensors[i].name, st.tensors[i].ndim, st.tensors[i].shape,
+                             st.tensors[i].data};
+    srv_buf b;
+    /* one too many: a parameter this config does not have */
+    v[st.n] = (srv_st_view){"bias_k", v[0].ndim, v[0].shape, v[0].data};
+    srv_buf_init(&b);
+    srv_st_write(&b, v, st.n + 1, NULL, &err);
+    hc_response up;
+    hc_request(d, "PUT", "/v1/layers/e/weights", "application/octet-stream", b.data, (long)b.len,
+               NULL, &up);
+    CHECK_ERROR(up, 400, "unknown_field", "weights.bias_k");
+    hc_response_free(&up);
+    srv_buf_free(&b);
+    /* one too few: the last parameter left out */
+    srv_buf_init(&b);
+    srv_st_write(&b, v, st.n - 1, NULL, &err);
+    hc_request(d, "PUT", "/v1/layers/e/weights", "application/octet-stream", b.data, (long)b.len,
+               NULL, &up);
+    char want[96];
+    snprintf(want, sizeof want, "weights.%s", v[st.n - 1].name);
+    CHECK_ERROR(up, 400, "missing_field", want);
+    hc_response_free(&up);
+    srv_buf_free(&b);
+    srv_st_free(&st);
+    hc_response_free(&r);
+}
+
+int main(void)
+{
+    srv_daemon *d = hc_start(NULL);
+    if (!CHECK(d, "daemon starts"))
+        return check_report();
+    hc_response r;
+    hc_request(d, "PUT", "/v1/layers/e", NULL, LAYER, -1, NULL, &r);
+    CHECK(r.status == 201, "PUT e: %ld %s", r.status, r.body);
+    hc_response_free(&r);
+
+    test_content_encoding(d);
+    test_if_match_list(d);
+    test_conflicting_length(d);
+    test_accept(d);
+    test_safetensors_names(d);
+
+    hc_stop(d);
+    return check_report();
+}
