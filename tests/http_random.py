@@ -444,7 +444,7 @@ def config_of(c):
     if c.bf_field is not None:
         cfg["batch_first"] = c.bf_field
     if r.random() < 0.3:
-        cfg["dropout"] = r.choice([0.0, 0.1, 0.5])   # accepted; eval mode never drops
+        cfg["dropout"] = r.choice([0.0, 0.1, 0.5, 1.0])   # accepted; eval mode never drops
     return cfg
 
 
