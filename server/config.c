@@ -124,9 +124,10 @@ int srv_config_from_json(mha_config *cfg, const json_t *obj, const mha_limits *l
             if (!json_is_number(v))
                 return srv_error_set(err, SRV_E_INVALID_CONFIG, path, "%s must be a number", path);
             double p = json_number_value(v);
-            if (!(p >= 0 && p < 1))
+            /* torch takes any probability, 1 included (nn.Dropout's check is 0 <= p <= 1) */
+            if (!(p >= 0 && p <= 1))
                 return srv_error_set(err, SRV_E_INVALID_CONFIG, path,
-                                     "%s must be in [0, 1), got %g (it is never applied: "
+                                     "%s must be in [0, 1], got %g (it is never applied: "
                                      "inference runs in eval mode)",
                                      path, p);
             cfg->dropout = p;

@@ -651,6 +651,14 @@ static void test_errors(srv_daemon *d)
                "{\"config\": {\"embed_dim\": 8, \"num_heads\": 2, \"bias\": 1}}", -1, NULL, &r);
     CHECK_ERROR(r, 422, "invalid_config", "config.bias");
     hc_response_free(&r);
+    /* dropout: any probability, as torch takes (never applied: eval mode) */
+    hc_request(d, "PUT", "/v1/layers/c", NULL,
+               "{\"config\": {\"embed_dim\": 8, \"num_heads\": 2, \"dropout\": 1.5}}", -1, NULL, &r);
+    CHECK_ERROR(r, 422, "invalid_config", "config.dropout");
+    hc_response_free(&r);
+    json_decref(call(d, "PUT", "/v1/layers/c",
+                     "{\"config\": {\"embed_dim\": 8, \"num_heads\": 2, \"dropout\": 1}}", 201));
+    json_decref(call(d, "DELETE", "/v1/layers/c", NULL, 204));
     hc_request(d, "PUT", "/v1/layers/c", NULL, "{\"init\": {}}", -1, NULL, &r);
     CHECK_ERROR(r, 400, "missing_field", "config");
     hc_response_free(&r);
