@@ -2,7 +2,7 @@
  * test_http_edges.c - HTTP-level edges of the /v1 API that a bad-request corpus probes and that a
  * request.json case (tests/cases/) cannot express, because they live in headers or framing:
  * Content-Encoding, If-Match lists, If-None-Match, conflicting Content-Length headers, Accept
- * qualities, and safetensors weights with unknown or missing parameters. In-process daemons on
+ * qualities, absolute-form and "*" request targets, and safetensors weights with unknown or missing parameters. In-process daemons on
  * port 0 (one in memory, one with a data dir).
  */
 #include <stdio.h>
@@ -149,6 +149,26 @@ static void test_conflicting_length(srv_daemon *d)
     CHECK(st == 200, "the same Content-Length twice: %d %.300s", st, out);
 }
 
+/* Request targets other than a plain path: the absolute form proxies send (RFC 9112 3.2.2: a
+ * server must accept it) is served as its path; OPTIONS * describes the server. */
+static void test_request_targets(srv_daemon *d)
+{
+    char out[2048];
+    const char *req = "GET http://127.0.0.1/v1/layers/e?L=3 HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                      "Connection: close\r\n\r\n";
+    int st = hc_raw(srv_daemon_port(d), req, strlen(req), 2000, out, sizeof out);
+    CHECK(st == 200 && strstr(out, "\"name\":\"e\"") && strstr(out, "\"L\":3"),
+          "absolute-form target: %d %.300s", st, out);
+    req = "GET HTTP://127.0.0.1 HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+    st = hc_raw(srv_daemon_port(d), req, strlen(req), 2000, out, sizeof out);
+    CHECK(st == 404 && strstr(out, "no such path: /\""), "absolute-form without a path: %d %.300s",
+          st, out);
+    req = "OPTIONS * HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+    st = hc_raw(srv_daemon_port(d), req, strlen(req), 2000, out, sizeof out);
+    CHECK(st == 204 && strstr(out, "Allow: GET, HEAD, PUT, POST, DELETE, OPTIONS"),
+          "OPTIONS *: %d %.300s", st, out);
+}
+
 /* The content type of GET weights for an Accept header. */
 static void weights_type(srv_daemon *d, const char *accept, const char *want)
 {
@@ -239,6 +259,7 @@ int main(void)
     test_if_none_match(d);
     test_conflicting_length(d);
     test_accept(d);
+    test_request_targets(d);
     test_safetensors_names(d);
 
     hc_stop(d);
