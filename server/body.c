@@ -95,7 +95,10 @@ json_t *srv_member_json(const srv_json_member *m, const char *field, srv_error *
 {
     json_error_t je;
     json_t *v = json_loadb(m->value, m->value_len, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &je);
-    if (!v)
+    if (!v && strstr(je.text, "too big integer")) /* valid JSON, past jansson's int64 */
+        srv_error_set(err, SRV_E_BAD_REQUEST, field, "%s holds an integer past 2^63-1: %s", field,
+                      je.text);
+    else if (!v)
         srv_error_set(err, SRV_E_BAD_JSON, field, "%s is not valid JSON: %s", field, je.text);
     return v;
 }

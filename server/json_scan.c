@@ -664,12 +664,14 @@ static int object_scan(const char *json, size_t len, const char *field, int max_
     if (p >= end || *p != '{') {
         if (p >= end)
             return bad_json(err, field, json, p, "empty, expected an object");
-        /* a valid non-object value is a type error; anything else is bad JSON */
+        /* a valid non-object value is a type error (bad_request for a member such as
+         * "weights": null; the whole body not being an object stays bad_json); anything else is
+         * bad JSON */
         srv_error probe = {0};
         const char *q = srv_json_skip_value(p, end, 0, max_depth, json, field, &probe);
         if (q && srv_json_skip_ws(q, end) == end)
-            return srv_error_set(err, SRV_E_BAD_JSON, field, "%s%sexpected a JSON object {...}", field,
-                                 *field ? ": " : "");
+            return srv_error_set(err, *field ? SRV_E_BAD_REQUEST : SRV_E_BAD_JSON, field,
+                                 "%s%sexpected a JSON object {...}", field, *field ? ": " : "");
         if (probe.code != SRV_OK)
             return srv_error_set(err, probe.code, probe.field, "%s", probe.message);
         return bad_json(err, field, json, q, "text after the value");
