@@ -258,13 +258,14 @@ out:
 /* Handlers                                                                                       */
 
 /* Saves (data dir) and publishes the new entry l (the caller's reference is taken), honouring
- * If-Match; answers 201 + Location or 200, with the ETag. */
+ * If-Match and If-None-Match; answers 201 + Location or 200, with the ETag. */
 static int publish(srv_app *app, const srv_request *req, srv_response *resp, srv_layer *l,
                    srv_error *err)
 {
     uint64_t if_version;
     bool replaced = false;
     if (srv_if_match(req, app->registry, l->name, &if_version, err) < 0 ||
+        srv_if_none_match(req, app->registry, l->name, &if_version, err) < 0 ||
         srv_persist_put(app->persist, app->registry, l, if_version, &replaced, err) < 0) {
         srv_layer_release(l);
         return -1;

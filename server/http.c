@@ -543,7 +543,9 @@ static enum MHD_Result preflight(req_ctx *c)
     srv_error err = {0};
     char allow[64] = "";
     srv_request probe = c->req;
-    if (!srv_route_match("OPTIONS", c->path, &probe, c->params, strlen(c->path) + 1, allow,
+    if (strcmp(c->path, "*") == 0) /* OPTIONS *: the server as a whole */
+        snprintf(allow, sizeof allow, "GET, HEAD, PUT, POST, DELETE");
+    else if (!srv_route_match("OPTIONS", c->path, &probe, c->params, strlen(c->path) + 1, allow,
                          sizeof allow, &err) &&
         err.code == SRV_E_NOT_FOUND)
         return queue_error(c, &err, NULL, false);
@@ -723,6 +725,22 @@ static size_t unescape_keep_nul(void *cls, struct MHD_Connection *conn, char *s)
     return (size_t)(w - s);
 }
 
+/* The path of a request target in absolute form ("http://host:8080/v1/layers", as proxies send
+ * it; RFC 9112 3.2.2 says a server must accept it): the part from the first '/' after the
+ * authority ("/" when there is none). Any other target as it is. */
+static const char *origin_form(const char *url)
+{
+    const char *p = NULL;
+    if (strncasecmp(url, "http://", 7) == 0)
+        p = url + 7;
+    else if (strncasecmp(url, "https://", 8) == 0)
+        p = url + 8;
+    if (!p)
+        return url;
+    p = strchr(p, '/');
+    return p ? p : "/";
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
                                   const char *method, const char *version,
                                   const char *upload_data, size_t *upload_data_size, void **con_cls)
@@ -734,7 +752,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         c = calloc(1, sizeof *c);
         if (!c)
             return MHD_NO;
-        c->path = strdup(url);
+        c->path = strdup(origin_form(url));
         c->params = malloc(strlen(url) + 1);
         if (!c->path || !c->params) {
             free(c->path);

@@ -83,6 +83,48 @@ int srv_if_match(const srv_request *req, srv_registry *reg, const char *name,
     return 0;
 }
 
+int srv_if_none_match(const srv_request *req, srv_registry *reg, const char *name,
+                      uint64_t *if_version, srv_error *err)
+{
+    const char *v = srv_request_header(req, "If-None-Match");
+    if (!v)
+        return 0;
+    while (*v == ' ')
+        v++;
+    srv_layer *cur = srv_registry_get(reg, name, NULL);
+    uint64_t now = cur ? cur->version : 0;
+    srv_layer_release(cur);
+    if (strcmp(v, "*") == 0 || strcmp(v, "* ") == 0) {
+        if (*if_version) /* If-Match asked for an existing layer too: both cannot hold */
+            return srv_error_set(err, SRV_E_CONFLICT, "If-None-Match",
+                                 "If-None-Match: * asks for a new layer, and If-Match for an "
+                                 "existing one");
+        *if_version = SRV_IF_ABSENT;
+        return 0;
+    }
+    /* a list of tags: the change happens unless one of them is the current version */
+    bool any = false;
+    while (*v) {
+        uint64_t x = etag_version(&v);
+        if (!x)
+            return srv_error_set(err, SRV_E_BAD_REQUEST, "If-None-Match",
+                                 "If-None-Match must be * or ETags this daemon gave "
+                                 "(\"<version>\", comma-separated)");
+        if (x == now)
+            return srv_error_set(err, SRV_E_CONFLICT, "If-None-Match",
+                                 "layer '%s' is at version %llu, which If-None-Match names", name,
+                                 (unsigned long long)now);
+        any = true;
+        while (*v == ' ' || *v == '\t')
+            v++;
+    }
+    if (!any)
+        return srv_error_set(err, SRV_E_BAD_REQUEST, "If-None-Match",
+                             "If-None-Match must be * or ETags this daemon gave (\"<version>\", "
+                             "comma-separated)");
+    return 0;
+}
+
 void srv_etag(srv_response *resp, uint64_t version)
 {
     srv_response_header(resp, "ETag", "\"%llu\"", (unsigned long long)version);

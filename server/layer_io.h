@@ -6,6 +6,7 @@
  * a layer and of its weights. If-Match on PUT / DELETE makes the change conditional: "<version>"
  * (W/ prefix tolerated; a comma-separated list: any of them) must be the current version, "*" only
  * asks that the layer exists; anything else is a 409 (SPEC §2; HTTP's usual 412 is not used).
+ * If-None-Match: * on PUT /v1/layers/{name} creates only (409 when the layer exists).
  *
  * PUT /v1/layers/{name} with a safetensors body: the layer's config travels in the file's
  * __metadata__ under "config", as a JSON string (safetensors metadata values are strings), e.g.
@@ -26,6 +27,13 @@
  * entity tag attnd gave). */
 int srv_if_match(const srv_request *req, srv_registry *reg, const char *name,
                  uint64_t *if_version, srv_error *err);
+
+/* Reads If-None-Match for a PUT of layer name, after srv_if_match: "*" (create only, never replace)
+ * sets *if_version to SRV_IF_ABSENT, which the registry checks atomically; a list of ETags is a 409
+ * at once when it names the current version. Returns 0, or -1 with err: SRV_E_CONFLICT,
+ * SRV_E_BAD_REQUEST (not * nor ETags attnd gave). */
+int srv_if_none_match(const srv_request *req, srv_registry *reg, const char *name,
+                      uint64_t *if_version, srv_error *err);
 
 /* Adds ETag: "<version>" to resp. */
 void srv_etag(srv_response *resp, uint64_t version);

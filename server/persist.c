@@ -326,8 +326,12 @@ static int check_version(srv_registry *reg, const char *name, uint64_t if_versio
     srv_layer *cur = srv_registry_get(reg, name, NULL);
     uint64_t v = cur ? cur->version : 0;
     srv_layer_release(cur);
-    if (v == if_version)
+    if (v == if_version || (if_version == SRV_IF_ABSENT && !v))
         return 0;
+    if (if_version == SRV_IF_ABSENT)
+        return srv_error_set(err, SRV_E_CONFLICT, "If-None-Match",
+                             "If-None-Match: * asks for a new layer, and layer '%s' exists (version "
+                             "%llu)", name, (unsigned long long)v);
     if (!v)
         return srv_error_set(err, SRV_E_CONFLICT, "If-Match",
                              "layer '%s' does not exist, so it cannot be at version %llu", name,

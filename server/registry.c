@@ -132,6 +132,10 @@ srv_layer *srv_registry_get(srv_registry *reg, const char *name, srv_error *err)
 static int version_conflict(srv_error *err, const char *name, uint64_t if_version,
                             const srv_layer *cur)
 {
+    if (if_version == SRV_IF_ABSENT)
+        return srv_error_set(err, SRV_E_CONFLICT, "If-None-Match",
+                             "If-None-Match: * asks for a new layer, and layer '%s' exists (version "
+                             "%llu)", name, (unsigned long long)(cur ? cur->version : 0));
     if (!cur)
         return srv_error_set(err, SRV_E_CONFLICT, "If-Match",
                              "layer '%s' does not exist, so it cannot be at version %llu", name,
@@ -162,7 +166,8 @@ int srv_registry_put_version(srv_registry *reg, srv_layer *l, uint64_t version,
     pthread_mutex_lock(&reg->lock);
     int i = find(reg, l->name);
     srv_layer *old = i >= 0 ? reg->items[i] : NULL;
-    if (if_version && (!old || old->version != if_version)) {
+    if (if_version == SRV_IF_ABSENT ? old != NULL
+                                    : if_version && (!old || old->version != if_version)) {
         rc = version_conflict(err, l->name, if_version, old);
         goto out;
     }

@@ -1,8 +1,9 @@
 /*
  * test_http_edges.c - HTTP-level edges of the /v1 API that a bad-request corpus probes and that a
  * request.json case (tests/cases/) cannot express, because they live in headers or framing:
- * Content-Encoding, If-Match lists, conflicting Content-Length headers, Accept qualities, and
- * safetensors weights with unknown or missing parameters. An in-process daemon on port 0.
+ * Content-Encoding, If-Match lists, If-None-Match, conflicting Content-Length headers, Accept
+ * qualities, absolute-form and "*" request targets, and safetensors weights with unknown or missing parameters. In-process daemons on
+ * port 0 (one in memory, one with a data dir).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +12,7 @@
 #include "check.h"
 #include "http_client.h"
 #include "safetensors.h"
+#include "tmpdir.h"
 
 #define LAYER "{\"config\": {\"embed_dim\": 4, \"num_heads\": 2}}"
 #define QUERY "{\"query\": [[1, 2, 3, 4]]}"
@@ -95,6 +97,39 @@ static void test_if_match_list(srv_daemon *d)
     CHECK(status_with(d, "GET", "/v1/layers/m", NULL, NULL) == 200, "m is still there");
 }
 
+/* If-None-Match on PUT /v1/layers/{name}: "*" creates only, never replaces (409 when the layer
+ * exists); a list of ETags refuses a replacement of a version it names. */
+static void test_if_none_match(srv_daemon *d)
+{
+    const char *star = "If-None-Match: *";
+    CHECK(status_with(d, "PUT", "/v1/layers/once", LAYER, star) == 201, "create-only creates");
+    hc_response r;
+    const char *hs[] = {star, NULL};
+    hc_opts o = {.headers = hs};
+    hc_request(d, "PUT", "/v1/layers/once", NULL, LAYER, -1, &o, &r);
+    CHECK_ERROR(r, 409, "conflict", "If-None-Match");
+    char etag[64] = "";
+    hc_response_free(&r);
+    hc_request(d, "GET", "/v1/layers/once", NULL, NULL, 0, NULL, &r);
+    hc_header(&r, "ETag", etag, sizeof etag);
+    hc_response_free(&r);
+    char h[96];
+    snprintf(h, sizeof h, "If-None-Match: \"999999\", %s", etag);
+    CHECK(status_with(d, "PUT", "/v1/layers/once", LAYER, h) == 409, "If-None-Match names it");
+    CHECK(status_with(d, "PUT", "/v1/layers/once", LAYER, "If-None-Match: \"999999\"") == 200,
+          "If-None-Match names another version");
+    const char *both[] = {star, "If-Match: *", NULL};
+    hc_opts ob = {.headers = both};
+    hc_request(d, "PUT", "/v1/layers/once", NULL, LAYER, -1, &ob, &r);
+    CHECK_ERROR(r, 409, "conflict", "If-None-Match");
+    hc_response_free(&r);
+    const char *junk[] = {"If-None-Match: junk", NULL};
+    hc_opts oj = {.headers = junk};
+    hc_request(d, "PUT", "/v1/layers/once", NULL, LAYER, -1, &oj, &r);
+    CHECK_ERROR(r, 400, "bad_request", "If-None-Match");
+    hc_response_free(&r);
+}
+
 /* Two Content-Length headers that disagree: which frames the body is ambiguous (request
  * smuggling), so the request is refused (RFC 9112 6.3) and the connection closed. */
 static void test_conflicting_length(srv_daemon *d)
@@ -112,6 +147,26 @@ static void test_conflicting_length(srv_daemon *d)
           "Content-Length: 25\r\n\r\n{\"query\": [[1, 2, 3, 4]]}";
     st = hc_raw(srv_daemon_port(d), req, strlen(req), 2000, out, sizeof out);
     CHECK(st == 200, "the same Content-Length twice: %d %.300s", st, out);
+}
+
+/* Request targets other than a plain path: the absolute form proxies send (RFC 9112 3.2.2: a
+ * server must accept it) is served as its path; OPTIONS * describes the server. */
+static void test_request_targets(srv_daemon *d)
+{
+    char out[2048];
+    const char *req = "GET http://127.0.0.1/v1/layers/e?L=3 HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                      "Connection: close\r\n\r\n";
+    int st = hc_raw(srv_daemon_port(d), req, strlen(req), 2000, out, sizeof out);
+    CHECK(st == 200 && strstr(out, "\"name\":\"e\"") && strstr(out, "\"L\":3"),
+          "absolute-form target: %d %.300s", st, out);
+    req = "GET HTTP://127.0.0.1 HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+    st = hc_raw(srv_daemon_port(d), req, strlen(req), 2000, out, sizeof out);
+    CHECK(st == 404 && strstr(out, "no such path: /\""), "absolute-form without a path: %d %.300s",
+          st, out);
+    req = "OPTIONS * HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+    st = hc_raw(srv_daemon_port(d), req, strlen(req), 2000, out, sizeof out);
+    CHECK(st == 204 && strstr(out, "Allow: GET, HEAD, PUT, POST, DELETE, OPTIONS"),
+          "OPTIONS *: %d %.300s", st, out);
 }
 
 /* The content type of GET weights for an Accept header. */
@@ -201,10 +256,26 @@ int main(void)
 
     test_content_encoding(d);
     test_if_match_list(d);
+    test_if_none_match(d);
     test_conflicting_length(d);
     test_accept(d);
+    test_request_targets(d);
     test_safetensors_names(d);
 
     hc_stop(d);
+
+    /* with a data dir, the create-only check runs before the files are written too */
+    char dir[256];
+    if (td_make(dir, sizeof dir, "edges") == 0) {
+        srv_options opt;
+        hc_options(&opt);
+        snprintf(opt.data_dir, sizeof opt.data_dir, "%s", dir);
+        d = hc_start(&opt);
+        if (CHECK(d, "daemon with a data dir starts")) {
+            test_if_none_match(d);
+            hc_stop(d);
+        }
+        td_rm_rf(dir);
+    }
     return check_report();
 }
