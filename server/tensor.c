@@ -392,7 +392,7 @@ done:
         out->count *= shape[l];
     }
     out->ndim = nd;
-    if (out->count == 0) {
+    if (out->count == 0 && !c->flat_data) { /* a flat form's "data": [] is judged by its "shape" */
         char sh[160];
         size_t k = 0;
         for (int l = 0; l < nd && k < sizeof sh; l++)
@@ -640,7 +640,7 @@ members_done:
     }
 
     if (have_data) {
-        if (have_dtype && data.dtype != dtype) {
+        if (have_dtype && data.dtype != dtype && data.count) {
             srv_error_set(c->err, SRV_E_BAD_VALUE, c->top, "%s.dtype is %s but %s.data holds %s",
                           c->field, dtype == SRV_DTYPE_BOOL ? "bool" : "float32", c->field,
                           data.dtype == SRV_DTYPE_BOOL ? "booleans" : "numbers");

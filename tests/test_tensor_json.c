@@ -167,6 +167,13 @@ static void test_flat(void)
     expect_code("{\"shape\":[1],\"data\":[1],\"base64\":\"AACAPw==\"}", &rules_float,
                 SRV_E_BAD_REQUEST, NULL);
     expect_code("{\"shape\":[0,2],\"data\":[]}", &rules_float, SRV_E_SHAPE, "empty");
+    /* an empty "data" is judged by the declared shape, which the message shows */
+    expect_code("{\"shape\":[1,0,4],\"data\":[]}", &rules_float, SRV_E_SHAPE,
+                "is empty (shape [1, 0, 4])");
+    expect_code("{\"shape\":[1,4],\"data\":[]}", &rules_float, SRV_E_SHAPE,
+                "has 0 elements but shape [1, 4] needs 4");
+    expect_code("{\"shape\":[2],\"dtype\":\"bool\",\"data\":[]}", &rules_mask, SRV_E_SHAPE,
+                "has 0 elements but shape [2] needs 2");
     expect_code("{\"shape\":[4294967296,4294967296,4294967296],\"data\":[1]}", &rules_float,
                 SRV_E_TOO_LARGE, NULL);
     expect_code("{\"shape\":[99999999999999999999999],\"data\":[1]}", &rules_float, SRV_E_TOO_LARGE,
