@@ -42,6 +42,7 @@ import socket
 import struct
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -118,8 +119,10 @@ def start_daemon(binary):
     s.bind(("127.0.0.1", 0))
     port = s.getsockname()[1]
     s.close()
+    errlog = tempfile.TemporaryFile()
     proc = subprocess.Popen([binary, "--host", "127.0.0.1", "--port", str(port), "--log-format", "off",
-                             "--threads", "2"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                             "--threads", "2"], stdout=subprocess.DEVNULL, stderr=errlog)
+    proc.errlog = errlog
     url = "http://127.0.0.1:%d" % port
     for _ in range(200):
         try:
@@ -129,7 +132,8 @@ def start_daemon(binary):
         except (urllib.error.URLError, ConnectionError, OSError):
             pass
         if proc.poll() is not None:
-            raise SystemExit("attnd exited: %s" % proc.stderr.read().decode(errors="replace"))
+            errlog.seek(0)
+            raise SystemExit("attnd exited: %s" % errlog.read().decode(errors="replace"))
         time.sleep(0.05)
     proc.kill()
     raise SystemExit("attnd did not become ready")
@@ -1145,7 +1149,13 @@ def main():
     finally:
         if proc:
             proc.terminate()
-            proc.wait(timeout=10)
+            proc.wait(timeout=30)
+            proc.errlog.seek(0)
+            log = proc.errlog.read().decode(errors="replace")
+            # a sanitizer build (--attnd build-asan/attnd) reports here; SIGTERM must end it with 0
+            if proc.returncode != 0 or "Sanitizer" in log or "runtime error" in log:
+                print("FAIL attnd exited with %d:\n%s" % (proc.returncode, log[-3000:]))
+                run.failures.append("attnd exit")
     print("seed %d: %d cases; %s; %d failures" % (
         args.seed, len(idx), ", ".join("%s %d" % kv for kv in sorted(run.counts.items())),
         len(run.failures)))
