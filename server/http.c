@@ -82,6 +82,7 @@ struct req_ctx {
     srv_predecoder pre;  /* its base64 texts, decoded as they arrive (req.predecoded points here) */
     int64_t limit;       /* --max-body-bytes                                                   */
     bool responded;      /* a response was queued                                              */
+    bool no_host;        /* an HTTP/1.1 request without Host (400, RFC 9112 3.2)               */
     bool too_large;      /* a chunked body went over the limit: the rest is read and dropped   */
     bool over_budget;    /* a chunked body grew past --max-body-memory: the same, then 503     */
     int64_t reserved;    /* bytes of the body budget (app->bodies) this request holds          */
@@ -611,6 +612,11 @@ static enum MHD_Result on_headers(req_ctx *c)
         srv_error_set(&err, SRV_E_UNAVAILABLE, "", "the daemon is shutting down; retry elsewhere");
         return queue_error(c, &err, NULL, true);
     }
+    if (c->no_host) {
+        srv_error_set(&err, SRV_E_BAD_REQUEST, "Host",
+                      "an HTTP/1.1 request needs a Host header (RFC 9112 3.2)");
+        return queue_error(c, &err, NULL, true);
+    }
     if (strcmp(c->method, "OPTIONS") == 0)
         return preflight(c);
     if (!srv_route_match(c->method, c->path, &c->req, c->params, strlen(c->path) + 1, allow,
@@ -766,6 +772,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         c->req.path = c->path;
         c->req.conn = conn;
         c->req.t_start = srv_now();
+        c->no_host = strcmp(version, MHD_HTTP_VERSION_1_1) == 0 &&
+                     !MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST);
         c->limit = d->app->opt.max_body_bytes;
         srv_buf_init(&c->body);
         *con_cls = c;

@@ -2,7 +2,7 @@
  * test_http_edges.c - HTTP-level edges of the /v1 API that a bad-request corpus probes and that a
  * request.json case (tests/cases/) cannot express, because they live in headers or framing:
  * Content-Encoding, If-Match lists, If-None-Match, conflicting Content-Length headers, Accept
- * qualities, absolute-form and "*" request targets, and safetensors weights with unknown or missing parameters. In-process daemons on
+ * qualities, request targets (absolute form, "*") and Host, and safetensors weights with unknown or missing parameters. In-process daemons on
  * port 0 (one in memory, one with a data dir).
  */
 #include <stdio.h>
@@ -163,6 +163,14 @@ static void test_request_targets(srv_daemon *d)
     st = hc_raw(srv_daemon_port(d), req, strlen(req), 2000, out, sizeof out);
     CHECK(st == 404 && strstr(out, "no such path: /\""), "absolute-form without a path: %d %.300s",
           st, out);
+    /* HTTP/1.1 without Host is malformed (RFC 9112 3.2: 400); HTTP/1.0 needs none */
+    req = "GET /healthz HTTP/1.1\r\nConnection: close\r\n\r\n";
+    st = hc_raw(srv_daemon_port(d), req, strlen(req), 2000, out, sizeof out);
+    CHECK(st == 400 && strstr(out, "\"field\":\"Host\""), "HTTP/1.1 without Host: %d %.300s", st,
+          out);
+    req = "GET /healthz HTTP/1.0\r\n\r\n";
+    st = hc_raw(srv_daemon_port(d), req, strlen(req), 2000, out, sizeof out);
+    CHECK(st == 200, "HTTP/1.0 without Host: %d %.300s", st, out);
     req = "OPTIONS * HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
     st = hc_raw(srv_daemon_port(d), req, strlen(req), 2000, out, sizeof out);
     CHECK(st == 204 && strstr(out, "Allow: GET, HEAD, PUT, POST, DELETE, OPTIONS"),
