@@ -369,6 +369,8 @@ static enum MHD_Result queue_error(req_ctx *c, const srv_error *err, const char 
 /* ---------------------------------------------------------------------------------------------- */
 /* Dispatch: the one place every request passes through once its body is complete                 */
 
+static void budget_release(req_ctx *c);
+
 static void dispatch(req_ctx *c, srv_response *resp)
 {
     srv_app *app = c->d->app;
@@ -381,6 +383,13 @@ static void dispatch(req_ctx *c, srv_response *resp)
         else
             srv_response_error(resp, &err);
     }
+    /* the reply is built and holds no pointer into the body: its memory and its share of
+     * --max-body-memory go back now, not when the client has read the reply (a client's next
+     * request must not find its last body still counted) */
+    c->req.body = "";
+    c->req.body_len = 0;
+    srv_bigbuf_free(&c->body);
+    budget_release(c);
 }
 
 /* ---------------------------------------------------------------------------------------------- */
