@@ -36,6 +36,7 @@ static const struct {
     [SRV_E_INTERNAL] = {500, "internal"},
     [SRV_E_NOMEM] = {503, "out_of_memory"},
     [SRV_E_UNAVAILABLE] = {503, "unavailable"},
+    [SRV_E_NOT_IMPLEMENTED] = {501, "not_implemented"},
 };
 
 int srv_error_status(srv_code code)

@@ -525,6 +525,15 @@ static int check_query(req_ctx *c, srv_error *err)
                          r->pattern, r->query);
 }
 
+/* Whether a Transfer-Encoding value is "chunked" (any case) as libmicrohttpd reads it, which is
+ * then the only coding of the body; libmicrohttpd drops leading blanks, not trailing ones. */
+static bool is_chunked_only(const char *te)
+{
+    while (*te == ' ' || *te == '\t')
+        te++;
+    return strcasecmp(te, "chunked") == 0;
+}
+
 /* MHD_get_connection_values callback: counts Content-Length headers whose value differs from the
  * first one's. */
 struct length_check {
@@ -645,7 +654,15 @@ static enum MHD_Result on_headers(req_ctx *c)
                                                  MHD_HTTP_HEADER_CONTENT_LENGTH);
     const char *te = MHD_lookup_connection_value(c->req.conn, MHD_HEADER_KIND,
                                                  MHD_HTTP_HEADER_TRANSFER_ENCODING);
-    bool chunked = te && strcasestr(te, "chunked");
+    if (te && !is_chunked_only(te)) {
+        /* libmicrohttpd reads only chunked bodies; with any other coding it would wait for the
+         * connection to close, and the client for a reply, until the idle timeout */
+        srv_error_set(&err, SRV_E_NOT_IMPLEMENTED, "Transfer-Encoding",
+                      "Transfer-Encoding '%.32s' is not supported; send the body chunked or with a "
+                      "Content-Length", te);
+        return queue_error(c, &err, NULL, true);
+    }
+    bool chunked = te != NULL;
     struct length_check lc = {NULL, 0};
     if (cl)
         MHD_get_connection_values(c->req.conn, MHD_HEADER_KIND, length_differs, &lc);

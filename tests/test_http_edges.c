@@ -1,9 +1,10 @@
 /*
  * test_http_edges.c - HTTP-level edges of the /v1 API that a bad-request corpus probes and that a
  * request.json case (tests/cases/) cannot express, because they live in headers or framing:
- * Content-Encoding, If-Match lists, If-None-Match, conflicting Content-Length headers, Accept
- * qualities, request targets (absolute form, "*") and Host, and safetensors weights with unknown or missing parameters. In-process daemons on
- * port 0 (one in memory, one with a data dir).
+ * Content-Encoding, Transfer-Encoding, If-Match lists, If-None-Match, conflicting Content-Length
+ * headers, Accept qualities, request targets (absolute form, "*") and Host, and safetensors
+ * weights with unknown or missing parameters. In-process daemons on port 0 (one in memory, one
+ * with a data dir).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -149,6 +150,32 @@ static void test_conflicting_length(srv_daemon *d)
     CHECK(st == 200, "the same Content-Length twice: %d %.300s", st, out);
 }
 
+/* A transfer coding other than chunked: libmicrohttpd would wait for the connection to close
+ * (the client for a reply until the idle timeout); RFC 9112 6.1 says 501, at once. */
+static void test_transfer_encoding(srv_daemon *d)
+{
+    char out[2048];
+    const char *reqs[] = {
+        "POST /v1/layers/e/forward HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: gzip, "
+        "chunked\r\nContent-Type: application/json\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+        "POST /v1/layers/e/forward HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: identity\r\n"
+        "Content-Length: 25\r\nContent-Type: application/json\r\n\r\n{\"query\": [[1, 2, 3, 4]]}",
+        "POST /v1/layers/e/forward HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked \r\n"
+        "Content-Type: application/json\r\n\r\n19\r\n{\"query\": [[1, 2, 3, 4]]}\r\n0\r\n\r\n",
+    };
+    for (size_t i = 0; i < sizeof reqs / sizeof *reqs; i++) {
+        double t0 = srv_now();
+        int st = hc_raw(srv_daemon_port(d), reqs[i], strlen(reqs[i]), 5000, out, sizeof out);
+        CHECK(st == 501 && strstr(out, "\"field\":\"Transfer-Encoding\"") && srv_now() - t0 < 4,
+              "Transfer-Encoding %zu: %d %.300s", i, st, out);
+    }
+    const char *ok = "POST /v1/layers/e/forward HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
+                     "Transfer-Encoding: Chunked\r\nContent-Type: application/json\r\n\r\n"
+                     "19\r\n{\"query\": [[1, 2, 3, 4]]}\r\n0\r\n\r\n";
+    int st = hc_raw(srv_daemon_port(d), ok, strlen(ok), 5000, out, sizeof out);
+    CHECK(st == 200, "Transfer-Encoding: Chunked: %d %.300s", st, out);
+}
+
 /* Request targets other than a plain path: the absolute form proxies send (RFC 9112 3.2.2: a
  * server must accept it) is served as its path; OPTIONS * describes the server. */
 static void test_request_targets(srv_daemon *d)
@@ -268,6 +295,7 @@ int main(void)
     test_conflicting_length(d);
     test_accept(d);
     test_request_targets(d);
+    test_transfer_encoding(d);
     test_safetensors_names(d);
 
     hc_stop(d);
