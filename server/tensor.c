@@ -519,9 +519,11 @@ static const char *parse_object_form(parse_ctx *c, const char *p, srv_tensor *ou
                      : strcmp(key, "base64") == 0 ? &have_b64
                                                   : NULL;
         if (!seen) {
-            char ex[40];
+            char ex[40], f[128];
             string_excerpt(ex, sizeof ex, kp, end);
-            srv_error_set(c->err, SRV_E_UNKNOWN_FIELD, c->top,
+            /* named like every other unknown field: "query.dtyp", as "config.batch_frist" */
+            snprintf(f, sizeof f, "%s.%s", c->top, klen == strlen(key) ? key : "?");
+            srv_error_set(c->err, SRV_E_UNKNOWN_FIELD, f,
                           "%s has an unknown field \"%s\" (a tensor object has shape, dtype and data "
                           "or base64)",
                           c->field, ex);
