@@ -702,9 +702,19 @@ static int object_scan(const char *json, size_t len, const char *field, int max_
                                      "%s%skey at byte %zu contains \\u0000", field, *field ? ": " : "",
                                      (size_t)(kstart - json));
             for (int i = 0; i < n && i < max; i++)
-                if (strcmp(out[i].key, key) == 0)
-                    return srv_error_set(err, SRV_E_BAD_JSON, field, "duplicate key \"%s\"%s%s", key,
+                if (strcmp(out[i].key, key) == 0) {
+                    char f[sizeof err->field]; /* the member given twice: "config.embed_dim" */
+                    size_t k = 0;
+                    for (const char *c = field; *c && k + 1 < sizeof f;)
+                        f[k++] = *c++;
+                    if (*field && k + 1 < sizeof f)
+                        f[k++] = '.';
+                    for (const char *c = key; *c && k + 1 < sizeof f;)
+                        f[k++] = *c++;
+                    f[k] = '\0';
+                    return srv_error_set(err, SRV_E_BAD_JSON, f, "duplicate key \"%s\"%s%s", key,
                                          *field ? " in " : "", field);
+                }
             p = srv_json_skip_ws(p, end);
             if (p >= end || *p != ':')
                 return bad_json(err, field, json, p, "expected ':' after a key");
