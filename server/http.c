@@ -2,8 +2,10 @@
  * http.c - the daemon: libmicrohttpd glue, body accumulation with limits, dispatch, replies, log.
  *
  * Life of a request (one req_ctx, created on the first callback, freed in on_completed):
- *   1. headers in: match the route (404 / 405 + Allow), check the body's framing and size against the
- *      limits (411, 413 from Content-Length, 415), reserve its Content-Length from --max-body-memory
+ *   1. headers in: check Host (400), match the route (404 / 405 + Allow) and its query arguments
+ *      (400), check the body's framing and size against the limits (501 for a transfer coding
+ *      other than chunked, 400 for Content-Lengths that disagree, 411, 413 from Content-Length,
+ *      415 for the type or a Content-Encoding), reserve its Content-Length from --max-body-memory
  *      (503 when it does not fit, body_budget.h) and answer at once when they fail, before any of
  *      the body is read (libmicrohttpd then sends no "100 Continue");
  *   2. body chunks in: appended to one buffer sized from Content-Length up front, counted against
@@ -11,7 +13,8 @@
  *   3. body complete: dispatch() runs the handler, on this thread or, for heavy routes with big bodies,
  *      on a worker while the connection is suspended (so this thread keeps serving its other
  *      connections); the response body buffer is handed to libmicrohttpd without a copy;
- *   4. on_completed: one log line, the body's share of the budget is given back, the context is freed.
+ *      once the handler has run, the body and its share of the budget are given back;
+ *   4. on_completed: one log line, the context is freed.
  * Each step also tells deadline.c the request's phase (headers in, body bytes, handled, done), so a
  * client too slow with its headers or body is cut off (--header-timeout, --min-body-rate).
  */
@@ -565,8 +568,8 @@ static enum MHD_Result preflight(req_ctx *c)
     if (strcmp(c->path, "*") == 0) /* OPTIONS *: the server as a whole */
         snprintf(allow, sizeof allow, "GET, HEAD, PUT, POST, DELETE");
     else if (!srv_route_match("OPTIONS", c->path, &probe, c->params, strlen(c->path) + 1, allow,
-                         sizeof allow, &err) &&
-        err.code == SRV_E_NOT_FOUND)
+                              sizeof allow, &err) &&
+             err.code == SRV_E_NOT_FOUND)
         return queue_error(c, &err, NULL, false);
     srv_response resp;
     response_init(&resp);
@@ -583,7 +586,6 @@ static enum MHD_Result preflight(req_ctx *c)
     return ok;
 }
 
-/* First callback of a request: route, framing and limits, before any of the body is read. */
 /* Makes c hold at least `need` bytes of the body budget (a chunked body growing; need <= c->limit).
  * Returns false when they do not fit (c->reserved unchanged). */
 static bool budget_reserve(req_ctx *c, int64_t need)
@@ -620,6 +622,7 @@ static int budget_error(req_ctx *c, srv_error *err, unsigned long long length)
                          (long long)b->limit);
 }
 
+/* First callback of a request: route, framing and limits, before any of the body is read. */
 static enum MHD_Result on_headers(req_ctx *c)
 {
     srv_app *app = c->d->app;
