@@ -439,7 +439,8 @@ int srv_api_weights_put(srv_app *app, const srv_request *req, srv_response *resp
     srv_layer *l = NULL;
     int rc = -1;
     uint64_t if_version;
-    if (srv_if_match(req, app->registry, old->name, &if_version, err) < 0)
+    if (srv_if_match(req, app->registry, old->name, &if_version, err) < 0 ||
+        srv_if_none_match(req, app->registry, old->name, &if_version, err) < 0)
         goto out;
     if (srv_is_octet(req)) { /* a safetensors file */
         l = srv_weights_from_safetensors(app, old, req->body, req->body_len, err);

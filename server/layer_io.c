@@ -99,6 +99,10 @@ int srv_if_none_match(const srv_request *req, srv_registry *reg, const char *nam
             return srv_error_set(err, SRV_E_CONFLICT, "If-None-Match",
                                  "If-None-Match: * asks for a new layer, and If-Match for an "
                                  "existing one");
+        if (now) /* refused at once; the registry checks again when it publishes */
+            return srv_error_set(err, SRV_E_CONFLICT, "If-None-Match",
+                                 "If-None-Match: * asks for a new layer, and layer '%s' exists "
+                                 "(version %llu)", name, (unsigned long long)now);
         *if_version = SRV_IF_ABSENT;
         return 0;
     }

@@ -6,6 +6,7 @@
  * weights with unknown or missing parameters. In-process daemons on port 0 (one in memory, one
  * with a data dir).
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -124,11 +125,53 @@ static void test_if_none_match(srv_daemon *d)
     hc_request(d, "PUT", "/v1/layers/once", NULL, LAYER, -1, &ob, &r);
     CHECK_ERROR(r, 409, "conflict", "If-None-Match");
     hc_response_free(&r);
+    /* the weights of an existing layer: "*" can never hold */
+    hc_request(d, "PUT", "/v1/layers/once/weights", NULL, "{}", -1, &o, &r);
+    CHECK_ERROR(r, 409, "conflict", "If-None-Match");
+    hc_response_free(&r);
     const char *junk[] = {"If-None-Match: junk", NULL};
     hc_opts oj = {.headers = junk};
     hc_request(d, "PUT", "/v1/layers/once", NULL, LAYER, -1, &oj, &r);
     CHECK_ERROR(r, 400, "bad_request", "If-None-Match");
     hc_response_free(&r);
+}
+
+/* Create-only PUTs racing for the same names: exactly one of them succeeds (201) for each name,
+ * the others get 409 (never a 200: that would be a replacement). */
+enum { RACERS = 4, RACE_NAMES = 12 };
+typedef struct racer {
+    srv_daemon *d;
+    int created[RACE_NAMES]; /* successes (2xx) this racer got, per name */
+} racer;
+
+static void *race_main(void *p)
+{
+    racer *r = p;
+    for (int k = 0; k < RACE_NAMES; k++) {
+        char path[64];
+        snprintf(path, sizeof path, "/v1/layers/race-%d", k);
+        long st = status_with(r->d, "PUT", path, LAYER, "If-None-Match: *");
+        r->created[k] = st >= 200 && st < 300;
+    }
+    return NULL;
+}
+
+static void test_if_none_match_race(srv_daemon *d)
+{
+    racer rs[RACERS];
+    pthread_t t[RACERS];
+    for (int i = 0; i < RACERS; i++) {
+        rs[i] = (racer){.d = d};
+        pthread_create(&t[i], NULL, race_main, &rs[i]);
+    }
+    for (int i = 0; i < RACERS; i++)
+        pthread_join(t[i], NULL);
+    for (int k = 0; k < RACE_NAMES; k++) {
+        int n = 0;
+        for (int i = 0; i < RACERS; i++)
+            n += rs[i].created[k];
+        CHECK(n == 1, "race-%d created %d times", k, n);
+    }
 }
 
 /* Two Content-Length headers that disagree: which frames the body is ambiguous (request
@@ -292,6 +335,7 @@ int main(void)
     test_content_encoding(d);
     test_if_match_list(d);
     test_if_none_match(d);
+    test_if_none_match_race(d);
     test_conflicting_length(d);
     test_accept(d);
     test_request_targets(d);
@@ -309,6 +353,7 @@ int main(void)
         d = hc_start(&opt);
         if (CHECK(d, "daemon with a data dir starts")) {
             test_if_none_match(d);
+            test_if_none_match_race(d);
             hc_stop(d);
         }
         td_rm_rf(dir);
