@@ -39,19 +39,62 @@ static uint64_t etag_version(const char **p)
     return x;
 }
 
+/* The value of the precondition header `header` (leading blanks skipped), or NULL when the request
+ * has none; *now gets the current version of layer `name` (0: there is none). */
+static const char *precondition(const srv_request *req, srv_registry *reg, const char *name,
+                                const char *header, uint64_t *now)
+{
+    const char *v = srv_request_header(req, header);
+    if (!v)
+        return NULL;
+    while (*v == ' ')
+        v++;
+    srv_layer *cur = srv_registry_get(reg, name, NULL);
+    *now = cur ? cur->version : 0;
+    srv_layer_release(cur);
+    return v;
+}
+
+static bool is_star(const char *v)
+{
+    return strcmp(v, "*") == 0 || strcmp(v, "* ") == 0;
+}
+
+/* Reads v as a comma-separated list of ETags (RFC 9110): *first gets the first, *found whether one
+ * of them is `now`. Returns 0, or -1 with a 400 naming header when a tag is not one this daemon
+ * gives or the list is empty. */
+static int etag_list(const char *v, uint64_t now, const char *header, uint64_t *first, bool *found,
+                     srv_error *err)
+{
+    *first = 0;
+    *found = false;
+    while (*v) {
+        uint64_t x = etag_version(&v);
+        if (!x)
+            break;
+        if (!*first)
+            *first = x;
+        *found |= x == now;
+        while (*v == ' ' || *v == '\t')
+            v++;
+    }
+    if (*v || !*first)
+        return srv_error_set(err, SRV_E_BAD_REQUEST, header,
+                             "%s must be * or ETags this daemon gave (\"<version>\", "
+                             "comma-separated)", header);
+    return 0;
+}
+
 int srv_if_match(const srv_request *req, srv_registry *reg, const char *name,
                  uint64_t *if_version, srv_error *err)
 {
     *if_version = 0;
-    const char *v = srv_request_header(req, "If-Match");
+    uint64_t now, first;
+    bool found;
+    const char *v = precondition(req, reg, name, "If-Match", &now);
     if (!v)
         return 0;
-    while (*v == ' ')
-        v++;
-    srv_layer *cur = srv_registry_get(reg, name, NULL);
-    uint64_t now = cur ? cur->version : 0;
-    srv_layer_release(cur);
-    if (strcmp(v, "*") == 0 || strcmp(v, "* ") == 0) {
+    if (is_star(v)) {
         if (!now)
             return srv_error_set(err, SRV_E_CONFLICT, "If-Match",
                                  "If-Match: * asks for an existing layer, and there is no layer "
@@ -59,42 +102,23 @@ int srv_if_match(const srv_request *req, srv_registry *reg, const char *name,
         *if_version = now;
         return 0;
     }
-    /* a list of tags (RFC 9110): the condition holds when any is the current version, and the
-     * change is then conditional on that version; else on the first (a 409 naming it) */
-    uint64_t first = 0;
-    while (*v) {
-        uint64_t x = etag_version(&v);
-        if (!x)
-            return srv_error_set(err, SRV_E_BAD_REQUEST, "If-Match",
-                                 "If-Match must be * or ETags this daemon gave (\"<version>\", "
-                                 "comma-separated)");
-        if (!first)
-            first = x;
-        if (x == now)
-            first = x;
-        while (*v == ' ' || *v == '\t')
-            v++;
-    }
-    if (!first)
-        return srv_error_set(err, SRV_E_BAD_REQUEST, "If-Match",
-                             "If-Match must be * or ETags this daemon gave (\"<version>\", "
-                             "comma-separated)");
-    *if_version = first;
+    /* the condition holds when any tag is the current version, and the change is then
+     * conditional on that version; else on the first (a 409 naming it) */
+    if (etag_list(v, now, "If-Match", &first, &found, err) < 0)
+        return -1;
+    *if_version = found ? now : first;
     return 0;
 }
 
 int srv_if_none_match(const srv_request *req, srv_registry *reg, const char *name,
                       uint64_t *if_version, srv_error *err)
 {
-    const char *v = srv_request_header(req, "If-None-Match");
+    uint64_t now, first;
+    bool found;
+    const char *v = precondition(req, reg, name, "If-None-Match", &now);
     if (!v)
         return 0;
-    while (*v == ' ')
-        v++;
-    srv_layer *cur = srv_registry_get(reg, name, NULL);
-    uint64_t now = cur ? cur->version : 0;
-    srv_layer_release(cur);
-    if (strcmp(v, "*") == 0 || strcmp(v, "* ") == 0) {
+    if (is_star(v)) {
         if (*if_version) /* If-Match asked for an existing layer too: both cannot hold */
             return srv_error_set(err, SRV_E_CONFLICT, "If-None-Match",
                                  "If-None-Match: * asks for a new layer, and If-Match for an "
@@ -106,26 +130,13 @@ int srv_if_none_match(const srv_request *req, srv_registry *reg, const char *nam
         *if_version = SRV_IF_ABSENT;
         return 0;
     }
-    /* a list of tags: the change happens unless one of them is the current version */
-    bool any = false;
-    while (*v) {
-        uint64_t x = etag_version(&v);
-        if (!x)
-            return srv_error_set(err, SRV_E_BAD_REQUEST, "If-None-Match",
-                                 "If-None-Match must be * or ETags this daemon gave "
-                                 "(\"<version>\", comma-separated)");
-        if (x == now)
-            return srv_error_set(err, SRV_E_CONFLICT, "If-None-Match",
-                                 "layer '%s' is at version %llu, which If-None-Match names", name,
-                                 (unsigned long long)now);
-        any = true;
-        while (*v == ' ' || *v == '\t')
-            v++;
-    }
-    if (!any)
-        return srv_error_set(err, SRV_E_BAD_REQUEST, "If-None-Match",
-                             "If-None-Match must be * or ETags this daemon gave (\"<version>\", "
-                             "comma-separated)");
+    /* the change happens unless one of the tags is the current version */
+    if (etag_list(v, now, "If-None-Match", &first, &found, err) < 0)
+        return -1;
+    if (found)
+        return srv_error_set(err, SRV_E_CONFLICT, "If-None-Match",
+                             "layer '%s' is at version %llu, which If-None-Match names", name,
+                             (unsigned long long)now);
     return 0;
 }
 
