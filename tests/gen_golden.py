@@ -30,7 +30,6 @@ import argparse
 import base64
 import glob
 import json
-import math
 import os
 import random
 import sys
@@ -38,6 +37,8 @@ import sys
 import numpy as np
 import torch
 import torch.nn.functional as F
+
+from torch_stages import attention_stages, head_weights
 
 # Tests compare with 2e-5 absolute + 1e-4 relative (tests/support/check.h). A golden number must sit
 # well inside that of the exact (float64) result, or a correct engine could fail on torch's round-off.
@@ -226,67 +227,14 @@ def step_by_step(spec, objs, dtype):
     """The forward pass with torch ops in torch 1.13's order, every stage kept (batch-major).
     Fully masked rows get weights 0. Returns (stages dict, output in client layout, weights or None,
     per-query-row fully-masked flags [N*H, L])."""
-    E, H, N, L, S0 = spec.E, spec.H, spec.N, spec.L, spec.S
-    hd = E // H
     sd = params(objs["mod"], dtype)
     q_in = to_seq_first(spec, objs["query"]).to(dtype)
     k_in = q_in if objs["key"] is None else to_seq_first(spec, objs["key"]).to(dtype)
     v_in = k_in if objs["value"] is None else to_seq_first(spec, objs["value"]).to(dtype)
-
-    if "in_proj_weight" in sd:
-        w_q, w_k, w_v = sd["in_proj_weight"].chunk(3)
-    else:
-        w_q, w_k, w_v = sd["q_proj_weight"], sd["k_proj_weight"], sd["v_proj_weight"]
-    b_q = b_k = b_v = None
-    if "in_proj_bias" in sd:
-        b_q, b_k, b_v = sd["in_proj_bias"].chunk(3)
-    q = F.linear(q_in, w_q, b_q)  # [L,N,E]
-    k = F.linear(k_in, w_k, b_k)  # [S0,N,E]
-    v = F.linear(v_in, w_v, b_v)
-    st = {"q_proj": q.transpose(0, 1), "k_proj": k.transpose(0, 1), "v_proj": v.transpose(0, 1)}
-
     mask = merged_mask(spec, objs["kpm"], objs["attn_mask"], dtype)
-    if spec.add_bias_kv:
-        k = torch.cat([k, sd["bias_k"].repeat(1, N, 1)])
-        v = torch.cat([v, sd["bias_v"].repeat(1, N, 1)])
-        if mask is not None:
-            mask = F.pad(mask, (0, 1))
-    q = q.contiguous().view(L, N * H, hd).transpose(0, 1)            # [N*H, L, hd]
-    k = k.contiguous().view(k.shape[0], N * H, hd).transpose(0, 1)   # [N*H, S, hd]
-    v = v.contiguous().view(v.shape[0], N * H, hd).transpose(0, 1)
-    if spec.add_zero_attn:
-        k = torch.cat([k, torch.zeros((N * H, 1, hd), dtype=dtype)], dim=1)
-        v = torch.cat([v, torch.zeros((N * H, 1, hd), dtype=dtype)], dim=1)
-        if mask is not None:
-            mask = F.pad(mask, (0, 1))
-    S = k.shape[1]
-    st["q_heads"] = q.reshape(N, H, L, hd)
-    st["k_heads"] = k.reshape(N, H, S, hd)
-    st["v_heads"] = v.reshape(N, H, S, hd)
-
-    q_scaled = q / math.sqrt(hd)
-    if mask is not None:
-        scores = torch.baddbmm(mask, q_scaled, k.transpose(-2, -1))
-    else:
-        scores = torch.bmm(q_scaled, k.transpose(-2, -1))
-    st["scores"] = scores.reshape(N, H, L, S)
-    dead = torch.isneginf(scores).all(dim=-1)                         # [N*H, L]
-    w = torch.softmax(scores, dim=-1)
-    w = torch.where(dead.unsqueeze(-1), torch.zeros((), dtype=dtype), w)
-    st["attn_weights"] = w.reshape(N, H, L, S)
-    ho = torch.bmm(w, v)                                              # [N*H, L, hd]
-    st["head_outputs"] = ho.reshape(N, H, L, hd)
-    concat = ho.transpose(0, 1).contiguous().view(L, N, E)
-    st["concat"] = concat.transpose(0, 1)
-    out = F.linear(concat, sd["out_proj.weight"], sd.get("out_proj.bias"))  # [L,N,E]
-    st["output"] = out.transpose(0, 1)
-    st = {k2: t.contiguous() for k2, t in st.items()}
-
-    weights = None
-    if spec.need_weights:
-        weights = w.view(N, H, L, S)
-        if spec.average:
-            weights = weights.sum(dim=1) / H
+    st, out, w, dead = attention_stages(q_in, k_in, v_in, sd, spec.H, mask, spec.add_bias_kv,
+                                        spec.add_zero_attn, dtype)
+    weights = head_weights(w, spec.N, spec.H, spec.average) if spec.need_weights else None
     return st, from_seq_first(spec, out), squeeze_weights(spec, weights), dead
 
 

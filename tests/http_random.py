@@ -52,6 +52,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from torch_stages import attention_stages, head_weights
+
 ATOL = 2e-5
 RTOL = 1e-4
 STAGES = ["q_proj", "k_proj", "v_proj", "q_heads", "k_heads", "v_heads", "scores", "attn_weights",
@@ -524,58 +526,15 @@ def from_seq_first(c, out):
 
 def step_by_step(c, dtype):
     """Every stage in torch 1.13's order (batch-major stages); dead rows weights 0."""
-    E, H, N, L, S0, hd = c.E, c.H, c.N, c.L, c.S0, c.hd
     sd = {k: v.to(dtype) for k, v in c.sd.items()}
     q_in = seq_first(c, c.query).to(dtype)
     k_in = q_in if c.key is None else seq_first(c, c.key).to(dtype)
     v_in = k_in if c.value is None else seq_first(c, c.value).to(dtype)
-    if "in_proj_weight" in sd:
-        wq, wk, wv = sd["in_proj_weight"].chunk(3)
-    else:
-        wq, wk, wv = sd["q_proj_weight"], sd["k_proj_weight"], sd["v_proj_weight"]
-    bq = bk = bv = None
-    if "in_proj_bias" in sd:
-        bq, bk, bv = sd["in_proj_bias"].chunk(3)
-    q, k, v = F.linear(q_in, wq, bq), F.linear(k_in, wk, bk), F.linear(v_in, wv, bv)
-    st = {"q_proj": q.transpose(0, 1), "k_proj": k.transpose(0, 1), "v_proj": v.transpose(0, 1)}
-    mask = merged_mask(c, dtype)
-    if c.bkv:
-        k = torch.cat([k, sd["bias_k"].repeat(1, N, 1)])
-        v = torch.cat([v, sd["bias_v"].repeat(1, N, 1)])
-        if mask is not None:
-            mask = F.pad(mask, (0, 1))
-    q = q.contiguous().view(L, N * H, hd).transpose(0, 1)
-    k = k.contiguous().view(k.shape[0], N * H, hd).transpose(0, 1)
-    v = v.contiguous().view(v.shape[0], N * H, hd).transpose(0, 1)
-    if c.za:
-        k = torch.cat([k, torch.zeros((N * H, 1, hd), dtype=dtype)], dim=1)
-        v = torch.cat([v, torch.zeros((N * H, 1, hd), dtype=dtype)], dim=1)
-        if mask is not None:
-            mask = F.pad(mask, (0, 1))
-    S = k.shape[1]
-    st["q_heads"] = q.reshape(N, H, L, hd)
-    st["k_heads"] = k.reshape(N, H, S, hd)
-    st["v_heads"] = v.reshape(N, H, S, hd)
-    qs = q / math.sqrt(hd)
-    scores = torch.baddbmm(mask, qs, k.transpose(-2, -1)) if mask is not None else \
-        torch.bmm(qs, k.transpose(-2, -1))
-    st["scores"] = scores.reshape(N, H, L, S)
-    dead = torch.isneginf(scores).all(dim=-1)
-    w = torch.softmax(scores, dim=-1)
-    w = torch.where(dead.unsqueeze(-1), torch.zeros((), dtype=dtype), w)
-    st["attn_weights"] = w.reshape(N, H, L, S)
-    ho = torch.bmm(w, v)
-    st["head_outputs"] = ho.reshape(N, H, L, hd)
-    concat = ho.transpose(0, 1).contiguous().view(L, N, E)
-    st["concat"] = concat.transpose(0, 1)
-    out = F.linear(concat, sd["out_proj.weight"], sd.get("out_proj.bias"))
-    st["output"] = out.transpose(0, 1)
-    st = {k2: t.contiguous() for k2, t in st.items()}
+    st, out, w, dead = attention_stages(q_in, k_in, v_in, sd, c.H, merged_mask(c, dtype), c.bkv,
+                                        c.za, dtype)
     weights = None
     if c.need_weights:
-        weights = w.view(N, H, L, S)
-        if c.average:
-            weights = weights.sum(dim=1) / H
+        weights = head_weights(w, c.N, c.H, c.average)
         if c.unbatched:
             weights = weights.squeeze(0)
     return st, from_seq_first(c, out), weights, dead
