@@ -23,21 +23,7 @@ static char code[64], field[128];
 
 #define CHECK_STATUS(r, want)                                                                     \
     CHECK((r).status == (want), "status %ld, want %d: %.300s", (r).status, (want), (r).body)
-/* Checks an error reply: status, code and (unless want_field is NULL) field. */
-static void check_error(const char *file, int line, const hc_response *r, int want_status,
-                        const char *want_code, const char *want_field)
-{
-    check_record(r->status == want_status, file, line, "status %ld, want %d: %.300s", r->status,
-                 want_status, r->body);
-    hc_error_code(r, code, sizeof code);
-    check_record(!strcmp(code, want_code), file, line, "code '%s', want '%s'", code, want_code);
-    if (want_field) {
-        hc_error_field(r, field, sizeof field);
-        check_record(!strcmp(field, want_field), file, line, "field '%s', want '%s'", field,
-                     want_field);
-    }
-}
-#define CHECK_ERROR(r, st, c, f) check_error(__FILE__, __LINE__, &(r), (st), (c), (f))
+#define CHECK_ERROR HC_CHECK_ERROR /* status, code and field of an error reply */
 
 /* One request, reply checked for status and freed; returns the parsed body (caller decrefs). */
 static json_t *call(srv_daemon *d, const char *method, const char *path, const char *body,

@@ -19,21 +19,7 @@
 #define LAYER "{\"config\": {\"embed_dim\": 4, \"num_heads\": 2}}"
 #define QUERY "{\"query\": [[1, 2, 3, 4]]}"
 
-static char code[64], field[128];
-
-/* Checks an error reply's status, code and field. */
-static void check_error(const char *file, int line, const hc_response *r, int want_status,
-                        const char *want_code, const char *want_field)
-{
-    check_record(r->status == want_status, file, line, "status %ld, want %d: %.300s", r->status,
-                 want_status, r->body);
-    hc_error_code(r, code, sizeof code);
-    check_record(!strcmp(code, want_code), file, line, "code '%s', want '%s'", code, want_code);
-    hc_error_field(r, field, sizeof field);
-    check_record(!strcmp(field, want_field), file, line, "field '%s', want '%s'", field,
-                 want_field);
-}
-#define CHECK_ERROR(r, st, c, f) check_error(__FILE__, __LINE__, &(r), (st), (c), (f))
+#define CHECK_ERROR HC_CHECK_ERROR /* status, code and field of an error reply */
 
 /* The status of method path with body and one extra header line (or NULL). */
 static long status_with(srv_daemon *d, const char *method, const char *path, const char *body,

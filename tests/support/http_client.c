@@ -3,6 +3,8 @@
  */
 #include "http_client.h"
 
+#include "check.h"
+
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -282,4 +284,19 @@ int hc_raw(int port, const char *bytes, size_t len, int timeout_ms, char *out, s
     if (sscanf(buf, "HTTP/1.%*d %d", &status) != 1)
         status = 0;
     return status;
+}
+
+void hc_check_error(const char *file, int line, const hc_response *r, int want_status,
+                    const char *want_code, const char *want_field)
+{
+    char code[64], field[128];
+    check_record(r->status == want_status, file, line, "status %ld, want %d: %.300s", r->status,
+                 want_status, r->body);
+    hc_error_code(r, code, sizeof code);
+    check_record(!strcmp(code, want_code), file, line, "code '%s', want '%s'", code, want_code);
+    if (want_field) {
+        hc_error_field(r, field, sizeof field);
+        check_record(!strcmp(field, want_field), file, line, "field '%s', want '%s'", field,
+                     want_field);
+    }
 }

@@ -67,6 +67,12 @@ json_t *hc_json(const hc_response *r);
 const char *hc_error_code(const hc_response *r, char *out, size_t size);
 const char *hc_error_field(const hc_response *r, char *out, size_t size);
 
+/* Records checks (check.h) that r is a /v1 error reply with want_status, code want_code and, unless
+ * want_field is NULL, field want_field; failures name file:line of the caller. Use HC_CHECK_ERROR. */
+void hc_check_error(const char *file, int line, const hc_response *r, int want_status,
+                    const char *want_code, const char *want_field);
+#define HC_CHECK_ERROR(r, st, c, f) hc_check_error(__FILE__, __LINE__, &(r), (st), (c), (f))
+
 /* A TCP connection to 127.0.0.1:port with Nagle off (so small writes leave at once): the socket
  * (caller closes), or -1 when it fails. */
 int hc_connect(int port);
