@@ -4,6 +4,7 @@
 #   make run        build, then serve a demo layer on 127.0.0.1:8080 (ATTND_* variables honoured)
 #   make test       build and run every test; ends with "N passed, N failed"
 #   make asan       the whole suite under AddressSanitizer + UBSan (in build-asan/)
+#   make tsan       the whole suite under ThreadSanitizer (in build-tsan/; the pool, workers, deadlines)
 #   make bench      engine and HTTP benchmarks (bench/); never part of the tests
 #   make fuzz       build the libFuzzer harnesses in build-fuzz/ (clang; fuzz/run.sh NAME SECONDS runs one)
 #   make golden     regenerate tests/golden/ from torch (needs /usr/bin/python3 with torch)
@@ -50,7 +51,7 @@ BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 DEB_PKGS  := gcc make libmicrohttpd-dev libjansson-dev libopenblas-dev libcurl4-openssl-dev curl
 DEPS_STAMP := $(BUILD)/.deps-ok
 
-.PHONY: all deps run test asan ubsan bench golden clean format fuzz test-container test-scale bench-scale
+.PHONY: all deps run test asan ubsan tsan bench golden clean format fuzz test-container test-scale bench-scale
 all: $(BUILD)/attnd
 
 deps: $(DEPS_STAMP)
@@ -99,6 +100,9 @@ asan:
 ubsan:
 	$(MAKE) BUILD=build-ubsan SAN=undefined test
 
+tsan:
+	$(MAKE) BUILD=build-tsan SAN=thread OPT=-O1 test
+
 bench: $(BUILD)/attnd $(BENCH_BIN)
 	@BUILD=$(BUILD) bench/run.sh
 
@@ -121,7 +125,7 @@ format:
 	clang-format -i lib/*.[ch] server/*.[ch] tests/*.c tests/support/*.[ch] bench/*.c
 
 clean:
-	rm -rf build build-asan build-ubsan build-fuzz
+	rm -rf build build-asan build-ubsan build-tsan build-fuzz
 
 .SECONDARY:
 
