@@ -23,7 +23,8 @@ OPT      ?= -O2
 SAN      ?=
 CFLAGS   ?= $(OPT) -g
 CFLAGS   += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wshadow -Wno-unused-parameter -pthread -MMD -MP \
-            -Ilib -Iserver -Itests/support
+            -Ilib -Iserver -Iserver/base -Iserver/codec -Iserver/http -Iserver/store -Iserver/app \
+            -Iserver/api -Iserver/cmd -Itests/support
 ifneq ($(SAN),)
 CFLAGS   += -fsanitize=$(SAN) -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 LDFLAGS  += -fsanitize=$(SAN)
@@ -36,9 +37,9 @@ GIT_REV  := $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 CFLAGS   += -DATTND_VERSION='"$(VERSION)"' -DATTND_GIT_REV='"$(GIT_REV)"'
 
 LIB_SRC   := $(wildcard lib/*.c)
-SRV_SRC   := $(filter-out server/main.c,$(wildcard server/*.c))
+SRV_SRC   := $(filter-out server/cmd/main.c,$(wildcard server/*/*.c))
 SUP_SRC   := $(wildcard tests/support/*.c)
-TEST_SRC  := $(wildcard tests/test_*.c)
+TEST_SRC  := $(wildcard tests/*/test_*.c)
 BENCH_SRC := $(wildcard bench/*.c)
 
 LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/%.o)
@@ -72,14 +73,14 @@ $(BUILD)/%.o: %.c | $(DEPS_STAMP)
 	$(CC) $(CFLAGS) -c -o $@ $<
 
 # /openapi.yaml is served from a copy built into the binary (server/openapi_embed.c uses .incbin)
-$(BUILD)/server/openapi_embed.o: openapi.yaml
+$(BUILD)/server/api/openapi_embed.o: openapi.yaml
 
 $(BUILD)/libmha.a: $(LIB_OBJ)
 	@rm -f $@ && ar rcs $@ $^
 $(BUILD)/libsrv.a: $(SRV_OBJ)
 	@rm -f $@ && ar rcs $@ $^
 
-$(BUILD)/attnd: $(BUILD)/server/main.o $(BUILD)/libsrv.a $(BUILD)/libmha.a
+$(BUILD)/attnd: $(BUILD)/server/cmd/main.o $(BUILD)/libsrv.a $(BUILD)/libmha.a
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LIBS)
 
 $(BUILD)/tests/%: $(BUILD)/tests/%.o $(SUP_OBJ) $(BUILD)/libsrv.a $(BUILD)/libmha.a
@@ -119,10 +120,10 @@ fuzz:
 	fuzz/build.sh
 
 golden:
-	/usr/bin/python3 tests/gen_golden.py
+	/usr/bin/python3 tests/torch/gen_golden.py
 
 format:
-	clang-format -i lib/*.[ch] server/*.[ch] tests/*.c tests/support/*.[ch] bench/*.c
+	clang-format -i lib/*.[ch] server/*/*.[ch] tests/*/*.[ch] bench/*.c
 
 clean:
 	rm -rf build build-asan build-ubsan build-tsan build-fuzz
