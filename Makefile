@@ -22,9 +22,9 @@ CC       ?= gcc
 OPT      ?= -O2
 SAN      ?=
 CFLAGS   ?= $(OPT) -g
-CFLAGS   += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wshadow -Wno-unused-parameter -pthread -MMD -MP \
-            -Ilib -Iserver -Iserver/base -Iserver/codec -Iserver/http -Iserver/store -Iserver/app \
-            -Iserver/api -Iserver/cmd -Itests/support
+CFLAGS   += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wshadow -Wno-unused-parameter -Werror=implicit-function-declaration \
+            -pthread -MMD -MP \
+            -Ilib -Iserver -Itests/support
 ifneq ($(SAN),)
 CFLAGS   += -fsanitize=$(SAN) -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 LDFLAGS  += -fsanitize=$(SAN)

@@ -19,8 +19,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "codec/float_format.h"
 #include "float_format_ref.h"
-#include "tensor.h"
 
 static double now(void)
 {

@@ -14,7 +14,7 @@ if ! command -v "$CC" >/dev/null 2>&1; then
 fi
 OUT=build-fuzz
 SAN=(-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer)
-CFLAGS=(-O1 -g -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -pthread -Ilib -Iserver -Iserver/base -Iserver/codec -Iserver/http -Iserver/store -Iserver/app -Iserver/api -Iserver/cmd
+CFLAGS=(-O1 -g -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -pthread -Ilib -Iserver
         '-DATTND_VERSION="fuzz"' '-DATTND_GIT_REV="fuzz"')
 mkdir -p "$OUT/lib" "$OUT/fuzz" $(for d in server/*/; do echo "$OUT/${d%/}"; done)
 

@@ -4,26 +4,30 @@
 #ifndef ATTND_API_H
 #define ATTND_API_H
 
-#include "http.h"
+#include "app/app.h"
+#include "http/http.h"
+
+/* routes.c: every route the daemon serves, ended by an entry with method NULL */
+extern const srv_route srv_routes[];
 
 /* api_health.c */
-int srv_api_healthz(srv_app *app, const srv_request *req, srv_response *resp, srv_error *err);
-int srv_api_readyz(srv_app *app, const srv_request *req, srv_response *resp, srv_error *err);
-int srv_api_openapi(srv_app *app, const srv_request *req, srv_response *resp, srv_error *err);
+int srv_api_healthz(void *ctx, const srv_request *req, srv_response *resp, srv_error *err);
+int srv_api_readyz(void *ctx, const srv_request *req, srv_response *resp, srv_error *err);
+int srv_api_openapi(void *ctx, const srv_request *req, srv_response *resp, srv_error *err);
 
 /* api_metrics.c */
-int srv_api_metrics(srv_app *app, const srv_request *req, srv_response *resp, srv_error *err);
+int srv_api_metrics(void *ctx, const srv_request *req, srv_response *resp, srv_error *err);
 
 /* api_layers.c */
-int srv_api_layers_list(srv_app *app, const srv_request *req, srv_response *resp, srv_error *err);
-int srv_api_layer_put(srv_app *app, const srv_request *req, srv_response *resp, srv_error *err);
-int srv_api_layer_get(srv_app *app, const srv_request *req, srv_response *resp, srv_error *err);
-int srv_api_layer_delete(srv_app *app, const srv_request *req, srv_response *resp, srv_error *err);
-int srv_api_weights_get(srv_app *app, const srv_request *req, srv_response *resp, srv_error *err);
-int srv_api_weights_put(srv_app *app, const srv_request *req, srv_response *resp, srv_error *err);
+int srv_api_layers_list(void *ctx, const srv_request *req, srv_response *resp, srv_error *err);
+int srv_api_layer_put(void *ctx, const srv_request *req, srv_response *resp, srv_error *err);
+int srv_api_layer_get(void *ctx, const srv_request *req, srv_response *resp, srv_error *err);
+int srv_api_layer_delete(void *ctx, const srv_request *req, srv_response *resp, srv_error *err);
+int srv_api_weights_get(void *ctx, const srv_request *req, srv_response *resp, srv_error *err);
+int srv_api_weights_put(void *ctx, const srv_request *req, srv_response *resp, srv_error *err);
 
 /* api_forward.c */
-int srv_api_forward(srv_app *app, const srv_request *req, srv_response *resp, srv_error *err);
-int srv_api_trace(srv_app *app, const srv_request *req, srv_response *resp, srv_error *err);
+int srv_api_forward(void *ctx, const srv_request *req, srv_response *resp, srv_error *err);
+int srv_api_trace(void *ctx, const srv_request *req, srv_response *resp, srv_error *err);
 
 #endif

@@ -10,7 +10,8 @@
 #include <string.h>
 
 #include "api.h"
-#include "bigbuf.h"
+#include "base/bigbuf.h"
+#include "base/sysinfo.h"
 #include "body.h"
 #include "forward.h"
 
@@ -229,12 +230,14 @@ out:
     return rc;
 }
 
-int srv_api_forward(srv_app *app, const srv_request *req, srv_response *resp, srv_error *err)
+int srv_api_forward(void *ctx, const srv_request *req, srv_response *resp, srv_error *err)
 {
+    srv_app *app = ctx;
     return run(app, req, resp, false, err);
 }
 
-int srv_api_trace(srv_app *app, const srv_request *req, srv_response *resp, srv_error *err)
+int srv_api_trace(void *ctx, const srv_request *req, srv_response *resp, srv_error *err)
 {
+    srv_app *app = ctx;
     return run(app, req, resp, true, err);
 }

@@ -4,20 +4,23 @@
 #include <string.h>
 
 #include "api.h"
+#include "base/sysinfo.h"
 
 /* openapi_embed.c: the repository's openapi.yaml, built into the binary */
 extern const char srv_openapi_yaml[];
 extern const char srv_openapi_yaml_end[];
 
-int srv_api_healthz(srv_app *app, const srv_request *req, srv_response *resp, srv_error *err)
+int srv_api_healthz(void *ctx, const srv_request *req, srv_response *resp, srv_error *err)
 {
+    srv_app *app = ctx;
     srv_buf_printf(&resp->body, "{\"status\":\"ok\",\"version\":\"%s\",\"uptime_s\":%.3f}\n",
                    ATTND_VERSION, srv_now() - app->started);
     return 0;
 }
 
-int srv_api_readyz(srv_app *app, const srv_request *req, srv_response *resp, srv_error *err)
+int srv_api_readyz(void *ctx, const srv_request *req, srv_response *resp, srv_error *err)
 {
+    srv_app *app = ctx;
     bool ready = __atomic_load_n(&app->ready, __ATOMIC_ACQUIRE);
     bool draining = __atomic_load_n(&app->draining, __ATOMIC_ACQUIRE);
     int layers = srv_registry_count(app->registry);
@@ -39,7 +42,7 @@ int srv_api_readyz(srv_app *app, const srv_request *req, srv_response *resp, srv
     return 0;
 }
 
-int srv_api_openapi(srv_app *app, const srv_request *req, srv_response *resp, srv_error *err)
+int srv_api_openapi(void *ctx, const srv_request *req, srv_response *resp, srv_error *err)
 {
     resp->content_type = "application/yaml";
     return srv_buf_append(&resp->body, srv_openapi_yaml,

@@ -16,8 +16,8 @@
 
 #include "api.h"
 #include "body.h"
-#include "config.h"
 #include "layer_io.h"
+#include "store/config.h"
 
 /* Hands a JSON document to the response (status set). */
 static int reply_json(srv_response *resp, json_t *doc, int status, srv_error *err)
@@ -278,8 +278,9 @@ static int publish(srv_app *app, const srv_request *req, srv_response *resp, srv
     return rc;
 }
 
-int srv_api_layers_list(srv_app *app, const srv_request *req, srv_response *resp, srv_error *err)
+int srv_api_layers_list(void *ctx, const srv_request *req, srv_response *resp, srv_error *err)
 {
+    srv_app *app = ctx;
     srv_layer **list;
     int n = srv_registry_list(app->registry, &list);
     if (n < 0)
@@ -353,8 +354,9 @@ static srv_layer *layer_from_json(srv_app *app, const char *name, const srv_json
     return l;
 }
 
-int srv_api_layer_put(srv_app *app, const srv_request *req, srv_response *resp, srv_error *err)
+int srv_api_layer_put(void *ctx, const srv_request *req, srv_response *resp, srv_error *err)
 {
+    srv_app *app = ctx;
     const char *name = srv_request_param(req, "name");
     if (!srv_layer_name_valid(name, err))
         return -1;
@@ -373,8 +375,9 @@ int srv_api_layer_put(srv_app *app, const srv_request *req, srv_response *resp, 
     return publish(app, req, resp, l, err);
 }
 
-int srv_api_layer_get(srv_app *app, const srv_request *req, srv_response *resp, srv_error *err)
+int srv_api_layer_get(void *ctx, const srv_request *req, srv_response *resp, srv_error *err)
 {
+    srv_app *app = ctx;
     srv_layer *l = srv_registry_get(app->registry, srv_request_param(req, "name"), err);
     if (!l)
         return -1;
@@ -386,8 +389,9 @@ int srv_api_layer_get(srv_app *app, const srv_request *req, srv_response *resp, 
     return reply_json(resp, doc, 200, err);
 }
 
-int srv_api_layer_delete(srv_app *app, const srv_request *req, srv_response *resp, srv_error *err)
+int srv_api_layer_delete(void *ctx, const srv_request *req, srv_response *resp, srv_error *err)
 {
+    srv_app *app = ctx;
     const char *name = srv_request_param(req, "name");
     uint64_t if_version;
     if (srv_if_match(req, app->registry, name, &if_version, err) < 0 ||
@@ -397,8 +401,9 @@ int srv_api_layer_delete(srv_app *app, const srv_request *req, srv_response *res
     return 0;
 }
 
-int srv_api_weights_get(srv_app *app, const srv_request *req, srv_response *resp, srv_error *err)
+int srv_api_weights_get(void *ctx, const srv_request *req, srv_response *resp, srv_error *err)
 {
+    srv_app *app = ctx;
     srv_encoding enc = SRV_ENC_NESTED;
     const char *e = srv_request_query(req, "encoding");
     if (e && srv_encoding_parse(e, &enc) < 0)
@@ -430,8 +435,9 @@ int srv_api_weights_get(srv_app *app, const srv_request *req, srv_response *resp
     return 0;
 }
 
-int srv_api_weights_put(srv_app *app, const srv_request *req, srv_response *resp, srv_error *err)
+int srv_api_weights_put(void *ctx, const srv_request *req, srv_response *resp, srv_error *err)
 {
+    srv_app *app = ctx;
     srv_layer *old = srv_registry_get(app->registry, srv_request_param(req, "name"), err);
     if (!old)
         return -1;

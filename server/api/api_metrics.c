@@ -3,8 +3,9 @@
  */
 #include "api.h"
 
-int srv_api_metrics(srv_app *app, const srv_request *req, srv_response *resp, srv_error *err)
+int srv_api_metrics(void *ctx, const srv_request *req, srv_response *resp, srv_error *err)
 {
+    srv_app *app = ctx;
     srv_metrics_gauges g = {
         .layers = srv_registry_count(app->registry),
         .layers_damaged = srv_persist_damaged_count(app->persist),

@@ -11,9 +11,9 @@
 #include <string.h>
 #include <strings.h>
 
+#include "codec/v2_codec.h"
 #include "forward.h"
-#include "registry.h"
-#include "v2_codec.h"
+#include "store/registry.h"
 
 #ifndef ATTND_VERSION
 #define ATTND_VERSION "0.0.0"
@@ -29,7 +29,7 @@ void srv_v2_error_reply(srv_response *resp, const srv_error *err)
         srv_response_header(resp, "Retry-After", "1");
 }
 
-int srv_v2_server_metadata(srv_app *app, const srv_request *req, srv_response *resp, srv_error *err)
+int srv_v2_server_metadata(void *ctx, const srv_request *req, srv_response *resp, srv_error *err)
 {
     srv_buf_puts(&resp->body, "{\"name\":\"attnd\",\"version\":");
     srv_buf_json_string(&resp->body, ATTND_VERSION);
@@ -37,14 +37,15 @@ int srv_v2_server_metadata(srv_app *app, const srv_request *req, srv_response *r
     return 0;
 }
 
-int srv_v2_health_live(srv_app *app, const srv_request *req, srv_response *resp, srv_error *err)
+int srv_v2_health_live(void *ctx, const srv_request *req, srv_response *resp, srv_error *err)
 {
     srv_buf_puts(&resp->body, "{\"live\":true}");
     return 0;
 }
 
-int srv_v2_health_ready(srv_app *app, const srv_request *req, srv_response *resp, srv_error *err)
+int srv_v2_health_ready(void *ctx, const srv_request *req, srv_response *resp, srv_error *err)
 {
+    srv_app *app = ctx;
     if (!__atomic_load_n(&app->ready, __ATOMIC_ACQUIRE) ||
         __atomic_load_n(&app->draining, __ATOMIC_ACQUIRE))
         return srv_error_set(err, SRV_E_UNAVAILABLE, "", "not ready: the server is %s",
@@ -77,8 +78,9 @@ static srv_layer *v2_model(srv_app *app, const srv_request *req, char version[24
     return l;
 }
 
-int srv_v2_model_metadata(srv_app *app, const srv_request *req, srv_response *resp, srv_error *err)
+int srv_v2_model_metadata(void *ctx, const srv_request *req, srv_response *resp, srv_error *err)
 {
+    srv_app *app = ctx;
     char version[24];
     srv_layer *l = v2_model(app, req, version, err);
     if (!l)
@@ -88,8 +90,9 @@ int srv_v2_model_metadata(srv_app *app, const srv_request *req, srv_response *re
     return 0;
 }
 
-int srv_v2_model_ready(srv_app *app, const srv_request *req, srv_response *resp, srv_error *err)
+int srv_v2_model_ready(void *ctx, const srv_request *req, srv_response *resp, srv_error *err)
 {
+    srv_app *app = ctx;
     char version[24];
     srv_layer *l = v2_model(app, req, version, err);
     if (!l)
@@ -125,8 +128,9 @@ static void v2_forward_args(srv_forward_args *a, const srv_v2_request *vr)
     a->average_attn_weights = vr->average_attn_weights;
 }
 
-int srv_v2_infer(srv_app *app, const srv_request *req, srv_response *resp, srv_error *err)
+int srv_v2_infer(void *ctx, const srv_request *req, srv_response *resp, srv_error *err)
 {
+    srv_app *app = ctx;
     char version[24];
     srv_layer *l = v2_model(app, req, version, err);
     if (!l)

@@ -14,16 +14,16 @@
 #ifndef ATTND_API_V2_H
 #define ATTND_API_V2_H
 
-#include "http.h"
+#include "http/http.h"
 
-int srv_v2_server_metadata(srv_app *app, const srv_request *req, srv_response *resp,
+int srv_v2_server_metadata(void *ctx, const srv_request *req, srv_response *resp,
                            srv_error *err);
-int srv_v2_health_live(srv_app *app, const srv_request *req, srv_response *resp, srv_error *err);
-int srv_v2_health_ready(srv_app *app, const srv_request *req, srv_response *resp, srv_error *err);
+int srv_v2_health_live(void *ctx, const srv_request *req, srv_response *resp, srv_error *err);
+int srv_v2_health_ready(void *ctx, const srv_request *req, srv_response *resp, srv_error *err);
 /* {name} and the optional {version} come from the route's placeholders. */
-int srv_v2_model_metadata(srv_app *app, const srv_request *req, srv_response *resp, srv_error *err);
-int srv_v2_model_ready(srv_app *app, const srv_request *req, srv_response *resp, srv_error *err);
-int srv_v2_infer(srv_app *app, const srv_request *req, srv_response *resp, srv_error *err);
+int srv_v2_model_metadata(void *ctx, const srv_request *req, srv_response *resp, srv_error *err);
+int srv_v2_model_ready(void *ctx, const srv_request *req, srv_response *resp, srv_error *err);
+int srv_v2_infer(void *ctx, const srv_request *req, srv_response *resp, srv_error *err);
 
 /* The route table's error writer for /v2: the status for err->code and {"error": "..."}
  * (Retry-After: 1 with a 503). */

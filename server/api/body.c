@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "predecode.h"
+#include "codec/predecode.h"
 
 /* The member's value without surrounding white space. */
 static void trimmed(const srv_json_member *m, const char **p, size_t *n)
@@ -55,7 +55,7 @@ int srv_body_scan(const srv_app *app, const char *json, size_t len, const char *
 static const char *predecoded_close(void *cls, const char *open_quote)
 {
     const srv_request *req = cls;
-    return srv_predecoder_close(req->predecoded, req->body, open_quote);
+    return srv_predecoder_close(req->stream, req->body, open_quote);
 }
 
 int srv_body_scan_request(const srv_app *app, const srv_request *req,
@@ -63,7 +63,7 @@ int srv_body_scan_request(const srv_app *app, const srv_request *req,
 {
     srv_json_plain plain = {predecoded_close, (void *)req};
     return scan_body(app, req->body, req->body_len, "", tensor_keys,
-                     req->predecoded ? &plain : NULL, out, err);
+                     req->stream ? &plain : NULL, out, err);
 }
 
 int srv_body_recheck(const srv_app *app, const char *json, size_t len, srv_error *err)
@@ -134,7 +134,7 @@ int srv_member_tensor(srv_tensor *out, const srv_json_member *m, const char *fie
         .max_elements = app->opt.max_tensor_elements,
         .max_depth = app->opt.max_json_depth < SRV_TENSOR_MAX_DIMS ? app->opt.max_json_depth
                                                                   : SRV_TENSOR_MAX_DIMS,
-        .predecoded = req ? req->predecoded : NULL,
+        .predecoded = req ? req->stream : NULL,
         .body = req ? req->body : NULL,
     };
     return srv_tensor_parse(out, m->value, m->value_len, &rules, err);

@@ -14,11 +14,11 @@
 
 #include <jansson.h>
 
-#include "app.h"
-#include "error.h"
-#include "http.h"
-#include "json_scan.h"
-#include "tensor.h"
+#include "app/app.h"
+#include "base/error.h"
+#include "codec/json_scan.h"
+#include "codec/tensor.h"
+#include "http/http.h"
 
 #define SRV_BODY_MAX_MEMBERS 32
 

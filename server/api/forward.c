@@ -10,7 +10,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "bigbuf.h"
+#include "base/bigbuf.h"
+#include "codec/float_parse.h"
 
 /* Passes below this many FLOPs (about a millisecond of one core) run on the calling thread alone. */
 #define POOL_MIN_FLOPS 2e7

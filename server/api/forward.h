@@ -11,11 +11,11 @@
 
 #include <stdbool.h>
 
-#include "app.h"
-#include "error.h"
+#include "app/app.h"
+#include "base/error.h"
+#include "codec/tensor.h"
 #include "mha.h"
-#include "registry.h"
-#include "tensor.h"
+#include "store/registry.h"
 
 typedef struct srv_forward_args {
     srv_tensor query;            /* float32 [N,L,E] / [L,N,E] !! batch_first / [L,E]       */

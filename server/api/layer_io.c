@@ -8,9 +8,9 @@
 #include <string.h>
 #include <strings.h>
 
-#include "persist.h"
-#include "safetensors.h"
-#include "weights.h"
+#include "codec/safetensors.h"
+#include "store/persist.h"
+#include "store/weights.h"
 
 /* Parses one entity tag of an If-Match list at *p ("7", W/"7" or 7, blanks around), moving *p past
  * it and its comma. Returns the version, or 0 when it is not one attnd gives. */

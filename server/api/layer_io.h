@@ -19,7 +19,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "http.h"
+#include "app/app.h"
+#include "http/http.h"
+#include "store/registry.h"
 
 /* Reads If-Match for layer name into *if_version (0 when absent; "*", or a list naming the current
  * version, gives the current version; a list that does not, its first version).

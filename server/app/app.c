@@ -7,42 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
-#include "http.h"
-#include "log.h"
+#include "base/log.h"
+#include "base/sysinfo.h"
+#include "store/config.h"
 
-int srv_error_from_mha(srv_error *err, const mha_error *e, const char *prefix)
-{
-    srv_code code;
-    switch (e->status) {
-    case MHA_ERR_CONFIG:
-        code = SRV_E_INVALID_CONFIG;
-        break;
-    case MHA_ERR_SHAPE:
-        code = SRV_E_SHAPE;
-        break;
-    case MHA_ERR_VALUE:
-        code = SRV_E_BAD_VALUE;
-        break;
-    case MHA_ERR_PARAM:
-        code = SRV_E_UNKNOWN_FIELD;
-        break;
-    case MHA_ERR_LIMIT:
-        code = SRV_E_TOO_LARGE;
-        break;
-    case MHA_ERR_NOMEM:
-        code = SRV_E_NOMEM;
-        break;
-    default:
-        code = SRV_E_INTERNAL;
-        break;
-    }
-    char field[sizeof err->field];
-    snprintf(field, sizeof field, "%s%s", e->field[0] ? prefix : "", e->field);
-    return srv_error_set(err, code, field, "%s", e->message[0] ? e->message : mha_status_name(e->status));
-}
-
-srv_app *srv_app_create(const srv_options *opt, srv_error *err)
+srv_app *srv_app_create(const srv_options *opt, const srv_route *routes, srv_error *err)
 {
     srv_app *app = calloc(1, sizeof *app);
     if (!app) {
@@ -86,9 +55,9 @@ srv_app *srv_app_create(const srv_options *opt, srv_error *err)
     /* metrics are labelled with the route table's patterns */
     const char *methods[SRV_METRICS_MAX_ROUTES], *patterns[SRV_METRICS_MAX_ROUTES];
     int nroutes = 0;
-    for (; srv_routes[nroutes].method && nroutes < SRV_METRICS_MAX_ROUTES; nroutes++) {
-        methods[nroutes] = srv_routes[nroutes].method;
-        patterns[nroutes] = srv_routes[nroutes].pattern;
+    for (; routes && routes[nroutes].method && nroutes < SRV_METRICS_MAX_ROUTES; nroutes++) {
+        methods[nroutes] = routes[nroutes].method;
+        patterns[nroutes] = routes[nroutes].pattern;
     }
     app->metrics = srv_metrics_create(nroutes, methods, patterns);
     if (!app->metrics) {

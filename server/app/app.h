@@ -1,9 +1,10 @@
 /*
  * app.h - the state one daemon shares between its request handlers.
  *
- * An srv_app is created from the options before the HTTP side starts and freed after it stopped.
- * Handlers get it as their first argument. Issues that add state (data dir, metrics, auth, watch)
- * add a field here and set it up in srv_app_create.
+ * An srv_app is created from the options before the HTTP side starts and freed after it stopped
+ * (api/daemon.c). Handlers get it as their first argument (the HTTP server's ctx). State the
+ * daemon adds (a cache, a counter, a setting derived at start) goes here as a field set up in
+ * srv_app_create.
  */
 #ifndef ATTND_APP_H
 #define ATTND_APP_H
@@ -13,14 +14,15 @@
 #include <stdint.h>
 
 #include "auth.h"
-#include "body_budget.h"
-#include "error.h"
+#include "base/error.h"
+#include "http/body_budget.h"
+#include "http/http.h"
 #include "metrics.h"
 #include "mha.h"
 #include "options.h"
-#include "persist.h"
-#include "registry.h"
-#include "watch.h"
+#include "store/persist.h"
+#include "store/registry.h"
+#include "store/watch.h"
 
 typedef struct srv_app {
     srv_options opt;          /* copy of the options the daemon started with                 */
@@ -45,18 +47,12 @@ typedef struct srv_app {
 } srv_app;
 
 /* Creates the shared state: registry, engine pool (opt->blas_threads threads), limits; sets
- * BLAS to one thread (the pool parallelises); API key, metrics; loads the data dir's layers (a
+ * BLAS to one thread (the pool parallelises); API key, metrics (labelled with the patterns of
+ * routes, a table ended by method NULL; may be NULL); loads the data dir's layers (a
  * data dir that cannot be used, or a bad key file, is an error). With opt->demo, adds the layer
  * "demo" (in memory only, unless the data dir holds one). ready is left
  * false: the daemon sets it once it listens. NULL with err filled on failure. */
-srv_app *srv_app_create(const srv_options *opt, srv_error *err);
+srv_app *srv_app_create(const srv_options *opt, const srv_route *routes, srv_error *err);
 void srv_app_free(srv_app *app); /* accepts NULL */
-
-/* Turns an engine error into a daemon error (config -> 422, shape -> 400, limit -> 413, ...);
- * returns -1. `prefix` is put before the engine's field name ("config." or "weights."), may be "". */
-int srv_error_from_mha(srv_error *err, const mha_error *e, const char *prefix);
-
-/* Unix time now, in seconds. */
-double srv_now(void);
 
 #endif

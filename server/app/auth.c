@@ -1,5 +1,5 @@
 /*
- * auth.c - API key, read-only mode and CORS origin matching (see auth.h).
+ * auth.c - API key and read-only mode (see auth.h).
  */
 #include "auth.h"
 
@@ -81,25 +81,4 @@ int srv_auth_check(const srv_auth *a, bool changes, bool probe, const char *auth
     if (!srv_auth_equal(given, len, a->key, a->key_len))
         return srv_error_set(err, SRV_E_UNAUTHORIZED, "", "the API key is not the right one");
     return 0;
-}
-
-const char *srv_cors_allow_origin(const char *configured, const char *origin)
-{
-    if (!configured || !configured[0])
-        return NULL;
-    if (strcmp(configured, "*") == 0)
-        return configured;
-    if (!origin || !origin[0])
-        return NULL;
-    size_t olen = strlen(origin);
-    const char *p = configured;
-    while (*p) {
-        while (*p == ' ' || *p == ',')
-            p++;
-        size_t n = strcspn(p, ", ");
-        if (n == olen && n > 0 && strncmp(p, origin, n) == 0)
-            return origin;
-        p += n;
-    }
-    return NULL;
 }

@@ -1,6 +1,6 @@
 /*
  * auth.h - who may change what: the API key (--api-key-file / ATTND_API_KEY), --auth-reads and
- * --read-only, and CORS origins (--cors-origin).
+ * --read-only.
  *
  * With a key set, a request that changes state (a route flagged SRV_ROUTE_CHANGES) must carry
  * `Authorization: Bearer <key>`; with guard_reads every request must, except the probes and
@@ -14,7 +14,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "error.h"
+#include "base/error.h"
 
 #define SRV_API_KEY_MAX 256
 
@@ -42,20 +42,5 @@ int srv_auth_check(const srv_auth *a, bool changes, bool probe, const char *auth
 /* Constant-time equality of given[0..given_len) and key[0..key_len): the running time depends
  * only on key_len. */
 bool srv_auth_equal(const char *given, size_t given_len, const char *key, size_t key_len);
-
-/* CORS: the Access-Control-Allow-Origin value for a request from origin (its Origin header, may
- * be NULL) when configured is the --cors-origin value: "*" allows every origin (answer "*"); else a
- * comma-separated list of exact origins ("https://a.example, http://localhost:3000"), and the
- * request's origin is echoed when listed (the reply must then carry Vary: Origin). NULL when no
- * CORS header is due. The result is configured's "*" or origin (borrowed). */
-const char *srv_cors_allow_origin(const char *configured, const char *origin);
-
-/* What a preflight (OPTIONS) reply allows. */
-#define SRV_CORS_ALLOW_METHODS "GET, HEAD, PUT, POST, DELETE, OPTIONS"
-#define SRV_CORS_ALLOW_HEADERS \
-    "Authorization, Content-Type, Accept, If-Match, Inference-Header-Content-Length"
-#define SRV_CORS_EXPOSE_HEADERS \
-    "ETag, Retry-After, Inference-Header-Content-Length, Location, Server-Timing"
-#define SRV_CORS_MAX_AGE 600
 
 #endif

@@ -115,7 +115,7 @@ void srv_metrics_connection(srv_metrics *m, int delta)
         atomic_fetch_add_explicit(&m->connections, delta, memory_order_relaxed);
 }
 
-void srv_metrics_connection_cut(srv_metrics *m, srv_metrics_cut reason)
+void srv_metrics_connection_cut(srv_metrics *m, srv_cut_reason reason)
 {
     if (m && reason >= 0 && reason < SRV_CUT_COUNT)
         atomic_fetch_add_explicit(&m->cuts[reason], 1, memory_order_relaxed);

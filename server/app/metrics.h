@@ -33,7 +33,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "buf.h"
+#include "base/buf.h"
+#include "http/deadline.h"
 
 #define SRV_METRICS_MAX_ROUTES 64
 
@@ -57,17 +58,8 @@ void srv_metrics_request_end(srv_metrics *m, int route, int status, double secon
 /* A client connection opened (delta 1) or closed (-1). */
 void srv_metrics_connection(srv_metrics *m, int delta);
 
-/* Why the daemon closed a connection early (deadline.h). */
-typedef enum srv_metrics_cut {
-    SRV_CUT_HEADER_TIMEOUT = 0, /* headers not complete within --header-timeout      */
-    SRV_CUT_BODY_TOO_SLOW,      /* body below --min-body-rate                        */
-    SRV_CUT_HALF_CLOSED,        /* idle after the client's FIN, every request answered */
-    SRV_CUT_REPLY_TOO_SLOW,     /* a reply taken at less than --min-body-rate        */
-    SRV_CUT_COUNT
-} srv_metrics_cut;
-
-/* The daemon closed a connection for `reason`. */
-void srv_metrics_connection_cut(srv_metrics *m, srv_metrics_cut reason);
+/* The daemon closed a connection for `reason` (http/deadline.h). */
+void srv_metrics_connection_cut(srv_metrics *m, srv_cut_reason reason);
 
 /* An engine pass ran (trace = the /trace endpoint), with its FLOPs. */
 void srv_metrics_forward(srv_metrics *m, bool trace, double flops);

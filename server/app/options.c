@@ -12,7 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "fdlimit.h"
+#include "http/fdlimit.h"
 
 typedef enum opt_kind { OPT_STR, OPT_INT, OPT_I64, OPT_BOOL, OPT_LOGFMT } opt_kind;
 
@@ -79,12 +79,6 @@ static const opt_spec specs[] = {
      "on SIGTERM/SIGINT, how long requests in flight get to finish"},
 };
 #define NSPECS (sizeof specs / sizeof specs[0])
-
-int srv_ncores(void)
-{
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n < 1 ? 1 : (int)n;
-}
 
 void srv_options_default(srv_options *opt)
 {

@@ -16,13 +16,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "error.h"
-
-typedef enum srv_log_format {
-    SRV_LOG_TEXT = 0, /* one human-readable line per request               */
-    SRV_LOG_JSON,     /* one JSON object per line                           */
-    SRV_LOG_OFF,      /* nothing (tests)                                    */
-} srv_log_format;
+#include "base/error.h"
+#include "base/log.h"
 
 typedef struct srv_options {
     /* listening */
@@ -79,7 +74,5 @@ int srv_options_parse(srv_options *opt, int argc, char **argv, srv_error *err);
 /* Writes the --help text (every flag, its twin, default and meaning) to f (a FILE *). */
 void srv_options_usage(void *f, const char *argv0);
 
-/* Number of online cores (at least 1). */
-int srv_ncores(void);
 
 #endif

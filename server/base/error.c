@@ -10,6 +10,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "mha.h"
+
 static const struct {
     int status;
     const char *name;
@@ -93,4 +95,35 @@ int srv_error_set(srv_error *err, srv_code code, const char *field, const char *
     srv_error_setv(err, code, field, fmt, ap);
     va_end(ap);
     return -1;
+}
+
+int srv_error_from_mha(srv_error *err, const mha_error *e, const char *prefix)
+{
+    srv_code code;
+    switch (e->status) {
+    case MHA_ERR_CONFIG:
+        code = SRV_E_INVALID_CONFIG;
+        break;
+    case MHA_ERR_SHAPE:
+        code = SRV_E_SHAPE;
+        break;
+    case MHA_ERR_VALUE:
+        code = SRV_E_BAD_VALUE;
+        break;
+    case MHA_ERR_PARAM:
+        code = SRV_E_UNKNOWN_FIELD;
+        break;
+    case MHA_ERR_LIMIT:
+        code = SRV_E_TOO_LARGE;
+        break;
+    case MHA_ERR_NOMEM:
+        code = SRV_E_NOMEM;
+        break;
+    default:
+        code = SRV_E_INTERNAL;
+        break;
+    }
+    char field[sizeof err->field];
+    snprintf(field, sizeof field, "%s%s", e->field[0] ? prefix : "", e->field);
+    return srv_error_set(err, code, field, "%s", e->message[0] ? e->message : mha_status_name(e->status));
 }

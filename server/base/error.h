@@ -55,4 +55,9 @@ int srv_error_status(srv_code code);
 /* The stable machine-readable name of a code: "bad_json", "shape_mismatch", ... (static). */
 const char *srv_error_name(srv_code code);
 
+/* Turns an engine error into a daemon error (config -> 422, shape -> 400, limit -> 413, ...);
+ * returns -1. `prefix` is put before the engine's field name ("config." or "weights."), may be "". */
+struct mha_error;
+int srv_error_from_mha(srv_error *err, const struct mha_error *e, const char *prefix);
+
 #endif

@@ -11,7 +11,11 @@
 
 #include <stddef.h>
 
-#include "options.h"
+typedef enum srv_log_format {
+    SRV_LOG_TEXT = 0, /* one human-readable line per request               */
+    SRV_LOG_JSON,     /* one JSON object per line                           */
+    SRV_LOG_OFF,      /* nothing (tests)                                    */
+} srv_log_format;
 
 /* Logs one completed request. */
 void srv_log_request(srv_log_format fmt, const char *method, const char *path, int status,

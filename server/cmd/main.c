@@ -13,12 +13,12 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "fdlimit.h"
+#include "api/daemon.h"
+#include "app/options.h"
+#include "base/log.h"
 #include "healthcheck.h"
-#include "http.h"
-#include "log.h"
+#include "http/fdlimit.h"
 #include "mha.h"
-#include "options.h"
 
 static pthread_t main_thread;
 

@@ -35,8 +35,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "options.h"
-#include "tensor.h"
+#include "base/sysinfo.h"
+#include "base64.h"
 
 static const char b64_alphabet[65] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 

@@ -40,7 +40,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "tensor.h"
+#include "float_format.h"
 
 #if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "float_format.c stores digit words as bytes: little-endian only"

@@ -20,10 +20,11 @@
 #include <locale.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "tensor.h"
+#include "float_parse.h"
 
 static locale_t c_locale;
 static pthread_once_t c_locale_once = PTHREAD_ONCE_INIT;
@@ -307,4 +308,23 @@ size_t srv_parse_float(const char *p, const char *end, float *out, bool *overflo
         }
     }
     return parse_general(p, end, out, overflow);
+}
+
+bool srv_floats_any_special(const void *p, size_t count)
+{
+    const uint8_t *b = p;
+    uint32_t special = 0;
+    size_t i = 0;
+    for (; i + 8 <= count; i += 8) {
+        uint32_t u[8];
+        memcpy(u, b + 4 * i, sizeof u);
+        for (int k = 0; k < 8; k++)
+            special |= (u[k] & 0x7F800000u) == 0x7F800000u; /* exponent all ones */
+    }
+    for (; i < count; i++) {
+        uint32_t u;
+        memcpy(&u, b + 4 * i, sizeof u);
+        special |= (u & 0x7F800000u) == 0x7F800000u;
+    }
+    return special != 0;
 }

@@ -15,7 +15,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "error.h"
+#include "base/error.h"
 
 #define SRV_JSON_KEY_MAX 128
 

@@ -5,8 +5,9 @@
 
 #include <string.h>
 
-#include "bigbuf.h"
-#include "tensor.h"
+#include "base/bigbuf.h"
+#include "base64.h"
+#include "float_parse.h"
 
 void srv_predecoder_init(srv_predecoder *p, size_t body_len)
 {

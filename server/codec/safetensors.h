@@ -26,8 +26,8 @@
 
 #include <jansson.h>
 
-#include "buf.h"
-#include "error.h"
+#include "base/buf.h"
+#include "base/error.h"
 #include "tensor.h"
 
 #define SRV_ST_MAX_HEADER (1u << 20) /* bytes of JSON header accepted (our files use < 2 KiB)  */

@@ -23,7 +23,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bigbuf.h"
+#include "base/bigbuf.h"
+#include "base64.h"
+#include "float_format.h"
+#include "float_parse.h"
 #include "json_scan.h"
 #include "predecode.h"
 
@@ -845,25 +848,6 @@ static int write_shape(srv_buf *b, int ndim, const int64_t *shape)
     for (int i = 0; i < ndim; i++)
         srv_buf_printf(b, "%s%lld", i ? "," : "", (long long)shape[i]);
     return srv_buf_puts(b, "],\"dtype\":\"float32\",");
-}
-
-bool srv_floats_any_special(const void *p, size_t count)
-{
-    const uint8_t *b = p;
-    uint32_t special = 0;
-    size_t i = 0;
-    for (; i + 8 <= count; i += 8) {
-        uint32_t u[8];
-        memcpy(u, b + 4 * i, sizeof u);
-        for (int k = 0; k < 8; k++)
-            special |= (u[k] & 0x7F800000u) == 0x7F800000u; /* exponent all ones */
-    }
-    for (; i < count; i++) {
-        uint32_t u;
-        memcpy(&u, b + 4 * i, sizeof u);
-        special |= (u & 0x7F800000u) == 0x7F800000u;
-    }
-    return special != 0;
 }
 
 int srv_tensor_write(srv_buf *b, const float *data, int ndim, const int64_t *shape,

@@ -19,8 +19,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "buf.h"
-#include "error.h"
+#include "base/buf.h"
+#include "base/error.h"
 
 #define SRV_TENSOR_MAX_DIMS 8
 
@@ -73,52 +73,5 @@ int srv_encoding_parse(const char *s, srv_encoding *out);
  * "inf" / "nan" (only masks and scores in traces can hold -inf). Returns 0 or -1 (out of memory). */
 int srv_tensor_write(srv_buf *b, const float *data, int ndim, const int64_t *shape,
                      srv_encoding enc);
-
-/* Whether any of the count float32 values at p (any alignment) is inf or NaN: one branch-free pass
- * (vectorised by the compiler), for checks whose usual answer is "none" and which only then walk the
- * values to name the first bad one. */
-bool srv_floats_any_special(const void *p, size_t count);
-
-/* Writes the shortest decimal that reads back (strtof) as exactly f, closest to f among the
- * shortest, and a NUL; returns the chars written (at most 15). buf needs room for 16 bytes.
- * f must be finite. Style: plain when 1e-4 <= |f| < 1e9 ("0.1", "1", "-0", "123.5", "0.0001"),
- * else d[.ddd]e[-]x ("1e-7", "3.4028235e38"); integers have no ".0". */
-int srv_format_float(char *buf, float f);
-
-/* Bytes srv_format_floats may need for n numbers: 16 per number (15 chars and a separator) and
- * room for its unconditional stores past the last one. */
-#define SRV_FORMAT_FLOATS_ROOM(n) (16 * (size_t)(n) + 16)
-
-/* Writes the n floats of x [n] as srv_format_float does, separated by sep (none before the first,
- * none after the last), without a NUL; non-finite values as the JSON strings "\"nan\"", "\"inf\"",
- * "\"-inf\"". out needs room for SRV_FORMAT_FLOATS_ROOM(n) bytes (bytes past the returned length
- * are scratch). Returns the bytes written. The hot loop of every JSON response. */
-size_t srv_format_floats(char *out, const float *x, size_t n, char sep);
-
-/* Parses a JSON number at [p, end) into a correctly rounded float32 (as strtof would, in the C
- * locale whatever the process's locale); returns the number of bytes consumed, or 0 when [p, end)
- * does not start with a JSON number (the caller checks what follows: "01" consumes 1 byte).
- * Sets *overflow (and *out = ±inf) when the value is finite in decimal but too large for float32. */
-size_t srv_parse_float(const char *p, const char *end, float *out, bool *overflow);
-
-/* Standard base64 (RFC 4648, padding required, no line breaks). decode returns decoded length or
- * -1 on bad input; dst needs room for (len/4)*3 bytes. Inputs of SRV_BASE64_SPLIT_MIN bytes or more
- * (text for decode, raw bytes for encode) are processed by this thread and one more, with the same
- * result (with SIMD one thread does 15-30 GB/s; below ~4 MB a second thread, ~0.1 ms to start and
- * join, gains nothing). */
-#define SRV_BASE64_SPLIT_MIN ((size_t)4 << 20)
-long srv_base64_decode(uint8_t *dst, const char *src, size_t len);
-int srv_base64_encode(srv_buf *b, const uint8_t *src, size_t len);
-/* srv_base64_decode for float32 data: also sets *special to whether any decoded 32-bit word (at
- * dst + 0, 4, 8, ...) has all exponent bits set, i.e. is inf or NaN (false when it returns -1). */
-long srv_base64_decode_f32(uint8_t *dst, bool *special, const char *src, size_t len);
-/* For tests and benchmarks: the kernel the srv_base64_* functions use from now on, process-wide (do
- * not call it while they run): AUTO = the best the processor has (the default). 0, or -1 when the
- * processor lacks that kernel (nothing changes). */
-#define SRV_BASE64_PATH_AUTO 0
-#define SRV_BASE64_PATH_SCALAR 1
-#define SRV_BASE64_PATH_AVX2 2
-#define SRV_BASE64_PATH_AVX512VBMI 3
-int srv_base64_set_path(int path);
 
 #endif

@@ -19,7 +19,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bigbuf.h"
+#include "base/bigbuf.h"
+#include "float_format.h"
+#include "float_parse.h"
 #include "json_scan.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -848,7 +850,7 @@ int srv_v2_response_write(srv_buf *b, size_t *json_len, const srv_v2_request *re
     for (int k = 0; k < req->noutputs; k++)
         need += (size_t)counts[req->outputs[k].which] * (req->outputs[k].binary ? 4 : 18);
     /* from bigbuf's cache when the body is empty (a fresh 12.6 MB block faulted in cost the L
-     * request ~20 ms on the development VM; http.c gives large reply blocks back to the cache) */
+     * request ~20 ms on the development VM; http/reply.c gives large reply blocks back to the cache) */
     if ((b->len ? srv_buf_reserve(b, need) : srv_bigbuf_reserve(b, need)) < 0)
         return srv_error_set(err, SRV_E_NOMEM, "", "out of memory for a %zu-byte response", need);
     srv_buf_puts(b, "{\"model_name\":");

@@ -27,8 +27,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "buf.h"
-#include "error.h"
+#include "base/buf.h"
+#include "base/error.h"
 #include "mha.h"
 #include "tensor.h"
 

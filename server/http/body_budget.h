@@ -26,11 +26,7 @@ typedef struct srv_body_budget {
     int64_t held;  /* bytes reserved by requests now (atomic: __atomic builtins)    */
 } srv_body_budget;
 
-/* The memory this process may use: the smaller of the machine's RAM and the memory limit of its
- * cgroup (v2 memory.max, or v1 memory.limit_in_bytes), in bytes; -1 when neither can be read. */
-int64_t srv_memory_limit_bytes(void);
-
-/* The default --max-body-memory: half of srv_memory_limit_bytes() (the other half is for layers,
+/* The default --max-body-memory: half of srv_memory_limit_bytes() (base/sysinfo.h) (the other half is for layers,
  * decoded tensors, outputs and the engine), 1 GiB when that is unknown, and never less than
  * max_body_bytes, so that one body of the largest size is always accepted. */
 int64_t srv_body_budget_default(int64_t max_body_bytes);

@@ -27,7 +27,7 @@
  *
  * How: libmicrohttpd's connection notifications (MHD_OPTION_NOTIFY_CONNECTION) keep a registry of
  * open connections (slots in one array, so the reaper can walk it in batches and drop the lock in
- * between); http.c reports each request's phase (deadline.h); a reaper thread wakes every
+ * between); request.c reports each request's phase (deadline.h); a reaper thread wakes every
  * TICK_MS and acts on the connections past their deadline. Whether a kept-alive connection has
  * received the next request's first byte, or the client's FIN, and how much of a reply the client
  * has taken, is read from the kernel (getsockopt TCP_INFO: bytes received, bytes acknowledged, TCP
@@ -96,7 +96,8 @@ struct srv_deadlines {
     int used_hi;   /* slots at or past this index have never been used */
     int free_head; /* -1: full                                          */
     double header_timeout, min_rate, body_grace;
-    srv_metrics *metrics; /* borrowed */
+    srv_deadline_event event; /* may be NULL */
+    void *event_cls;
     char reply_header[512], reply_body[512]; /* the 408s, whole HTTP responses */
     size_t reply_header_len, reply_body_len;
 };
@@ -138,7 +139,7 @@ static size_t format_408(char *out, size_t size, const char *message)
 
 /* Sends the 408 (best effort: never blocks; not when a reply is under way) and shuts the socket
  * down. Lock held. */
-static void reap(srv_deadlines *dl, conn_slot *s, srv_metrics_cut why)
+static void reap(srv_deadlines *dl, conn_slot *s, srv_cut_reason why)
 {
     const char *reply = why == SRV_CUT_HEADER_TIMEOUT ? dl->reply_header : dl->reply_body;
     size_t len = why == SRV_CUT_HEADER_TIMEOUT ? dl->reply_header_len
@@ -156,7 +157,8 @@ static void reap(srv_deadlines *dl, conn_slot *s, srv_metrics_cut why)
     shutdown(s->fd, SHUT_RDWR);
     s->timed_out = true;
     s->phase = PH_CLOSING;
-    srv_metrics_connection_cut(dl->metrics, why);
+    if (dl->event)
+        dl->event(dl->event_cls, 0, 1, why);
 }
 
 /* Acts on one slot if it is past its deadline. Lock held. */
@@ -202,7 +204,8 @@ static void check_slot(srv_deadlines *dl, conn_slot *s, double now, bool idle_pa
             if (++s->idle_halfclosed >= 2) {
                 shutdown(s->fd, SHUT_RDWR);
                 s->phase = PH_CLOSING;
-                srv_metrics_connection_cut(dl->metrics, SRV_CUT_HALF_CLOSED);
+                if (dl->event)
+                    dl->event(dl->event_cls, 0, 1, SRV_CUT_HALF_CLOSED);
             }
         } else {
             s->idle_halfclosed = 0;
@@ -248,7 +251,7 @@ static void *reaper_main(void *arg)
 }
 
 srv_deadlines *srv_deadlines_create(int capacity, int header_timeout_s, int min_body_rate,
-                                    srv_metrics *metrics, srv_error *err)
+                                    srv_deadline_event event, void *cls, srv_error *err)
 {
     srv_deadlines *dl = calloc(1, sizeof *dl);
     if (capacity < 1)
@@ -272,7 +275,8 @@ srv_deadlines *srv_deadlines_create(int capacity, int header_timeout_s, int min_
     dl->header_timeout = header_timeout_s;
     dl->body_grace = header_timeout_s;
     dl->min_rate = min_body_rate;
-    dl->metrics = metrics;
+    dl->event = event;
+    dl->event_cls = cls;
     char msg[200];
     snprintf(msg, sizeof msg, "the request's headers took longer than %d s (--header-timeout)",
              header_timeout_s);
@@ -319,10 +323,10 @@ void srv_deadlines_free(srv_deadlines *dl)
 void srv_deadlines_notify(void *cls, struct MHD_Connection *conn, void **socket_context, int toe)
 {
     srv_deadlines *dl = cls;
-    if (toe == MHD_CONNECTION_NOTIFY_STARTED)
-        srv_metrics_connection(dl->metrics, 1);
-    else if (toe == MHD_CONNECTION_NOTIFY_CLOSED)
-        srv_metrics_connection(dl->metrics, -1);
+    if (dl->event && toe == MHD_CONNECTION_NOTIFY_STARTED)
+        dl->event(dl->event_cls, 1, 0, SRV_CUT_COUNT);
+    else if (dl->event && toe == MHD_CONNECTION_NOTIFY_CLOSED)
+        dl->event(dl->event_cls, -1, 0, SRV_CUT_COUNT);
     if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
         const union MHD_ConnectionInfo *info =
             MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);

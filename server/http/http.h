@@ -1,16 +1,24 @@
 /*
- * http.h - requests, responses, routes and the daemon (libmicrohttpd underneath).
+ * http.h - the HTTP server: requests, responses, routes and the server (libmicrohttpd underneath).
+ *
+ * This layer knows nothing of attention, layers or the API's JSON: it matches a request to a route
+ * of the table it is given, checks the framing and size of the body against its limits, gathers the
+ * body, runs the route's handler (on a worker for heavy routes) and sends the response. What the
+ * API decides - who may do what, the dialect of an error body, what is counted - it asks through
+ * the hooks (srv_http_hooks) it is started with. It may include base/ only.
  *
  * A handler sees a whole request (path parameters, query, headers, the complete body) and fills a
- * response; it never touches libmicrohttpd. Everything that applies to all routes (body limits, 411,
- * 415, 404 vs 405, draining, the log line, turning errors into replies) happens in http.c, in one
- * function (dispatch) where auth, CORS, metrics and conditional requests plug in.
+ * response; it never touches libmicrohttpd.
  *
- * Threads: libmicrohttpd runs --threads threads, each polling many connections with epoll; bodies are
- * read without blocking, so a slow or stalled client holds up nobody, and deadline.c cuts off one
- * that holds a connection too long with its headers or body. Handlers of routes marked
+ * Threads: libmicrohttpd runs `threads` threads, each polling many connections with epoll; bodies
+ * are read without blocking, so a slow or stalled client holds up nobody, and deadline.c cuts off
+ * one that holds a connection too long with its headers or body. Handlers of routes marked
  * SRV_ROUTE_HEAVY with a large body run on a worker (the connection is suspended meanwhile), so a
  * long forward pass does not stall other connections on the same thread.
+ *
+ * The files: server.c (start, drain, stop), request.c (the life of a request, its body), reply.c
+ * (responses and the access log), route.c (matching), worker.c (the workers), cors.c (CORS),
+ * deadline.c (slow clients), body_budget.c (bodies held at once), fdlimit.c (descriptors).
  */
 #ifndef ATTND_HTTP_H
 #define ATTND_HTTP_H
@@ -19,10 +27,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "app.h"
-#include "buf.h"
-#include "error.h"
-#include "options.h"
+#include "base/buf.h"
+#include "base/error.h"
+#include "base/log.h"
+#include "body_budget.h"
+#include "deadline.h"
 
 #define SRV_MAX_PATH_PARAMS 4
 #define SRV_MAX_RESP_HEADERS 12
@@ -40,9 +49,9 @@ typedef struct srv_request {
     const struct srv_route *route;
     struct MHD_Connection *conn; /* for the getters below; handlers do not use it directly       */
     double t_start;           /* srv_now() when the request line arrived                          */
-    /* base64 texts of the body decoded while it arrived (predecode.h), on SRV_ROUTE_BASE64 routes
-     * with large bodies; else NULL */
-    struct srv_predecoder *predecoded;
+    /* on SRV_ROUTE_STREAM routes: what the hooks' stream_open made of the body as it arrived
+     * (the API's base64 predecoder, api/body.c), or NULL */
+    void *stream;
 } srv_request;
 
 /* Value of a request header (case-insensitive name), or NULL. Borrowed for the request's life. */
@@ -80,24 +89,18 @@ void srv_response_timing(srv_response *resp, const char *name, double ms);
 int srv_response_header(srv_response *resp, const char *name, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-/* Replaces the response with the /v1 error reply for err: srv_error_status(err->code) and
- * {"error": {"code": ..., "message": ..., "field": ...}} ("field" left out when empty), plus
- * Retry-After for 503. The one place a /v1 error becomes HTTP. */
-void srv_response_error(srv_response *resp, const srv_error *err);
-
-/* A handler: fills resp and returns 0, or returns -1 with err filled (dispatch then writes the
- * error reply with the route's error writer). */
-typedef int (*srv_handler)(srv_app *app, const srv_request *req, srv_response *resp,
-                           srv_error *err);
+/* A handler: fills resp and returns 0, or returns -1 with err filled (the server then writes the
+ * error reply with the hooks' error_reply). ctx is the hooks' ctx (the daemon's shared state). */
+typedef int (*srv_handler)(void *ctx, const srv_request *req, srv_response *resp, srv_error *err);
 
 enum srv_route_flags {
     SRV_ROUTE_BODY = 1 << 0,    /* needs a body: 411 without Content-Length or chunked           */
     SRV_ROUTE_JSON = 1 << 1,    /* the body is JSON: 415 for another Content-Type (none = JSON)   */
-    SRV_ROUTE_CHANGES = 1 << 2, /* changes state (auth, --read-only apply)                        */
+    SRV_ROUTE_CHANGES = 1 << 2, /* changes state (for the admit hook: auth, --read-only)         */
     SRV_ROUTE_HEAVY = 1 << 3,   /* may compute for long: large bodies run on a worker thread     */
     SRV_ROUTE_BINARY = 1 << 4,  /* also takes application/octet-stream (safetensors) bodies       */
-    SRV_ROUTE_PROBE = 1 << 5,   /* health/metrics probe: never needs the API key                  */
-    SRV_ROUTE_BASE64 = 1 << 6,  /* large bodies' base64 tensors are decoded as they arrive        */
+    SRV_ROUTE_PROBE = 1 << 5,   /* health/metrics probe (for the admit hook: never needs a key)  */
+    SRV_ROUTE_STREAM = 1 << 6,  /* large bodies are shown to the hooks' stream as they arrive    */
 };
 
 typedef struct srv_route {
@@ -105,48 +108,90 @@ typedef struct srv_route {
     const char *pattern; /* "/v1/layers/{name}/forward": {x} matches one non-empty segment        */
     srv_handler handler;
     unsigned flags;      /* srv_route_flags                                                       */
-    /* writes an error reply in this API's dialect; NULL = srv_response_error (/v1) */
-    void (*error_writer)(srv_response *resp, const srv_error *err);
     /* the query arguments the route reads, space-separated ("L S N"; "" = none): any other is a
      * 400 unknown_field before the body is read, as an unknown body field is (a misplaced
      * "?need_weights=true" must not pass silently). NULL = not checked (/v2, probes). */
     const char *query;
 } srv_route;
 
-/* The route table (routes.c), ended by an entry with method NULL. */
-extern const srv_route srv_routes[];
-
-/* Finds the route for method and path. Returns it (req->route and req->params filled; the params
- * are copied into scratch, which needs strlen(path) + 1 bytes and must outlive the request), or NULL
- * with err set: SRV_E_NOT_FOUND, or SRV_E_METHOD with `allow` (size >= 64) holding the value for
- * the Allow header. */
-const srv_route *srv_route_match(const char *method, const char *path, srv_request *req,
-                                 char *scratch, size_t scratch_size, char *allow, size_t allow_size,
-                                 srv_error *err);
+/* Finds the route for method and path in routes (a table ended by an entry with method NULL).
+ * Returns it (req->route and req->params filled; the params are copied into scratch, which needs
+ * strlen(path) + 1 bytes and must outlive the request), or NULL with err set: SRV_E_NOT_FOUND, or
+ * SRV_E_METHOD with `allow` (size >= 64) holding the value for the Allow header. */
+const srv_route *srv_route_match(const srv_route *routes, const char *method, const char *path,
+                                 srv_request *req, char *scratch, size_t scratch_size, char *allow,
+                                 size_t allow_size, srv_error *err);
 
 /* ---------------------------------------------------------------------------------------------- */
-/* The daemon                                                                                      */
+/* The server                                                                                      */
 
-typedef struct srv_daemon srv_daemon;
+/* What the layer above decides for the server. Every function gets ctx first. */
+typedef struct srv_http_hooks {
+    void *ctx;                /* passed to every hook and handler (the daemon's shared state)     */
+    const srv_route *routes;  /* the route table, ended by an entry with method NULL             */
 
-/* Creates the app from opt and starts listening on opt->host:opt->port (0 = any free port) with
- * opt->threads HTTP threads. Returns the running daemon, or NULL with err filled (bad host, port in
- * use, ...). Usable in-process (tests). Free with srv_daemon_stop. */
-srv_daemon *srv_daemon_start(const srv_options *opt, srv_error *err);
+    /* A route matched and no body byte is read yet: 0 lets the request go on, -1 with err answers
+     * it (401, 403 ...). authorization is the request's header or NULL. May be NULL (all go on). */
+    int (*admit)(void *ctx, const srv_request *req, const char *authorization, srv_error *err);
 
-/* The port the daemon listens on (the real one when started with port 0). */
-int srv_daemon_port(const srv_daemon *d);
+    /* Writes the error reply for err in the dialect of req->path (req->route may be NULL: no route
+     * matched). Required. */
+    void (*error_reply)(void *ctx, const srv_request *req, srv_response *resp, const srv_error *err);
 
-/* The daemon's shared state (borrowed). */
-srv_app *srv_daemon_app(srv_daemon *d);
+    /* Counting (each may be NULL): a request began (headers in); a request ended (route: index in
+     * the table or -1; status 0 = no reply; seconds from arrival to its end; body bytes in and out);
+     * a client connection opened (+1) or closed (-1); the server cut one off (deadline.h). */
+    void (*request_begin)(void *ctx);
+    void (*request_end)(void *ctx, int route, int status, double seconds, uint64_t bytes_in,
+                        uint64_t bytes_out);
+    void (*connection)(void *ctx, int delta);
+    void (*connection_cut)(void *ctx, srv_cut_reason reason);
 
-/* Begins a graceful stop: /readyz answers 503, the listening socket closes (no new connections),
- * requests that arrive on open connections get 503 + Connection: close. Then waits up to
- * deadline_ms for the requests in flight to complete. Returns the number still in flight (0 = all
- * done). Call srv_daemon_stop afterwards. */
-int srv_daemon_drain(srv_daemon *d, int deadline_ms);
+    /* SRV_ROUTE_STREAM routes with bodies of stream_min_body bytes or more: stream_open makes an
+     * observer for a body of `length` bytes (NULL: none), stream_feed shows it the body so far
+     * (body[0, len), the bytes after the last call's len are new), stream_close frees it after the
+     * request. The observer is req->stream for the handler. All NULL: no streams. */
+    size_t stream_min_body;
+    void *(*stream_open)(void *ctx, size_t length);
+    void (*stream_feed)(void *stream, const char *body, size_t len);
+    void (*stream_close)(void *stream);
+} srv_http_hooks;
 
-/* Stops the daemon (closing every connection) and frees it and its app. Accepts NULL. */
-void srv_daemon_stop(srv_daemon *d);
+/* How the server listens and what it takes from clients. */
+typedef struct srv_http_config {
+    const char *host;          /* address to bind ("127.0.0.1", "::", a name)                     */
+    int port;                  /* 0 = any free port                                               */
+    int threads;               /* libmicrohttpd threads                                           */
+    int workers;               /* threads running heavy handlers (0: they run on the HTTP thread) */
+    int queue_wait_ms;         /* a heavy request waiting longer than this for a worker: 503      */
+    int timeout;               /* idle connection timeout, seconds                                */
+    int max_connections;       /* open connections at once                                        */
+    int header_timeout;        /* seconds a request's headers may take (0 = no limit)             */
+    int min_body_rate;         /* bytes/s bodies (in and out) must average (0 = no limit)         */
+    int64_t max_body_bytes;    /* one request body (413 past it)                                  */
+    srv_body_budget *bodies;   /* bodies held at once (borrowed; must outlive the server)         */
+    const char *cors_origin;   /* allowed browser origins ("" = no CORS): cors.c                  */
+    srv_log_format log_format; /* the access log (base/log.h)                                     */
+} srv_http_config;
+
+typedef struct srv_http srv_http;
+
+/* Starts listening on cfg->host:cfg->port with cfg->threads HTTP threads and cfg->workers workers.
+ * cfg and hooks are copied (the strings and tables they point to must outlive the server). Returns
+ * the running server, or NULL with err filled (bad host, port in use, ...). Free with
+ * srv_http_stop. */
+srv_http *srv_http_start(const srv_http_config *cfg, const srv_http_hooks *hooks, srv_error *err);
+
+/* The port the server listens on (the real one when started with port 0). */
+int srv_http_port(const srv_http *h);
+
+/* Begins a graceful stop: the listening socket closes (no new connections), requests that arrive on
+ * open connections get 503 + Connection: close. Then waits up to deadline_ms for the requests in
+ * flight to complete. Returns the number still in flight (0 = all done). Call srv_http_stop
+ * afterwards. */
+int srv_http_drain(srv_http *h, int deadline_ms);
+
+/* Stops the server (closing every connection) and frees it. Accepts NULL. */
+void srv_http_stop(srv_http *h);
 
 #endif

@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "app.h"
+#include "base/error.h"
 
 typedef enum cfg_kind { K_DIM, K_DIM_OR_NULL, K_BOOL, K_DROPOUT, K_EXT } cfg_kind;
 

@@ -13,7 +13,7 @@
 
 #include <jansson.h>
 
-#include "error.h"
+#include "base/error.h"
 #include "mha.h"
 #include "registry.h"
 

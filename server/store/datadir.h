@@ -37,8 +37,8 @@
 
 #include <jansson.h>
 
-#include "error.h"
-#include "safetensors.h"
+#include "base/error.h"
+#include "codec/safetensors.h"
 
 #define SRV_DD_CONFIG_MAX (64 * 1024) /* bytes of config.json accepted */
 

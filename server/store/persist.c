@@ -8,9 +8,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "app.h"
+#include "base/error.h"
+#include "base/log.h"
 #include "config.h"
-#include "log.h"
 #include "weights.h"
 
 srv_persist *srv_persist_create(const char *data_dir, bool read_only, srv_log_format log_format,

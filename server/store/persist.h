@@ -25,13 +25,13 @@
 
 #include <jansson.h>
 
-#include "buf.h"
+#include "base/buf.h"
+#include "base/error.h"
+#include "base/log.h"
+#include "codec/safetensors.h"
 #include "datadir.h"
-#include "error.h"
 #include "mha.h"
-#include "options.h"
 #include "registry.h"
-#include "safetensors.h"
 
 typedef struct srv_damaged {
     char name[65];

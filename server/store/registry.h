@@ -15,7 +15,7 @@
 
 #include <jansson.h>
 
-#include "error.h"
+#include "base/error.h"
 #include "mha.h"
 
 #define SRV_LAYER_NAME_MAX 64

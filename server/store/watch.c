@@ -22,7 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "log.h"
+#include "base/log.h"
 
 struct srv_watch {
     srv_persist *persist;  /* borrowed */

@@ -23,9 +23,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "error.h"
+#include "base/error.h"
+#include "base/log.h"
 #include "mha.h"
-#include "options.h"
 #include "persist.h"
 #include "registry.h"
 

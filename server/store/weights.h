@@ -9,10 +9,10 @@
 #ifndef ATTND_WEIGHTS_H
 #define ATTND_WEIGHTS_H
 
-#include "buf.h"
-#include "error.h"
+#include "base/buf.h"
+#include "base/error.h"
+#include "codec/safetensors.h"
 #include "mha.h"
-#include "safetensors.h"
 
 /* Copies every tensor of st into layer (being built, not yet shared). field prefixes names in
  * errors ("weights"). Returns 0, or -1 with err: SRV_E_SHAPE (wrong shape), SRV_E_MISSING_FIELD /

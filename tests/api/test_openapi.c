@@ -11,6 +11,7 @@
  * line there (parameters, comments, nested keys) is skipped. The file is checked as OpenAPI 3.1 by
  * a linter during development (README, "Development"); this test needs no network and no npm.
  */
+#include "api/api.h"
 #include "check.h"
 #include "http_client.h"
 

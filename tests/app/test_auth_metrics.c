@@ -8,9 +8,10 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include "auth.h"
+#include "app/auth.h"
+#include "app/metrics.h"
 #include "check.h"
-#include "metrics.h"
+#include "http/cors.h"
 
 static void test_auth(void)
 {

@@ -9,14 +9,15 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "bigbuf.h"
+#include "api/forward.h"
+#include "app/options.h"
+#include "base/bigbuf.h"
+#include "base/log.h"
+#include "base/sysinfo.h"
 #include "check.h"
-#include "config.h"
-#include "forward.h"
 #include "http_client.h"
-#include "log.h"
-#include "options.h"
-#include "registry.h"
+#include "store/config.h"
+#include "store/registry.h"
 
 static srv_layer *make_layer(const char *name, int64_t E, uint64_t seed)
 {

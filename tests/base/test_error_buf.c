@@ -5,9 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "buf.h"
+#include "base/buf.h"
+#include "base/error.h"
 #include "check.h"
-#include "error.h"
 
 static void test_table(void)
 {

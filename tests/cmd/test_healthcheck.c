@@ -6,7 +6,7 @@
  * the listening socket exists before the probe starts.
  */
 #include "check.h"
-#include "healthcheck.h"
+#include "cmd/healthcheck.h"
 #include "http_client.h"
 
 #include <arpa/inet.h>

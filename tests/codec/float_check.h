@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tensor.h"
+#include "codec/float_format.h"
 
 static inline uint32_t fc_bits(float f)
 {

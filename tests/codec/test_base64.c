@@ -17,7 +17,8 @@
 #include <string.h>
 
 #include "check.h"
-#include "tensor.h"
+#include "codec/base64.h"
+#include "codec/tensor.h"
 
 static const char alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 

@@ -12,8 +12,9 @@
 #include <string.h>
 
 #include "check.h"
+#include "codec/float_format.h"
+#include "codec/float_parse.h"
 #include "float_check.h"
-#include "tensor.h"
 
 static uint64_t rng_state = 0x9E3779B97F4A7C15ULL;
 static uint64_t rng(void)

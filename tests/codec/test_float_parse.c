@@ -12,8 +12,8 @@
 #include <string.h>
 
 #include "check.h"
+#include "codec/float_parse.h"
 #include "float_check.h"
-#include "tensor.h"
 
 static uint64_t rng_state = 0x2545F4914F6CDD1DULL;
 static uint64_t rng(void)

@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "json_scan.h"
+#include "codec/json_scan.h"
 
 static int scan(const char *text, srv_json_member *m, int max, int depth, srv_error *err)
 {

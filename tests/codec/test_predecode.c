@@ -9,10 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bigbuf.h"
+#include "base/bigbuf.h"
 #include "check.h"
-#include "predecode.h"
-#include "tensor.h"
+#include "codec/predecode.h"
+#include "codec/tensor.h"
 
 static uint64_t rng = 0x9E3779B97F4A7C15ULL;
 static uint32_t next_u32(void)

@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "safetensors.h"
+#include "codec/safetensors.h"
 
 #define DIR "tests/data/safetensors/"
 

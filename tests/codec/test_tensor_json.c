@@ -10,7 +10,9 @@
 #include <string.h>
 
 #include "check.h"
-#include "tensor.h"
+#include "codec/base64.h"
+#include "codec/float_parse.h"
+#include "codec/tensor.h"
 
 static srv_tensor_rules rules_float = {.field = "query", .max_elements = 1000000, .max_depth = 8};
 static srv_tensor_rules rules_mask = {

@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "v2_codec.h"
+#include "codec/v2_codec.h"
 #include "v2_examples.h"
 
 #define MAXEL (1 << 20)

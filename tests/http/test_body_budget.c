@@ -20,8 +20,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "body_budget.h"
+#include "base/sysinfo.h"
 #include "check.h"
+#include "http/body_budget.h"
 #include "http_client.h"
 
 #define BUDGET (1 << 20)

@@ -11,9 +11,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/sysinfo.h"
 #include "check.h"
+#include "codec/safetensors.h"
 #include "http_client.h"
-#include "safetensors.h"
 #include "tmpdir.h"
 
 #define LAYER "{\"config\": {\"embed_dim\": 4, \"num_heads\": 2}}"

@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "datadir.h"
+#include "store/datadir.h"
 #include "tmpdir.h"
 
 static char root[64];

@@ -27,9 +27,9 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "codec/safetensors.h"
 #include "http_client.h"
-#include "persist.h"
-#include "safetensors.h"
+#include "store/persist.h"
 #include "tmpdir.h"
 
 static char root[64];

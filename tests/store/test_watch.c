@@ -22,7 +22,7 @@
 
 #include "check.h"
 #include "http_client.h"
-#include "watch.h"
+#include "store/watch.h"
 
 #define FOLLOW_MS 2000 /* the promise: replicas follow within 2 s */
 

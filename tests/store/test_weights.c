@@ -9,8 +9,8 @@
 #include <string.h>
 
 #include "check.h"
-#include "datadir.h"
-#include "weights.h"
+#include "store/datadir.h"
+#include "store/weights.h"
 
 /* The config fields the golden layers use, read the way torch names them. */
 static void config_of(mha_config *cfg, const json_t *c)
