@@ -2,7 +2,7 @@
  * api_v2.c - the Open Inference Protocol routes (see api_v2.h): server and model metadata, health,
  * and inference through the same forward path as /v1 (forward.h), so a request gives the same
  * numbers bit for bit whichever API it came through. Parsing and writing the protocol's bodies is
- * v2_codec.c's; this file only joins them to the registry, the forward path and HTTP.
+ * v2_request.c's and v2_response.c's; this file only joins them to the registry, the forward path and HTTP.
  */
 #include "api_v2.h"
 

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/sysinfo.h"
 #include "http/fdlimit.h"
 
 typedef enum opt_kind { OPT_STR, OPT_INT, OPT_I64, OPT_BOOL, OPT_LOGFMT } opt_kind;

@@ -63,7 +63,7 @@ int srv_json_object_scan_lazy_plain(const char *json, size_t len, const char *fi
                                     const char *const *lazy_keys, const srv_json_plain *plain,
                                     srv_json_member *out, int max, srv_error *err);
 
-/* The lexer pieces the scanner is made of, for other hand-written parsers (tensor.c). Positions are
+/* The lexer pieces the scanner is made of, for other hand-written parsers (tensor_parse.c). Positions are
  * pointers into text that ends at `end`; `base` is the start of that text (error messages give byte
  * offsets from it); errors are SRV_E_BAD_JSON naming `field`. */
 

@@ -7,7 +7,7 @@
  * receiving thread feeds each new chunk to a predecoder, which spots `"base64": "` and decodes the
  * string's complete quartets as they come.
  *
- * It is only a cache. The tensor parser (tensor.c) still reads the whole body strictly and takes a
+ * It is only a cache. The tensor parser (tensor_parse.c) still reads the whole body strictly and takes a
  * decoded string only when it is exactly the text it would decode itself: the same start and end,
  * no escapes. Anything unusual - escapes, bytes outside the alphabet, misplaced padding, a match
  * inside some other string, too many strings, no memory - leaves the string to the parser, which

@@ -11,6 +11,7 @@
 
 #include "base/bigbuf.h"
 #include "check.h"
+#include "codec/base64.h"
 #include "codec/predecode.h"
 #include "codec/tensor.h"
 
