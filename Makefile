@@ -68,9 +68,19 @@ $(DEPS_STAMP):
 	fi
 	@mkdir -p $(@D) && touch $@
 
+# Commands are shown as "CC file" (V=1 shows them whole).
+ifeq ($(V),1)
+Q :=
+say = @true
+else
+Q := @
+say = @echo "  $(1) $(2)"
+endif
+
 $(BUILD)/%.o: %.c | $(DEPS_STAMP)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -c -o $@ $<
+	$(call say,CC,$<)
+	$(Q)$(CC) $(CFLAGS) -c -o $@ $<
 
 # /openapi.yaml is served from a copy built into the binary (server/openapi_embed.c uses .incbin)
 $(BUILD)/server/api/openapi_embed.o: openapi.yaml
@@ -81,13 +91,16 @@ $(BUILD)/libsrv.a: $(SRV_OBJ)
 	@rm -f $@ && ar rcs $@ $^
 
 $(BUILD)/attnd: $(BUILD)/server/cmd/main.o $(BUILD)/libsrv.a $(BUILD)/libmha.a
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LIBS)
+	$(call say,LD,$@)
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LIBS)
 
 $(BUILD)/tests/%: $(BUILD)/tests/%.o $(SUP_OBJ) $(BUILD)/libsrv.a $(BUILD)/libmha.a
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LIBS) $(TEST_LIBS)
+	$(call say,LD,$@)
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LIBS) $(TEST_LIBS)
 
 $(BUILD)/bench/%: $(BUILD)/bench/%.o $(BUILD)/libsrv.a $(BUILD)/libmha.a
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LIBS) $(TEST_LIBS)
+	$(call say,LD,$@)
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LIBS) $(TEST_LIBS)
 
 run: $(BUILD)/attnd
 	./$(BUILD)/attnd --demo
