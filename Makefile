@@ -13,8 +13,10 @@
 #   make bench-scale     wrk: one replica vs three behind nginx (scripts/bench_scale.sh)
 #   make clean
 #
-# Sources are found by wildcard: lib/*.c -> libmha.a, server/*.c (but main.c) -> libsrv.a,
-# tests/test_*.c -> one executable each, tests/support/*.c linked into every test.
+# Sources are found by wildcard: lib/*.c -> libmha.a, server/*/*.c (but cmd/main.c) -> libsrv.a,
+# tests/*/test_*.c -> one executable each (tests/support/*.c linked into every one), and
+# tests/*/test_*.sh run as they are. The folders are layers (README.md, "Project layout"):
+# scripts/check_layers.sh, run by make test (tests/repo/test_layers.sh), keeps them so.
 # BUILD=dir puts every object elsewhere (make asan uses build-asan).
 
 BUILD    ?= build
@@ -40,6 +42,7 @@ LIB_SRC   := $(wildcard lib/*.c)
 SRV_SRC   := $(filter-out server/cmd/main.c,$(wildcard server/*/*.c))
 SUP_SRC   := $(wildcard tests/support/*.c)
 TEST_SRC  := $(wildcard tests/*/test_*.c)
+TEST_SH   := $(wildcard tests/*/test_*.sh)
 BENCH_SRC := $(wildcard bench/*.c)
 
 LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/%.o)
@@ -106,7 +109,7 @@ run: $(BUILD)/attnd
 	./$(BUILD)/attnd --demo
 
 test: $(BUILD)/attnd $(TEST_BIN)
-	@BUILD=$(BUILD) tests/run_tests.sh $(TEST_BIN)
+	@BUILD=$(BUILD) tests/run_tests.sh $(TEST_BIN) $(TEST_SH)
 
 asan:
 	$(MAKE) BUILD=build-asan SAN=address,undefined OPT=-O1 test

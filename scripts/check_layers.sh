@@ -13,8 +13,10 @@
 #   server/app/     the shared state and settings    store, http, codec, base, lib
 #   server/api/     routes and endpoints             app, store, http, codec, base, lib
 #   server/cmd/     entry points (main)              api, app, store, http, codec, base, lib
-# A module is a file without its extension (x.c and x.h are one module); module A depends on B when
-# A.c or A.h includes B.h. Circles are looked for among the modules of lib/ and server/ (tsort).
+# A module is a header and the sources that implement it: x.h with x.c, or with the source whose first
+# include from its own folder is x.h (tensor_parse.c and tensor_write.c implement tensor.h). Module A
+# depends on B when a file of A includes B's header. Circles are looked for among the modules of
+# lib/ and server/ (tsort).
 # Output ends with "N passed, N failed" like every test program.
 set -u
 root=${1:-$(cd "$(dirname "$0")/.." && pwd)}
@@ -52,6 +54,12 @@ for f in $files; do
     esac
     ok=$(allowed "$dir")
     mod=${f%.*}
+    if [ "${f##*.}" = c ] && [ ! -f "$mod.h" ]; then
+        # the module this source implements: the first header of its own folder that it includes
+        first=$(sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"/]*\)".*/\1/p' "$f" |
+                while read -r h; do [ -f "$dir/$h" ] && echo "$h" && break; done)
+        [ -n "$first" ] && mod="$dir/${first%.*}"
+    fi
     while IFS= read -r inc; do
         [ -n "$inc" ] || continue
         # resolve as the compiler does: next to the file, then -Iserver, then -Ilib

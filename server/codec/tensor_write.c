@@ -6,11 +6,12 @@
  * round-trip form (float_format.c) directly into the output buffer, a row at a time, with
  * bounded reservations of room.
  */
+#include "tensor.h"
+
 #include <string.h>
 
 #include "base64.h"
 #include "float_format.h"
-#include "tensor.h"
 
 int srv_encoding_parse(const char *s, srv_encoding *out)
 {

@@ -4,12 +4,13 @@
  *
  * Binary tensors are little-endian by the protocol; this file assumes a little-endian host.
  */
+#include "v2_codec.h"
+
 #include <inttypes.h>
 #include <string.h>
 
 #include "base/bigbuf.h"
 #include "float_format.h"
-#include "v2_codec.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "v2_response.c writes binary tensors as host floats: little-endian hosts only"

@@ -3,6 +3,8 @@
  * libmicrohttpd without a copy), error replies in the dialect the hooks choose, and the access log
  * line with the counters once a request has ended.
  */
+#include "http_internal.h"
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,7 +12,6 @@
 
 #include "base/bigbuf.h"
 #include "base/sysinfo.h"
-#include "http_internal.h"
 
 int srv_response_reserve(srv_response *resp, size_t bytes)
 {

@@ -20,6 +20,8 @@
  * Each step also tells deadline.c the request's phase (headers in, body bytes, handled, done), so a
  * client too slow with its headers or body is cut off (--header-timeout, --min-body-rate).
  */
+#include "http_internal.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,7 +30,6 @@
 
 #include "base/bigbuf.h"
 #include "base/sysinfo.h"
-#include "http_internal.h"
 
 /* Bodies at least this large on a SRV_ROUTE_HEAVY route run on a worker thread. Below it the
  * handler's work is short (an S request, 19 KB in and 60 KB out, takes a few hundred microseconds

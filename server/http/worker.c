@@ -3,11 +3,12 @@
  * bodies) off the HTTP threads: the connection is suspended while its job waits and runs, so the
  * thread that received it keeps serving its other connections.
  */
+#include "http_internal.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "base/sysinfo.h"
-#include "http_internal.h"
 
 static void *worker_main(void *arg)
 {

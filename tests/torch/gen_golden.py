@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """gen_golden.py - golden test cases for attnd's attention engine, computed by torch.
 
-Run with Debian's python3 and torch 1.13 (`make golden`, or `/usr/bin/python3 tests/gen_golden.py`).
+Run with Debian's python3 and torch 1.13 (`make golden`, or `/usr/bin/python3 tests/torch/gen_golden.py`).
 It rewrites every file in tests/golden/ (see tests/golden/README.md for the format) from fixed seeds,
 so the same torch gives the same files. The suite itself never needs torch: the files are committed.
 
@@ -53,6 +53,7 @@ STAGES = ["q_proj", "k_proj", "v_proj", "q_heads", "k_heads", "v_heads", "scores
           "head_outputs", "concat", "output"]
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+TESTS = os.path.dirname(HERE)  # tests/: the golden files live in tests/golden/
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -853,7 +854,7 @@ def main():
                  for i in range(args.random)]
         write_cases(specs, args.out, clean=False)
     else:
-        write_cases(committed_specs(), args.out or os.path.join(HERE, "golden"), clean=True)
+        write_cases(committed_specs(), args.out or os.path.join(TESTS, "golden"), clean=True)
     return 0
 
 

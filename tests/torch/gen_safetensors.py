@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """gen_safetensors.py - golden safetensors files and a hand-written torch layer directory.
 
-Run with Debian's python3 and torch 1.13 (`/usr/bin/python3 tests/gen_safetensors.py`). Debian has
+Run with Debian's python3 and torch 1.13 (`/usr/bin/python3 tests/torch/gen_safetensors.py`). Debian has
 no python3-safetensors, so write_safetensors() below writes the format from its specification
 (github.com/huggingface/safetensors, README "Format"), with the Rust implementation's conventions:
   8-byte little-endian header length N; N bytes of compact JSON
@@ -29,6 +29,7 @@ import torch
 import torch.nn.functional as F
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+TESTS = os.path.dirname(HERE)  # tests/: data/ and golden_datadir/ live there
 
 DTYPES = {torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16", torch.float64: "F64"}
 
@@ -70,7 +71,7 @@ def floats(t):
 
 
 def gen_files():
-    out = os.path.join(HERE, "data", "safetensors")
+    out = os.path.join(TESTS, "data", "safetensors")
     os.makedirs(out, exist_ok=True)
     g = torch.Generator().manual_seed(1234)
     base = {
@@ -100,7 +101,7 @@ def gen_files():
 
 
 def gen_datadir():
-    root = os.path.join(HERE, "golden_datadir")
+    root = os.path.join(TESTS, "golden_datadir")
     shutil.rmtree(root, ignore_errors=True)
     os.makedirs(os.path.join(root, "layers"))
     torch.manual_seed(7)

@@ -4,7 +4,7 @@
 # and replayed by test_golden. Needs /usr/bin/python3 with torch, so it is not part of `make test`.
 # The seed is printed: the same seed gives the same cases again.
 set -eu
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 n=${1:-200}
 seed=${2:-$(( $(date +%s) % 100000 ))}
 if ! /usr/bin/python3 -c 'import torch' 2>/dev/null; then
@@ -14,6 +14,6 @@ fi
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 echo "random golden cases: N=$n seed=$seed"
-/usr/bin/python3 tests/gen_golden.py --random "$n" --seed "$seed" --out "$dir"
-make -s "${BUILD:-build}/tests/test_golden"
-"${BUILD:-build}/tests/test_golden" "$dir"
+/usr/bin/python3 tests/torch/gen_golden.py --random "$n" --seed "$seed" --out "$dir"
+make -s "${BUILD:-build}/tests/engine/test_golden"
+"${BUILD:-build}/tests/engine/test_golden" "$dir"

@@ -3,7 +3,7 @@
 
 Run with Debian's python3 and torch 1.13 (not part of `make test`, which never needs torch):
 
-    /usr/bin/python3 tests/http_random.py [--cases N] [--seed S] [--url URL] [--attnd PATH] [-v]
+    /usr/bin/python3 tests/torch/http_random.py [--cases N] [--seed S] [--url URL] [--attnd PATH] [-v]
 
 Without --url it starts build/attnd (or --attnd) on a free port of 127.0.0.1 and stops it at the end.
 Every case is drawn from its own seed (printed on failure: rerun one with --seed S --only I).
@@ -1084,7 +1084,7 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--only", type=int, help="run only case number I of the seed")
     ap.add_argument("--url", help="a running attnd (default: start --attnd on a free port)")
-    ap.add_argument("--attnd", default=os.path.join(HERE, "..", "build", "attnd"))
+    ap.add_argument("--attnd", default=os.path.join(HERE, "..", "..", "build", "attnd"))
     ap.add_argument("--no-trace", action="store_true")
     ap.add_argument("--big", type=int, default=2, help="cases with bodies past 1 MiB (default 2)")
     ap.add_argument("-v", "--verbose", action="store_true")

@@ -1,7 +1,7 @@
 """torch_stages.py - the forward pass of nn.MultiheadAttention in torch ops, every stage kept.
 
 Shared by the scripts that check attnd against torch (gen_golden.py writes the committed golden files,
-http_random.py drives a live daemon); imported from tests/, needs torch (Debian's python3-torch 1.13).
+http_random.py drives a live daemon); imported from tests/torch/, needs torch (Debian's python3-torch 1.13).
 
 attention_stages() is torch 1.13's order of operations (F.multi_head_attention_forward's general
 path), written out so that every intermediate can be compared with attnd's /trace stages, with one
