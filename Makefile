@@ -85,7 +85,7 @@ $(BUILD)/%.o: %.c | $(DEPS_STAMP)
 	$(call say,CC,$<)
 	$(Q)$(CC) $(CFLAGS) -c -o $@ $<
 
-# /openapi.yaml is served from a copy built into the binary (server/openapi_embed.c uses .incbin)
+# /openapi.yaml is served from a copy built into the binary (server/api/openapi_embed.c uses .incbin)
 $(BUILD)/server/api/openapi_embed.o: openapi.yaml
 
 $(BUILD)/libmha.a: $(LIB_OBJ)

@@ -1,6 +1,6 @@
 /*
  * bench_float_format.c - ns per number of the shortest float32 writer on realistic data, the
- * current server/float_format.c against the previous implementation (bench/float_format_ref.h)
+ * current server/codec/float_format.c against the previous implementation (bench/float_format_ref.h)
  * in the same run, interleaved, so load from other processes hits both alike:
  *
  *   ref      the old srv_format_float, one call per number, as write_numbers called it

@@ -35,7 +35,7 @@
  * Correctness is checked exhaustively over all 2^32 patterns by bench/check_float_all.c (round
  * trip through strtof, digit count minimal, and byte for byte the text of the previous, simpler
  * implementation kept in bench/float_format_ref.h, for srv_format_float and srv_format_floats) and
- * on random samples in tests/test_float_format.c.
+ * on random samples in tests/codec/test_float_format.c.
  */
 #include <stdint.h>
 #include <string.h>

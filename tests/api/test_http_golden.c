@@ -4,7 +4,7 @@
  * /forward (answers asked in each of the three encodings, in turn) and /trace, and compare output,
  * attention weights and every trace stage with torch's within the project's tolerance.
  *
- * An optional argument names another directory of cases (e.g. tests/golden_random.sh's).
+ * An optional argument names another directory of cases (e.g. tests/torch/golden_random.sh's).
  */
 #include <stdio.h>
 #include <stdlib.h>

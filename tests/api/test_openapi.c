@@ -1,7 +1,7 @@
 /*
  * test_openapi.c - openapi.yaml stays true to the daemon: the same routes, served, and served as is.
  *
- *  - every route of the route table (server/routes.c) is a path + method of openapi.yaml's `paths`;
+ *  - every route of the route table (server/api/routes.c) is a path + method of openapi.yaml's `paths`;
  *  - every path + method of openapi.yaml is served by an in-process daemon (not 404 or 405, and
  *    never a 5xx), with a layer created for the {name} parameters and its version for {version};
  *  - GET /openapi.yaml answers the repository's file byte for byte.
@@ -163,11 +163,11 @@ int main(void)
     int routes = 0;
     for (const srv_route *r = srv_routes; r->method; r++, routes++)
         CHECK(has_op(ops, n, r->method, r->pattern),
-              "route %s %s (server/routes.c) is missing from openapi.yaml's paths", r->method,
+              "route %s %s (server/api/routes.c) is missing from openapi.yaml's paths", r->method,
               r->pattern);
     for (int i = 0; i < n; i++)
         CHECK(in_route_table(ops[i].method, ops[i].path),
-              "openapi.yaml documents %s %s, which server/routes.c does not have", ops[i].method,
+              "openapi.yaml documents %s %s, which server/api/routes.c does not have", ops[i].method,
               ops[i].path);
     CHECK(n == routes, "openapi.yaml has %d operations, the route table %d routes", n, routes);
 

@@ -1,6 +1,6 @@
 /*
- * test_auth_metrics.c - API key checks, read-only, CORS origin matching (server/auth.c) and the
- * Prometheus exposition (server/metrics.c), without a daemon.
+ * test_auth_metrics.c - API key checks and read-only (server/app/auth.c), CORS origin matching (server/http/cors.c) and the
+ * Prometheus exposition (server/app/metrics.c), without a daemon.
  */
 #include <stdio.h>
 #include <stdlib.h>

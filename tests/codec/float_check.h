@@ -1,5 +1,5 @@
 /*
- * float_check.h - the checks shared by tests/test_float_format.c (random samples) and
+ * float_check.h - the checks shared by tests/codec/test_float_format.c (random samples) and
  * bench/check_float_all.c (all 2^32 patterns): srv_format_float's output reads back bit for bit,
  * and no decimal with fewer significant digits does (brute force with printf's correctly rounded
  * "%.*e" and its neighbours in the last digit).

@@ -1,5 +1,5 @@
 /*
- * test_predecode.c - the predecoder (server/predecode.c): base64 texts decoded from a body fed in
+ * test_predecode.c - the predecoder (server/codec/predecode.c): base64 texts decoded from a body fed in
  * chunks of every size give the bytes a whole decode gives, with the float32 finite flag right;
  * texts it must leave to the parser (escapes, bad bytes, misplaced padding, no "base64" key before
  * them, too many) are not handed out; keys and strings cut at any chunk boundary are found.

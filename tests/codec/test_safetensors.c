@@ -1,7 +1,7 @@
 /*
- * test_safetensors.c - the safetensors reader and writer (server/safetensors.c).
+ * test_safetensors.c - the safetensors reader and writer (server/codec/safetensors.c).
  *
- *   - golden files written by tests/gen_safetensors.py from torch tensors in F32/F16/BF16/F64 read
+ *   - golden files written by tests/torch/gen_safetensors.py from torch tensors in F32/F16/BF16/F64 read
  *     back as the float32 values torch converts them to (bit for bit, -0.0 included);
  *   - the writer reproduces the golden F32 file byte for byte (Rust's layout: sorted names, compact
  *     header padded with spaces to 8);

@@ -4,7 +4,7 @@
  * numbers, at the project's tolerance (check.h: 2e-5 absolute + 1e-4 relative; -inf must be -inf).
  *
  *   test_golden [DIR]      DIR defaults to tests/golden; point it at the output of
- *                          `tests/gen_golden.py --random N --seed S --out DIR` for cases outside the repo
+ *                          `tests/torch/gen_golden.py --random N --seed S --out DIR` for cases outside the repo
  *
  * Each case runs four times: on the calling thread only (no pool) and on a 2-thread pool (with
  * OpenBLAS set to one thread, as the engine wants when it has its own pool), each with every trace

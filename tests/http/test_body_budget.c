@@ -1,5 +1,5 @@
 /*
- * test_body_budget.c - --max-body-memory (server/body_budget.c): request bodies held at once, all
+ * test_body_budget.c - --max-body-memory (server/http/body_budget.c): request bodies held at once, all
  * connections together, against an in-process daemon (port 0) with --max-body-bytes and
  * --max-body-memory both 1 MiB.
  *

@@ -1,5 +1,5 @@
 /*
- * test_deadline.c - per-phase deadlines (server/deadline.c) against an in-process daemon (port 0)
+ * test_deadline.c - per-phase deadlines (server/http/deadline.c) against an in-process daemon (port 0)
  * with short limits: --header-timeout 1, --min-body-rate 1000, --timeout 10.
  *
  *   - headers trickled a byte at a time: 408 and closed after about a second, while normal clients

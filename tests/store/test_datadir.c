@@ -1,5 +1,5 @@
 /*
- * test_datadir.c - layers on disk (server/datadir.c): write/read bit for bit, stamps for --watch,
+ * test_datadir.c - layers on disk (server/store/datadir.c): write/read bit for bit, stamps for --watch,
  * crash at every step of a commit (simulated by leaving the files a crash leaves), damaged files,
  * hand-written torch layers (tests/golden_datadir/), delete, leftovers cleaned.
  */

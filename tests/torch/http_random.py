@@ -1005,7 +1005,7 @@ def shorter_exists(tok, sig):
 
 
 def big_cases(run, rng, count):
-    """Bodies past 1 MiB (base64 texts decoded while the body arrives: server/predecode.c), sent
+    """Bodies past 1 MiB (base64 texts decoded while the body arrives: server/codec/predecode.c), sent
     with Content-Length or chunked, and replies past a million numbers (nested replies written by
     two threads): long query sequences against a few keys, so torch's reference stays cheap."""
     for i in range(count):
