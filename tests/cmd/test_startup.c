@@ -1,7 +1,8 @@
 /*
  * test_startup.c - what attnd does at start, seen from outside as a process: a port another process
  * holds is an error (exit status, message naming the address) and the daemon holding it keeps
- * serving every request; a restart binds the port its predecessor just left.
+ * serving every request; a restart binds the port its predecessor just left; a bad option value is
+ * exit status 2 with a message naming it.
  *
  * The daemons run as child processes (tests/support/child.h) on ports the kernel picks; traffic goes
  * to 127.0.0.1 only.
@@ -104,8 +105,50 @@ static void test_restart_same_port(void)
     hc_stop(next);
 }
 
+/* A bad option value stops attnd before it starts, with status 2 and a message naming the flag (or
+ * its twin) and what it takes; --help prints every flag on stdout with status 0. */
+static void test_bad_options(void)
+{
+    static const struct {
+        const char *arg, *env, *says;
+    } bad[] = {
+        {"--max-body-bytes=64X", NULL, "--max-body-bytes: '64X' is not a size in bytes"},
+        {"--timeout=5m", NULL, "--timeout: '5m' is not whole seconds"},
+        {"--port=http", NULL, "--port: 'http' is not a whole number, from 0 to 65535"},
+        {NULL, "ATTND_MAX_TRACE_ELEMENTS=lots", "ATTND_MAX_TRACE_ELEMENTS: 'lots' is not a whole"},
+        {NULL, "ATTND_QUEUE_WAIT_MS=1.5s", "ATTND_QUEUE_WAIT_MS: '1.5s' is not milliseconds"},
+        {"--no-such-flag", NULL, "unknown flag '--no-such-flag'"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        ch_child c;
+        const char *args[] = {"--port", "0", bad[i].arg, NULL};
+        const char *env[] = {bad[i].env, NULL};
+        int rc = ch_run(&c, args, env, 10000);
+        CHECK(rc == 0 && c.status == 2, "%s: exit status 2 (%d)", bad[i].arg ? bad[i].arg : bad[i].env,
+              c.status);
+        CHECK(strstr(c.err, bad[i].says) != NULL, "%s: says '%s': %s",
+              bad[i].arg ? bad[i].arg : bad[i].env, bad[i].says, c.err);
+        CHECK(strstr(c.err, "listening") == NULL, "and never listens");
+        ch_free(&c);
+    }
+    ch_child c;
+    const char *env[] = {"ATTND_MAX_BODY_BYTES=64M", "ATTND_TIMEOUT=45s", NULL};
+    const char *args[] = {"--port", "0", "--queue-wait-ms", "2s", NULL};
+    int started = ch_start(&c, args, env, 20000);
+    CHECK(started == 0, "suffixed values in flags and twins start the daemon: %s", c.err);
+    ch_free(&c);
+
+    const char *help[] = {"--help", NULL};
+    int rc = ch_run(&c, help, NULL, 10000);
+    CHECK(rc == 0 && c.status == 0 && strstr(c.out, "--max-body-bytes SIZE") &&
+              strstr(c.out, "default: 256M"),
+          "--help: status 0 (%d), the flags on stdout", c.status);
+    ch_free(&c);
+}
+
 int main(void)
 {
+    test_bad_options();
     test_busy_port();
     test_restart_same_port();
     return check_report();
