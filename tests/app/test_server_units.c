@@ -338,12 +338,12 @@ static char *capture_stderr(void (*fn)(void))
 
 static void log_json(void)
 {
-    srv_log_request(SRV_LOG_JSON, "POST", "/v1/layers/\"x\"/forward", 200, 10, 20, 1.5);
+    srv_log_request(SRV_LOG_JSON, "POST", "/v1/layers/\"x\"/forward", 200, 10, 20, 1.5, "abc-1");
 }
 static void log_text(void)
 {
-    srv_log_request(SRV_LOG_TEXT, "GET", "/a\nb", 404, 0, 99, 0.25);
-    srv_log_request(SRV_LOG_OFF, "GET", "/quiet", 200, 0, 0, 0);
+    srv_log_request(SRV_LOG_TEXT, "GET", "/a\nb", 404, 0, 99, 0.25, "abc-2");
+    srv_log_request(SRV_LOG_OFF, "GET", "/quiet", 200, 0, 0, 0, "abc-3");
 }
 
 static void test_log(void)
@@ -355,12 +355,13 @@ static void test_log(void)
               json_integer_value(json_object_get(doc, "status")) == 200 &&
               json_integer_value(json_object_get(doc, "bytes_in")) == 10 &&
               json_integer_value(json_object_get(doc, "bytes_out")) == 20 &&
-              json_number_value(json_object_get(doc, "ms")) == 1.5,
+              json_number_value(json_object_get(doc, "ms")) == 1.5 &&
+              !strcmp(json_string_value(json_object_get(doc, "request_id")), "abc-1"),
           "JSON log line: %s", s);
     json_decref(doc);
     free(s);
     s = capture_stderr(log_text);
-    CHECK(strstr(s, "GET /a?b 404 in=0 out=99 0.250ms\n") != NULL && !strstr(s, "quiet") &&
+    CHECK(strstr(s, "GET /a?b 404 in=0 out=99 0.250ms id=abc-2\n") != NULL && !strstr(s, "quiet") &&
               strchr(s, '\n') == s + strlen(s) - 1,
           "text log line, control characters masked, off is silent: %s", s);
     free(s);
