@@ -26,8 +26,16 @@ const INPUT_KEYS = ["layer", "q", "k", "seed", "scale", "pos", "causal", "pad", 
 
 const params = new URLSearchParams(location.search);
 
+// The daemon: the one that served the page, or (for development, web/ served elsewhere) ?api=URL.
+// The API key is kept per daemon origin, so a link naming another daemon never receives a key
+// typed for this one (and /ui's Content-Security-Policy keeps the page on its own origin anyway).
+const apiBase = params.get("api") || undefined;
+const apiOrigin = apiBase ? new URL(apiBase, location.href).origin : location.origin;
+const KEY_ITEM = `attnd.apiKey ${apiOrigin}`;
+
 const app = {
-  client: new Client(params.get("api") || undefined, {apiKey: sessionStorage.getItem("attnd.apiKey")}),
+  client: new Client(apiBase, {apiKey: sessionStorage.getItem(KEY_ITEM)}),
+  apiOrigin,
   state: parseState(location.search),
   layers: [], // GET /v1/layers
   layer: null, // {name, info: describe's answer, cfg}
@@ -62,7 +70,18 @@ function errorText(e) {
   return t;
 }
 
+/** A confirmation that stays a few seconds (layer created, link copied, ...). */
+let noticeTimer = null;
+function notice(text) {
+  const n = $("#notice");
+  n.textContent = text;
+  n.hidden = false;
+  clearTimeout(noticeTimer);
+  noticeTimer = setTimeout(() => (n.hidden = true), 8000);
+}
+
 app.message = message;
+app.notice = notice;
 app.status = status;
 app.errorText = errorText;
 
@@ -84,8 +103,8 @@ app.call = async function call(fn) {
 };
 
 app.setKey = function setKey(key) {
-  if (key) sessionStorage.setItem("attnd.apiKey", key);
-  else sessionStorage.removeItem("attnd.apiKey");
+  if (key) sessionStorage.setItem(KEY_ITEM, key);
+  else sessionStorage.removeItem(KEY_ITEM);
   app.client.apiKey = key || null;
   $("#key-button").textContent = key ? "API key ✓" : "API key";
 };
@@ -285,12 +304,18 @@ function render() {
   root.setAttribute("aria-labelledby", `tab-${s.view}`);
   root.dataset.view = s.view;
   const out = RENDER[s.view](app, root);
-  const drawMs = performance.now() - t0;
-  app.lastDrawMs = drawMs;
-  app.view = out && typeof out.then !== "function" ? out : null;
-  if (out && typeof out.then === "function") out.then((v) => (app.view = v || null));
   const {H, L, S} = app.input;
-  status(`${app.layer.name}: ${H} heads × ${L} queries × ${S} keys · forward ${Math.round(app.result.ms)} ms · drawn in ${Math.round(drawMs)} ms`);
+  const done = (view) => {
+    app.lastDrawMs = performance.now() - t0;
+    app.view = view || null;
+    status(`${app.layer.name}: ${H} heads × ${L} queries × ${S} keys · forward ${Math.round(app.result.ms)} ms · drawn in ${Math.round(app.lastDrawMs)} ms`);
+  };
+  if (out && typeof out.then === "function") { // views that make their own requests (trace, parameters, compare)
+    app.view = null;
+    status(`${app.layer.name}: ${H} heads × ${L} queries × ${S} keys · forward ${Math.round(app.result.ms)} ms · loading…`);
+    const gen = app.generation;
+    out.then((v) => gen === app.generation && root.dataset.view === s.view && done(v));
+  } else done(out);
 }
 app.render = render;
 
@@ -458,9 +483,9 @@ function bindControls() {
   $("#copy-link").addEventListener("click", async () => {
     try {
       await navigator.clipboard.writeText(location.href);
-      status("link copied");
+      notice("link copied");
     } catch (e) {
-      status(location.href);
+      notice(`the link to this view: ${location.href}`);
     }
   });
   const themes = ["auto", "light", "dark"];
@@ -491,13 +516,13 @@ app.resetFor = resetFor;
 // Export
 
 async function exportPNG() {
-  if (!app.view || !app.view.exportCanvas) return status("nothing to export yet");
+  if (!app.view || !app.view.exportCanvas) return notice("nothing to export yet");
   const canvas = await app.view.exportCanvas();
   canvas.toBlob((blob) => download(blob, `attnd-${app.layer.name}-${app.state.view}.png`), "image/png");
 }
 
 async function exportJSON() {
-  if (!app.view || !app.view.exportData) return status("nothing to export yet");
+  if (!app.view || !app.view.exportData) return notice("nothing to export yet");
   const data = {layer: app.layer.name, version: app.layer.info.version, config: app.layer.cfg, view: app.state.view,
                 link: location.href, input: {queries: app.input.qLabels, keys: app.input.kLabels, causal: app.input.causal, padded_keys: app.input.pad},
                 ...(await app.view.exportData())};
@@ -509,7 +534,8 @@ async function exportJSON() {
 async function start() {
   bindControls();
   initLayersPanel(app);
-  app.setKey(sessionStorage.getItem("attnd.apiKey"));
+  app.setKey(sessionStorage.getItem(KEY_ITEM));
+  if (apiOrigin !== location.origin) $("#layer-summary").before(h("span", {class: "muted", title: "this page talks to another daemon (?api=)"}, `daemon ${apiOrigin}`));
   if (!VIEWS.includes(app.state.view)) app.state.view = DEFAULTS.view;
   syncControls();
   try {

@@ -25,7 +25,7 @@ export function renderLayerList(app) {
  */
 export function askKey(app, reason) {
   const dlg = $("#key-dialog");
-  $("#key-reason").textContent = reason ? `The daemon asks for its API key: ${reason}` : "The API key for changes, for this tab only.";
+  $("#key-reason").textContent = `${reason ? `The daemon at ${app.apiOrigin} asks for its API key: ${reason}` : `The API key of the daemon at ${app.apiOrigin}, for this tab only.`}`;
   $("#key-input").value = "";
   return new Promise((resolve) => {
     dlg.addEventListener("close", function onClose() {
@@ -65,7 +65,7 @@ export function initLayersPanel(app) {
       app.message("");
       await app.refreshLayers();
       app.setState(app.resetFor(name), {push: true});
-      app.status(`created layer ${name}`);
+      app.notice(`created layer ${name}`);
     } catch (e) {
       app.message(app.errorText(e));
     }
@@ -86,7 +86,7 @@ export function initLayersPanel(app) {
       await app.refreshLayers();
       if (name === app.state.layer) app.loadLayer();
       else app.setState(app.resetFor(name), {push: true});
-      app.status(`${exists ? "replaced the weights of" : "created"} ${name} from ${file.name}`);
+      app.notice(`${exists ? "replaced the weights of" : "created"} ${name} from ${file.name}`);
     } catch (e) {
       app.message(app.errorText(e));
     }
@@ -100,7 +100,7 @@ export function initLayersPanel(app) {
       app.message("");
       const left = await app.refreshLayers();
       app.setState(app.resetFor(left.length ? left[0].name : ""), {push: true});
-      app.status(`deleted ${name}`);
+      app.notice(`deleted ${name}`);
     } catch (e) {
       app.message(app.errorText(e));
     }

@@ -5,8 +5,9 @@
 // apart where they agree.
 
 import {h, cssVar} from "./dom.js";
-import {f32} from "./format.js";
+import {f32, short} from "./format.js";
 import {hexRgb} from "./colormap.js";
+import {scaleTop} from "./view_heads.js";
 
 export const MAX_LINE_TOKENS = 200;
 
@@ -20,6 +21,7 @@ export function renderLines(app, root) {
     return null;
   }
   const colours = app.headColours();
+  const top = scaleTop(app, [[weights.data, weights.data.length]]); // opacity 1 at the scale's top
   const shown = new Set(app.state.heads ?? [...Array(H).keys()]);
   let focus = null; // {side: "q" | "k", index}, from hover or keyboard focus
   let pinned = null;
@@ -37,7 +39,7 @@ export function renderLines(app, root) {
   const yOf = (top, idx, head) => top + idx * rowH + rowH / 2 + (H > 1 ? ((head - (H - 1) / 2) / H) * rowH * 0.6 : 0);
 
   function draw(ctx, width, scale, xq = 0, xk = width) {
-    ctx.lineWidth = 2 * scale;
+    ctx.lineWidth = 2.5 * scale;
     for (let head = 0; head < H; head++) {
       if (!shown.has(head)) continue;
       ctx.strokeStyle = colours[head];
@@ -47,8 +49,8 @@ export function renderLines(app, root) {
         for (let j = 0; j < S; j++) {
           if (focus && focus.side === "k" && focus.index !== j) continue;
           const w = weights.data[base + i * S + j];
-          if (!(w > 0.002)) continue;
-          ctx.globalAlpha = Math.min(1, w);
+          if (!(w > 0.002 * top)) continue;
+          ctx.globalAlpha = Math.min(1, w / top);
           ctx.beginPath();
           ctx.moveTo(xq, yOf(qTop, i, head) * scale);
           ctx.lineTo(xk, yOf(kTop, j, head) * scale);
@@ -138,7 +140,8 @@ export function renderLines(app, root) {
   }
 
   root.replaceChildren(
-    h("p", {class: "hint"}, "Each line joins a query (left) to a key (right); its opacity is the head's weight. Hover or focus a token to see only its lines, click it to pin them."),
+    h("p", {class: "hint"}, `Each line joins a query (left) to a key (right); its opacity is the head's weight (opaque at ${short(top)}, the scale top). ` +
+      "Hover or focus a token to see only its lines, click it to pin them."),
     h("div", {class: "head-toggles", role: "group", "aria-label": "heads shown"}, toggles, all),
     h("div", {class: "lines"}, h("div", {class: "col left"}, qCol), canvas, h("div", {class: "col right"}, kCol)),
     readout);

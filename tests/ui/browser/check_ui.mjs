@@ -30,7 +30,8 @@ let passed = 0, failed = 0;
 function check(name, ok, detail = "") {
   if (ok) passed++;
   else failed++;
-  console.log(`${ok ? "ok  " : "FAIL"} ${name}${!ok && detail ? `\n     ${detail}` : detail && ok ? `  (${detail})` : ""}`);
+  const quiet = ok && (detail.includes("\n") || detail.length > 100); // a passing check's long detail is noise
+  console.log(`${ok ? "ok  " : "FAIL"} ${name}${!ok && detail ? `\n     ${detail}` : detail && !quiet ? `  (${detail})` : ""}`);
 }
 async function step(name, fn) {
   try {
@@ -411,6 +412,87 @@ try {
     await page.close();
   });
 
+  await step("inputs", async () => {
+    // cross-attention: 3 queries, 5 keys
+    const page = await open(pageUrl(main, "layer=demo&q=a+b+c&k=v+w+x+y+z"));
+    await settled(page);
+    const sizes = await page.$$eval("canvas[data-head]", (cs) => cs.map((c) => `${c.width}x${c.height}`));
+    check("key/value tokens make a cross-attention map (3 queries x 5 keys)", sizes.length === 5 && sizes.every((x) => x === "5x3"), sizes.join(","));
+    // a pasted JSON input: 4 rows of the layer's 64 features
+    await page.check('input[name="input-mode"][value="custom"]');
+    const rows = Array.from({length: 4}, (_, i) => Array.from({length: 64}, (_, d) => Math.sin(i * 64 + d)));
+    await page.fill("#json-text", JSON.stringify(rows));
+    const reply = page.waitForResponse((r) => r.url().endsWith("/forward") && JSON.parse(r.request().postData()).average_attn_weights === false);
+    await page.click("#json-apply");
+    const sent = JSON.parse((await reply).request().postData());
+    await page.waitForFunction(() => document.querySelector('canvas[data-head="0"]')?.width === 4);
+    const q = decodeTensor(sent.query);
+    check("a pasted JSON input is sent as it was given (4 x 64, bit for bit as float32)", q.shape.join() === "4,64" && q.data.every((v, i) => v === Math.fround(rows[Math.floor(i / 64)][i % 64])), q.shape.join());
+    await page.fill("#json-text", "[[1, 2], [3]]");
+    await page.click("#json-apply");
+    check("a malformed paste is refused with a message", /ragged/.test(await page.textContent("#message")));
+    await page.close();
+  });
+
+  await step("parameters", async () => {
+    const page = await open(pageUrl(main, "layer=demo&view=params"));
+    await page.waitForSelector("[data-param] canvas", {timeout: 20000});
+    const params = await page.$$eval("[data-param]", (els) => els.map((e) => e.dataset.param));
+    const boxes = await page.$$eval('[data-param="in_proj_weight"] .box', (bs) => bs.length);
+    const outBoxes = await page.$$eval('[data-param="out_proj.weight"] .box', (bs) => bs.length);
+    const total = await page.getAttribute("[data-total]", "data-total");
+    const text = await page.textContent(".count-section");
+    check("parameters drawn under torch's names", params.join() === "in_proj_weight,in_proj_bias,out_proj.weight,out_proj.bias", params.join());
+    check("each head's q, k, v rows and out_proj columns outlined", boxes === 12 && outBoxes === 4, `${boxes} in_proj, ${outBoxes} out_proj`);
+    check("the parameter count and its formula, with the answer for H", total === "16640" && /3E·E \+ 3E \+ E·E \+ E = 16,640/.test(text) && /Does H change the parameter count\? No/.test(text), text.slice(0, 300));
+    await page.close();
+  });
+
+  await step("compare", async () => {
+    const page = await context.newPage();
+    page.on("console", (m) => m.type() === "error" && consoleErrors.push(`compare page: ${m.text()}`));
+    const outputs = {};
+    page.on("response", async (r) => {
+      const m = /\/v1\/layers\/([^/]+)\/forward$/.exec(r.url());
+      if (m && JSON.parse(r.request().postData()).average_attn_weights === false) outputs[m[1]] = decodeTensor((await r.json()).output);
+    });
+    await page.goto(pageUrl(main, "layer=demo&view=compare&cmp=2"));
+    await page.waitForSelector(".answer[data-max-diff]", {timeout: 30000});
+    const diff = Number(await page.getAttribute(".answer", "data-max-diff"));
+    const other = await api(main, "GET", "/v1/layers/demo.h2");
+    const demo = await api(main, "GET", "/v1/layers/demo");
+    const w1 = await api(main, "GET", "/v1/layers/demo/weights?encoding=base64"), w2 = await api(main, "GET", "/v1/layers/demo.h2/weights?encoding=base64");
+    const same = Object.keys(w1.json).every((k) => w1.json[k].base64 === w2.json[k].base64);
+    check("compare serves the same weights with H=2 as a second layer", other.status === 200 && other.json.config.num_heads === 2 && same && other.json.parameter_count === demo.json.parameter_count);
+    const maps = await page.$$eval(".compare [data-layer]", (cols) => cols.map((c) => c.querySelectorAll("canvas[data-head]").length));
+    const a = outputs.demo.data, b = outputs["demo.h2"].data;
+    const want = Math.max(...Array.from(a, (v, i) => Math.abs(v - b[i])));
+    check("... side by side (4 maps and 2 maps) with the difference of the two outputs the API returned", maps.join() === "4,2" && want > 0 && Math.abs(diff - want) <= 1e-6 * want, `maps ${maps}, shown ${diff}, from the API ${want}`);
+    await page.close();
+  });
+
+  await step("upload and delete", async () => {
+    await api(main, "PUT", "/v1/layers/up", {config: {embed_dim: 64, num_heads: 4}, init: {method: "xavier_uniform", seed: 9}});
+    const file = await (await fetch(`${main}/v1/layers/demo/weights`, {headers: {Accept: "application/octet-stream"}})).arrayBuffer();
+    const dir = await mkdtemp(path.join(tmpdir(), "attnd-ui-st-"));
+    const f = path.join(dir, "demo.safetensors");
+    await writeFile(f, Buffer.from(file));
+    const page = await open(pageUrl(main, "layer=up"));
+    await settled(page);
+    await page.click("#upload-details summary");
+    await page.setInputFiles('#upload-form [name="file"]', f);
+    await page.click('#upload-form button[type="submit"]');
+    await page.waitForFunction(() => /replaced the weights of up/.test(document.querySelector("#notice").textContent));
+    const a = await api(main, "GET", "/v1/layers/up/weights?encoding=base64"), b = await api(main, "GET", "/v1/layers/demo/weights?encoding=base64");
+    check("a safetensors file uploaded from the page replaces the layer's weights", Object.keys(b.json).every((k) => a.json[k].base64 === b.json[k].base64));
+    page.once("dialog", (d) => d.accept());
+    await page.click("#delete-layer");
+    await page.waitForFunction(() => /deleted up/.test(document.querySelector("#notice").textContent));
+    check("deleting from the page removes the layer", (await api(main, "GET", "/v1/layers/up")).status === 404);
+    await rm(dir, {recursive: true, force: true});
+    await page.close();
+  });
+
   await step("theme and keyboard", async () => {
     const page = await open(pageUrl(main, "layer=demo"));
     await settled(page);
@@ -445,10 +527,11 @@ try {
     await page.fill("#key-input", "open-sesame");
     await page.click("#key-ok");
     await page.waitForSelector('#layer-list [data-layer="keyed"]');
-    const stored = await page.evaluate(() => [sessionStorage.getItem("attnd.apiKey"), localStorage.getItem("attnd.apiKey")]);
+    const stored = await page.evaluate((origin) => [sessionStorage.getItem(`attnd.apiKey ${origin}`),
+      JSON.stringify(Object.keys(localStorage).filter((k) => /key/i.test(k)))], new URL(restricted).origin);
     const listed = await api(restricted, "GET", "/v1/layers/keyed");
     check("the API key prompt: asked on 401, asked again for a wrong key, the change made with the right one", listed.status === 200);
-    check("the key is kept in this tab's sessionStorage only", stored[0] === "open-sesame" && stored[1] === null, JSON.stringify(stored));
+    check("the key is kept in this tab's sessionStorage only, for that daemon", stored[0] === "open-sesame" && stored[1] === "[]", JSON.stringify(stored));
 
     await page.click("#tab-trace");
     await page.waitForSelector(".view .message");
