@@ -112,27 +112,37 @@ app.setKey = function setKey(key) {
 // ---------------------------------------------------------------------------------------------
 // State and URL
 
-/** Changes the state; the URL follows (replaced, or pushed for a new layer or view). */
-app.setState = function setState(patch, {push = false} = {}) {
-  const before = app.state;
-  app.state = {...before, ...patch};
-  const q = stateQuery(app.state);
-  const url = location.pathname + (q ? `?${q}` : "") + (params.get("api") ? `${q ? "&" : "?"}api=${encodeURIComponent(params.get("api"))}` : "");
-  if (url !== location.pathname + location.search) history[push ? "pushState" : "replaceState"](null, "", url);
-  const changed = Object.keys(patch).filter((k) => JSON.stringify(before[k]) !== JSON.stringify(app.state[k]));
+/** The page's URL for a state (the development ?api= kept). */
+function urlFor(state) {
+  const q = new URLSearchParams(stateQuery(state));
+  if (apiBase) q.set("api", apiBase);
+  const text = q.toString();
+  return location.pathname + (text ? `?${text}` : "");
+}
+
+/** Redraws, reruns or reloads as much as the change from before to app.state needs. */
+function follow(before) {
+  const changed = Object.keys(app.state).filter((k) => JSON.stringify(before[k]) !== JSON.stringify(app.state[k]));
   if (!changed.length) return;
   syncControls();
   if (changed.includes("layer")) loadLayer();
   else if (changed.some((k) => INPUT_KEYS.includes(k))) schedule();
   else render();
+}
+
+/** Changes the state; the URL follows (replaced, or pushed for a new layer or view). */
+app.setState = function setState(patch, {push = false} = {}) {
+  const before = app.state;
+  app.state = {...before, ...patch};
+  const url = urlFor(app.state);
+  if (url !== location.pathname + location.search) history[push ? "pushState" : "replaceState"](null, "", url);
+  follow(before);
 };
 
 window.addEventListener("popstate", () => {
   const before = app.state;
   app.state = parseState(location.search);
-  syncControls();
-  if (before.layer !== app.state.layer) loadLayer();
-  else schedule();
+  follow(before);
 });
 
 // ---------------------------------------------------------------------------------------------
@@ -203,7 +213,7 @@ async function loadLayer() {
       }
       name = (app.layers.find((l) => l.name === "demo") || app.layers[0]).name;
       app.state = {...app.state, layer: name};
-      history.replaceState(null, "", location.pathname + `?${stateQuery(app.state)}` + apiSuffix());
+      history.replaceState(null, "", urlFor(app.state));
     }
     const info = await app.call((c) => c.describe(name));
     if (gen !== app.generation) return;
@@ -222,10 +232,6 @@ async function loadLayer() {
   }
 }
 app.loadLayer = loadLayer;
-
-function apiSuffix() {
-  return params.get("api") ? `&api=${encodeURIComponent(params.get("api"))}` : "";
-}
 
 /** What the request depends on, as text (for caches). */
 function inputKey() {
