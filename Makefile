@@ -87,6 +87,8 @@ $(BUILD)/%.o: %.c | $(DEPS_STAMP)
 
 # /openapi.yaml is served from a copy built into the binary (server/api/openapi_embed.c uses .incbin)
 $(BUILD)/server/api/openapi_embed.o: openapi.yaml
+# and so are the viewer's files under /ui (server/api/ui_assets.c)
+$(BUILD)/server/api/ui_assets.o: $(wildcard web/*.html web/*.js web/*.css)
 
 $(BUILD)/libmha.a: $(LIB_OBJ)
 	@rm -f $@ && ar rcs $@ $^

@@ -1,7 +1,7 @@
 // attnd.js - a small client for attnd's /v1 API, as one ES module with no dependencies.
 //
 //   import {Client} from "http://127.0.0.1:8080/ui/attnd.js";
-//   const attnd = new Client();               // the daemon that served this file
+//   const attnd = new Client();               // the daemon that served this file (its /ui/ parent)
 //   const r = await attnd.forward("demo", {query: {data: new Float32Array(3 * 64), shape: [3, 64]},
 //                                          needWeights: true, averageAttnWeights: false});
 //   r.attnWeights.data  // Float32Array, r.attnWeights.shape = [H, L, S]
@@ -254,10 +254,12 @@ const MEMBER = {
 };
 const TENSOR_MEMBERS = new Set(["query", "key", "value", "key_padding_mask", "attn_mask"]);
 
+// The daemon that served this module: the folder above /ui/attnd.js (so a proxy that serves attnd
+// under a prefix, /attnd/ui/attnd.js, is followed); "" (same origin) when loaded from a file.
 function defaultBase() {
   try {
-    const u = new URL(import.meta.url);
-    if (u.protocol === "http:" || u.protocol === "https:") return u.origin;
+    const u = new URL("../", import.meta.url);
+    if (u.protocol === "http:" || u.protocol === "https:") return u.href;
   } catch (e) { /* not loaded from a URL */ }
   return "";
 }
@@ -268,8 +270,8 @@ function layerPath(name) {
 
 export class Client {
   /**
-   * base: the daemon's URL ("http://127.0.0.1:8080"); default: the origin this module was
-   * loaded from (so /ui/attnd.js talks to the daemon that served it).
+   * base: the daemon's URL ("http://127.0.0.1:8080"); default: the daemon this module was loaded
+   * from (so /ui/attnd.js talks to the daemon that served it).
    * options: apiKey (sent as a Bearer token), fetch (an implementation, e.g. for tests),
    * headers (added to every request), requestId (a string, or a function returning one, sent as
    * X-Request-Id; needs the daemon's CORS to allow that header when cross-origin).
