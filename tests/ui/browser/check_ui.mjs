@@ -73,7 +73,9 @@ function startDaemon(extra, env = {}) {
 const TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8", ".css": "text/css; charset=utf-8"};
 function startStatic() {
   const server = createServer(async (req, res) => {
-    const name = new URL(req.url, "http://x").pathname.replace(/^\/+/, "") || "index.html";
+    // the daemon's layout: /ui is the page, /ui/NAME its files
+    const p = new URL(req.url, "http://x").pathname;
+    const name = p === "/ui" ? "index.html" : p.startsWith("/ui/") ? p.slice(4) : "";
     if (!/^[a-z0-9_]+\.(html|js|css)$/.test(name)) return res.writeHead(404).end();
     try {
       const body = await readFile(path.join(repo, "web", name));
@@ -105,7 +107,7 @@ try {
   else {
     const [srv, base] = await startStatic();
     staticServer = srv;
-    uiBase = `${base}/index.html`;
+    uiBase = `${base}/ui`;
   }
   console.log(`attnd ${main}; the page from ${served ? "the daemon's /ui" : `web/ at ${uiBase} (this attnd has no /ui)`}`);
   const pageUrl = (daemon, query = "") => {
@@ -361,7 +363,7 @@ try {
   await step("client", async () => {
     const page = await open(pageUrl(main, "layer=demo"), {expectErrors: /status of 400/}); // the error provoked below
     await settled(page);
-    const mod = served ? `${main}/ui/attnd.js` : `${new URL(uiBase).origin}/attnd.js`;
+    const mod = `${uiBase}/attnd.js`;
     const r = await page.evaluate(async ({mod, base}) => {
       const {Client} = await import(mod);
       const c = new Client(base);
@@ -391,6 +393,26 @@ try {
     check("the JS client round-trips a Float32Array bit for bit (PUT weights, GET weights)", r.w && r.o && r.isF32, JSON.stringify(r));
     check("the JS client's forward returns Float32Arrays of the API's shape", r.outIsF32 && r.outShape.join() === "1,4", JSON.stringify(r.outShape));
     check("the JS client's errors carry status, code and field", r.err && r.err.name === "AttndError" && r.err.status === 400 && r.err.code === "shape_mismatch" && r.err.field === "query", JSON.stringify(r.err));
+    await page.close();
+  });
+
+  await step("readme example", async () => {
+    // the README's page that draws one head, as written there (the daemon's address rewritten),
+    // from another origin (about:blank): the import and the calls go through --cors-origin
+    const readme = await readFile(path.join(repo, "README.md"), "utf8");
+    const section = readme.slice(readme.indexOf("### attnd.js"));
+    const html = /```html\n([\s\S]*?)```/.exec(section)[1].replaceAll("http://127.0.0.1:8080", main);
+    const page = await context.newPage();
+    const errors = [];
+    page.on("console", (m) => m.type() === "error" && errors.push(m.text()));
+    page.on("pageerror", (e) => errors.push(e.message));
+    await page.setContent(html);
+    await page.waitForFunction(() => document.getElementById("map").width !== 300, null, {timeout: 15000}); // 300: not drawn yet
+    await page.waitForTimeout(200);
+    const px = await pixels(page, "#map");
+    const rows = Array.from({length: px.height}, (_, i) => Array.from({length: px.width}, (_, j) => px.rgb(j, i)[0] / 255).reduce((a, b) => a + b, 0));
+    check("the README's example page draws head 0 (each row's lightness sums to 1)", errors.length === 0 && px.width === 6 && px.height === 6 &&
+          rows.every((r) => Math.abs(r - 1) < 0.05), `errors ${errors.join("; ")}; ${px.width}x${px.height}, row sums ${rows.map((r) => r.toFixed(3))}`);
     await page.close();
   });
 
@@ -514,7 +536,7 @@ try {
   // ---- a daemon with an API key and a small trace limit
   await step("api key and 413", async () => {
     const restricted = await startDaemon(["--demo", "--cors-origin", "*", "--api-key", "open-sesame", "--max-trace-elements", "3000"]);
-    if (!served) origins.add(new URL(restricted).origin);
+    origins.add(new URL(restricted).origin); // the second page's own origin
     const page = await open(pageUrlFor(restricted, "layer=demo"), {expectErrors: /status of 40[13]|status of 413/});
     await settled(page);
     await page.click("#create-details summary");
