@@ -360,7 +360,7 @@ function renderLayerSummary() {
   const extras = Object.entries(c)
     .filter(([k, v]) => !["embed_dim", "num_heads", "kdim", "vdim", "bias", "batch_first", "dropout", "add_bias_kv", "add_zero_attn"].includes(k) && v != null && v !== false)
     .map(([k, v]) => `${k}=${JSON.stringify(v)}`);
-  $("#layer-summary").textContent =
+  $("#layer-summary").title = $("#layer-summary").textContent =
     `E=${c.embed_dim} · H=${c.num_heads} · head_dim=${info.head_dim ?? c.embed_dim / c.num_heads}` +
     (c.kdim !== c.embed_dim || c.vdim !== c.embed_dim ? ` · kdim=${c.kdim} vdim=${c.vdim}` : "") +
     (c.add_bias_kv ? " · add_bias_kv" : "") + (c.add_zero_attn ? " · add_zero_attn" : "") +
