@@ -400,8 +400,7 @@ try {
     // the README's page that draws one head, as written there (the daemon's address rewritten),
     // from another origin (about:blank): the import and the calls go through --cors-origin
     const readme = await readFile(path.join(repo, "README.md"), "utf8");
-    const section = readme.slice(readme.indexOf("### attnd.js"));
-    const html = /```html\n([\s\S]*?)```/.exec(section)[1].replaceAll("http://127.0.0.1:8080", main);
+    const html = /```html\n([\s\S]*?)```/.exec(readme)[1].replaceAll("http://127.0.0.1:8080", main); // its one html block
     const page = await context.newPage();
     const errors = [];
     page.on("console", (m) => m.type() === "error" && errors.push(m.text()));
