@@ -27,6 +27,13 @@ if [ -n "$missing" ]; then
         }
 fi
 
+major=$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0)
+if [ "$major" -lt 20 ]; then
+    echo "playwright-core $PLAYWRIGHT_VERSION needs Node.js 20 or later; this node is $(node --version 2>/dev/null)" >&2
+    echo "0 passed, 1 failed"
+    exit 1
+fi
+
 pw="$BUILD/ui-node/node_modules/playwright-core"
 if [ "$(node -p "try { require('./$pw/package.json').version } catch (e) { '' }" 2>/dev/null)" != "$PLAYWRIGHT_VERSION" ]; then
     echo "installing playwright-core $PLAYWRIGHT_VERSION into $BUILD/ui-node"
