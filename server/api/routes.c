@@ -11,11 +11,15 @@
 #define BODY_JSON (SRV_ROUTE_BODY | SRV_ROUTE_JSON)
 
 const srv_route srv_routes[] = {
-    {"GET", "/", srv_api_index, 0, NULL},
+    {"GET", "/", srv_api_index, SRV_ROUTE_PUBLIC, NULL}, /* an index of links, as public as /ui */
     {"GET", "/healthz", srv_api_healthz, SRV_ROUTE_PROBE, NULL},
     {"GET", "/readyz", srv_api_readyz, SRV_ROUTE_PROBE, NULL},
     {"GET", "/metrics", srv_api_metrics, SRV_ROUTE_PROBE, NULL},
     {"GET", "/openapi.yaml", srv_api_openapi, 0, NULL},
+
+    /* the viewer (api_ui.c): its query is the page's own state, read by the page */
+    {"GET", "/ui", srv_api_ui_page, SRV_ROUTE_PUBLIC, NULL},
+    {"GET", "/ui/{asset}", srv_api_ui_asset, SRV_ROUTE_PUBLIC, NULL},
 
     {"GET", "/v1/layers", srv_api_layers_list, 0, ""},
     {"GET", "/v1/layers/{name}", srv_api_layer_get, 0, "L S N"},

@@ -24,6 +24,8 @@ static void fill(const char *pattern, const char *layer, const char *version, ch
             with = layer, p += 6;
         else if (strncmp(p, "{version}", 9) == 0)
             with = version, p += 9;
+        else if (strncmp(p, "{asset}", 7) == 0) /* a file of the viewer */
+            with = "attnd.js", p += 7;
         else if (*p == '{') { /* a placeholder this test does not know: any segment */
             with = "x";
             p = strchr(p, '}') + 1;
