@@ -104,6 +104,12 @@ static void test_buf(void)
           "json string escapes, invalid UTF-8 replaced: %s", srv_buf_cstr(&b));
     srv_buf_free(&b);
 
+    /* DEL and the C1 controls (U+0080..U+009F) are escaped too; U+00A0 and up stay as they are */
+    srv_buf_json_string(&b, "\x7f\xc2\x80\xc2\x9b\xc2\x9f\xc2\xa0");
+    CHECK(strcmp(srv_buf_cstr(&b), "\"\\u007f\\u0080\\u009b\\u009f\xc2\xa0\"") == 0,
+          "json string: DEL and C1 escaped: %s", srv_buf_cstr(&b));
+    srv_buf_free(&b);
+
     b.failed = true;
     CHECK(srv_buf_puts(&b, "x") == -1 && srv_buf_steal(&b, NULL) == NULL, "failed buffer stays failed");
     srv_buf_free(&b);
