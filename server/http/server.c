@@ -116,6 +116,8 @@ srv_http *srv_http_start(const srv_http_config *cfg, const srv_http_hooks *hooks
         {MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)on_connection, h->deadlines},
         {MHD_OPTION_LISTENING_ADDRESS_REUSE, 1, NULL},
         {MHD_OPTION_UNESCAPE_CALLBACK, (intptr_t)srv_http_unescape, NULL},
+        /* every request's context is made when its request line arrives (strict.c) */
+        {MHD_OPTION_URI_LOG_CALLBACK, (intptr_t)srv_http_on_target, h},
         {cfg->threads > 1 ? MHD_OPTION_THREAD_POOL_SIZE : MHD_OPTION_END,
          (intptr_t)cfg->threads, NULL},
         {MHD_OPTION_END, 0, NULL},
