@@ -16,7 +16,8 @@
  * SRV_ROUTE_HEAVY with a large body run on a worker (the connection is suspended meanwhile), so a
  * long forward pass does not stall other connections on the same thread.
  *
- * The files: server.c (start, drain, stop), request.c (the life of a request, its body), reply.c
+ * The files: server.c (start, drain, stop), request.c (the life of a request, its body), strict.c
+ * (the request line and headers against the RFCs' MUSTs), reply.c
  * (responses and the access log), route.c (matching), worker.c (the workers), cors.c (CORS),
  * deadline.c (slow clients), body_budget.c (bodies held at once), fdlimit.c (descriptors).
  */
