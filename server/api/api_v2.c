@@ -11,6 +11,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "base/sysinfo.h"
 #include "codec/v2_codec.h"
 #include "forward.h"
 #include "store/registry.h"
@@ -140,6 +141,7 @@ int srv_v2_infer(void *ctx, const srv_request *req, srv_response *resp, srv_erro
     srv_forward_result fr;
     memset(&vr, 0, sizeof vr);
     memset(&fr, 0, sizeof fr);
+    double t0 = srv_now(), t1 = t0, t2 = t0, t3 = t0;
     const char *ce = srv_request_header(req, "Content-Encoding");
     if (ce && strcasecmp(ce, "identity") != 0) {
         /* Triton can take gzip/deflate bodies; attnd does not decompress: say so plainly instead
@@ -157,8 +159,10 @@ int srv_v2_infer(void *ctx, const srv_request *req, srv_response *resp, srv_erro
         goto done;
     srv_forward_args args;
     v2_forward_args(&args, &vr);
+    t1 = srv_now();
     if (srv_forward_run(app, l, &args, false, &fr, err) < 0)
         goto done;
+    t2 = srv_now();
     srv_v2_result res[SRV_V2_OUT_COUNT];
     memset(res, 0, sizeof res);
     res[SRV_V2_OUT_OUTPUT].data = fr.output;
@@ -174,8 +178,10 @@ int srv_v2_infer(void *ctx, const srv_request *req, srv_response *resp, srv_erro
         srv_response_header(resp, "Inference-Header-Content-Length", "%zu", json_len);
         resp->content_type = "application/octet-stream";
     }
+    t3 = srv_now();
     rc = 0;
 done:
+    srv_forward_count(l, req, rc == 0, t1 - t0, &fr, t3 - t2);
     srv_forward_result_free(&fr);
     srv_v2_request_free(&vr);
     srv_layer_release(l);

@@ -6,6 +6,7 @@
  *   GET  /v2/models/{name}[/versions/{version}]            model metadata
  *   GET  /v2/models/{name}[/versions/{version}]/ready      model ready
  *   POST /v2/models/{name}[/versions/{version}]/infer      inference (JSON and binary tensors)
+ *   GET  /v2/models[/{name}[/versions/{version}]]/stats     statistics (Triton's extension)
  *
  * A model is a layer of the registry; its one version is the layer's version counter as a decimal
  * string (it changes on every replace). A /versions/{version} path naming another version is a 404.
@@ -24,6 +25,9 @@ int srv_v2_health_ready(void *ctx, const srv_request *req, srv_response *resp, s
 int srv_v2_model_metadata(void *ctx, const srv_request *req, srv_response *resp, srv_error *err);
 int srv_v2_model_ready(void *ctx, const srv_request *req, srv_response *resp, srv_error *err);
 int srv_v2_infer(void *ctx, const srv_request *req, srv_response *resp, srv_error *err);
+
+/* api_v2_stats.c: Triton's statistics extension, every model ({name} absent) or one. */
+int srv_v2_model_stats(void *ctx, const srv_request *req, srv_response *resp, srv_error *err);
 
 /* The route table's error writer for /v2: the status for err->code and {"error": "..."}
  * (Retry-After: 1 with a 503). */

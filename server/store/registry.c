@@ -53,7 +53,9 @@ bool srv_layer_name_valid(const char *name, srv_error *err)
 srv_layer *srv_layer_new(const char *name, mha_layer *layer, json_t *config)
 {
     srv_layer *l = calloc(1, sizeof *l);
-    if (!l || strlen(name) > SRV_LAYER_NAME_MAX) {
+    srv_layer_stats *stats = l ? srv_layer_stats_new() : NULL;
+    if (!stats || strlen(name) > SRV_LAYER_NAME_MAX) {
+        srv_layer_stats_release(stats);
         free(l);
         mha_layer_free(layer);
         json_decref(config);
@@ -62,6 +64,7 @@ srv_layer *srv_layer_new(const char *name, mha_layer *layer, json_t *config)
     strcpy(l->name, name);
     l->layer = layer;
     l->config = config;
+    l->stats = stats;
     l->refs = 1;
     l->created = l->updated = now_unix();
     return l;
@@ -80,6 +83,7 @@ void srv_layer_release(srv_layer *l)
         return;
     mha_layer_free(l->layer);
     json_decref(l->config);
+    srv_layer_stats_release(l->stats);
     free(l);
 }
 
@@ -190,6 +194,10 @@ int srv_registry_put_version(srv_registry *reg, srv_layer *l, uint64_t version,
     }
     if (old) {
         l->created = old->created;
+        if (l->stats != old->stats) { /* the name keeps counting where it was */
+            srv_layer_stats_release(l->stats);
+            l->stats = srv_layer_stats_ref(old->stats);
+        }
         reg->items[i] = srv_layer_ref(l);
         srv_layer_release(old); /* frees it only when no request holds it */
     } else {

@@ -16,6 +16,7 @@
 #include <jansson.h>
 
 #include "base/error.h"
+#include "layer_stats.h"
 #include "mha.h"
 
 #define SRV_LAYER_NAME_MAX 64
@@ -27,6 +28,8 @@ typedef struct srv_layer {
     uint64_t version;    /* unique across the registry's life, grows with every put (ETag)      */
     double created;      /* Unix time (s) the name was first created (kept across replacements)  */
     double updated;      /* Unix time (s) of this version                                         */
+    srv_layer_stats *stats; /* owned reference: the name's request counters, shared by its versions
+                             * (a put hands the replaced entry's on); never NULL once published    */
     int refs;            /* private: use srv_layer_ref / srv_layer_release                        */
 } srv_layer;
 
@@ -41,7 +44,8 @@ bool srv_layer_name_valid(const char *name, srv_error *err);
 
 /* Wraps a built layer and its config into a new entry with one reference (the caller's); takes
  * ownership of layer and config (a new reference of json is stolen) even on failure. NULL when out of
- * memory. The entry gets its version when it is put. */
+ * memory. The entry gets its version when it is put, and fresh counters (layer_stats.h) that a put
+ * replacing an entry of the same name swaps for the replaced entry's. */
 srv_layer *srv_layer_new(const char *name, mha_layer *layer, json_t *config);
 
 /* Adds a reference (returns l) / drops one, freeing the entry with the last. Both accept NULL. */
@@ -57,7 +61,7 @@ srv_layer *srv_registry_get(srv_registry *reg, const char *name, srv_error *err)
  * replaced entry). if_version: 0 = unconditional; SRV_IF_ABSENT = only when there is no entry yet
  * (If-None-Match: *); otherwise the put happens only when the current entry's version equals it
  * (SRV_E_CONFLICT otherwise, or when there is no entry). *replaced (may be NULL) tells whether an
- * entry was replaced. Returns 0 or -1. */
+ * entry was replaced; l then counts on the replaced entry's stats. Returns 0 or -1. */
 #define SRV_IF_ABSENT UINT64_MAX
 int srv_registry_put(srv_registry *reg, srv_layer *l, uint64_t if_version, bool *replaced,
                      srv_error *err);
