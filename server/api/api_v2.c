@@ -86,9 +86,23 @@ int srv_v2_model_metadata(void *ctx, const srv_request *req, srv_response *resp,
     srv_layer *l = v2_model(app, req, version, err);
     if (!l)
         return -1;
-    srv_v2_metadata_write(&resp->body, l->name, version, mha_layer_config(l->layer));
+    srv_v2_metadata_write(&resp->body, l->name, version, mha_layer_config(l->layer), l->config);
     srv_layer_release(l);
     return 0;
+}
+
+int srv_v2_model_config(void *ctx, const srv_request *req, srv_response *resp, srv_error *err)
+{
+    srv_app *app = ctx;
+    char version[24];
+    srv_layer *l = v2_model(app, req, version, err);
+    if (!l)
+        return -1;
+    int rc = srv_v2_config_write(&resp->body, l->name, mha_layer_config(l->layer), l->config,
+                                 app->opt.max_inflight);
+    srv_layer_release(l);
+    return rc < 0 ? srv_error_set(err, SRV_E_NOMEM, "", "out of memory writing the configuration")
+                  : 0;
 }
 
 int srv_v2_model_ready(void *ctx, const srv_request *req, srv_response *resp, srv_error *err)

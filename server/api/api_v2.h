@@ -5,6 +5,7 @@
  *   GET  /v2/health/live, /v2/health/ready                 health
  *   GET  /v2/models/{name}[/versions/{version}]            model metadata
  *   GET  /v2/models/{name}[/versions/{version}]/ready      model ready
+ *   GET  /v2/models/{name}[/versions/{version}]/config     model configuration (Triton's extension)
  *   POST /v2/models/{name}[/versions/{version}]/infer      inference (JSON and binary tensors)
  *   GET  /v2/models[/{name}[/versions/{version}]]/stats     statistics (Triton's extension)
  *
@@ -24,6 +25,8 @@ int srv_v2_health_ready(void *ctx, const srv_request *req, srv_response *resp, s
 /* {name} and the optional {version} come from the route's placeholders. */
 int srv_v2_model_metadata(void *ctx, const srv_request *req, srv_response *resp, srv_error *err);
 int srv_v2_model_ready(void *ctx, const srv_request *req, srv_response *resp, srv_error *err);
+/* Triton's model configuration extension: the layer as model_config.proto's ModelConfig. */
+int srv_v2_model_config(void *ctx, const srv_request *req, srv_response *resp, srv_error *err);
 int srv_v2_infer(void *ctx, const srv_request *req, srv_response *resp, srv_error *err);
 
 /* api_v2_stats.c: Triton's statistics extension, every model ({name} absent) or one. */

@@ -45,6 +45,9 @@ const srv_route srv_routes[] = {
      NULL},
     {"POST", "/v2/models/{name}/versions/{version}/infer", srv_v2_infer,
      SRV_ROUTE_BODY | SRV_ROUTE_HEAVY, NULL},
+    /* Triton's model configuration extension */
+    {"GET", "/v2/models/{name}/config", srv_v2_model_config, 0, NULL},
+    {"GET", "/v2/models/{name}/versions/{version}/config", srv_v2_model_config, 0, NULL},
     /* Triton's statistics extension (api_v2_stats.c) */
     {"GET", "/v2/models/{name}/stats", srv_v2_model_stats, 0, NULL},
     {"GET", "/v2/models/{name}/versions/{version}/stats", srv_v2_model_stats, 0, NULL},
