@@ -8,6 +8,7 @@
 #   make bench      engine and HTTP benchmarks (bench/); never part of the tests
 #   make fuzz       build the libFuzzer harnesses in build-fuzz/ (clang; fuzz/run.sh NAME SECONDS runs one)
 #   make golden     regenerate tests/golden/ from torch (needs /usr/bin/python3 with torch)
+#   make test-ui    the viewer (/ui) in headless Chromium (tests/ui/run_browser.sh; installs chromium, playwright-core)
 #   make test-container  build the Docker image with podman and check it (root; scripts/test_container.sh)
 #   make test-scale      three replicas + nginx on loopback, --watch, a replica killed (scripts/test_scale.sh)
 #   make bench-scale     wrk: one replica vs three behind nginx (scripts/bench_scale.sh)
@@ -15,7 +16,7 @@
 #
 # Sources are found by wildcard: lib/*.c -> libmha.a, server/*/*.c (but cmd/main.c) -> libsrv.a,
 # tests/*/test_*.c -> one executable each (tests/support/*.c linked into every one), and
-# tests/*/test_*.sh run as they are. The folders are layers (README.md, "Project layout"):
+# tests/*/test_*.sh run as they are. The folders are layers (docs/design.md, "Project layout"):
 # scripts/check_layers.sh, run by make test (tests/repo/test_layers.sh), keeps them so.
 # BUILD=dir puts every object elsewhere (make asan uses build-asan).
 
@@ -55,7 +56,7 @@ BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 DEB_PKGS  := gcc make libmicrohttpd-dev libjansson-dev libopenblas-dev libcurl4-openssl-dev curl
 DEPS_STAMP := $(BUILD)/.deps-ok
 
-.PHONY: all deps run test asan ubsan tsan bench golden clean format fuzz test-container test-scale bench-scale
+.PHONY: all deps run test asan ubsan tsan bench golden clean format fuzz test-ui test-container test-scale bench-scale
 all: $(BUILD)/attnd
 
 deps: $(DEPS_STAMP)
@@ -87,6 +88,8 @@ $(BUILD)/%.o: %.c | $(DEPS_STAMP)
 
 # /openapi.yaml is served from a copy built into the binary (server/api/openapi_embed.c uses .incbin)
 $(BUILD)/server/api/openapi_embed.o: openapi.yaml
+# and so are the viewer's files under /ui (server/api/ui_assets.c)
+$(BUILD)/server/api/ui_assets.o: $(wildcard web/*.html web/*.js web/*.css)
 
 $(BUILD)/libmha.a: $(LIB_OBJ)
 	@rm -f $@ && ar rcs $@ $^
@@ -122,6 +125,10 @@ tsan:
 
 bench: $(BUILD)/attnd $(BENCH_BIN)
 	@BUILD=$(BUILD) bench/run.sh
+
+# the viewer in headless Chromium (installs chromium, nodejs and playwright-core when missing)
+test-ui: $(BUILD)/attnd
+	@BUILD=$(BUILD) tests/ui/run_browser.sh
 
 test-container:
 	bash scripts/test_container.sh

@@ -15,6 +15,10 @@ int srv_api_healthz(void *ctx, const srv_request *req, srv_response *resp, srv_e
 int srv_api_readyz(void *ctx, const srv_request *req, srv_response *resp, srv_error *err);
 int srv_api_openapi(void *ctx, const srv_request *req, srv_response *resp, srv_error *err);
 
+/* api_ui.c: the viewer (web/, built into the binary) */
+int srv_api_ui_page(void *ctx, const srv_request *req, srv_response *resp, srv_error *err);
+int srv_api_ui_asset(void *ctx, const srv_request *req, srv_response *resp, srv_error *err);
+
 /* api_metrics.c */
 int srv_api_metrics(void *ctx, const srv_request *req, srv_response *resp, srv_error *err);
 

@@ -16,6 +16,10 @@ const srv_route srv_routes[] = {
     {"GET", "/metrics", srv_api_metrics, SRV_ROUTE_PROBE, NULL},
     {"GET", "/openapi.yaml", srv_api_openapi, 0, NULL},
 
+    /* the viewer (api_ui.c): its query is the page's own state, read by the page */
+    {"GET", "/ui", srv_api_ui_page, SRV_ROUTE_PUBLIC, NULL},
+    {"GET", "/ui/{asset}", srv_api_ui_asset, SRV_ROUTE_PUBLIC, NULL},
+
     {"GET", "/v1/layers", srv_api_layers_list, 0, ""},
     {"GET", "/v1/layers/{name}", srv_api_layer_get, 0, "L S N"},
     {"PUT", "/v1/layers/{name}", srv_api_layer_put,

@@ -33,7 +33,7 @@ int srv_auth_init(srv_auth *a, const char *key_file, const char *key, bool guard
                   bool read_only, srv_error *err);
 
 /* Decides whether a request may go on. changes: the route changes state; probe: /healthz,
- * /readyz, /metrics and the KServe health routes (never need a key). authorization: the request's
+ * /readyz, /metrics, the KServe health routes and the viewer's files (never need a key). authorization: the request's
  * Authorization header or NULL. Returns 0 (go on) or -1 with err: SRV_E_FORBIDDEN (read-only) or
  * SRV_E_UNAUTHORIZED (missing/wrong key; the reply carries `WWW-Authenticate: Bearer`). */
 int srv_auth_check(const srv_auth *a, bool changes, bool probe, const char *authorization,

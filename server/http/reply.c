@@ -96,7 +96,7 @@ enum MHD_Result srv_http_queue(req_ctx *c, srv_response *resp, bool close)
     }
     if (!r)
         return MHD_NO;
-    if (len || resp->status != 204)
+    if (len || (resp->status != 204 && resp->status != 304)) /* no content, no type */
         MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, resp->content_type);
     for (int i = 0; i < resp->nheaders; i++)
         MHD_add_response_header(r, resp->headers[i].name, resp->headers[i].value);
