@@ -8,6 +8,7 @@
 
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -34,7 +35,11 @@ int srv_v2_server_metadata(void *ctx, const srv_request *req, srv_response *resp
 {
     srv_buf_puts(&resp->body, "{\"name\":\"attnd\",\"version\":");
     srv_buf_json_string(&resp->body, ATTND_VERSION);
-    srv_buf_puts(&resp->body, ",\"extensions\":[\"binary_tensor_data\"]}");
+    /* every extension served, as Triton names them; unload_dependents is taken (attnd's models
+     * have no dependents to unload with them) */
+    srv_buf_puts(&resp->body, ",\"extensions\":[\"binary_tensor_data\",\"model_repository\","
+                              "\"model_repository(unload_dependents)\",\"statistics\","
+                              "\"model_configuration\"]}");
     return 0;
 }
 
@@ -56,6 +61,31 @@ int srv_v2_health_ready(void *ctx, const srv_request *req, srv_response *resp, s
     return 0;
 }
 
+/* Why the model called name is not served: 400 when the repository knows it (unloaded, or
+ * damaged in the data dir: not ready), 404 when it does not. Returns -1. */
+static int v2_not_served(srv_app *app, const char *name, srv_error *err)
+{
+    if (!name)
+        name = "";
+    if (srv_registry_is_unloaded(app->registry, name, NULL))
+        return srv_error_set(err, SRV_E_BAD_REQUEST, "name",
+                             "model '%.64s' is not ready: it is unloaded; POST "
+                             "/v2/repository/models/%.64s/load serves it again",
+                             name, name);
+    srv_damaged *damaged;
+    int n = srv_persist_damaged_list(app->persist, &damaged);
+    for (int i = 0; i < n; i++)
+        if (!strcmp(damaged[i].name, name)) {
+            srv_error_set(err, SRV_E_BAD_REQUEST, "name",
+                          "model '%.64s' is not ready: it could not be loaded: %s", name,
+                          damaged[i].reason);
+            break;
+        }
+    free(damaged);
+    return srv_error_set(err, SRV_E_LAYER_NOT_FOUND, "name",
+                         "unknown model '%.64s'; POST /v2/repository/index lists the models", name);
+}
+
 /* The layer the path's {name} names, at the path's {version} when there is one (the only version
  * a model has is its layer's current version counter). A new reference, or NULL with a 404. */
 static srv_layer *v2_model(srv_app *app, const srv_request *req, char version[24], srv_error *err)
@@ -64,8 +94,7 @@ static srv_layer *v2_model(srv_app *app, const srv_request *req, char version[24
     const char *want = srv_request_param(req, "version");
     srv_layer *l = name ? srv_registry_get(app->registry, name, NULL) : NULL;
     if (!l) {
-        srv_error_set(err, SRV_E_LAYER_NOT_FOUND, "name",
-                      "unknown model '%.64s'; GET /v1/layers lists the layers served", name);
+        v2_not_served(app, name, err);
         return NULL;
     }
     snprintf(version, 24, "%" PRIu64, l->version);

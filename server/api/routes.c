@@ -49,6 +49,12 @@ const srv_route srv_routes[] = {
      NULL},
     {"POST", "/v2/models/{name}/versions/{version}/infer", srv_v2_infer,
      SRV_ROUTE_BODY | SRV_ROUTE_HEAVY, NULL},
+    /* Triton's model repository extension (api_v2_repository.c): load reads files, on a worker */
+    {"POST", "/v2/repository/index", srv_v2_repository_index, 0, NULL},
+    {"POST", "/v2/repository/models/{name}/load", srv_v2_repository_load,
+     SRV_ROUTE_CHANGES | SRV_ROUTE_WORKER, NULL},
+    {"POST", "/v2/repository/models/{name}/unload", srv_v2_repository_unload, SRV_ROUTE_CHANGES,
+     NULL},
     /* Triton's model configuration extension */
     {"GET", "/v2/models/{name}/config", srv_v2_model_config, 0, NULL},
     {"GET", "/v2/models/{name}/versions/{version}/config", srv_v2_model_config, 0, NULL},
