@@ -171,8 +171,9 @@ int srv_v2_metadata_write(srv_buf *b, const char *name, const char *version, con
 int srv_v2_config_write(srv_buf *b, const char *name, const mha_config *cfg, const json_t *params,
                         int instances);
 
-/* Appends the protocol's error body {"error": "<err->message>"} and returns the HTTP status for
- * err->code (500 for an error that was never set). */
-int srv_v2_error_write(srv_buf *b, const srv_error *err);
+/* Appends the protocol's error body {"error": "<err->message>"}, with "request_id" after it when
+ * request_id is not NULL, and returns the HTTP status for err->code (500 for an error that was
+ * never set). */
+int srv_v2_error_write(srv_buf *b, const srv_error *err, const char *request_id);
 
 #endif

@@ -41,6 +41,7 @@ struct req_ctx {
     srv_http *h;
     srv_request req;
     char method[16];
+    char id[SRV_REQUEST_ID_MAX + 1]; /* req.id points here                                    */
     char *path;          /* owned copy: libmicrohttpd's url is not ours to keep               */
     char *params;        /* owned, as long as path: the values of the path's placeholders      */
     srv_buf body;

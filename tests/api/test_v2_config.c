@@ -49,8 +49,11 @@ static void check_error(srv_daemon *d, const char *method, const char *path, lon
     hc_response r;
     hc_request(d, method, path, NULL, NULL, 0, NULL, &r);
     json_t *j = hc_json(&r);
+    char id[160] = ""; /* attnd adds the request's id to the protocol's {"error": "..."} */
+    hc_header(&r, "X-Request-Id", id, sizeof id);
     CHECK(r.status == want && json_is_string(json_object_get(j, "error")) &&
-              json_object_size(j) == 1,
+              json_object_size(j) == 2 &&
+              !strcmp(json_string_value(json_object_get(j, "request_id")) ?: "-", id),
           "%s %s: want %ld {\"error\": \"...\"}, got %ld %s", method, path, want, r.status, r.body);
     json_decref(j);
     hc_response_free(&r);
