@@ -482,7 +482,10 @@ enum MHD_Result srv_http_on_request(void *cls, struct MHD_Connection *conn, cons
         c->done = NULL;
         return ok;
     }
-    if ((c->req.route->flags & SRV_ROUTE_HEAVY) && c->body.len >= OFFLOAD_MIN_BODY && srv_http_offload(c))
+    unsigned flags = c->req.route->flags;
+    if (((flags & SRV_ROUTE_WORKER) ||
+         ((flags & SRV_ROUTE_HEAVY) && c->body.len >= OFFLOAD_MIN_BODY)) &&
+        srv_http_offload(c))
         return MHD_YES;
 
     srv_response resp;
