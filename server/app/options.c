@@ -76,6 +76,8 @@ static const opt_spec specs[] = {
     {"read-only", BOOL(read_only), NULL, "refuse every request that changes a layer"},
     {"auth-reads", BOOL(auth_reads), NULL,
      "reads need the API key too (probes and /metrics never do)"},
+    {"checkpoints-dir", STR(checkpoints_dir), "DIR",
+     "let POST /v1/layers/{name}/import read Hugging Face checkpoints below DIR (default: off)"},
     {"drain-timeout", INT(drain_timeout, 0, 3600), "SECONDS",
      "on SIGTERM/SIGINT, how long requests in flight get to finish"},
 };

@@ -102,6 +102,7 @@ enum srv_route_flags {
     SRV_ROUTE_PROBE = 1 << 5,   /* health/metrics probe (for the admit hook: never needs a key)  */
     SRV_ROUTE_STREAM = 1 << 6,  /* large bodies are shown to the hooks' stream as they arrive    */
     SRV_ROUTE_PUBLIC = 1 << 7,  /* static files anyone may read (the viewer): never need a key   */
+    SRV_ROUTE_OFFLOAD = 1 << 8, /* always runs on a worker, whatever its body (it reads files)   */
 };
 
 typedef struct srv_route {

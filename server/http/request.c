@@ -468,7 +468,9 @@ enum MHD_Result srv_http_on_request(void *cls, struct MHD_Connection *conn, cons
         c->done = NULL;
         return ok;
     }
-    if ((c->req.route->flags & SRV_ROUTE_HEAVY) && c->body.len >= OFFLOAD_MIN_BODY && srv_http_offload(c))
+    if ((((c->req.route->flags & SRV_ROUTE_HEAVY) && c->body.len >= OFFLOAD_MIN_BODY) ||
+         (c->req.route->flags & SRV_ROUTE_OFFLOAD)) &&
+        srv_http_offload(c))
         return MHD_YES;
 
     srv_response resp;

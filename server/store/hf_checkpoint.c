@@ -194,7 +194,7 @@ static bool ck_exists(srv_ckpt *ck, const char *file)
     int n = snprintf(rel, sizeof rel, "%s/%s", ck->dir, file);
     if (n < 0 || n >= (int)sizeof rel)
         return false;
-    int fd = open_at(ck->base_fd, rel, ck->beneath, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_PATH);
+    int fd = open_at(ck->base_fd, rel, ck->beneath, O_PATH | O_CLOEXEC);
     if (fd < 0)
         return errno != ENOENT;
     close(fd);
