@@ -104,6 +104,9 @@ $(BUILD)/tests/%: $(BUILD)/tests/%.o $(SUP_OBJ) $(BUILD)/libsrv.a $(BUILD)/libmh
 	$(call say,LD,$@)
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LIBS) $(TEST_LIBS)
 
+# Test seam: test_app_errors makes start-up steps fail by standing in for the functions they call.
+$(BUILD)/tests/app/test_app_errors: LDFLAGS += -Wl,--wrap=srv_registry_create -Wl,--wrap=mha_pool_create
+
 $(BUILD)/bench/%: $(BUILD)/bench/%.o $(BUILD)/libsrv.a $(BUILD)/libmha.a
 	$(call say,LD,$@)
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LIBS) $(TEST_LIBS)

@@ -19,12 +19,12 @@
 #define ATTND_VERSION "0.0.0"
 #endif
 
-void srv_v2_error_reply(srv_response *resp, const srv_error *err)
+void srv_v2_error_reply(srv_response *resp, const srv_error *err, const char *request_id)
 {
     resp->content_type = "application/json";
     resp->body.len = 0;
     resp->body.failed = false;
-    resp->status = srv_v2_error_write(&resp->body, err);
+    resp->status = srv_v2_error_write(&resp->body, err, request_id);
     if (resp->status == 503)
         srv_response_header(resp, "Retry-After", "1");
 }

@@ -25,8 +25,8 @@ int srv_v2_model_metadata(void *ctx, const srv_request *req, srv_response *resp,
 int srv_v2_model_ready(void *ctx, const srv_request *req, srv_response *resp, srv_error *err);
 int srv_v2_infer(void *ctx, const srv_request *req, srv_response *resp, srv_error *err);
 
-/* The route table's error writer for /v2: the status for err->code and {"error": "..."}
- * (Retry-After: 1 with a 503). */
-void srv_v2_error_reply(srv_response *resp, const srv_error *err);
+/* The route table's error writer for /v2: the status for err->code and {"error": "..."}, with
+ * "request_id" unless request_id is NULL (Retry-After: 1 with a 503). */
+void srv_v2_error_reply(srv_response *resp, const srv_error *err, const char *request_id);
 
 #endif

@@ -11,6 +11,7 @@
 #define BODY_JSON (SRV_ROUTE_BODY | SRV_ROUTE_JSON)
 
 const srv_route srv_routes[] = {
+    {"GET", "/", srv_api_index, SRV_ROUTE_PUBLIC, NULL}, /* an index of links, as public as /ui */
     {"GET", "/healthz", srv_api_healthz, SRV_ROUTE_PROBE, NULL},
     {"GET", "/readyz", srv_api_readyz, SRV_ROUTE_PROBE, NULL},
     {"GET", "/metrics", srv_api_metrics, SRV_ROUTE_PROBE, NULL},

@@ -36,10 +36,14 @@ srv_app *srv_app_create(const srv_options *opt, const srv_route *routes, srv_err
     mha_blas_set_threads(1);
     mha_error me = {0};
     app->registry = srv_registry_create();
+    if (!app->registry) {
+        srv_error_set(err, SRV_E_NOMEM, "", "out of memory creating the layer registry");
+        srv_app_free(app);
+        return NULL;
+    }
     app->pool = mha_pool_create(opt->blas_threads, &me);
-    if (!app->registry || !app->pool) {
+    if (!app->pool) { /* the engine says why: threads that would not start, memory */
         srv_error_from_mha(err, &me, "");
-        srv_error_set(err, SRV_E_NOMEM, "", "out of memory starting the engine");
         srv_app_free(app);
         return NULL;
     }

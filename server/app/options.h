@@ -6,7 +6,7 @@
  * name, kind, field, help); adding a setting is adding a field here and a row there.
  *
  * Defaults are chosen from the number of cores (nproc) so that the threads computing never
- * oversubscribe them (SPEC §4): --threads HTTP threads (= cores) each run their own requests' passes
+ * oversubscribe them: --threads HTTP threads (= cores) each run their own requests' passes
  * on one thread; only a pass that is alone in flight spreads over the engine pool of --blas-threads
  * (= cores) threads. OpenBLAS itself always runs single-threaded inside those threads.
  */

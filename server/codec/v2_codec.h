@@ -138,8 +138,9 @@ int srv_v2_response_write(srv_buf *b, size_t *json_len, const srv_v2_request *re
  * are taken too), output [-1,-1,E], attn_weights [-1,-1,-1]. Returns 0 or -1 (out of memory). */
 int srv_v2_metadata_write(srv_buf *b, const char *name, const char *version, const mha_config *cfg);
 
-/* Appends the protocol's error body {"error": "<err->message>"} and returns the HTTP status for
- * err->code (500 for an error that was never set). */
-int srv_v2_error_write(srv_buf *b, const srv_error *err);
+/* Appends the protocol's error body {"error": "<err->message>"}, with "request_id" after it when
+ * request_id is not NULL, and returns the HTTP status for err->code (500 for an error that was
+ * never set). */
+int srv_v2_error_write(srv_buf *b, const srv_error *err, const char *request_id);
 
 #endif

@@ -133,11 +133,15 @@ int srv_v2_metadata_write(srv_buf *b, const char *name, const char *version, con
     return b->failed ? -1 : 0;
 }
 
-int srv_v2_error_write(srv_buf *b, const srv_error *err)
+int srv_v2_error_write(srv_buf *b, const srv_error *err, const char *request_id)
 {
     srv_code code = err->code == SRV_OK ? SRV_E_INTERNAL : err->code;
     srv_buf_puts(b, "{\"error\":");
     srv_buf_json_string(b, err->message[0] ? err->message : srv_error_name(code));
-    srv_buf_putc(b, '}');
+    if (request_id) {
+        srv_buf_puts(b, ",\"request_id\":");
+        srv_buf_json_string(b, request_id);
+    }
+    srv_buf_puts(b, "}\n");
     return srv_error_status(code);
 }
