@@ -33,6 +33,9 @@ int srv_api_layer_delete(void *ctx, const srv_request *req, srv_response *resp, 
 int srv_api_weights_get(void *ctx, const srv_request *req, srv_response *resp, srv_error *err);
 int srv_api_weights_put(void *ctx, const srv_request *req, srv_response *resp, srv_error *err);
 
+/* api_import.c */
+int srv_api_layer_import(void *ctx, const srv_request *req, srv_response *resp, srv_error *err);
+
 /* api_forward.c */
 int srv_api_forward(void *ctx, const srv_request *req, srv_response *resp, srv_error *err);
 int srv_api_trace(void *ctx, const srv_request *req, srv_response *resp, srv_error *err);

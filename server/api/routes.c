@@ -27,6 +27,8 @@ const srv_route srv_routes[] = {
      BODY_JSON | SRV_ROUTE_BINARY | SRV_ROUTE_CHANGES | SRV_ROUTE_HEAVY, ""},
     {"DELETE", "/v1/layers/{name}", srv_api_layer_delete, SRV_ROUTE_CHANGES, ""},
     {"GET", "/v1/layers/{name}/weights", srv_api_weights_get, 0, "encoding"},
+    {"POST", "/v1/layers/{name}/import", srv_api_layer_import,
+     BODY_JSON | SRV_ROUTE_CHANGES | SRV_ROUTE_HEAVY | SRV_ROUTE_WORKER, ""},
     {"PUT", "/v1/layers/{name}/weights", srv_api_weights_put,
      BODY_JSON | SRV_ROUTE_BINARY | SRV_ROUTE_CHANGES | SRV_ROUTE_HEAVY, ""},
     {"POST", "/v1/layers/{name}/forward", srv_api_forward,

@@ -52,6 +52,7 @@ typedef struct srv_options {
     bool read_only;              /* --read-only, refuse every change                         */
     bool auth_reads;             /* --auth-reads, reads need the API key too (probes never)  */
     int drain_timeout;           /* --drain-timeout, seconds in-flight requests get on SIGTERM */
+    char checkpoints_dir[1024];  /* --checkpoints-dir, what POST .../import may read; "" = off */
 } srv_options;
 
 /* Fills opt with the defaults (threads and blas_threads from the core count). */

@@ -18,6 +18,7 @@
 #include "app/options.h"
 #include "base/log.h"
 #include "healthcheck.h"
+#include "import_cmd.h"
 #include "http/fdlimit.h"
 #include "mha.h"
 
@@ -34,6 +35,8 @@ static void forward_to_main(int sig)
 
 int main(int argc, char **argv)
 {
+    if (argc > 1 && strcmp(argv[1], "import") == 0)
+        return srv_import_main(argc - 1, argv + 1);
     srv_options opt;
     srv_error err = {0};
     int action = srv_options_parse(&opt, argc, argv, &err);

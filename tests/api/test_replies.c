@@ -46,6 +46,8 @@ static const char *good_body(const srv_route *r)
                "\"data\": [1, 0, 0, 0]}]}";
     if (strstr(r->pattern, "/forward") || strstr(r->pattern, "/trace"))
         return "{\"query\": [[1, 0, 0, 0]], \"need_weights\": true}";
+    if (strstr(r->pattern, "/import")) /* from the daemon's --checkpoints-dir, below */
+        return "{\"checkpoint\": \"bert_base\", \"layer\": 0}";
     if (strcmp(r->method, "PUT") == 0 && strstr(r->pattern, "/weights"))
         return NULL; /* filled from a GET of the weights */
     if (strcmp(r->method, "PUT") == 0)
@@ -69,7 +71,10 @@ static void check_reply(const char *what, const hc_response *r)
 
 static void test_every_route(void)
 {
-    srv_daemon *d = hc_start(NULL);
+    srv_options opt;
+    hc_options(&opt);
+    snprintf(opt.checkpoints_dir, sizeof opt.checkpoints_dir, "tests/data/hf");
+    srv_daemon *d = hc_start(&opt);
     if (!CHECK(d != NULL, "daemon starts"))
         return;
     hc_response r;
