@@ -79,7 +79,7 @@ static int read_forward(const srv_app *app, const srv_request *req, const srv_js
     }
     if (!args->query.data)
         return srv_error_set(err, SRV_E_MISSING_FIELD, "query", "query is required");
-    /* SPEC §2 defines key and value both left out (self-attention) and value left out (= key);
+    /* The API defines key and value both left out (self-attention) and value left out (= key);
      * value without key is neither, and torch has no such call: most likely a key forgotten */
     if (args->value.data && !args->key.data)
         return srv_error_set(err, SRV_E_MISSING_FIELD, "key",

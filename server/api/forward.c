@@ -139,7 +139,7 @@ static int64_t first_special(const float *p, int64_t count, bool allow_neg_inf)
 }
 
 /* Inputs and weights are finite, yet float32 can overflow on the way (values near 1e19 give
- * q·kT past 3.4e38, then softmax NaN). torch answers NaN there; JSON cannot carry it (SPEC §2), and
+ * q·kT past 3.4e38, then softmax NaN). torch answers NaN there; JSON cannot carry it (docs/api.md), and
  * "nan" strings where a client's schema has numbers are no answer. Refused as a 400 naming the
  * first bad value: the trace's scores may hold -inf (masked keys), nothing else may. */
 static int check_finite(const srv_forward_result *r, srv_error *err)

@@ -24,7 +24,7 @@ What a case does (urllib only, no client library):
   - refusals: a valid case with one shape broken; torch must refuse it (its own shape checks) and
     attnd must answer 400, and the other way round.
 
-The reference (SPEC §1): torch's general path, F.multi_head_attention_forward, with the masks merged
+The reference (README.md, "Coming from torch"): torch's general path, F.multi_head_attention_forward, with the masks merged
 as torch 2.x does; where a row has no allowed key (torch: NaN), a step-by-step torch computation with
 that row's weights and head output 0, checked against the functional call on every other row. The
 trace stages come from the same step-by-step computation in float32, checked against float64.
@@ -143,7 +143,7 @@ def start_daemon(binary):
 
 
 # ---------------------------------------------------------------------------------------------------
-# Tensors in attnd's JSON forms (SPEC §2)
+# Tensors in attnd's JSON forms (docs/api.md)
 
 def f32_text(x, rng):
     """A float32 value as JSON number text, in one of several styles that all read back exactly."""
@@ -589,7 +589,7 @@ def torch_native(c, query, key, value, kpm, attn_mask):
     v = k if value is None else value
     if kpm is not None and kpm.dtype != torch.bool:
         # torch 1.13 cannot merge a float key_padding_mask with an attn_mask (torch 2.x can, and
-        # SPEC follows 2.x): the same shape as bool, for the shape checks
+        # attnd follows 2.x): the same shape as bool, for the shape checks
         kpm = kpm != 0
     with torch.enable_grad():
         return mod(query, k, v, key_padding_mask=kpm, attn_mask=attn_mask, need_weights=c.need_weights,
