@@ -233,14 +233,15 @@ static int run(srv_app *app, const srv_request *req, srv_response *resp, bool tr
     srv_forward_result r = {0};
     unsigned stages = 0;
     int rc = -1;
-    double t0 = srv_now();
+    double t0 = srv_now(), t1 = t0, t2 = t0, t3 = t0;
+    bool average = true;
     if (parse_forward(app, req, &args, &enc, trace ? &stages : NULL, err) < 0)
         goto out;
-    double t1 = srv_now();
+    t1 = srv_now();
     if (srv_forward_run(app, layer, &args, stages, &r, err) < 0)
         goto out;
-    bool average = args.average_attn_weights;
-    double t2 = srv_now();
+    average = args.average_attn_weights;
+    t2 = srv_now();
     /* the inputs are not needed any more: give their memory back before writing the reply */
     srv_forward_args_free(&args);
     srv_forward_args_init(&args);
@@ -259,11 +260,13 @@ static int run(srv_app *app, const srv_request *req, srv_response *resp, bool tr
                            err) < 0) {
         goto out;
     }
+    t3 = srv_now();
     srv_response_timing(resp, "parse", (t1 - t0) * 1e3);
     srv_response_timing(resp, "pass", (t2 - t1) * 1e3);
-    srv_response_timing(resp, "write", (srv_now() - t2) * 1e3);
+    srv_response_timing(resp, "write", (t3 - t2) * 1e3);
     rc = 0;
 out:
+    srv_forward_count(layer, req, rc == 0, rc == 0 ? t1 - t0 : 0, &r, rc == 0 ? t3 - t2 : 0);
     srv_forward_result_free(&r);
     srv_forward_args_free(&args);
     srv_layer_release(layer);

@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "base/bigbuf.h"
+#include "base/sysinfo.h"
 #include "codec/float_parse.h"
 
 /* Passes below this many FLOPs (about a millisecond of one core) run on the calling thread alone. */
@@ -229,10 +230,12 @@ int srv_forward_run(srv_app *app, const srv_layer *layer, const srv_forward_args
     }
 
     bool alone = false;
+    double t_queue = srv_now();
     if (inflight_enter(app, &alone, err) < 0) {
         srv_forward_result_free(out);
         return -1;
     }
+    double t_pass = srv_now();
     /* A pass that runs alone spreads over the engine's pool (--blas-threads); passes that run at
      * the same time take one thread each (their HTTP thread), so the threads computing never
      * outnumber the cores by more than the pool's workers for the moment two passes overlap.
@@ -244,6 +247,8 @@ int srv_forward_run(srv_app *app, const srv_layer *layer, const srv_forward_args
     mha_status st = mha_forward(layer->layer, &in, &out->plan, out->output, out->attn_weights,
                                 engine_stages ? &tr : NULL, pool, &me);
     inflight_leave(app);
+    out->queue_s = t_pass - t_queue;
+    out->pass_s = srv_now() - t_pass;
     if (st == MHA_OK)
         srv_metrics_forward(app->metrics, trace, out->plan.flops);
     if (st != MHA_OK) {
@@ -259,4 +264,18 @@ int srv_forward_run(srv_app *app, const srv_layer *layer, const srv_forward_args
 nomem:
     srv_forward_result_free(out);
     return srv_error_set(err, SRV_E_NOMEM, "", "out of memory for the outputs; retry later");
+}
+
+void srv_forward_count(const srv_layer *layer, const srv_request *req, bool ok, double input_s,
+                       const srv_forward_result *r, double output_s)
+{
+    double now = srv_now();
+    srv_inference_times t = {.total = now - req->t_start};
+    if (ok) {
+        t.input = input_s;
+        t.queue = r->queue_s;
+        t.infer = r->pass_s;
+        t.output = output_s;
+    }
+    srv_layer_stats_record(layer->stats, ok, &t, now);
 }

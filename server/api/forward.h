@@ -42,6 +42,8 @@ typedef struct srv_forward_result {
                                         * each NULL unless asked for; never output and
                                         * attn_weights: those are the two above (trace.h)    */
     unsigned traced;                   /* the stages of a trace (SRV_TRACE_ALL ...), or 0      */
+    double queue_s;                    /* waited for a slot under --max-inflight (seconds)     */
+    double pass_s;                     /* the engine's pass (seconds)                          */
 } srv_forward_result;
 
 /* Runs args through layer. With stages (a trace: bit s for mha_trace_stage s; 0 for a forward
@@ -56,5 +58,12 @@ int srv_forward_run(srv_app *app, const srv_layer *layer, const srv_forward_args
                     unsigned stages, srv_forward_result *out, srv_error *err);
 
 void srv_forward_result_free(srv_forward_result *r); /* accepts NULL and zeroed results */
+
+/* Counts a request that reached layer's forward path, for the statistics extension and /metrics
+ * (store/layer_stats.h): ok or failed, its total time from req->t_start to now, and for a success
+ * its phases: input_s reading the body, r's queue and pass, output_s writing the reply. Lock-free.
+ * Every API calls it once per such request. */
+void srv_forward_count(const srv_layer *layer, const srv_request *req, bool ok, double input_s,
+                       const srv_forward_result *r, double output_s);
 
 #endif

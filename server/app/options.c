@@ -91,10 +91,15 @@ static const opt_spec specs[] = {
      "with --watch: rescan the data dir this often even without inotify events", NULL, NULL},
     {"watch-poll", BOOL(watch_poll), NULL,
      "with --watch: rescan only, no inotify (changes then show within the interval)", NULL, NULL},
-    {"api-key-file", STR(api_key_file), "FILE", "require the key in FILE for every change",
+    {"api-key-file", STR(api_key_file), "FILE",
+     "require the key in FILE for every change: its first line, without the line end and nothing "
+     "else trimmed (a key that starts or ends with a space, or holds a control character, is "
+     "refused at start)",
      "none", NULL},
-    {"api-key", STR(api_key), "KEY", "the API key itself (prefer ATTND_API_KEY or a file)", "none",
-     NULL},
+    {"api-key", STR(api_key), "KEY",
+     "the API key itself, taken as it is, refused as the file's is (prefer ATTND_API_KEY or a "
+     "file)",
+     "none", NULL},
     {"cors-origin", STR(cors_origin), "ORIGIN", "allow browser pages from ORIGIN (or *)",
      "none (no CORS headers)", NULL},
     {"read-only", BOOL(read_only), NULL, "refuse every request that changes a layer", NULL, NULL},

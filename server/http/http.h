@@ -16,7 +16,8 @@
  * SRV_ROUTE_HEAVY with a large body run on a worker (the connection is suspended meanwhile), so a
  * long forward pass does not stall other connections on the same thread.
  *
- * The files: server.c (start, drain, stop), request.c (the life of a request, its body), reply.c
+ * The files: server.c (start, drain, stop), request.c (the life of a request, its body), strict.c
+ * (the request line and headers against the RFCs' MUSTs), reply.c
  * (responses and the access log), route.c (matching), worker.c (the workers), cors.c (CORS),
  * deadline.c (slow clients), body_budget.c (bodies held at once), fdlimit.c (descriptors).
  */
@@ -105,6 +106,7 @@ enum srv_route_flags {
     SRV_ROUTE_PROBE = 1 << 5,   /* health/metrics probe (for the admit hook: never needs a key)  */
     SRV_ROUTE_STREAM = 1 << 6,  /* large bodies are shown to the hooks' stream as they arrive    */
     SRV_ROUTE_PUBLIC = 1 << 7,  /* static files anyone may read (the viewer): never need a key   */
+    SRV_ROUTE_WORKER = 1 << 8,  /* always runs on a worker: slow whatever its body (reads files) */
 };
 
 typedef struct srv_route {

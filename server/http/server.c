@@ -169,6 +169,8 @@ srv_http *srv_http_start(const srv_http_config *cfg, const srv_http_hooks *hooks
         {MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)srv_http_on_completed, h},
         {MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)on_connection, h->deadlines},
         {MHD_OPTION_UNESCAPE_CALLBACK, (intptr_t)srv_http_unescape, NULL},
+        /* every request's context is made when its request line arrives (strict.c) */
+        {MHD_OPTION_URI_LOG_CALLBACK, (intptr_t)srv_http_on_target, h},
         {cfg->threads > 1 ? MHD_OPTION_THREAD_POOL_SIZE : MHD_OPTION_END,
          (intptr_t)cfg->threads, NULL},
         /* No MHD_OPTION_LISTENING_ADDRESS_REUSE: its 1 is SO_REUSEPORT, which lets a second daemon

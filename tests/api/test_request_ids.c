@@ -214,7 +214,7 @@ static void test_log(void)
         hc_response_free(&r);
         char want1[200], want2[200];
         if (f == 0) {
-            snprintf(want1, sizeof want1, "GET /v1/layers/nope 404 in=0 out=");
+            snprintf(want1, sizeof want1, "\"GET\" \"/v1/layers/nope\" 404 in=0 out=");
             snprintf(want2, sizeof want2, " id=%s\n", made);
         } else {
             snprintf(want1, sizeof want1, "\"status\":404,");

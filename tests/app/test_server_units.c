@@ -346,6 +346,39 @@ static void log_text(void)
     srv_log_request(SRV_LOG_OFF, "GET", "/quiet", 200, 0, 0, 0, "abc-3");
 }
 
+/* What a hostile client can put in a method and a path (libmicrohttpd passes any byte but NUL,
+ * CR and LF through): a terminal's clear-screen, a fake log line, quotes, bytes past ASCII. */
+static const char hostile_method[] = "G\x1b[2JET";
+static const char hostile_path[] = "/v1/\"x\" 200 in=0\r\n2026 \"GET\" \\ \x7f\x9b\xc3\xa9\x01";
+
+static void log_hostile_text(void)
+{
+    srv_log_request(SRV_LOG_TEXT, hostile_method, hostile_path, 400, 0, 1, 0.5, "id-h1");
+    srv_log(SRV_LOG_TEXT, "error", "a message with \x1b[31m colour and a\nsecond line, caf\xc3\xa9");
+}
+
+static void log_hostile_json(void)
+{
+    srv_log_request(SRV_LOG_JSON, hostile_method, hostile_path, 400, 0, 1, 0.5, "id-h2");
+    srv_log(SRV_LOG_JSON, "error", "a message with \x1b[31m colour and a\nsecond line");
+}
+
+/* Lines of s that hold a byte below 0x20 (the final newline aside) or DEL; 0 = none. */
+static int raw_control_lines(const char *s)
+{
+    int bad = 0;
+    for (const char *line = s; *line;) {
+        size_t n = strcspn(line, "\n");
+        for (size_t i = 0; i < n; i++)
+            if ((unsigned char)line[i] < 0x20 || line[i] == 0x7f) {
+                bad++;
+                break;
+            }
+        line += n + (line[n] == '\n');
+    }
+    return bad;
+}
+
 static void test_log(void)
 {
     char *s = capture_stderr(log_json);
@@ -361,9 +394,37 @@ static void test_log(void)
     json_decref(doc);
     free(s);
     s = capture_stderr(log_text);
-    CHECK(strstr(s, "GET /a?b 404 in=0 out=99 0.250ms id=abc-2\n") != NULL && !strstr(s, "quiet") &&
+    CHECK(strstr(s, "\"GET\" \"/a\\x0ab\" 404 in=0 out=99 0.250ms id=abc-2\n") != NULL && !strstr(s, "quiet") &&
               strchr(s, '\n') == s + strlen(s) - 1,
-          "text log line, control characters masked, off is silent: %s", s);
+          "text log line: method and path quoted, control bytes as \\xNN, off is silent: %s", s);
+    free(s);
+
+    /* a hostile method and path: one line each, no raw control byte, every field readable back */
+    s = capture_stderr(log_hostile_text);
+    int lines = 0;
+    for (const char *p = s; (p = strchr(p, '\n')); p++)
+        lines++;
+    CHECK(lines == 2 && raw_control_lines(s) == 0, "text log: 2 lines, no raw control byte: %s", s);
+    CHECK(strstr(s, "\"G\\x1b[2JET\" \"/v1/\\\"x\\\" 200 in=0\\x0d\\x0a2026 \\\"GET\\\" \\\\ "
+                    "\\x7f\\x9b\\xc3\\xa9\\x01\" 400 in=0 out=1 0.500ms id=id-h1\n") != NULL,
+          "text log: quotes and backslashes escaped, bytes outside printable ASCII as \\xNN: %s", s);
+    CHECK(strstr(s, "error: a message with \\x1b[31m colour and a\\x0asecond line, caf\xc3\xa9\n"),
+          "text log: a message's control bytes as \\xNN, its UTF-8 kept: %s", s);
+    free(s);
+    s = capture_stderr(log_hostile_json);
+    lines = 0;
+    const char *line = s;
+    for (const char *p; (p = strchr(line, '\n')); line = p + 1) {
+        json_t *o = json_loadb(line, (size_t)(p - line), 0, NULL);
+        CHECK(o && json_is_object(o), "JSON log: line %d is one JSON object: %.*s", lines,
+              (int)(p - line), line);
+        if (lines == 0)
+            CHECK(o && !strcmp(json_string_value(json_object_get(o, "method")), hostile_method),
+                  "JSON log: the method reads back as sent");
+        json_decref(o);
+        lines++;
+    }
+    CHECK(lines == 2 && raw_control_lines(s) == 0, "JSON log: 2 lines, no raw control byte: %s", s);
     free(s);
 }
 

@@ -31,6 +31,7 @@ static void test_table(void)
         {SRV_E_INVALID_CONFIG, 422, "invalid_config"},
         {SRV_E_INTERNAL, 500, "internal"},          {SRV_E_NOMEM, 503, "out_of_memory"},
         {SRV_E_UNAVAILABLE, 503, "unavailable"},    {SRV_E_NOT_IMPLEMENTED, 501, "not_implemented"},
+        {SRV_E_URI_TOO_LONG, 414, "uri_too_long"},
     };
     size_t n = sizeof want / sizeof want[0];
     CHECK(n == SRV_E_COUNT - 1, "every code has a row in this test (%zu vs %d)", n, SRV_E_COUNT - 1);
@@ -125,6 +126,12 @@ static void test_buf(void)
                  "\"a\\\"b\\\\c\\n\\u0001\xc3\xa9\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbdz\"") ==
               0,
           "json string escapes, invalid UTF-8 replaced: %s", srv_buf_cstr(&b));
+    srv_buf_free(&b);
+
+    /* DEL and the C1 controls (U+0080..U+009F) are escaped too; U+00A0 and up stay as they are */
+    srv_buf_json_string(&b, "\x7f\xc2\x80\xc2\x9b\xc2\x9f\xc2\xa0");
+    CHECK(strcmp(srv_buf_cstr(&b), "\"\\u007f\\u0080\\u009b\\u009f\xc2\xa0\"") == 0,
+          "json string: DEL and C1 escaped: %s", srv_buf_cstr(&b));
     srv_buf_free(&b);
 
     b.failed = true;

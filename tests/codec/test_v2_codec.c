@@ -625,7 +625,10 @@ static void test_metadata(void)
     cfg.batch_first = false;
     srv_buf b;
     srv_buf_init(&b);
-    CHECK(srv_v2_metadata_write(&b, "enc\"0", "3", &cfg) == 0, "write metadata");
+    json_t *params = json_pack("{s:i, s:i, s:i, s:i, s:b}", "embed_dim", 8, "num_heads", 2, "kdim",
+                               5, "vdim", 3, "batch_first", 0);
+    CHECK(srv_v2_metadata_write(&b, "enc\"0", "3", &cfg, params) == 0, "write metadata");
+    json_decref(params);
     json_t *j = json_loads(srv_buf_cstr(&b), 0, NULL);
     CHECK(j != NULL, "valid JSON: %s", srv_buf_cstr(&b));
     CHECK(strcmp(json_string_value(json_object_get(j, "name")), "enc\"0") == 0 &&
