@@ -9,6 +9,8 @@
 #   make fuzz       build the libFuzzer harnesses in build-fuzz/ (clang; fuzz/run.sh NAME SECONDS runs one)
 #   make golden     regenerate tests/golden/ from torch (needs /usr/bin/python3 with torch)
 #   make test-ui    the viewer (/ui) in headless Chromium (tests/ui/run_browser.sh; installs chromium, playwright-core)
+#   make test-examples   examples/client.py and client.mjs against a daemon (installs python3-numpy,
+#                        python3-requests, nodejs when missing)
 #   make test-container  build the Docker image with podman and check it (root; scripts/test_container.sh)
 #   make test-scale      three replicas + nginx on loopback, --watch, a replica killed (scripts/test_scale.sh)
 #   make bench-scale     wrk: one replica vs three behind nginx (scripts/bench_scale.sh)
@@ -56,7 +58,7 @@ BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 DEB_PKGS  := gcc make libmicrohttpd-dev libjansson-dev libopenblas-dev libcurl4-openssl-dev curl
 DEPS_STAMP := $(BUILD)/.deps-ok
 
-.PHONY: all deps run test asan ubsan tsan bench golden clean format fuzz test-ui test-container test-scale bench-scale
+.PHONY: all deps run test asan ubsan tsan bench golden clean format fuzz test-ui test-examples test-container test-scale bench-scale
 all: $(BUILD)/attnd
 
 deps: $(DEPS_STAMP)
@@ -132,6 +134,9 @@ bench: $(BUILD)/attnd $(BENCH_BIN)
 # the viewer in headless Chromium (installs chromium, nodejs and playwright-core when missing)
 test-ui: $(BUILD)/attnd
 	@BUILD=$(BUILD) tests/ui/run_browser.sh
+
+test-examples: $(BUILD)/attnd
+	@BUILD=$(BUILD) examples/run.sh
 
 test-container:
 	bash scripts/test_container.sh

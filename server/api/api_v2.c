@@ -203,7 +203,7 @@ int srv_v2_infer(void *ctx, const srv_request *req, srv_response *resp, srv_erro
     srv_forward_args args;
     v2_forward_args(&args, &vr);
     t1 = srv_now();
-    if (srv_forward_run(app, l, &args, false, &fr, err) < 0)
+    if (srv_forward_run(app, l, &args, 0, &fr, err) < 0)
         goto done;
     t2 = srv_now();
     srv_v2_result res[SRV_V2_OUT_COUNT];

@@ -1,5 +1,5 @@
 /*
- * api_v2.h - the Open Inference Protocol (KServe v2 REST, Triton's dialect) routes (SPEC §3).
+ * api_v2.h - the Open Inference Protocol (KServe v2 REST, Triton's dialect) routes (docs/api.md).
  *
  *   GET  /v2                                             server metadata
  *   GET  /v2/health/live, /v2/health/ready                 health

@@ -3,7 +3,7 @@
  * layers: inference requests in, inference responses and model metadata out. No HTTP here; the
  * handlers in api_v2.c call these with the body and headers they received.
  *
- * A layer is a v2 "model" with five inputs and two outputs (SPEC §3):
+ * A layer is a v2 "model" with five inputs and two outputs (docs/api.md, "Open Inference Protocol"):
  *   inputs   query [N,L,E] FP32, key [N,S0,Kd] FP32, value [N,S0,Vd] FP32,
  *            key_padding_mask [N,S0] BOOL|FP32, attn_mask [L,S0] | [N·H,L,S0] BOOL|FP32
  *            (batched layouts !! [L,N,E] etc. when the layer is not batch_first; unbatched forms

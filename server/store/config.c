@@ -18,7 +18,7 @@ static const struct {
     {"embed_dim", K_DIM},     {"num_heads", K_DIM},    {"kdim", K_DIM_OR_NULL},
     {"vdim", K_DIM_OR_NULL},  {"bias", K_BOOL},        {"add_bias_kv", K_BOOL},
     {"add_zero_attn", K_BOOL}, {"batch_first", K_BOOL}, {"dropout", K_DROPOUT},
-    /* SPEC §1 "Beyond torch": known names, not built yet */
+    /* the extensions beyond torch: known names, not built yet */
     {"head_dim", K_EXT},      {"num_kv_heads", K_EXT}, {"rope", K_EXT},
     {"alibi", K_EXT},         {"window", K_EXT},
 };
