@@ -111,6 +111,9 @@ $(BUILD)/bench/%: $(BUILD)/bench/%.o $(BUILD)/libsrv.a $(BUILD)/libmha.a
 	$(call say,LD,$@)
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LIBS) $(TEST_LIBS)
 
+# bench_engine times the attention core by wrapping the pool's parallel-for (see its header)
+$(BUILD)/bench/bench_engine: LDFLAGS += -Wl,--wrap=mha_pool_run,--wrap=mha_pool_run_limit
+
 run: $(BUILD)/attnd
 	./$(BUILD)/attnd --demo
 
