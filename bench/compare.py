@@ -447,68 +447,85 @@ def long_bench(args, peers, cpu_isa, out):
     threads = int(args.threads.split(",")[0]) if args.threads else 2
     lens = [int(x) for x in args.lens.split(",")]
     os.makedirs(os.path.join(BUILD, "bench-peers"), exist_ok=True)
-    if "ort" in peers.why:
-        print("ONNX Runtime: skipped: %s" % peers.why["ort"])
-    print("N=1, E=%d, H=%d, self-attention, %d threads; each length in fresh processes, interleaved; "
-          "peak RSS = VmHWM of the worker process" % (E, H, threads))
-    print("%6s %-11s %10s %9s %6s %8s %10s %10s  %s" % ("L=S", "contender", "ms", "GFLOP/s", "%peak",
-                                                        "vs ORTf", "peak RSS", "scratch", "check"))
-    out["long"] = []
-    for L in lens:
-        gf = gflop(1, L, E)
-        d = prepare(peers, "long%d" % L, 1, L, E, H, long_mode=True)
-        workers = []
-        engine, why = start("attnd long", [os.path.join(BUILD, "bench", "bench_engine"), "--serve"])
-        if not engine:
-            sys.exit("the engine worker did not start: " + why)
-        workers.append(engine)
-        cells = fma_cells([threads], cpu_isa)
-        engine.ask("load", d, 1, L, E, H)
-        cells.append(Cell("attnd", "nw0", threads, engine))
-        if args.weights and L * L * H <= 1 << 28:  # the engine's default max_elements
-            cells.append(Cell("attnd", "nw1", threads, engine))
-        ort = None
-        if "ort" not in peers.why:
-            ort, why = start("ort long", ["node", os.path.join(ROOT, "bench", "worker_ort.js"), peers.ort_modules])
-            if ort:
-                ort.ask("load", d, 1, L, E, H)
-                workers.append(ort)
-                cells.append(Cell("ORT fused", "fused-nw0", threads, ort))
-            else:
-                print("%6d ORT fused skipped: %s" % (L, why))
-        try:
-            run_rounds(cells, args.rounds, 1, "L=%d" % L)
-        finally:
-            rss = {w.name: vm_hwm_mb(w.p.pid) for w in workers}
-            for w in workers:
-                w.close()
-        peak, _ = peak_of([c for c in cells if c.who == "fma"], threads)
-        ortf = next((c.median_ms() for c in cells if c.who == "ORT fused"), None)
-        row = {"L": L, "gflop": gf, "peak": peak, "cells": [c.json() for c in cells], "rss_mb": rss}
-        out["long"].append(row)
-        for c in cells:
-            if c.who == "fma":
-                continue
-            if c.error or not c.ms:
-                print("%6d %-11s  skipped: %s" % (L, c.who + " " + c.variant[-3:], c.error or "no samples"))
-                continue
-            ms = c.median_ms()
-            g = gf / ms * 1e3
-            w = engine if c.who == "attnd" else ort
-            scratch = "%.0f MB" % (c.extra["workspace_bytes"] / 2 ** 20) if "workspace_bytes" in c.extra else ""
-            print("%6d %-11s %10.1f %9.1f %6s %8s %7.0f MB %10s  %s" % (
-                L, c.who + " " + c.variant[-3:], ms, g, fmt(peak and 100 * g / peak, ".0f", "-") + "%",
-                "%.2fx" % (ortf / ms) if ortf else "", rss[w.name], scratch,
-                ", ".join("%s %.1e" % kv for kv in (c.check or {}).items()) or "unchecked"))
-            if c.who == "attnd" and c.median_core():
-                cg = 4 * L * L * E / 1e9 / c.median_core() * 1e3
-                print("%6s %-11s %10.1f %9.1f %6s" % ("", "  core", c.median_core(), cg,
-                                                      fmt(peak and 100 * cg / peak, ".0f", "-") + "%"))
-        sys.stdout.flush()
-    print("vs ORTf = fused ORT's time / this time (above 1: faster than fused ORT; nw1 is compared with fused "
-          "ORT without weights, which it cannot return). scratch = the engine's planned workspace for one "
-          "thread (without the weights output). Checked rows: 64 spread over the sequence, against a float64 "
-          "torch reference.")
+    engine_argv = [os.path.join(BUILD, "bench", "bench_engine"), "--serve"]
+    ort_argv = ["node", os.path.join(ROOT, "bench", "worker_ort.js"), peers.ort_modules]
+    done = []  # (L, cells, {cell: peak RSS MB})
+    try:
+        for L in lens:
+            d = prepare(peers, "long%d" % L, 1, L, E, H, long_mode=True)
+            cells, workers, rss = fma_cells([threads], cpu_isa), [], {}
+            # one process per contender, so that each one's peak RSS is its own
+            wanted = [("attnd", "nw0", "attnd", engine_argv)]
+            if args.weights and L * L * H <= 1 << 28:  # the engine's default max_elements
+                wanted.append(("attnd", "nw1", "attnd nw1", engine_argv))
+            if "ort" not in peers.why:
+                wanted.append(("ORT fused", "fused-nw0", "ort", ort_argv))
+            for who, variant, name, argv in wanted:
+                w, why = start(name + " long", argv)
+                c = Cell(who, variant, threads, w)
+                if w:
+                    workers.append((w, c))
+                    try:
+                        w.ask("load", d, 1, L, E, H)
+                    except RuntimeError as e:
+                        c.error = str(e)
+                else:
+                    c.error = why
+                cells.append(c)
+            try:
+                run_rounds(cells, args.rounds, 1, "L=%d" % L)
+            finally:
+                for w, c in workers:
+                    rss[id(c)] = vm_hwm_mb(w.p.pid)
+                    w.close()
+            done.append((L, cells, rss))
+    finally:
+        fma = [c for _, cells, _ in done for c in cells if c.who == "fma"]
+        peaks = {threads: peak_of(fma, threads)}
+        print_peak(peaks, fma)
+        out["peak"] = {threads: peaks[threads][0]}
+        out["long"] = [print_long(L, E, H, cells, rss, peaks[threads][0]) for L, cells, rss in done]
+        if "ort" in peers.why:
+            print("ONNX Runtime: skipped: %s" % peers.why["ort"])
+        print("ms = median, best ms = fastest pass; vs ORTf = fused ORT's median / this median (above 1: faster "
+              "than fused ORT; nw1 is compared with fused ORT without weights, which it cannot return); peak RSS "
+              "= VmHWM of the contender's own process (attnd: weights 16 MB, x and output 4·L·E bytes each, "
+              "nw1's weights output 4·H·L·S); scratch = the engine's planned workspace for one thread. Checked: "
+              "64 rows spread over the sequence, against a float64 torch reference.")
+
+
+def print_long(L, E, H, cells, rss, peak):
+    gf = gflop(1, L, E)
+    first = not hasattr(print_long, "header")
+    if first:
+        print_long.header = True
+        print("\nN=1, E=%d, H=%d, self-attention, %d threads; each length and contender in a fresh process, "
+              "interleaved" % (E, H, cells[0].threads))
+        print("%6s %-14s %10s %10s %9s %6s %8s %10s %10s  %s" % (
+            "L=S", "contender", "ms", "best ms", "GFLOP/s", "%peak", "vs ORTf", "peak RSS", "scratch", "check"))
+    ortf = next((c.median_ms() for c in cells if c.who == "ORT fused"), None)
+    for c in cells:
+        if c.who == "fma":
+            continue
+        name = c.who + " " + c.variant[-3:]
+        if c.error or not c.ms:
+            print("%6d %-14s  skipped: %s" % (L, name, c.error or "no samples"))
+            continue
+        ms = c.median_ms()
+        g = gf / ms * 1e3
+        scratch = "%.0f MB" % (c.extra["workspace_bytes"] / 2 ** 20) if "workspace_bytes" in c.extra else ""
+        print("%6d %-14s %10.1f %10.1f %9.1f %6s %8s %7.0f MB %10s  %s" % (
+            L, name, ms, min(c.ms), g, fmt(peak and 100 * g / peak, ".0f", "-") + "%",
+            "%.2fx" % (ortf / ms) if ortf else "", rss.get(id(c), float("nan")), scratch,
+            ", ".join("%s %.1e" % kv for kv in (c.check or {}).items()) or "unchecked"))
+        if c.who == "attnd" and c.median_core():
+            cg = 4 * L * L * E / 1e9 / c.median_core() * 1e3
+            print("%6s %-14s %10.1f %10.1f %9.1f %6s" % ("", "  core", c.median_core(),
+                                                         min(x for x in c.core_ms if x == x), cg,
+                                                         fmt(peak and 100 * cg / peak, ".0f", "-") + "%"))
+    sys.stdout.flush()
+    return {"L": L, "gflop": gf, "peak": peak, "cells": [c.json() for c in cells],
+            "rss_mb": {c.who + " " + c.variant: rss.get(id(c)) for c in cells if c.who != "fma"}}
 
 
 def main():
