@@ -171,8 +171,8 @@ class Peers:
             self.why["ort"] = "no node (apt-get install nodejs)"
         elif not os.path.exists(os.path.join(self.ort_modules, "onnxruntime-node", "package.json")):
             self.why["ort"] = "onnxruntime-node is not installed in %s (scripts/bench_deps.sh)" % self.ort_modules
-        elif not self.onnx:
-            self.why["ort"] = "its models need " + self.why.get("onnx", "python3-onnx")
+        elif not self.onnx and "ort" not in self.why:
+            self.why["ort"] = "its models need python3-onnx (%s)" % self.why.get("onnx", "?")
 
     def _probe_py(self, code, key, pkg):
         if not os.path.exists(PY):
