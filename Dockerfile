@@ -3,8 +3,9 @@
 #   docker build -t attnd .            (or: podman build --format docker -t attnd .)
 #   docker run -p 8080:8080 -v attnd-data:/data attnd
 #
-# Stage 1 compiles build/attnd with the -dev packages; stage 2 holds only the shared libraries it links
-# (libmicrohttpd, jansson, OpenBLAS), the binary, and a non-root user: no compiler, no shell tools added.
+# Stage 1 compiles build/attnd with the -dev packages (libxsmm-dev's code generator is linked in
+# statically); stage 2 holds only the shared libraries it links (libmicrohttpd, jansson, OpenBLAS), the
+# binary, and a non-root user: no compiler, no shell tools added.
 # Configuration is by ATTND_* environment variables (`attnd --help` lists every one); the data dir /data
 # is a volume so that layers survive the container and can be shared by replicas (with ATTND_WATCH=1).
 # The build needs neither git nor anything outside this directory.
@@ -14,7 +15,7 @@ ARG DEBIAN_IMAGE=docker.io/library/debian:bookworm-slim
 FROM ${DEBIAN_IMAGE} AS build
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-        gcc libc6-dev make libmicrohttpd-dev libjansson-dev libopenblas-dev \
+        gcc libc6-dev make libmicrohttpd-dev libjansson-dev libopenblas-dev libxsmm-dev \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .

@@ -37,6 +37,13 @@ CFLAGS   += -fsanitize=$(SAN) -fno-omit-frame-pointer -fno-sanitize-recover=unde
 LDFLAGS  += -fsanitize=$(SAN)
 endif
 LIBS      = -lmicrohttpd -ljansson -lopenblas -lm -lpthread
+# The engine's JIT GEMM kernels come from libxsmm's code generator (lib/mha_jit.c; Debian ships it as
+# a static library only). XSMM=0 builds without it: the hand-written kernels run instead.
+XSMM     ?= 1
+ifeq ($(XSMM),1)
+CFLAGS   += -DATTND_HAVE_LIBXSMM
+LIBS     += -lxsmmgen -ldl
+endif
 TEST_LIBS = -lcurl
 
 VERSION  := $(shell cat VERSION 2>/dev/null || echo 0.0.0)
@@ -58,6 +65,9 @@ BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
 # Debian packages the build and tests need; `make` installs the missing ones (as root).
 DEB_PKGS  := gcc make libmicrohttpd-dev libjansson-dev libopenblas-dev libcurl4-openssl-dev curl
+ifeq ($(XSMM),1)
+DEB_PKGS  += libxsmm-dev
+endif
 DEPS_STAMP := $(BUILD)/.deps-ok
 
 .PHONY: all deps run test asan ubsan tsan bench bench-long golden clean format fuzz test-ui test-examples test-container test-scale bench-scale

@@ -1,0 +1,150 @@
+/*
+ * test_engine_softmax_block.c - the online softmax over key blocks (lib/mha_softmax_block.c) and
+ * its exp, against libm in double, on every instruction set this CPU has (SKIP for the others):
+ *   - exp: relative error over the softmax's range [-87.3, 0], exactly 0 for -inf and below the
+ *     flush point, exactly 1 at 0, and the same bits on every ISA (they run the same operations);
+ *   - blocks: rows of scores split into blocks of every awkward size (1, 7, 8, 9, 16, 33, 256),
+ *     masked keys, rows masked in their first blocks only, fully masked rows; the running maximum
+ *     and sum, and each key's weight p · (product of later alphas) / l, against the double softmax
+ *     of the whole row.
+ */
+#include "check.h"
+#include "mha_kernels.h"
+#include "mha_softmax_block.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const isa_name[MHA_ISA_COUNT] = {"portable", "avx2", "avx512"};
+
+static uint64_t seed = 4242;
+
+static double rnd(void)
+{
+    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+    return (double)(seed >> 40) / (double)(1 << 24);
+}
+
+static void test_exp(mha_isa isa)
+{
+    enum { n = 40001 };
+    static float x[n], y[n], ref[n];
+    for (int i = 0; i < n; i++)
+        x[i] = -87.3f * (float)i / (n - 1);
+    mha_exp_le0_array_isa(isa, y, x, n);
+    mha_exp_le0_array_isa(MHA_ISA_PORTABLE, ref, x, n);
+    double worst = 0;
+    bool same = true;
+    for (int i = 0; i < n; i++) {
+        const double want = exp((double)x[i]);
+        worst = fmax(worst, fabs(y[i] - want) / want);
+        same &= memcmp(&y[i], &ref[i], sizeof(float)) == 0;
+    }
+    CHECK(worst < 3e-7, "%s: exp relative error %.3g over [-87.3, 0]", isa_name[isa], worst);
+    CHECK(same, "%s: exp gives the portable code's bits", isa_name[isa]);
+    float special[8] = {-INFINITY, -1000.0f, -88.0f, -87.7f, 0.0f, -1e-8f, -0.5f, -1.0f}, out[8];
+    mha_exp_le0_array_isa(isa, out, special, 8);
+    CHECK(out[0] == 0.0f && out[1] == 0.0f && out[2] == 0.0f && out[3] == 0.0f,
+          "%s: exp of -inf, -1000, -88 and -87.7 is exactly 0 (got %g %g %g %g)", isa_name[isa],
+          out[0], out[1], out[2], out[3]);
+    CHECK(out[4] == 1.0f, "%s: exp(0) is exactly 1 (got %.9g)", isa_name[isa], out[4]);
+    CHECK(fabs(out[5] - 1.0) < 1.2e-7 && fabs(out[6] - exp(-0.5)) < 1e-7 &&
+              fabs(out[7] - exp(-1.0)) < 1e-7,
+          "%s: exp near 0", isa_name[isa]);
+}
+
+/* rows x n scores in blocks of `block` keys; pct_masked of the keys -inf, row 1 masked in its
+ * first half only, row 2 masked entirely (when rows allow). */
+static void test_blocks(mha_isa isa, int64_t rows, int64_t n, int64_t block, int pct_masked)
+{
+    float *s = malloc((size_t)(rows * n) * sizeof(float));
+    float *p = malloc((size_t)(rows * n) * sizeof(float)); /* each key's exp, in its block */
+    float *after = malloc((size_t)(rows * n) * sizeof(float)); /* product of later alphas */
+    float m[32], l[32], alpha[32], tmp[64];
+    for (int64_t r = 0; r < rows; r++) {
+        for (int64_t j = 0; j < n; j++) {
+            const bool masked = (int)(rnd() * 100) < pct_masked || (r == 1 && j < n / 2) || r == 2;
+            s[r * n + j] = masked ? -INFINITY : (float)(rnd() * 24.0 - 12.0);
+        }
+        m[r] = -INFINITY;
+        l[r] = 0.0f;
+    }
+    float *blk = malloc((size_t)(rows * block) * sizeof(float));
+    bool alpha_ok = true;
+    for (int64_t j0 = 0; j0 < n; j0 += block) {
+        const int64_t kn = n - j0 < block ? n - j0 : block;
+        const int64_t ld = block + 3;
+        float *tile = malloc((size_t)(rows * ld) * sizeof(float));
+        for (int64_t r = 0; r < rows; r++)
+            memcpy(tile + r * ld, s + r * n + j0, (size_t)kn * sizeof(float));
+        float m_before[32];
+        memcpy(m_before, m, sizeof m_before);
+        mha_softmax_block_isa(isa, tile, ld, rows, kn, m, l, alpha, tmp);
+        for (int64_t r = 0; r < rows; r++) {
+            memcpy(p + r * n + j0, tile + r * ld, (size_t)kn * sizeof(float));
+            for (int64_t j = 0; j < j0; j++)
+                after[r * n + j] *= alpha[r];
+            for (int64_t j = j0; j < j0 + kn; j++)
+                after[r * n + j] = 1.0f;
+            const double want_alpha =
+                m[r] == -INFINITY ? 1.0 : exp((double)m_before[r] - (double)m[r]);
+            /* m_before - m is rounded to float first: |x|·2^-24 more relative error */
+            const double arg = isinf(m[r]) || isinf(m_before[r]) ? 0 : fabs((double)m_before[r] - m[r]);
+            alpha_ok &= fabs(alpha[r] - want_alpha) <= (3e-7 + 6e-8 * arg) * want_alpha;
+        }
+        free(tile);
+    }
+    bool ok = true;
+    for (int64_t r = 0; r < rows; r++) {
+        double mx = -INFINITY, sum = 0;
+        for (int64_t j = 0; j < n; j++)
+            mx = fmax(mx, s[r * n + j]);
+        if (mx == -INFINITY) { /* no key at all: nothing accumulated */
+            ok &= m[r] == -INFINITY && l[r] == 0.0f;
+            for (int64_t j = 0; j < n; j++)
+                ok &= p[r * n + j] == 0.0f;
+            continue;
+        }
+        for (int64_t j = 0; j < n; j++)
+            sum += exp((double)s[r * n + j] - mx);
+        ok &= m[r] == (float)mx && fabs(l[r] - sum) <= 1e-6 * sum;
+        for (int64_t j = 0; j < n; j++) {
+            const double want = exp((double)s[r * n + j] - mx) / sum;
+            const double got = (double)p[r * n + j] * after[r * n + j] / l[r];
+            if (s[r * n + j] == -INFINITY) { /* masked: exactly 0 */
+                ok &= got == 0.0;
+                continue;
+            }
+            const double arg = fabs((double)s[r * n + j] - mx); /* rounded to float as above */
+            ok &= fabs(got - want) <= (2e-6 + 1.2e-7 * arg) * want + 1e-12;
+        }
+    }
+    CHECK(ok && alpha_ok, "%s: %lld rows x %lld keys in blocks of %lld (%d%% masked)%s",
+          isa_name[isa], (long long)rows, (long long)n, (long long)block, pct_masked,
+          alpha_ok ? "" : ": alpha wrong");
+    free(s);
+    free(p);
+    free(after);
+    free(blk);
+}
+
+int main(void)
+{
+    static const int64_t blocks[] = {1, 7, 8, 9, 16, 33, 256};
+    for (int isa = 0; isa < MHA_ISA_COUNT; isa++) {
+        if (!mha_isa_usable((mha_isa)isa)) {
+            printf("SKIP %s: this CPU lacks it\n", isa_name[isa]);
+            continue;
+        }
+        test_exp((mha_isa)isa);
+        for (size_t b = 0; b < sizeof blocks / sizeof blocks[0]; b++) {
+            test_blocks((mha_isa)isa, 5, 300, blocks[b], 0);
+            test_blocks((mha_isa)isa, 19, 257, blocks[b], 30);
+        }
+        test_blocks((mha_isa)isa, 32, 1024, 256, 90);
+        test_blocks((mha_isa)isa, 17, 40, 40, 50);
+    }
+    return check_report();
+}
