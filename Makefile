@@ -13,8 +13,10 @@
 #   make bench-scale     wrk: one replica vs three behind nginx (scripts/bench_scale.sh)
 #   make clean
 #
-# Sources are found by wildcard: lib/*.c -> libmha.a, server/*.c (but main.c) -> libsrv.a,
-# tests/test_*.c -> one executable each, tests/support/*.c linked into every test.
+# Sources are found by wildcard: lib/*.c -> libmha.a, server/*/*.c (but cmd/main.c) -> libsrv.a,
+# tests/*/test_*.c -> one executable each (tests/support/*.c linked into every one), and
+# tests/*/test_*.sh run as they are. The folders are layers (docs/design.md, "Project layout"):
+# scripts/check_layers.sh, run by make test (tests/repo/test_layers.sh), keeps them so.
 # BUILD=dir puts every object elsewhere (make asan uses build-asan).
 
 BUILD    ?= build
@@ -22,7 +24,8 @@ CC       ?= gcc
 OPT      ?= -O2
 SAN      ?=
 CFLAGS   ?= $(OPT) -g
-CFLAGS   += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wshadow -Wno-unused-parameter -pthread -MMD -MP \
+CFLAGS   += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wshadow -Wno-unused-parameter -Werror=implicit-function-declaration \
+            -pthread -MMD -MP \
             -Ilib -Iserver -Itests/support
 ifneq ($(SAN),)
 CFLAGS   += -fsanitize=$(SAN) -fno-omit-frame-pointer -fno-sanitize-recover=undefined
@@ -36,9 +39,10 @@ GIT_REV  := $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 CFLAGS   += -DATTND_VERSION='"$(VERSION)"' -DATTND_GIT_REV='"$(GIT_REV)"'
 
 LIB_SRC   := $(wildcard lib/*.c)
-SRV_SRC   := $(filter-out server/main.c,$(wildcard server/*.c))
+SRV_SRC   := $(filter-out server/cmd/main.c,$(wildcard server/*/*.c))
 SUP_SRC   := $(wildcard tests/support/*.c)
-TEST_SRC  := $(wildcard tests/test_*.c)
+TEST_SRC  := $(wildcard tests/*/test_*.c)
+TEST_SH   := $(wildcard tests/*/test_*.sh)
 BENCH_SRC := $(wildcard bench/*.c)
 
 LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/%.o)
@@ -67,32 +71,45 @@ $(DEPS_STAMP):
 	fi
 	@mkdir -p $(@D) && touch $@
 
+# Commands are shown as "CC file" (V=1 shows them whole).
+ifeq ($(V),1)
+Q :=
+say = @true
+else
+Q := @
+say = @echo "  $(1) $(2)"
+endif
+
 $(BUILD)/%.o: %.c | $(DEPS_STAMP)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -c -o $@ $<
+	$(call say,CC,$<)
+	$(Q)$(CC) $(CFLAGS) -c -o $@ $<
 
-# /openapi.yaml is served from a copy built into the binary (server/openapi_embed.c uses .incbin)
-$(BUILD)/server/openapi_embed.o: openapi.yaml
+# /openapi.yaml is served from a copy built into the binary (server/api/openapi_embed.c uses .incbin)
+$(BUILD)/server/api/openapi_embed.o: openapi.yaml
 
 $(BUILD)/libmha.a: $(LIB_OBJ)
 	@rm -f $@ && ar rcs $@ $^
 $(BUILD)/libsrv.a: $(SRV_OBJ)
 	@rm -f $@ && ar rcs $@ $^
 
-$(BUILD)/attnd: $(BUILD)/server/main.o $(BUILD)/libsrv.a $(BUILD)/libmha.a
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LIBS)
+$(BUILD)/attnd: $(BUILD)/server/cmd/main.o $(BUILD)/libsrv.a $(BUILD)/libmha.a
+	$(call say,LD,$@)
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LIBS)
 
 $(BUILD)/tests/%: $(BUILD)/tests/%.o $(SUP_OBJ) $(BUILD)/libsrv.a $(BUILD)/libmha.a
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LIBS) $(TEST_LIBS)
+	$(call say,LD,$@)
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LIBS) $(TEST_LIBS)
 
 $(BUILD)/bench/%: $(BUILD)/bench/%.o $(BUILD)/libsrv.a $(BUILD)/libmha.a
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LIBS) $(TEST_LIBS)
+	$(call say,LD,$@)
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LIBS) $(TEST_LIBS)
 
 run: $(BUILD)/attnd
 	./$(BUILD)/attnd --demo
 
 test: $(BUILD)/attnd $(TEST_BIN)
-	@BUILD=$(BUILD) tests/run_tests.sh $(TEST_BIN)
+	@BUILD=$(BUILD) tests/run_tests.sh $(TEST_BIN) $(TEST_SH)
 
 asan:
 	$(MAKE) BUILD=build-asan SAN=address,undefined OPT=-O1 test
@@ -119,10 +136,10 @@ fuzz:
 	fuzz/build.sh
 
 golden:
-	/usr/bin/python3 tests/gen_golden.py
+	/usr/bin/python3 tests/torch/gen_golden.py
 
 format:
-	clang-format -i lib/*.[ch] server/*.[ch] tests/*.c tests/support/*.[ch] bench/*.c
+	clang-format -i lib/*.[ch] server/*/*.[ch] tests/*/*.[ch] bench/*.c
 
 clean:
 	rm -rf build build-asan build-ubsan build-tsan build-fuzz

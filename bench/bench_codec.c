@@ -24,8 +24,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "json_scan.h"
-#include "tensor.h"
+#include "codec/base64.h"
+#include "codec/json_scan.h"
+#include "codec/tensor.h"
 
 static double now(void)
 {

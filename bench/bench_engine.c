@@ -359,7 +359,7 @@ static bool in_list(const char *list, const char *item)
 }
 
 /* count zeroed floats (free() releases them), or exits: a bench tool. Allocated as the daemon
- * does (server/forward.c): 64-byte aligned, and from 4 MB on 2 MB aligned with a huge-page hint. */
+ * does (server/api/forward.c): 64-byte aligned, and from 4 MB on 2 MB aligned with a huge-page hint. */
 static float *zeroed_floats(int64_t count)
 {
     const size_t bytes = (size_t)(count > 0 ? count : 1) * sizeof(float);

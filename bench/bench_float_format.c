@@ -1,11 +1,11 @@
 /*
  * bench_float_format.c - ns per number of the shortest float32 writer on realistic data, the
- * current server/float_format.c against the previous implementation (bench/float_format_ref.h)
+ * current server/codec/float_format.c against the previous implementation (bench/float_format_ref.h)
  * in the same run, interleaved, so load from other processes hits both alike:
  *
  *   ref      the old srv_format_float, one call per number, as write_numbers called it
  *   single   srv_format_float, one call per number
- *   batch    srv_format_floats, the whole row in one call (what tensor.c and v2_codec.c use)
+ *   batch    srv_format_floats, the whole row in one call (what tensor_write.c and v2_response.c use)
  *
  * Data: attention weights (softmax over rows of 32 N(0,1) scores), causal weights (the same with
  * the upper triangle 0), layer outputs N(0, 0.1), activations N(0, 1), and random finite bit
@@ -19,8 +19,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "codec/float_format.h"
 #include "float_format_ref.h"
-#include "tensor.h"
 
 static double now(void)
 {
@@ -44,7 +44,7 @@ static float normal(void)
     return (float)(sqrt(-2 * log(u)) * cos(6.283185307179586 * v));
 }
 
-/* the old function as a separate call, as it was from tensor.c (another translation unit) */
+/* the old function as a separate call, as it was from tensor_write.c (another translation unit) */
 __attribute__((noinline)) static int ref_call(char *buf, float f) { return ref_format_float(buf, f); }
 
 static size_t run_ref(char *o, const float *x, int64_t n)

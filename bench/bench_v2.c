@@ -20,11 +20,13 @@
 #include <string.h>
 #include <time.h>
 
-#include "buf.h"
-#include "http.h"
+#include "api/daemon.h"
+#include "base/buf.h"
+#include "codec/base64.h"
+#include "codec/float_parse.h"
+#include "codec/tensor.h"
 #include "mha.h"
-#include "registry.h"
-#include "tensor.h"
+#include "store/registry.h"
 
 static double now_ms(void)
 {

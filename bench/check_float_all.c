@@ -21,8 +21,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "codec/float_format.h"
+#include "codec/float_parse.h"
 #include "float_format_ref.h"
-#include "tensor.h"
 
 static atomic_ullong n_checked, n_bad;
 

@@ -1,6 +1,6 @@
 /*
  * float_format_ref.h - the srv_format_float of commit 3e3691f (Schubfach with a division loop for
- * the digits), kept verbatim as ref_format_float: the reference the faster server/float_format.c
+ * the digits), kept verbatim as ref_format_float: the reference the faster server/codec/float_format.c
  * must match byte for byte (bench/check_float_all.c over all 2^32 patterns) and the baseline of
  * bench/bench_float_format.c. Not linked into the daemon.
  */

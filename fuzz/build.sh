@@ -16,13 +16,13 @@ OUT=build-fuzz
 SAN=(-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer)
 CFLAGS=(-O1 -g -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -pthread -Ilib -Iserver
         '-DATTND_VERSION="fuzz"' '-DATTND_GIT_REV="fuzz"')
-mkdir -p "$OUT/lib" "$OUT/server" "$OUT/fuzz"
+mkdir -p "$OUT/lib" "$OUT/fuzz" $(for d in server/*/; do echo "$OUT/${d%/}"; done)
 
 # the engine and the daemon's modules, instrumented for coverage (fuzzer-no-link), two at a time;
 # an object is rebuilt when its source or any header is newer
 objs=()
-for src in lib/*.c server/*.c; do
-    [ "$src" = server/main.c ] && continue
+for src in lib/*.c server/*/*.c; do
+    [ "$src" = server/cmd/main.c ] && continue
     obj="$OUT/${src%.c}.o"
     objs+=("$obj")
     if [ ! -e "$obj" ] || [ "$src" -nt "$obj" ] || [ -n "$(find lib server openapi.yaml -newer "$obj" -name '*.h' -o -newer "$obj" -name '*.yaml' | head -1)" ]; then

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tensor.h"
+#include "codec/base64.h"
 
 #define FAIL(...) (fprintf(stderr, __VA_ARGS__), fputc('\n', stderr), abort())
 

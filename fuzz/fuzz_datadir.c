@@ -16,8 +16,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "datadir.h"
-#include "persist.h"
+#include "store/datadir.h"
+#include "store/persist.h"
 
 #define FAIL(...) (fprintf(stderr, __VA_ARGS__), fputc('\n', stderr), abort())
 #define MAX_EL (1 << 16)

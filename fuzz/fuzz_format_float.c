@@ -12,7 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tensor.h"
+#include "codec/float_format.h"
+#include "codec/float_parse.h"
 
 static bool reads_back(const char *s, float f)
 {

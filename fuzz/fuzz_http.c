@@ -19,8 +19,8 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
-#include "http.h"
-#include "options.h"
+#include "api/daemon.h"
+#include "app/options.h"
 
 #define FAIL(...) (fprintf(stderr, __VA_ARGS__), fputc('\n', stderr), abort())
 

@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "json_scan.h"
+#include "codec/json_scan.h"
 
 #define FAIL(...) (fprintf(stderr, __VA_ARGS__), fputc('\n', stderr), abort())
 

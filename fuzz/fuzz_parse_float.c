@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tensor.h"
+#include "codec/float_parse.h"
 
 /* The reference grammar: length of the JSON number at [p, end), 0 when there is none (including
  * "1." and "1e" which srv_parse_float refuses whole). */

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "safetensors.h"
+#include "codec/safetensors.h"
 
 #define FAIL(...) (fprintf(stderr, __VA_ARGS__), fputc('\n', stderr), abort())
 #define MAX_EL (1 << 16)

@@ -17,8 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "json_scan.h"
-#include "tensor.h"
+#include "codec/json_scan.h"
+#include "codec/tensor.h"
 
 #define FAIL(...) (fprintf(stderr, __VA_ARGS__), fputc('\n', stderr), abort())
 

@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "v2_codec.h"
+#include "codec/v2_codec.h"
 
 #define FAIL(...) (fprintf(stderr, __VA_ARGS__), fputc('\n', stderr), abort())
 #define MAX_EL 4096

@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
-# Runs each test executable given on the command line from the repository root, shows its output,
-# and sums the "N passed, N failed" line each one prints. A binary that crashes, exits non-zero
-# or prints no such line counts as one more failure. Ends with the total "N passed, N failed".
+# Runs each test program given on the command line (executables and scripts) from the repository
+# root, shows its output, and sums the "N passed, N failed" line each one prints. A program that
+# crashes, exits non-zero or prints no such line counts as one more failure. Ends with the total
+# "N passed, N failed", then how many checks and test programs that was:
+#   48290 passed, 0 failed (48290 checks in 42 test programs; 0 programs failed)
 set -u
 cd "$(dirname "$0")/.."
 total_pass=0
 total_fail=0
+programs=0
+programs_failed=0
 for bin in "$@"; do
+    programs=$((programs + 1))
     name=$(basename "$bin")
     echo "== $name"
     out=$(mktemp)
@@ -17,6 +22,7 @@ for bin in "$@"; do
     if [ -z "$line" ]; then
         echo "$name: no result line (exit $rc)"
         total_fail=$((total_fail + 1))
+        programs_failed=$((programs_failed + 1))
         continue
     fi
     p=$(echo "$line" | awk '{print $1}')
@@ -27,7 +33,11 @@ for bin in "$@"; do
         echo "$name: exit status $rc with no failed check"
         total_fail=$((total_fail + 1))
     fi
+    if [ "$rc" -ne 0 ] || [ "$f" -ne 0 ]; then
+        programs_failed=$((programs_failed + 1))
+    fi
 done
 echo
-echo "$total_pass passed, $total_fail failed"
+echo "$total_pass passed, $total_fail failed ($((total_pass + total_fail)) checks in $programs test" \
+    "programs; $programs_failed programs failed)"
 [ "$total_fail" -eq 0 ]

@@ -1,5 +1,5 @@
 /*
- * check.h - the test harness every tests/test_*.c uses: plain executables, no framework.
+ * check.h - the test harness every tests/<layer>/test_*.c uses: plain executables, no framework.
  *
  *   CHECK(cond, "fmt", ...)     counts a pass, or prints file:line and the message and counts a fail
  *   CHECK_CLOSE(got, want, ...) float within 2e-5 absolute + 1e-4 relative (the project's tolerance)

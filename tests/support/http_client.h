@@ -19,8 +19,9 @@
 
 #include <jansson.h>
 
-#include "http.h"
-#include "options.h"
+#include "api/daemon.h"
+#include "app/options.h"
+#include "http/http.h"
 
 /* Options for a test daemon: the defaults, host 127.0.0.1, port 0, log off. */
 void hc_options(srv_options *opt);

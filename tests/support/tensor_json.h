@@ -1,6 +1,6 @@
 /*
  * tensor_json.h - reading a tensor out of a JSON reply in the tests, whatever its form (nested,
- * flat or base64), to compare with expected numbers. Written independently of server/tensor.c so
+ * flat or base64), to compare with expected numbers. Written independently of server/codec/tensor_*.c so
  * that the tests do not check the daemon's codec with itself.
  */
 #ifndef ATTND_TENSOR_JSON_H

@@ -1,0 +1,243 @@
+/*
+ * api_forward.c - POST /v1/layers/{name}/forward and /trace.
+ *
+ * Body: {"query": T, "key": T, "value": T, "key_padding_mask": T, "attn_mask": T, "is_causal": b,
+ *        "need_weights": b, "average_attn_weights": b, "encoding": "nested"|"flat"|"base64"}
+ * (T in any form of tensor.h; null = absent). The reply is written straight into one buffer that is
+ * handed to libmicrohttpd as it is.
+ */
+#include <pthread.h>
+#include <string.h>
+
+#include "api.h"
+#include "base/bigbuf.h"
+#include "base/sysinfo.h"
+#include "body.h"
+#include "forward.h"
+
+#define FORWARD_FIELDS                                                                            \
+    "query, key, value, key_padding_mask, attn_mask, is_causal, need_weights, "                   \
+    "average_attn_weights, encoding"
+
+/* The members whose values are tensors: the scan only delimits them, srv_member_tensor checks them. */
+static const char *const forward_tensors[] = {"query", "key", "value", "key_padding_mask",
+                                              "attn_mask", NULL};
+
+/* Reads the members m[0..n) of a forward body into args and enc. */
+static int read_forward(const srv_app *app, const srv_request *req, const srv_json_member *m,
+                        int n, srv_forward_args *args, srv_encoding *enc, srv_error *err)
+{
+    for (int i = 0; i < n; i++) {
+        const char *k = m[i].key;
+        srv_tensor *t = NULL;
+        bool mask = false, *flag = NULL;
+        if (!strcmp(k, "query"))
+            t = &args->query;
+        else if (!strcmp(k, "key"))
+            t = &args->key;
+        else if (!strcmp(k, "value"))
+            t = &args->value;
+        else if (!strcmp(k, "key_padding_mask"))
+            t = &args->key_padding_mask, mask = true;
+        else if (!strcmp(k, "attn_mask"))
+            t = &args->attn_mask, mask = true;
+        else if (!strcmp(k, "is_causal"))
+            flag = &args->is_causal;
+        else if (!strcmp(k, "need_weights"))
+            flag = &args->need_weights;
+        else if (!strcmp(k, "average_attn_weights"))
+            flag = &args->average_attn_weights;
+        else if (!strcmp(k, "encoding")) {
+            if (srv_member_encoding(&m[i], enc, err) < 0)
+                return -1;
+            continue;
+        } else
+            return srv_body_unknown(err, "", k, FORWARD_FIELDS);
+
+        if (flag && srv_member_bool(&m[i], k, flag, err) < 0)
+            return -1;
+        /* null means "not given", as torch's None; query has no default */
+        if (t == &args->query && srv_member_is_null(&m[i]))
+            return srv_error_set(err, SRV_E_MISSING_FIELD, "query",
+                                 "query is null; it is required (only key, value and the masks "
+                                 "may be null, meaning not given)");
+        if (t && !srv_member_is_null(&m[i]) &&
+            srv_member_tensor(t, &m[i], k, mask, app, req, err) < 0)
+            return -1;
+    }
+    if (!args->query.data)
+        return srv_error_set(err, SRV_E_MISSING_FIELD, "query", "query is required");
+    /* SPEC §2 defines key and value both left out (self-attention) and value left out (= key);
+     * value without key is neither, and torch has no such call: most likely a key forgotten */
+    if (args->value.data && !args->key.data)
+        return srv_error_set(err, SRV_E_MISSING_FIELD, "key",
+                             "value is given but key is not: give key too (key = query, if that is "
+                             "what you mean), or leave both out for self-attention");
+    return 0;
+}
+
+/* Reads a forward body into args and enc. */
+static int parse_forward(const srv_app *app, const srv_request *req, srv_forward_args *args,
+                         srv_encoding *enc, srv_error *err)
+{
+    srv_json_member m[SRV_BODY_MAX_MEMBERS];
+    int n = srv_body_scan_request(app, req, forward_tensors, m, err);
+    if (n < 0)
+        return -1;
+    if (read_forward(app, req, m, n, args, enc, err) < 0)
+        return srv_body_recheck(app, req->body, req->body_len, err);
+    return 0;
+}
+
+static void put_shape(srv_buf *b, int ndim, const int64_t *shape)
+{
+    srv_buf_putc(b, '[');
+    for (int i = 0; i < ndim; i++)
+        srv_buf_printf(b, i ? ",%lld" : "%lld", (long long)shape[i]);
+    srv_buf_putc(b, ']');
+}
+
+/* Bytes a tensor of count elements takes in enc at most (a float is at most 15 characters and a
+ * separator), so the reply buffer is allocated once and never moved. */
+static size_t estimate(int64_t count, srv_encoding enc)
+{
+    return enc == SRV_ENC_BASE64 ? (size_t)count * 16 / 3 + 64 : (size_t)count * 17 + 64;
+}
+
+/* Tensors at least this large, in nested form, are written by two threads: formatting a float is
+ * the costliest step of a large JSON reply (an L output has 3 million of them). */
+#define PARALLEL_WRITE_MIN 1000000
+
+typedef struct half_job {
+    srv_buf out;           /* the second half's text                                          */
+    const float *data;     /* its items [n1, n), each `inner` floats, shaped shape[1..ndim)    */
+    int64_t n0, n1;
+    int64_t inner;
+    int ndim;
+    const int64_t *shape;
+    int rc;
+} half_job;
+
+/* Items [n0, n1) of the outermost dimension as nested JSON, separated by commas. */
+static int write_items(srv_buf *b, const float *data, int64_t n0, int64_t n1, int64_t inner,
+                       int ndim, const int64_t *shape)
+{
+    int rc = 0;
+    for (int64_t i = n0; i < n1 && rc == 0; i++) {
+        if (i > n0)
+            srv_buf_putc(b, ',');
+        rc = srv_tensor_write(b, data + i * inner, ndim - 1, shape + 1, SRV_ENC_NESTED);
+    }
+    return rc < 0 || b->failed ? -1 : 0;
+}
+
+static void *write_half(void *arg)
+{
+    half_job *j = arg;
+    j->rc = write_items(&j->out, j->data, j->n0, j->n1, j->inner, j->ndim, j->shape);
+    return NULL;
+}
+
+/* srv_tensor_write, with large nested tensors split along their outermost dimension between this
+ * thread and one more (the same text, in about half the time). */
+static int write_tensor(srv_buf *b, const float *data, int ndim, const int64_t *shape,
+                        srv_encoding enc)
+{
+    int64_t count = 1;
+    for (int i = 0; i < ndim; i++)
+        count *= shape[i];
+    if (enc != SRV_ENC_NESTED || count < PARALLEL_WRITE_MIN || ndim < 2 || shape[0] < 2 ||
+        srv_ncores() < 2)
+        return srv_tensor_write(b, data, ndim, shape, enc);
+    int64_t n = shape[0], mid = n / 2, inner = count / n;
+    half_job j = {.data = data, .n0 = mid, .n1 = n, .inner = inner, .ndim = ndim, .shape = shape};
+    srv_buf_init(&j.out);
+    pthread_t t;
+    if (srv_bigbuf_reserve(&j.out, (size_t)((n - mid) * inner) * 17 + 4096) < 0 ||
+        pthread_create(&t, NULL, write_half, &j) != 0) {
+        srv_bigbuf_free(&j.out);
+        return srv_tensor_write(b, data, ndim, shape, enc);
+    }
+    srv_buf_putc(b, '[');
+    int rc = write_items(b, data, 0, mid, inner, ndim, shape);
+    pthread_join(t, NULL);
+    srv_buf_putc(b, ',');
+    srv_buf_append(b, j.out.data, j.out.len);
+    srv_buf_putc(b, ']');
+    srv_bigbuf_free(&j.out);
+    return rc < 0 || j.rc < 0 || b->failed ? -1 : 0;
+}
+
+static int run(srv_app *app, const srv_request *req, srv_response *resp, bool trace,
+               srv_error *err)
+{
+    srv_layer *layer = srv_registry_get(app->registry, srv_request_param(req, "name"), err);
+    if (!layer)
+        return -1;
+    srv_forward_args args;
+    srv_forward_args_init(&args);
+    srv_encoding enc = SRV_ENC_NESTED;
+    srv_forward_result r = {0};
+    int rc = -1;
+    double t0 = srv_now();
+    if (parse_forward(app, req, &args, &enc, err) < 0)
+        goto out;
+    double t1 = srv_now();
+    if (srv_forward_run(app, layer, &args, trace, &r, err) < 0)
+        goto out;
+    double t2 = srv_now();
+    /* the inputs are not needed any more: give their memory back before writing the reply */
+    srv_forward_args_free(&args);
+    srv_forward_args_init(&args);
+
+    srv_buf *b = &resp->body;
+    if (!trace) {
+        srv_response_reserve(resp, estimate(r.plan.out_count, enc) + estimate(r.plan.weights_count, enc));
+        srv_buf_puts(b, "{\"output\":");
+        write_tensor(b, r.output, r.plan.out_ndim, r.plan.out_shape, enc);
+        if (r.attn_weights) {
+            srv_buf_puts(b, ",\"attn_weights\":");
+            write_tensor(b, r.attn_weights, r.plan.weights_ndim, r.plan.weights_shape, enc);
+        }
+        srv_buf_puts(b, "}");
+    } else {
+        int64_t shape[4], count, total = 0;
+        for (int s = 0; s < MHA_TRACE_NSTAGES; s++) {
+            mha_trace_stage_shape(&r.plan, (mha_trace_stage)s, shape, &count);
+            total += count;
+        }
+        srv_response_reserve(resp, estimate(total, enc) + 2048);
+        srv_buf_puts(b, "{\"stages\":[");
+        for (int s = 0; s < MHA_TRACE_NSTAGES; s++) {
+            int nd = mha_trace_stage_shape(&r.plan, (mha_trace_stage)s, shape, &count);
+            srv_buf_printf(b, "%s{\"name\":\"%s\",\"shape\":", s ? "," : "",
+                           mha_trace_stage_name((mha_trace_stage)s));
+            put_shape(b, nd, shape);
+            srv_buf_puts(b, ",\"tensor\":");
+            write_tensor(b, r.stage[s], nd, shape, enc);
+            srv_buf_putc(b, '}');
+        }
+        srv_buf_puts(b, "]}");
+    }
+    srv_response_timing(resp, "parse", (t1 - t0) * 1e3);
+    srv_response_timing(resp, "pass", (t2 - t1) * 1e3);
+    srv_response_timing(resp, "write", (srv_now() - t2) * 1e3);
+    rc = 0;
+out:
+    srv_forward_result_free(&r);
+    srv_forward_args_free(&args);
+    srv_layer_release(layer);
+    return rc;
+}
+
+int srv_api_forward(void *ctx, const srv_request *req, srv_response *resp, srv_error *err)
+{
+    srv_app *app = ctx;
+    return run(app, req, resp, false, err);
+}
+
+int srv_api_trace(void *ctx, const srv_request *req, srv_response *resp, srv_error *err)
+{
+    srv_app *app = ctx;
+    return run(app, req, resp, true, err);
+}

@@ -1,0 +1,484 @@
+/*
+ * api_layers.c - the layer resource: list, create/replace, describe, delete, weights.
+ *
+ *   GET    /v1/layers                    {"layers": [{name, version, config, parameter_count}]}
+ *   PUT    /v1/layers/{name}             {"config": C, "init": {"method", "seed"}} or
+ *                                        {"config": C, "weights": {NAME: T, ...}}; 201 / 200
+ *   GET    /v1/layers/{name}             describe (?L=&S=&N= add FLOPs for that size)
+ *   DELETE /v1/layers/{name}             204
+ *   GET    /v1/layers/{name}/weights     {NAME: T, ...} (?encoding=nested|flat|base64)
+ *   PUT    /v1/layers/{name}/weights     {NAME: T, ...}: every parameter, shapes exact
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api.h"
+#include "body.h"
+#include "layer_io.h"
+#include "store/config.h"
+
+/* Hands a JSON document to the response (status set). */
+static int reply_json(srv_response *resp, json_t *doc, int status, srv_error *err)
+{
+    if (!doc)
+        return srv_error_set(err, SRV_E_NOMEM, "", "out of memory writing the reply");
+    char *s = json_dumps(doc, JSON_COMPACT);
+    json_decref(doc);
+    if (!s)
+        return srv_error_set(err, SRV_E_NOMEM, "", "out of memory writing the reply");
+    srv_buf_free(&resp->body);
+    resp->body.data = s;
+    resp->body.len = strlen(s);
+    resp->body.cap = resp->body.len + 1;
+    resp->status = status;
+    return 0;
+}
+
+static json_t *shape_json(int ndim, const int64_t *shape)
+{
+    json_t *a = json_array();
+    for (int i = 0; i < ndim; i++)
+        json_array_append_new(a, json_integer(shape[i]));
+    return a;
+}
+
+static json_t *range_json(int64_t lo, int64_t hi)
+{
+    return json_pack("[I,I]", (json_int_t)lo, (json_int_t)hi);
+}
+
+/* {name, version, config, parameter_count} - the short form used by list and PUT. */
+static json_t *summary_json(const srv_layer *l)
+{
+    return json_pack("{s:s, s:I, s:O, s:I}", "name", l->name, "version", (json_int_t)l->version,
+                     "config", l->config, "parameter_count",
+                     (json_int_t)mha_param_total(mha_layer_config(l->layer)));
+}
+
+/* Reads ?name= as a positive whole number up to max; absent leaves *out. */
+static int query_dim(const srv_request *req, const char *name, int64_t max, int64_t *out,
+                     srv_error *err)
+{
+    const char *v = srv_request_query(req, name);
+    if (!v)
+        return 0;
+    char *end;
+    long long x = strtoll(v, &end, 10);
+    if (!*v || *end || x <= 0 || x > max)
+        return srv_error_set(err, SRV_E_BAD_REQUEST, name,
+                             "?%s= must be a whole number from 1 to %" PRId64 ", got '%.40s'", name,
+                             max, v);
+    *out = x;
+    return 0;
+}
+
+/* The describe document: config, parameters, head layout, FLOPs. */
+static json_t *describe_json(const srv_layer *l, const srv_request *req, srv_app *app,
+                             srv_error *err)
+{
+    const mha_config *cfg = mha_layer_config(l->layer);
+    int64_t E = cfg->embed_dim, H = cfg->num_heads, hd = E / H;
+    int64_t L = 0, S = 0, N = 1;
+    int64_t max = app->limits.max_dim;
+    if (query_dim(req, "L", max, &L, err) < 0 || query_dim(req, "S", max, &S, err) < 0 ||
+        query_dim(req, "N", max, &N, err) < 0)
+        return NULL;
+    if (S && !L)
+        L = S;
+    if (L && !S)
+        S = L;
+
+    json_t *doc = summary_json(l);
+    json_object_set_new(doc, "head_dim", json_integer(hd));
+    json_object_set_new(doc, "created", json_real(l->created));
+    json_object_set_new(doc, "updated", json_real(l->updated));
+
+    json_t *params = json_array();
+    for (int i = 0; i < mha_layer_param_count(l->layer); i++) {
+        const mha_param_info *p = mha_layer_param_info(l->layer, i);
+        json_array_append_new(params, json_pack("{s:s, s:o, s:I}", "name", p->name, "shape",
+                                                shape_json(p->ndim, p->shape), "count",
+                                                (json_int_t)p->count));
+    }
+    json_object_set_new(doc, "parameters", params);
+
+    /* Head h owns rows [h·hd, (h+1)·hd) of each of q, k, v's projection (packed: offset by 0, E,
+     * 2E in in_proj_weight) and the same columns of out_proj.weight. */
+    bool packed = mha_config_packed(cfg);
+    json_t *heads = json_array();
+    for (int64_t h = 0; h < H; h++) {
+        int64_t lo = h * hd, hi = (h + 1) * hd;
+        json_t *o = json_pack("{s:I}", "head", (json_int_t)h);
+        const char *names[3] = {"q", "k", "v"};
+        const char *sep[3] = {"q_proj_weight", "k_proj_weight", "v_proj_weight"};
+        for (int j = 0; j < 3; j++) {
+            int64_t off = packed ? j * E : 0;
+            json_t *r = json_pack("{s:s, s:o}", "param", packed ? "in_proj_weight" : sep[j],
+                                  "rows", range_json(off + lo, off + hi));
+            if (cfg->bias)
+                json_object_set_new(r, "bias", json_pack("{s:s, s:o}", "param", "in_proj_bias",
+                                                         "rows", range_json(j * E + lo, j * E + hi)));
+            json_object_set_new(o, names[j], r);
+        }
+        json_object_set_new(o, "out", json_pack("{s:s, s:o}", "param", "out_proj.weight",
+                                                "columns", range_json(lo, hi)));
+        json_array_append_new(heads, o);
+    }
+    json_object_set_new(doc, "heads", heads);
+    json_object_set_new(doc, "head_layout",
+                        json_string("ranges are half-open [start, stop); head h owns rows "
+                                    "[h*head_dim, (h+1)*head_dim) of each projection, the packed "
+                                    "in_proj_weight stacks q, k, v (offsets 0, E, 2E)"));
+
+    int64_t Kd = cfg->kdim ? cfg->kdim : E, Vd = cfg->vdim ? cfg->vdim : E;
+    int extra = cfg->add_bias_kv + cfg->add_zero_attn;
+    char formula[320];
+    snprintf(formula, sizeof formula,
+             "2*N*L*E*E + 2*N*S0*kdim*E + 2*N*S0*vdim*E + 4*N*L*S*E + 2*N*L*E*E with E=%" PRId64
+             ", kdim=%" PRId64 ", vdim=%" PRId64 ", S=S0%s, i.e. N*(%" PRId64 "*L + %" PRId64
+             "*S0 + %" PRId64 "*L*S)",
+             E, Kd, Vd, extra == 0 ? "" : extra == 1 ? "+1" : "+2", 4 * E * E, 2 * (Kd + Vd) * E,
+             4 * E);
+    json_t *flops = json_pack("{s:s}", "formula", formula);
+    if (L) {
+        json_object_set_new(flops, "N", json_integer(N));
+        json_object_set_new(flops, "L", json_integer(L));
+        json_object_set_new(flops, "S", json_integer(S));
+        json_object_set_new(flops, "value", json_real(mha_flops(cfg, N, L, S)));
+    }
+    json_object_set_new(doc, "flops", flops);
+    return doc;
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Weights as a JSON map                                                                          */
+
+/* Sets every parameter of layer from the JSON map [json, json+len); `prefix` names the map in
+ * errors ("weights." or ""). Every parameter must be present; unknown names are a 400. The map's
+ * values are scanned lazily (tensors): on failure the caller runs srv_body_recheck on its body. */
+static int fill_weights(mha_layer *layer, const char *json, size_t len, const char *prefix,
+                        const srv_app *app, srv_error *err)
+{
+    srv_json_member m[SRV_BODY_MAX_MEMBERS];
+    char field[200], known[256];
+    int np = mha_layer_param_count(layer);
+    size_t k = 0;
+    known[0] = '\0';
+    for (int i = 0; i < np && k < sizeof known; i++)
+        k += (size_t)snprintf(known + k, sizeof known - k, "%s%s", i ? ", " : "",
+                              mha_layer_param_info(layer, i)->name);
+
+    char objname[32];
+    snprintf(objname, sizeof objname, "%.*s", (int)(strlen(prefix) ? strlen(prefix) - 1 : 0),
+             prefix);
+    static const char *const all_tensors[] = {"*", NULL};
+    int n = srv_body_scan(app, json, len, objname, all_tensors, m, err);
+    if (n < 0)
+        return -1;
+    bool seen[MHA_MAX_PARAMS] = {0};
+    for (int i = 0; i < n; i++) {
+        int idx = mha_layer_param_find(layer, m[i].key);
+        if (idx < 0)
+            return srv_body_unknown(err, prefix, m[i].key, known);
+        snprintf(field, sizeof field, "%.40s%.127s", prefix, m[i].key);
+        srv_tensor t;
+        if (srv_member_tensor(&t, &m[i], field, false, app, NULL, err) < 0)
+            return -1;
+        mha_error me = {0};
+        int rc = 0;
+        if (t.dtype != SRV_DTYPE_F32)
+            rc = srv_error_set(err, SRV_E_BAD_REQUEST, field, "%s must hold numbers", field);
+        else if (t.ndim > 3)
+            rc = srv_error_set(err, SRV_E_SHAPE, field, "%s has %d dimensions, expected %d", field,
+                               t.ndim, mha_layer_param_info(layer, idx)->ndim);
+        else if (mha_layer_set_param(layer, m[i].key, t.data, t.ndim, t.shape, &me) != MHA_OK)
+            rc = srv_error_from_mha(err, &me, prefix);
+        srv_tensor_free(&t);
+        if (rc < 0)
+            return -1;
+        seen[idx] = true;
+    }
+    for (int i = 0; i < np; i++)
+        if (!seen[i]) {
+            const mha_param_info *p = mha_layer_param_info(layer, i);
+            snprintf(field, sizeof field, "%s%s", prefix, p->name);
+            return srv_error_set(err, SRV_E_MISSING_FIELD, field,
+                                 "%s is missing; this config has the parameters %s", field, known);
+        }
+    return 0;
+}
+
+/* Reads "init": {"method": "xavier_uniform"|"zeros", "seed": N}. */
+static int parse_init(const srv_json_member *mem, char *method, size_t msize, uint64_t *seed,
+                      srv_error *err)
+{
+    json_t *v = srv_member_json(mem, "init", err);
+    if (!v)
+        return -1;
+    int rc = 0;
+    const char *key;
+    json_t *x;
+    if (!json_is_object(v)) {
+        rc = srv_error_set(err, SRV_E_BAD_REQUEST, "init",
+                           "init must be an object like {\"method\": \"xavier_uniform\", \"seed\": 0}");
+        goto out;
+    }
+    json_object_foreach(v, key, x)
+    {
+        if (!strcmp(key, "method")) {
+            const char *s = json_string_value(x);
+            if (!s || (strcmp(s, "xavier_uniform") != 0 && strcmp(s, "zeros") != 0)) {
+                rc = srv_error_set(err, SRV_E_BAD_REQUEST, "init.method",
+                                   "init.method must be \"xavier_uniform\" or \"zeros\"");
+                goto out;
+            }
+            snprintf(method, msize, "%s", s);
+        } else if (!strcmp(key, "seed")) {
+            if (!json_is_integer(x) || json_integer_value(x) < 0) {
+                rc = srv_error_set(err, SRV_E_BAD_REQUEST, "init.seed",
+                                   "init.seed must be a whole number >= 0");
+                goto out;
+            }
+            *seed = (uint64_t)json_integer_value(x);
+        } else {
+            char k[80];
+            snprintf(k, sizeof k, "%.60s", key);
+            rc = srv_body_unknown(err, "init.", k, "method, seed");
+            goto out;
+        }
+    }
+out:
+    json_decref(v);
+    return rc;
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Handlers                                                                                       */
+
+/* Saves (data dir) and publishes the new entry l (the caller's reference is taken), honouring
+ * If-Match and If-None-Match; answers 201 + Location or 200, with the ETag. */
+static int publish(srv_app *app, const srv_request *req, srv_response *resp, srv_layer *l,
+                   srv_error *err)
+{
+    uint64_t if_version;
+    bool replaced = false;
+    if (srv_if_match(req, app->registry, l->name, &if_version, err) < 0 ||
+        srv_if_none_match(req, app->registry, l->name, &if_version, err) < 0 ||
+        srv_persist_put(app->persist, app->registry, l, if_version, &replaced, err) < 0) {
+        srv_layer_release(l);
+        return -1;
+    }
+    if (!replaced)
+        srv_response_header(resp, "Location", "/v1/layers/%s", l->name);
+    srv_etag(resp, l->version);
+    int rc = reply_json(resp, summary_json(l), replaced ? 200 : 201, err);
+    srv_layer_release(l);
+    return rc;
+}
+
+int srv_api_layers_list(void *ctx, const srv_request *req, srv_response *resp, srv_error *err)
+{
+    srv_app *app = ctx;
+    srv_layer **list;
+    int n = srv_registry_list(app->registry, &list);
+    if (n < 0)
+        return srv_error_set(err, SRV_E_NOMEM, "", "out of memory listing layers");
+    json_t *arr = json_array();
+    for (int i = 0; i < n; i++)
+        json_array_append_new(arr, summary_json(list[i]));
+    srv_registry_list_free(list, n);
+    return reply_json(resp, json_pack("{s:o}", "layers", arr), 200, err);
+}
+
+/* The layer a JSON PUT body's members m[0..n) describe (a new reference), or NULL with err. */
+static srv_layer *layer_from_json(srv_app *app, const char *name, const srv_json_member *m, int n,
+                                  srv_error *err)
+{
+    const srv_json_member *config = NULL, *init = NULL, *weights = NULL;
+    for (int i = 0; i < n; i++) {
+        if (!strcmp(m[i].key, "config"))
+            config = &m[i];
+        else if (!strcmp(m[i].key, "init"))
+            init = &m[i];
+        else if (!strcmp(m[i].key, "weights"))
+            weights = &m[i];
+        else {
+            srv_body_unknown(err, "", m[i].key, "config, init, weights");
+            return NULL;
+        }
+    }
+    if (!config) {
+        srv_error_set(err, SRV_E_MISSING_FIELD, "config",
+                      "config is required, e.g. {\"embed_dim\": 64, \"num_heads\": 4}");
+        return NULL;
+    }
+    if (init && weights) {
+        srv_error_set(err, SRV_E_BAD_REQUEST, "init", "give either init or weights, not both");
+        return NULL;
+    }
+
+    mha_config cfg;
+    json_t *cj = srv_member_json(config, "config", err);
+    if (!cj)
+        return NULL;
+    int rc = srv_config_from_json(&cfg, cj, &app->limits, "config", err);
+    json_decref(cj);
+    if (rc < 0)
+        return NULL;
+
+    srv_layer *l = NULL;
+    if (weights) {
+        mha_error me = {0};
+        mha_layer *layer = mha_layer_create(&cfg, &app->limits, &me);
+        if (!layer) {
+            srv_error_from_mha(err, &me, "config.");
+            return NULL;
+        }
+        if (fill_weights(layer, weights->value, weights->value_len, "weights.", app, err) < 0) {
+            mha_layer_free(layer);
+            return NULL;
+        }
+        json_t *norm = srv_config_to_json(mha_layer_config(layer));
+        l = norm ? srv_layer_new(name, layer, norm) : (mha_layer_free(layer), NULL);
+        if (!l)
+            srv_error_set(err, SRV_E_NOMEM, "", "out of memory creating layer '%s'", name);
+    } else {
+        char method[32] = "xavier_uniform";
+        uint64_t seed = 0;
+        if (init && parse_init(init, method, sizeof method, &seed, err) < 0)
+            return NULL;
+        l = srv_layer_build_init(name, &cfg, &app->limits, method, seed, err);
+    }
+    return l;
+}
+
+int srv_api_layer_put(void *ctx, const srv_request *req, srv_response *resp, srv_error *err)
+{
+    srv_app *app = ctx;
+    const char *name = srv_request_param(req, "name");
+    if (!srv_layer_name_valid(name, err))
+        return -1;
+    if (srv_is_octet(req)) { /* a safetensors file, config in its metadata (layer_io.h) */
+        srv_layer *l = srv_layer_from_safetensors(app, name, req->body, req->body_len, err);
+        return l ? publish(app, req, resp, l, err) : -1;
+    }
+    static const char *const put_tensors[] = {"weights", NULL};
+    srv_json_member m[SRV_BODY_MAX_MEMBERS];
+    int n = srv_body_scan(app, req->body, req->body_len, "", put_tensors, m, err);
+    if (n < 0)
+        return -1;
+    srv_layer *l = layer_from_json(app, name, m, n, err);
+    if (!l)
+        return srv_body_recheck(app, req->body, req->body_len, err);
+    return publish(app, req, resp, l, err);
+}
+
+int srv_api_layer_get(void *ctx, const srv_request *req, srv_response *resp, srv_error *err)
+{
+    srv_app *app = ctx;
+    srv_layer *l = srv_registry_get(app->registry, srv_request_param(req, "name"), err);
+    if (!l)
+        return -1;
+    json_t *doc = describe_json(l, req, app, err);
+    srv_etag(resp, l->version);
+    srv_layer_release(l);
+    if (!doc)
+        return -1;
+    return reply_json(resp, doc, 200, err);
+}
+
+int srv_api_layer_delete(void *ctx, const srv_request *req, srv_response *resp, srv_error *err)
+{
+    srv_app *app = ctx;
+    const char *name = srv_request_param(req, "name");
+    uint64_t if_version;
+    if (srv_if_match(req, app->registry, name, &if_version, err) < 0 ||
+        srv_persist_delete(app->persist, app->registry, name, if_version, err) < 0)
+        return -1;
+    resp->status = 204;
+    return 0;
+}
+
+int srv_api_weights_get(void *ctx, const srv_request *req, srv_response *resp, srv_error *err)
+{
+    srv_app *app = ctx;
+    srv_encoding enc = SRV_ENC_NESTED;
+    const char *e = srv_request_query(req, "encoding");
+    if (e && srv_encoding_parse(e, &enc) < 0)
+        return srv_error_set(err, SRV_E_BAD_REQUEST, "encoding",
+                             "?encoding= must be nested, flat or base64");
+    srv_layer *l = srv_registry_get(app->registry, srv_request_param(req, "name"), err);
+    if (!l)
+        return -1;
+    srv_etag(resp, l->version);
+    if (srv_wants_octet(req)) { /* a safetensors file */
+        int rc = srv_weights_reply_safetensors(resp, l, err);
+        srv_layer_release(l);
+        return rc;
+    }
+    srv_buf *b = &resp->body;
+    int np = mha_layer_param_count(l->layer);
+    srv_response_reserve(resp, (size_t)mha_param_total(mha_layer_config(l->layer)) * 17 + 256);
+    srv_buf_putc(b, '{');
+    for (int i = 0; i < np; i++) {
+        const mha_param_info *p = mha_layer_param_info(l->layer, i);
+        srv_buf_puts(b, i ? ",\"" : "\"");
+        srv_buf_puts(b, p->name);
+        srv_buf_puts(b, "\":");
+        srv_tensor_write(b, mha_layer_param_data(l->layer, i), p->ndim, p->shape, enc);
+    }
+    srv_buf_putc(b, '}');
+    srv_response_header(resp, "X-Layer-Version", "%llu", (unsigned long long)l->version);
+    srv_layer_release(l);
+    return 0;
+}
+
+int srv_api_weights_put(void *ctx, const srv_request *req, srv_response *resp, srv_error *err)
+{
+    srv_app *app = ctx;
+    srv_layer *old = srv_registry_get(app->registry, srv_request_param(req, "name"), err);
+    if (!old)
+        return -1;
+    mha_error me = {0};
+    srv_layer *l = NULL;
+    int rc = -1;
+    uint64_t if_version;
+    if (srv_if_match(req, app->registry, old->name, &if_version, err) < 0 ||
+        srv_if_none_match(req, app->registry, old->name, &if_version, err) < 0)
+        goto out;
+    if (srv_is_octet(req)) { /* a safetensors file */
+        l = srv_weights_from_safetensors(app, old, req->body, req->body_len, err);
+        if (!l)
+            goto out;
+        goto publish;
+    }
+    mha_layer *layer = mha_layer_create(mha_layer_config(old->layer), &app->limits, &me);
+    if (!layer) {
+        srv_error_from_mha(err, &me, "");
+        goto out;
+    }
+    if (fill_weights(layer, req->body, req->body_len, "", app, err) < 0) {
+        mha_layer_free(layer);
+        srv_body_recheck(app, req->body, req->body_len, err);
+        goto out;
+    }
+    l = srv_layer_new(old->name, layer, json_incref(old->config));
+    if (!l) {
+        srv_error_set(err, SRV_E_NOMEM, "", "out of memory");
+        goto out;
+    }
+publish:
+    /* conditional on the version read above (or If-Match's): a concurrent replacement is not
+     * overwritten */
+    if (srv_persist_put(app->persist, app->registry, l, if_version ? if_version : old->version,
+                        NULL, err) < 0)
+        goto out;
+    srv_etag(resp, l->version);
+    rc = reply_json(resp, summary_json(l), 200, err);
+out:
+    srv_layer_release(l);
+    srv_layer_release(old);
+    return rc;
+}

@@ -1,0 +1,183 @@
+/*
+ * api_v2.c - the Open Inference Protocol routes (see api_v2.h): server and model metadata, health,
+ * and inference through the same forward path as /v1 (forward.h), so a request gives the same
+ * numbers bit for bit whichever API it came through. Parsing and writing the protocol's bodies is
+ * v2_request.c's and v2_response.c's; this file only joins them to the registry, the forward path and HTTP.
+ */
+#include "api_v2.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "codec/v2_codec.h"
+#include "forward.h"
+#include "store/registry.h"
+
+#ifndef ATTND_VERSION
+#define ATTND_VERSION "0.0.0"
+#endif
+
+void srv_v2_error_reply(srv_response *resp, const srv_error *err)
+{
+    resp->content_type = "application/json";
+    resp->body.len = 0;
+    resp->body.failed = false;
+    resp->status = srv_v2_error_write(&resp->body, err);
+    if (resp->status == 503)
+        srv_response_header(resp, "Retry-After", "1");
+}
+
+int srv_v2_server_metadata(void *ctx, const srv_request *req, srv_response *resp, srv_error *err)
+{
+    srv_buf_puts(&resp->body, "{\"name\":\"attnd\",\"version\":");
+    srv_buf_json_string(&resp->body, ATTND_VERSION);
+    srv_buf_puts(&resp->body, ",\"extensions\":[\"binary_tensor_data\"]}");
+    return 0;
+}
+
+int srv_v2_health_live(void *ctx, const srv_request *req, srv_response *resp, srv_error *err)
+{
+    srv_buf_puts(&resp->body, "{\"live\":true}");
+    return 0;
+}
+
+int srv_v2_health_ready(void *ctx, const srv_request *req, srv_response *resp, srv_error *err)
+{
+    srv_app *app = ctx;
+    if (!__atomic_load_n(&app->ready, __ATOMIC_ACQUIRE) ||
+        __atomic_load_n(&app->draining, __ATOMIC_ACQUIRE))
+        return srv_error_set(err, SRV_E_UNAVAILABLE, "", "not ready: the server is %s",
+                             __atomic_load_n(&app->draining, __ATOMIC_ACQUIRE) ? "shutting down"
+                                                                               : "starting");
+    srv_buf_puts(&resp->body, "{\"ready\":true}");
+    return 0;
+}
+
+/* The layer the path's {name} names, at the path's {version} when there is one (the only version
+ * a model has is its layer's current version counter). A new reference, or NULL with a 404. */
+static srv_layer *v2_model(srv_app *app, const srv_request *req, char version[24], srv_error *err)
+{
+    const char *name = srv_request_param(req, "name");
+    const char *want = srv_request_param(req, "version");
+    srv_layer *l = name ? srv_registry_get(app->registry, name, NULL) : NULL;
+    if (!l) {
+        srv_error_set(err, SRV_E_LAYER_NOT_FOUND, "name",
+                      "unknown model '%.64s'; GET /v1/layers lists the layers served", name);
+        return NULL;
+    }
+    snprintf(version, 24, "%" PRIu64, l->version);
+    if (want && strcmp(want, version) != 0) {
+        srv_error_set(err, SRV_E_LAYER_NOT_FOUND, "version",
+                      "model '%s' has no version '%.32s'; its version is '%s'", l->name, want,
+                      version);
+        srv_layer_release(l);
+        return NULL;
+    }
+    return l;
+}
+
+int srv_v2_model_metadata(void *ctx, const srv_request *req, srv_response *resp, srv_error *err)
+{
+    srv_app *app = ctx;
+    char version[24];
+    srv_layer *l = v2_model(app, req, version, err);
+    if (!l)
+        return -1;
+    srv_v2_metadata_write(&resp->body, l->name, version, mha_layer_config(l->layer));
+    srv_layer_release(l);
+    return 0;
+}
+
+int srv_v2_model_ready(void *ctx, const srv_request *req, srv_response *resp, srv_error *err)
+{
+    srv_app *app = ctx;
+    char version[24];
+    srv_layer *l = v2_model(app, req, version, err);
+    if (!l)
+        return -1;
+    srv_buf_puts(&resp->body, "{\"name\":");
+    srv_buf_json_string(&resp->body, l->name);
+    srv_buf_puts(&resp->body, ",\"ready\":true}");
+    srv_layer_release(l);
+    return 0;
+}
+
+/* Views of the request's tensors as the forward path's arguments. The data stays the request's
+ * (some of it points into the HTTP body): never srv_forward_args_free these. */
+static void v2_forward_args(srv_forward_args *a, const srv_v2_request *vr)
+{
+    static const float empty[1]; /* a zero-element tensor is present: its data must not be NULL */
+    srv_forward_args_init(a);
+    srv_tensor *dst[SRV_V2_IN_COUNT] = {&a->query, &a->key, &a->value, &a->key_padding_mask,
+                                        &a->attn_mask};
+    for (int id = 0; id < SRV_V2_IN_COUNT; id++) {
+        const srv_v2_input *in = &vr->inputs[id];
+        if (!in->present)
+            continue;
+        srv_tensor *t = dst[id];
+        t->dtype = in->dtype;
+        t->ndim = in->ndim;
+        memcpy(t->shape, in->shape, sizeof t->shape);
+        t->count = in->count;
+        t->data = (void *)(in->data ? in->data : (const void *)empty); /* read-only use */
+    }
+    a->is_causal = vr->is_causal;
+    a->need_weights = vr->need_weights;
+    a->average_attn_weights = vr->average_attn_weights;
+}
+
+int srv_v2_infer(void *ctx, const srv_request *req, srv_response *resp, srv_error *err)
+{
+    srv_app *app = ctx;
+    char version[24];
+    srv_layer *l = v2_model(app, req, version, err);
+    if (!l)
+        return -1;
+    int rc = -1;
+    srv_v2_request vr;
+    srv_forward_result fr;
+    memset(&vr, 0, sizeof vr);
+    memset(&fr, 0, sizeof fr);
+    const char *ce = srv_request_header(req, "Content-Encoding");
+    if (ce && strcasecmp(ce, "identity") != 0) {
+        /* Triton can take gzip/deflate bodies; attnd does not decompress: say so plainly instead
+         * of failing on the compressed bytes as if they were JSON. */
+        srv_error_set(err, SRV_E_MEDIA_TYPE, "Content-Encoding",
+                      "Content-Encoding '%.32s' is not supported; send the body uncompressed", ce);
+        goto done;
+    }
+    size_t header_len;
+    if (srv_v2_header_length(&header_len,
+                             srv_request_header(req, "Inference-Header-Content-Length"),
+                             req->body_len, err) < 0 ||
+        srv_v2_request_parse(&vr, req->body, req->body_len, header_len,
+                             app->opt.max_tensor_elements, err) < 0)
+        goto done;
+    srv_forward_args args;
+    v2_forward_args(&args, &vr);
+    if (srv_forward_run(app, l, &args, false, &fr, err) < 0)
+        goto done;
+    srv_v2_result res[SRV_V2_OUT_COUNT];
+    memset(res, 0, sizeof res);
+    res[SRV_V2_OUT_OUTPUT].data = fr.output;
+    res[SRV_V2_OUT_OUTPUT].ndim = fr.plan.out_ndim;
+    memcpy(res[SRV_V2_OUT_OUTPUT].shape, fr.plan.out_shape, sizeof fr.plan.out_shape);
+    res[SRV_V2_OUT_ATTN_WEIGHTS].data = fr.attn_weights;
+    res[SRV_V2_OUT_ATTN_WEIGHTS].ndim = fr.plan.weights_ndim;
+    memcpy(res[SRV_V2_OUT_ATTN_WEIGHTS].shape, fr.plan.weights_shape, sizeof fr.plan.weights_shape);
+    size_t json_len;
+    if (srv_v2_response_write(&resp->body, &json_len, &vr, l->name, version, res, err) < 0)
+        goto done;
+    if (json_len < resp->body.len) {
+        srv_response_header(resp, "Inference-Header-Content-Length", "%zu", json_len);
+        resp->content_type = "application/octet-stream";
+    }
+    rc = 0;
+done:
+    srv_forward_result_free(&fr);
+    srv_v2_request_free(&vr);
+    srv_layer_release(l);
+    return rc;
+}

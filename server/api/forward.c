@@ -1,0 +1,251 @@
+/*
+ * forward.c - the shared forward path (see forward.h).
+ */
+#include "forward.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/bigbuf.h"
+#include "codec/float_parse.h"
+
+/* Passes below this many FLOPs (about a millisecond of one core) run on the calling thread alone. */
+#define POOL_MIN_FLOPS 2e7
+
+void srv_forward_args_init(srv_forward_args *a)
+{
+    memset(a, 0, sizeof *a);
+    a->average_attn_weights = true;
+}
+
+void srv_forward_args_free(srv_forward_args *a)
+{
+    if (!a)
+        return;
+    srv_tensor_free(&a->query);
+    srv_tensor_free(&a->key);
+    srv_tensor_free(&a->value);
+    srv_tensor_free(&a->key_padding_mask);
+    srv_tensor_free(&a->attn_mask);
+}
+
+void srv_forward_result_free(srv_forward_result *r)
+{
+    if (!r)
+        return;
+    srv_bigbuf_array_free(r->output);
+    srv_bigbuf_array_free(r->attn_weights);
+    for (int i = 0; i < MHA_TRACE_NSTAGES; i++)
+        srv_bigbuf_array_free(r->stage[i]);
+    memset(r, 0, sizeof *r);
+}
+
+/* A float32 input tensor of the request into the engine's view (borrowed). */
+static int to_tensor(mha_tensor *out, const srv_tensor *t, const char *field, srv_error *err)
+{
+    memset(out, 0, sizeof *out);
+    if (!t->data)
+        return 0;
+    if (t->dtype != SRV_DTYPE_F32)
+        return srv_error_set(err, SRV_E_BAD_REQUEST, field,
+                             "%s must hold numbers (float32), not booleans", field);
+    if (t->ndim < 2 || t->ndim > 3)
+        return srv_error_set(err, SRV_E_SHAPE, field,
+                             "%s has %d dimensions; it must have 3 (batched) or 2 (unbatched)",
+                             field, t->ndim);
+    out->data = t->data;
+    out->ndim = t->ndim;
+    memcpy(out->shape, t->shape, (size_t)t->ndim * sizeof *t->shape);
+    return 0;
+}
+
+static int to_mask(mha_mask *out, const srv_tensor *t, const char *field, srv_error *err)
+{
+    memset(out, 0, sizeof *out);
+    if (!t->data)
+        return 0;
+    if (t->ndim < 1 || t->ndim > 4)
+        return srv_error_set(err, SRV_E_SHAPE, field, "%s has %d dimensions; masks have 1 to 3",
+                             field, t->ndim);
+    out->data = t->data;
+    out->type = t->dtype == SRV_DTYPE_BOOL ? MHA_MASK_BOOL : MHA_MASK_FLOAT;
+    out->ndim = t->ndim;
+    memcpy(out->shape, t->shape, (size_t)t->ndim * sizeof *t->shape);
+    return 0;
+}
+
+/* Takes a slot under --max-inflight, waiting up to --queue-wait-ms. *alone tells whether no other
+ * pass is in flight. */
+static int inflight_enter(srv_app *app, bool *alone, srv_error *err)
+{
+    int rc = 0;
+    pthread_mutex_lock(&app->inflight_lock);
+    if (app->inflight >= app->opt.max_inflight) {
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        long ms = app->opt.queue_wait_ms;
+        until.tv_sec += ms / 1000;
+        until.tv_nsec += (ms % 1000) * 1000000L;
+        if (until.tv_nsec >= 1000000000L) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000L;
+        }
+        while (app->inflight >= app->opt.max_inflight && rc == 0)
+            rc = pthread_cond_timedwait(&app->inflight_cond, &app->inflight_lock, &until);
+        if (app->inflight < app->opt.max_inflight)
+            rc = 0;
+    }
+    if (rc == 0)
+        *alone = ++app->inflight == 1;
+    pthread_mutex_unlock(&app->inflight_lock);
+    if (rc != 0)
+        return srv_error_set(err, SRV_E_UNAVAILABLE, "",
+                             "busy: %d forward passes in flight (--max-inflight); retry shortly",
+                             app->opt.max_inflight);
+    return 0;
+}
+
+static void inflight_leave(srv_app *app)
+{
+    pthread_mutex_lock(&app->inflight_lock);
+    app->inflight--;
+    pthread_cond_signal(&app->inflight_cond);
+    pthread_mutex_unlock(&app->inflight_lock);
+}
+
+/* Output buffers of count floats (count already checked against the limits), from bigbuf.h's
+ * array cache: 64-byte aligned (the engine streams per-head weights out with non-temporal stores
+ * only where a row starts on a cache line), large ones on huge pages and kept faulted in between
+ * requests. Freed with srv_bigbuf_array_free. */
+static float *alloc_floats(int64_t count)
+{
+    return srv_bigbuf_array_alloc((size_t)(count > 0 ? count : 1) * sizeof(float));
+}
+
+/* The index of the first value of p[0..count) that is NaN or +inf, and -inf too unless allow_neg_inf;
+ * -1 when there is none. One branch-free pass first: the usual answer is "none". */
+static int64_t first_special(const float *p, int64_t count, bool allow_neg_inf)
+{
+    if (!p || !srv_floats_any_special(p, (size_t)count))
+        return -1;
+    for (int64_t i = 0; i < count; i++)
+        if (p[i] != p[i] || p[i] == INFINITY || (p[i] == -INFINITY && !allow_neg_inf))
+            return i;
+    return -1;
+}
+
+/* Inputs and weights are finite, yet float32 can overflow on the way (values near 1e19 give
+ * q·kT past 3.4e38, then softmax NaN). torch answers NaN there; JSON cannot carry it (SPEC §2), and
+ * "nan" strings where a client's schema has numbers are no answer. Refused as a 400 naming the
+ * first bad value: the trace's scores may hold -inf (masked keys), nothing else may. */
+static int check_finite(const srv_forward_result *r, srv_error *err)
+{
+    const char *what = NULL;
+    int64_t at = first_special(r->output, r->plan.out_count, false);
+    if (at >= 0)
+        what = "output";
+    if (!what && (at = first_special(r->attn_weights, r->plan.weights_count, false)) >= 0)
+        what = "attn_weights";
+    for (int s = 0; !what && r->traced && s < MHA_TRACE_NSTAGES; s++) {
+        int64_t shape[4], count;
+        mha_trace_stage_shape(&r->plan, (mha_trace_stage)s, shape, &count);
+        if ((at = first_special(r->stage[s], count, s == MHA_TRACE_SCORES)) >= 0)
+            what = mha_trace_stage_name((mha_trace_stage)s);
+    }
+    if (!what)
+        return 0;
+    return srv_error_set(err, SRV_E_BAD_VALUE, "",
+                         "the pass overflowed float32: %s element %lld is not finite (torch gives "
+                         "NaN here, which JSON cannot carry); inputs or weights are too large, "
+                         "scale them down", what, (long long)at);
+}
+
+int srv_forward_run(srv_app *app, const srv_layer *layer, const srv_forward_args *a, bool trace,
+                    srv_forward_result *out, srv_error *err)
+{
+    memset(out, 0, sizeof *out);
+    mha_inputs in;
+    memset(&in, 0, sizeof in);
+    if (!a->query.data)
+        return srv_error_set(err, SRV_E_MISSING_FIELD, "query", "query is required");
+    if (to_tensor(&in.query, &a->query, "query", err) < 0 ||
+        to_tensor(&in.key, &a->key, "key", err) < 0 ||
+        to_tensor(&in.value, &a->value, "value", err) < 0 ||
+        to_mask(&in.key_padding_mask, &a->key_padding_mask, "key_padding_mask", err) < 0 ||
+        to_mask(&in.attn_mask, &a->attn_mask, "attn_mask", err) < 0)
+        return -1;
+    in.is_causal = a->is_causal;
+    in.need_weights = a->need_weights;
+    in.average_attn_weights = a->average_attn_weights;
+
+    mha_error me = {0};
+    if (mha_plan_forward(layer->layer, &in, &app->limits, &out->plan, &me) != MHA_OK)
+        return srv_error_from_mha(err, &me, "");
+
+    mha_trace tr;
+    memset(&tr, 0, sizeof tr);
+    if (trace) {
+        int64_t total = 0, count;
+        int64_t shape[4];
+        for (int s = 0; s < MHA_TRACE_NSTAGES; s++) {
+            mha_trace_stage_shape(&out->plan, (mha_trace_stage)s, shape, &count);
+            if (count > INT64_MAX - total)
+                total = INT64_MAX;
+            else
+                total += count;
+        }
+        if (total > app->opt.max_trace_elements)
+            return srv_error_set(err, SRV_E_TOO_LARGE, "query",
+                                 "the trace would hold %lld numbers, over the limit of %lld "
+                                 "(--max-trace-elements); trace a shorter sequence or batch",
+                                 (long long)total, (long long)app->opt.max_trace_elements);
+        for (int s = 0; s < MHA_TRACE_NSTAGES; s++) {
+            mha_trace_stage_shape(&out->plan, (mha_trace_stage)s, shape, &count);
+            out->stage[s] = tr.stage[s] = alloc_floats(count);
+            if (!tr.stage[s])
+                goto nomem;
+        }
+        out->traced = true;
+    }
+    out->output = alloc_floats(out->plan.out_count);
+    if (!out->output)
+        goto nomem;
+    if (in.need_weights) {
+        out->attn_weights = alloc_floats(out->plan.weights_count);
+        if (!out->attn_weights)
+            goto nomem;
+    }
+
+    bool alone = false;
+    if (inflight_enter(app, &alone, err) < 0) {
+        srv_forward_result_free(out);
+        return -1;
+    }
+    /* A pass that runs alone spreads over the engine's pool (--blas-threads); passes that run at
+     * the same time take one thread each (their HTTP thread), so the threads computing never
+     * outnumber the cores by more than the pool's workers for the moment two passes overlap.
+     * Small passes stay on their thread: waking the pool would cost more than it saves. */
+    mha_pool *pool = alone && out->plan.flops >= POOL_MIN_FLOPS ? app->pool : NULL;
+    mha_status st = mha_forward(layer->layer, &in, &out->plan, out->output, out->attn_weights,
+                                trace ? &tr : NULL, pool, &me);
+    inflight_leave(app);
+    if (st == MHA_OK)
+        srv_metrics_forward(app->metrics, trace, out->plan.flops);
+    if (st != MHA_OK) {
+        srv_forward_result_free(out);
+        return srv_error_from_mha(err, &me, "");
+    }
+    if (check_finite(out, err) < 0) {
+        srv_forward_result_free(out);
+        return -1;
+    }
+    return 0;
+
+nomem:
+    srv_forward_result_free(out);
+    return srv_error_set(err, SRV_E_NOMEM, "", "out of memory for the outputs; retry later");
+}

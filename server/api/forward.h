@@ -1,0 +1,54 @@
+/*
+ * forward.h - the one forward path every API shares (/v1 forward and trace, /v2 infer).
+ *
+ * From parsed request tensors to engine outputs: build mha_inputs, plan (shapes and limits checked
+ * before anything is allocated), take a slot under --max-inflight (waiting up to --queue-wait-ms,
+ * then 503), allocate the outputs once, run on the shared engine pool. Every API calls this, so the
+ * same request gives the same numbers bit for bit whichever API it came through.
+ */
+#ifndef ATTND_FORWARD_H
+#define ATTND_FORWARD_H
+
+#include <stdbool.h>
+
+#include "app/app.h"
+#include "base/error.h"
+#include "codec/tensor.h"
+#include "mha.h"
+#include "store/registry.h"
+
+typedef struct srv_forward_args {
+    srv_tensor query;            /* float32 [N,L,E] / [L,N,E] !! batch_first / [L,E]       */
+    srv_tensor key;              /* absent when data == NULL: key = query                   */
+    srv_tensor value;            /* absent: value = key                                     */
+    srv_tensor key_padding_mask; /* bool or float32 [N,S0] / [S0]; absent when data == NULL  */
+    srv_tensor attn_mask;        /* bool or float32 [L,S0] / [N·H,L,S0] / [H,L,S0]           */
+    bool is_causal;              /* default false                                           */
+    bool need_weights;           /* default false                                           */
+    bool average_attn_weights;   /* default true                                            */
+} srv_forward_args;
+
+/* Zeroes args and sets the defaults above. */
+void srv_forward_args_init(srv_forward_args *args);
+/* Frees the tensors args owns. */
+void srv_forward_args_free(srv_forward_args *args);
+
+typedef struct srv_forward_result {
+    mha_plan plan;
+    float *output;                     /* [plan.out_count], shaped plan.out_shape              */
+    float *attn_weights;               /* [plan.weights_count] when need_weights, else NULL    */
+    float *stage[MHA_TRACE_NSTAGES];   /* with trace: each stage (mha_trace_stage_shape)       */
+    bool traced;
+} srv_forward_result;
+
+/* Runs args through layer. With trace, every stage of SPEC §2 is kept too; a trace larger than
+ * --max-trace-elements (all stages together) is refused with SRV_E_TOO_LARGE before anything is
+ * allocated. Fills out (zeroed first; free with srv_forward_result_free) and returns 0, or -1 with
+ * err filled: 400 shape/value errors naming the input, 413 limits, 503 when the in-flight cap stays
+ * full for --queue-wait-ms or memory runs out. */
+int srv_forward_run(srv_app *app, const srv_layer *layer, const srv_forward_args *args, bool trace,
+                    srv_forward_result *out, srv_error *err);
+
+void srv_forward_result_free(srv_forward_result *r); /* accepts NULL and zeroed results */
+
+#endif

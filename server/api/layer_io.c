@@ -1,0 +1,244 @@
+/*
+ * layer_io.c - ETag / If-Match and safetensors bodies for the layer routes (see layer_io.h).
+ */
+#include "layer_io.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "codec/safetensors.h"
+#include "store/persist.h"
+#include "store/weights.h"
+
+/* Parses one entity tag of an If-Match list at *p ("7", W/"7" or 7, blanks around), moving *p past
+ * it and its comma. Returns the version, or 0 when it is not one attnd gives. */
+static uint64_t etag_version(const char **p)
+{
+    const char *v = *p;
+    while (*v == ' ' || *v == '\t')
+        v++;
+    if (strncmp(v, "W/", 2) == 0)
+        v += 2;
+    bool quoted = *v == '"';
+    if (quoted)
+        v++;
+    if (*v < '0' || *v > '9')
+        return 0;
+    char *end;
+    errno = 0;
+    unsigned long long x = strtoull(v, &end, 10);
+    if (errno || (quoted && *end++ != '"'))
+        return 0;
+    while (*end == ' ' || *end == '\t')
+        end++;
+    if (*end != ',' && *end)
+        return 0;
+    *p = end + (*end == ',');
+    return x;
+}
+
+/* The value of the precondition header `header` (leading blanks skipped), or NULL when the request
+ * has none; *now gets the current version of layer `name` (0: there is none). */
+static const char *precondition(const srv_request *req, srv_registry *reg, const char *name,
+                                const char *header, uint64_t *now)
+{
+    const char *v = srv_request_header(req, header);
+    if (!v)
+        return NULL;
+    while (*v == ' ')
+        v++;
+    srv_layer *cur = srv_registry_get(reg, name, NULL);
+    *now = cur ? cur->version : 0;
+    srv_layer_release(cur);
+    return v;
+}
+
+static bool is_star(const char *v)
+{
+    return strcmp(v, "*") == 0 || strcmp(v, "* ") == 0;
+}
+
+/* Reads v as a comma-separated list of ETags (RFC 9110): *first gets the first, *found whether one
+ * of them is `now`. Returns 0, or -1 with a 400 naming header when a tag is not one this daemon
+ * gives or the list is empty. */
+static int etag_list(const char *v, uint64_t now, const char *header, uint64_t *first, bool *found,
+                     srv_error *err)
+{
+    *first = 0;
+    *found = false;
+    while (*v) {
+        uint64_t x = etag_version(&v);
+        if (!x)
+            break;
+        if (!*first)
+            *first = x;
+        *found |= x == now;
+        while (*v == ' ' || *v == '\t')
+            v++;
+    }
+    if (*v || !*first)
+        return srv_error_set(err, SRV_E_BAD_REQUEST, header,
+                             "%s must be * or ETags this daemon gave (\"<version>\", "
+                             "comma-separated)", header);
+    return 0;
+}
+
+int srv_if_match(const srv_request *req, srv_registry *reg, const char *name,
+                 uint64_t *if_version, srv_error *err)
+{
+    *if_version = 0;
+    uint64_t now, first;
+    bool found;
+    const char *v = precondition(req, reg, name, "If-Match", &now);
+    if (!v)
+        return 0;
+    if (is_star(v)) {
+        if (!now)
+            return srv_error_set(err, SRV_E_CONFLICT, "If-Match",
+                                 "If-Match: * asks for an existing layer, and there is no layer "
+                                 "called '%s'", name);
+        *if_version = now;
+        return 0;
+    }
+    /* the condition holds when any tag is the current version, and the change is then
+     * conditional on that version; else on the first (a 409 naming it) */
+    if (etag_list(v, now, "If-Match", &first, &found, err) < 0)
+        return -1;
+    *if_version = found ? now : first;
+    return 0;
+}
+
+int srv_if_none_match(const srv_request *req, srv_registry *reg, const char *name,
+                      uint64_t *if_version, srv_error *err)
+{
+    uint64_t now, first;
+    bool found;
+    const char *v = precondition(req, reg, name, "If-None-Match", &now);
+    if (!v)
+        return 0;
+    if (is_star(v)) {
+        if (*if_version) /* If-Match asked for an existing layer too: both cannot hold */
+            return srv_error_set(err, SRV_E_CONFLICT, "If-None-Match",
+                                 "If-None-Match: * asks for a new layer, and If-Match for an "
+                                 "existing one");
+        if (now) /* refused at once; the registry checks again when it publishes */
+            return srv_error_set(err, SRV_E_CONFLICT, "If-None-Match",
+                                 "If-None-Match: * asks for a new layer, and layer '%s' exists "
+                                 "(version %llu)", name, (unsigned long long)now);
+        *if_version = SRV_IF_ABSENT;
+        return 0;
+    }
+    /* the change happens unless one of the tags is the current version */
+    if (etag_list(v, now, "If-None-Match", &first, &found, err) < 0)
+        return -1;
+    if (found)
+        return srv_error_set(err, SRV_E_CONFLICT, "If-None-Match",
+                             "layer '%s' is at version %llu, which If-None-Match names", name,
+                             (unsigned long long)now);
+    return 0;
+}
+
+void srv_etag(srv_response *resp, uint64_t version)
+{
+    srv_response_header(resp, "ETag", "\"%llu\"", (unsigned long long)version);
+}
+
+/* The quality (RFC 9110 "q", 0..1) an Accept list s gives the media type type, and the index of the
+ * entry that names it in *pos; -1 when no entry names it exactly (wildcards are not counted). */
+static double accept_q(const char *s, const char *type, int *pos)
+{
+    size_t tn = strlen(type);
+    for (int i = 0; *s; i++) {
+        size_t n = strcspn(s, ",");
+        const char *e = s;
+        while (e < s + n && (*e == ' ' || *e == '\t'))
+            e++;
+        size_t en = strcspn(e, ",; \t");
+        if (en == tn && strncasecmp(e, type, tn) == 0) {
+            double q = 1;
+            for (const char *p = e + en; p < s + n; p++) {
+                if (*p != ';')
+                    continue;
+                p++;
+                while (*p == ' ' || *p == '\t')
+                    p++;
+                if ((*p == 'q' || *p == 'Q') && p[1] == '=')
+                    q = strtod(p + 2, NULL);
+            }
+            *pos = i;
+            return q < 0 ? 0 : q;
+        }
+        s += n + (s[n] == ',');
+    }
+    return -1;
+}
+
+bool srv_wants_octet(const srv_request *req)
+{
+    const char *a = srv_request_header(req, "Accept");
+    if (!a)
+        return false;
+    /* the higher quality wins, then the earlier entry; JSON when neither is named */
+    int po = 0, pj = 0;
+    double qo = accept_q(a, "application/octet-stream", &po);
+    double qj = accept_q(a, "application/json", &pj);
+    return qo > 0 && (qo > qj || (qo == qj && po < pj));
+}
+
+bool srv_is_octet(const srv_request *req)
+{
+    const char *ct = srv_request_header(req, "Content-Type");
+    size_t n = strlen("application/octet-stream");
+    return ct && strncasecmp(ct, "application/octet-stream", n) == 0 &&
+           (ct[n] == '\0' || ct[n] == ';' || ct[n] == ' ');
+}
+
+srv_layer *srv_layer_from_safetensors(srv_app *app, const char *name, const char *body,
+                                      size_t len, srv_error *err)
+{
+    srv_st st;
+    if (srv_st_parse(&st, (const uint8_t *)body, len, app->limits.max_elements, "body", err) < 0)
+        return NULL;
+    srv_layer *l = NULL;
+    const char *text = srv_st_meta(&st, "config");
+    if (!text) {
+        srv_error_set(err, SRV_E_MISSING_FIELD, "config",
+                      "a safetensors layer carries its config as a JSON string in "
+                      "__metadata__[\"config\"], e.g. \"{\\\"embed_dim\\\": 8, "
+                      "\\\"num_heads\\\": 2}\"");
+        goto out;
+    }
+    json_error_t jerr;
+    json_t *cfg = json_loads(text, JSON_REJECT_DUPLICATES, &jerr);
+    if (!cfg || !json_is_object(cfg)) {
+        srv_error_set(err, SRV_E_BAD_JSON, "config",
+                      "__metadata__[\"config\"] is not a JSON object: %s",
+                      cfg ? "another JSON value" : jerr.text);
+        json_decref(cfg);
+        goto out;
+    }
+    l = srv_persist_build(name, cfg, &st, &app->limits, err);
+    json_decref(cfg);
+out:
+    srv_st_free(&st);
+    return l;
+}
+
+srv_layer *srv_weights_from_safetensors(srv_app *app, const srv_layer *old, const char *body,
+                                        size_t len, srv_error *err)
+{
+    srv_st st;
+    if (srv_st_parse(&st, (const uint8_t *)body, len, app->limits.max_elements, "body", err) < 0)
+        return NULL;
+    srv_layer *l = srv_persist_build(old->name, old->config, &st, &app->limits, err);
+    srv_st_free(&st);
+    return l;
+}
+
+int srv_weights_reply_safetensors(srv_response *resp, const srv_layer *l, srv_error *err)
+{
+    resp->content_type = "application/octet-stream";
+    return srv_weights_to_safetensors(&resp->body, l->layer, err);
+}

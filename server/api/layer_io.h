@@ -1,0 +1,63 @@
+/*
+ * layer_io.h - what the layer routes share for versions and binary bodies: ETag / If-Match, and
+ * layers and weights as safetensors (Accept / Content-Type: application/octet-stream).
+ *
+ * ETag: a layer's version (registry.h) as a strong entity tag, "\"<version>\"", on GET and PUT of
+ * a layer and of its weights. If-Match on PUT / DELETE makes the change conditional: "<version>"
+ * (W/ prefix tolerated; a comma-separated list: any of them) must be the current version, "*" only
+ * asks that the layer exists; anything else is a 409 (SPEC §2; HTTP's usual 412 is not used).
+ * If-None-Match: * on PUT /v1/layers/{name} creates only (409 when the layer exists).
+ *
+ * PUT /v1/layers/{name} with a safetensors body: the layer's config travels in the file's
+ * __metadata__ under "config", as a JSON string (safetensors metadata values are strings), e.g.
+ *   {"__metadata__": {"config": "{\"embed_dim\": 8, \"num_heads\": 2}"}, "in_proj_weight": ...}
+ * and the tensors are the parameters under torch's state_dict names.
+ */
+#ifndef ATTND_LAYER_IO_H
+#define ATTND_LAYER_IO_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "app/app.h"
+#include "http/http.h"
+#include "store/registry.h"
+
+/* Reads If-Match for layer name into *if_version (0 when absent; "*", or a list naming the current
+ * version, gives the current version; a list that does not, its first version).
+ * Returns 0, or -1 with err: SRV_E_CONFLICT ("*" and no such layer), SRV_E_BAD_REQUEST (not an
+ * entity tag attnd gave). */
+int srv_if_match(const srv_request *req, srv_registry *reg, const char *name,
+                 uint64_t *if_version, srv_error *err);
+
+/* Reads If-None-Match for a PUT of layer name, after srv_if_match: "*" (create only, never replace)
+ * sets *if_version to SRV_IF_ABSENT, which the registry checks atomically; a list of ETags is a 409
+ * at once when it names the current version. Returns 0, or -1 with err: SRV_E_CONFLICT,
+ * SRV_E_BAD_REQUEST (not * nor ETags attnd gave). */
+int srv_if_none_match(const srv_request *req, srv_registry *reg, const char *name,
+                      uint64_t *if_version, srv_error *err);
+
+/* Adds ETag: "<version>" to resp. */
+void srv_etag(srv_response *resp, uint64_t version);
+
+/* True when the request's Accept asks for application/octet-stream with a higher quality than
+ * application/json (or the same, listed first). */
+bool srv_wants_octet(const srv_request *req);
+
+/* True when the request's Content-Type is application/octet-stream. */
+bool srv_is_octet(const srv_request *req);
+
+/* A new layer entry (one reference, the caller's) named name from a safetensors body carrying its
+ * config in __metadata__["config"]. NULL with err filled (400 for the file, 422 for the config). */
+srv_layer *srv_layer_from_safetensors(srv_app *app, const char *name, const char *body,
+                                      size_t len, srv_error *err);
+
+/* A new entry with old's config and the weights of a safetensors body. NULL with err filled. */
+srv_layer *srv_weights_from_safetensors(srv_app *app, const srv_layer *old, const char *body,
+                                        size_t len, srv_error *err);
+
+/* Fills resp with the layer's weights as a safetensors file (Content-Type
+ * application/octet-stream). Returns 0 or -1 (SRV_E_NOMEM). */
+int srv_weights_reply_safetensors(srv_response *resp, const srv_layer *l, srv_error *err);
+
+#endif

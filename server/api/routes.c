@@ -1,0 +1,48 @@
+/*
+ * routes.c - every route the daemon serves, in one table.
+ *
+ * {x} in a pattern matches one non-empty path segment (handlers read it with srv_request_param).
+ * A path that matches a pattern with another method is a 405 with Allow; no pattern at all, a 404.
+ * The last column lists the query arguments a /v1 route reads (others are a 400).
+ */
+#include "api.h"
+#include "api_v2.h"
+
+#define BODY_JSON (SRV_ROUTE_BODY | SRV_ROUTE_JSON)
+
+const srv_route srv_routes[] = {
+    {"GET", "/healthz", srv_api_healthz, SRV_ROUTE_PROBE, NULL},
+    {"GET", "/readyz", srv_api_readyz, SRV_ROUTE_PROBE, NULL},
+    {"GET", "/metrics", srv_api_metrics, SRV_ROUTE_PROBE, NULL},
+    {"GET", "/openapi.yaml", srv_api_openapi, 0, NULL},
+
+    {"GET", "/v1/layers", srv_api_layers_list, 0, ""},
+    {"GET", "/v1/layers/{name}", srv_api_layer_get, 0, "L S N"},
+    {"PUT", "/v1/layers/{name}", srv_api_layer_put,
+     BODY_JSON | SRV_ROUTE_BINARY | SRV_ROUTE_CHANGES | SRV_ROUTE_HEAVY, ""},
+    {"DELETE", "/v1/layers/{name}", srv_api_layer_delete, SRV_ROUTE_CHANGES, ""},
+    {"GET", "/v1/layers/{name}/weights", srv_api_weights_get, 0, "encoding"},
+    {"PUT", "/v1/layers/{name}/weights", srv_api_weights_put,
+     BODY_JSON | SRV_ROUTE_BINARY | SRV_ROUTE_CHANGES | SRV_ROUTE_HEAVY, ""},
+    {"POST", "/v1/layers/{name}/forward", srv_api_forward,
+     BODY_JSON | SRV_ROUTE_HEAVY | SRV_ROUTE_STREAM, ""},
+    {"POST", "/v1/layers/{name}/trace", srv_api_trace, BODY_JSON | SRV_ROUTE_HEAVY | SRV_ROUTE_STREAM,
+     ""},
+
+    /* Open Inference Protocol (api_v2.c): errors in the protocol's {"error": "..."} form, as for
+     * every path under /v2 (error_reply.c) */
+    {"GET", "/v2", srv_v2_server_metadata, 0, NULL},
+    {"GET", "/v2/health/live", srv_v2_health_live, SRV_ROUTE_PROBE, NULL},
+    {"GET", "/v2/health/ready", srv_v2_health_ready, SRV_ROUTE_PROBE, NULL},
+    {"GET", "/v2/models/{name}", srv_v2_model_metadata, 0, NULL},
+    {"GET", "/v2/models/{name}/ready", srv_v2_model_ready, 0, NULL},
+    {"POST", "/v2/models/{name}/infer", srv_v2_infer, SRV_ROUTE_BODY | SRV_ROUTE_HEAVY,
+     NULL},
+    {"GET", "/v2/models/{name}/versions/{version}", srv_v2_model_metadata, 0, NULL},
+    {"GET", "/v2/models/{name}/versions/{version}/ready", srv_v2_model_ready, 0,
+     NULL},
+    {"POST", "/v2/models/{name}/versions/{version}/infer", srv_v2_infer,
+     SRV_ROUTE_BODY | SRV_ROUTE_HEAVY, NULL},
+
+    {NULL, NULL, NULL, 0, NULL},
+};

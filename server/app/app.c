@@ -1,0 +1,111 @@
+/*
+ * app.c - the daemon's shared state (see app.h).
+ */
+#include "app.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/log.h"
+#include "base/sysinfo.h"
+#include "store/config.h"
+
+srv_app *srv_app_create(const srv_options *opt, const srv_route *routes, srv_error *err)
+{
+    srv_app *app = calloc(1, sizeof *app);
+    if (!app) {
+        srv_error_set(err, SRV_E_NOMEM, "", "out of memory");
+        return NULL;
+    }
+    app->opt = *opt;
+    app->started = srv_now();
+    pthread_mutex_init(&app->inflight_lock, NULL);
+    pthread_cond_init(&app->inflight_cond, NULL);
+    mha_limits_default(&app->limits);
+    app->limits.max_elements = opt->max_tensor_elements;
+    app->bodies.limit = opt->max_body_memory > 0 ? opt->max_body_memory
+                                                 : srv_body_budget_default(opt->max_body_bytes);
+
+    /* The pool parallelises each pass; BLAS inside it runs on the calling thread. */
+    mha_blas_set_threads(1);
+    mha_error me = {0};
+    app->registry = srv_registry_create();
+    app->pool = mha_pool_create(opt->blas_threads, &me);
+    if (!app->registry || !app->pool) {
+        srv_error_from_mha(err, &me, "");
+        srv_error_set(err, SRV_E_NOMEM, "", "out of memory starting the engine");
+        srv_app_free(app);
+        return NULL;
+    }
+
+    if (opt->demo) {
+        mha_config cfg;
+        mha_config_init(&cfg, 64, 4);
+        srv_layer *l = srv_layer_build_init("demo", &cfg, &app->limits, "xavier_uniform", 0, err);
+        if (!l || srv_registry_put(app->registry, l, 0, NULL, err) < 0) {
+            srv_layer_release(l);
+            srv_app_free(app);
+            return NULL;
+        }
+        srv_layer_release(l);
+        srv_log(opt->log_format, "info", "created layer 'demo' (embed_dim 64, num_heads 4, seed 0)");
+    }
+
+    /* metrics are labelled with the route table's patterns */
+    const char *methods[SRV_METRICS_MAX_ROUTES], *patterns[SRV_METRICS_MAX_ROUTES];
+    int nroutes = 0;
+    for (; routes && routes[nroutes].method && nroutes < SRV_METRICS_MAX_ROUTES; nroutes++) {
+        methods[nroutes] = routes[nroutes].method;
+        patterns[nroutes] = routes[nroutes].pattern;
+    }
+    app->metrics = srv_metrics_create(nroutes, methods, patterns);
+    if (!app->metrics) {
+        srv_error_set(err, SRV_E_NOMEM, "", "out of memory");
+        srv_app_free(app);
+        return NULL;
+    }
+    if (srv_auth_init(&app->auth, opt->api_key_file, opt->api_key, opt->auth_reads,
+                      opt->read_only, err) < 0) {
+        srv_app_free(app);
+        return NULL;
+    }
+    /* the data dir's layers are loaded before the daemon listens (and so before /readyz is 200) */
+    app->persist = srv_persist_create(opt->data_dir, opt->read_only, opt->log_format, err);
+    if (!app->persist) {
+        srv_app_free(app);
+        return NULL;
+    }
+    if (app->persist->dd) {
+        int n = srv_persist_load_all(app->persist, app->registry, &app->limits);
+        int bad = srv_persist_damaged_count(app->persist);
+        srv_log(opt->log_format, bad ? "warn" : "info",
+                "data dir %s: %d layers loaded, %d damaged (skipped, listed in /readyz)",
+                opt->data_dir, n, bad);
+    }
+    if (opt->watch) {
+        srv_watch_config wc = {.interval_ms = opt->watch_interval_ms,
+                               .no_inotify = opt->watch_poll,
+                               .log_format = opt->log_format};
+        app->watch = srv_watch_start(app->persist, app->registry, &app->limits, &wc, err);
+        if (!app->watch) {
+            srv_app_free(app);
+            return NULL;
+        }
+    }
+    return app;
+}
+
+void srv_app_free(srv_app *app)
+{
+    if (!app)
+        return;
+    srv_watch_free(app->watch); /* first: its thread uses the registry and the data dir */
+    srv_registry_free(app->registry);
+    mha_pool_free(app->pool);
+    srv_persist_free(app->persist);
+    srv_metrics_free(app->metrics);
+    pthread_cond_destroy(&app->inflight_cond);
+    pthread_mutex_destroy(&app->inflight_lock);
+    free(app);
+}

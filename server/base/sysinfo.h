@@ -1,0 +1,21 @@
+/*
+ * sysinfo.h - what the process asks of the machine: the time, the cores, the memory it may use.
+ *
+ * Every layer above may include this; it includes nothing of the daemon.
+ */
+#ifndef ATTND_SYSINFO_H
+#define ATTND_SYSINFO_H
+
+#include <stdint.h>
+
+/* Unix time now, in seconds (CLOCK_REALTIME, nanosecond resolution). */
+double srv_now(void);
+
+/* Number of online cores (at least 1). */
+int srv_ncores(void);
+
+/* The memory this process may use: the smaller of the machine's RAM and the memory limit of its
+ * cgroup (v2 memory.max, or v1 memory.limit_in_bytes), in bytes; -1 when neither can be read. */
+int64_t srv_memory_limit_bytes(void);
+
+#endif

@@ -1,0 +1,143 @@
+/*
+ * v2_response.c - Open Inference Protocol replies for attnd's layers (see v2_codec.h): inference
+ * responses (JSON, and the binary tensor extension), model metadata, the error body.
+ *
+ * Binary tensors are little-endian by the protocol; this file assumes a little-endian host.
+ */
+#include "v2_codec.h"
+
+#include <inttypes.h>
+#include <string.h>
+
+#include "base/bigbuf.h"
+#include "float_format.h"
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "v2_response.c writes binary tensors as host floats: little-endian hosts only"
+#endif
+
+static int v2_write_shape(srv_buf *b, int ndim, const int64_t *shape)
+{
+    srv_buf_putc(b, '[');
+    for (int i = 0; i < ndim; i++)
+        srv_buf_printf(b, i ? ",%" PRId64 : "%" PRId64, shape[i]);
+    return srv_buf_putc(b, ']');
+}
+
+/* Appends count floats as a flat JSON array, each in its shortest float32 form. This is the hot
+ * loop of a JSON response: room is reserved once and the digits written in place. */
+static int v2_write_floats(srv_buf *b, const float *f, int64_t count)
+{
+    size_t need;
+    if (count < 0 || __builtin_mul_overflow((size_t)count, (size_t)16, &need) ||
+        srv_buf_reserve(b, need + 16 + 2) < 0) { /* SRV_FORMAT_FLOATS_ROOM(count) and '[', ']' */
+        b->failed = true;
+        return -1;
+    }
+    char *p = b->data + b->len;
+    *p++ = '[';
+    p += srv_format_floats(p, f, (size_t)count, ',');
+    *p++ = ']';
+    *p = '\0';
+    b->len = (size_t)(p - b->data);
+    return 0;
+}
+
+int srv_v2_response_write(srv_buf *b, size_t *json_len, const srv_v2_request *req,
+                          const char *model_name, const char *model_version,
+                          const srv_v2_result results[SRV_V2_OUT_COUNT], srv_error *err)
+{
+    int64_t counts[SRV_V2_OUT_COUNT];
+    for (int k = 0; k < req->noutputs; k++) {
+        const srv_v2_result *r = &results[req->outputs[k].which];
+        if (!r->data || r->ndim < 0 || r->ndim > 4)
+            return srv_error_set(err, SRV_E_INTERNAL, srv_v2_output_name(req->outputs[k].which),
+                                 "output '%s' was not computed",
+                                 srv_v2_output_name(req->outputs[k].which));
+        int64_t c = 1;
+        for (int i = 0; i < r->ndim; i++)
+            c *= r->shape[i];
+        counts[req->outputs[k].which] = c;
+    }
+    /* One allocation for the whole response: the binary part and the numbers are most of it. */
+    size_t need = 512 + strlen(model_name) * 6 + (req->id ? strlen(req->id) * 6 : 0);
+    for (int k = 0; k < req->noutputs; k++)
+        need += (size_t)counts[req->outputs[k].which] * (req->outputs[k].binary ? 4 : 18);
+    /* from bigbuf's cache when the body is empty (a fresh 12.6 MB block faulted in cost the L
+     * request ~20 ms on the development VM; http/reply.c gives large reply blocks back to the cache) */
+    if ((b->len ? srv_buf_reserve(b, need) : srv_bigbuf_reserve(b, need)) < 0)
+        return srv_error_set(err, SRV_E_NOMEM, "", "out of memory for a %zu-byte response", need);
+    srv_buf_puts(b, "{\"model_name\":");
+    srv_buf_json_string(b, model_name);
+    srv_buf_puts(b, ",\"model_version\":");
+    srv_buf_json_string(b, model_version);
+    if (req->id) {
+        srv_buf_puts(b, ",\"id\":");
+        srv_buf_json_string(b, req->id);
+    }
+    srv_buf_puts(b, ",\"outputs\":[");
+    for (int k = 0; k < req->noutputs; k++) {
+        srv_v2_output_id which = req->outputs[k].which;
+        const srv_v2_result *r = &results[which];
+        srv_buf_printf(b, "%s{\"name\":\"%s\",\"datatype\":\"FP32\",\"shape\":", k ? "," : "",
+                       srv_v2_output_name(which));
+        v2_write_shape(b, r->ndim, r->shape);
+        if (req->outputs[k].binary) {
+            srv_buf_printf(b, ",\"parameters\":{\"binary_data_size\":%" PRId64 "}}",
+                           counts[which] * 4);
+        } else {
+            srv_buf_puts(b, ",\"data\":");
+            v2_write_floats(b, r->data, counts[which]);
+            srv_buf_putc(b, '}');
+        }
+    }
+    srv_buf_puts(b, "]}");
+    *json_len = b->len;
+    for (int k = 0; k < req->noutputs; k++)
+        if (req->outputs[k].binary)
+            srv_buf_append(b, results[req->outputs[k].which].data,
+                           (size_t)counts[req->outputs[k].which] * sizeof(float));
+    if (b->failed)
+        return srv_error_set(err, SRV_E_NOMEM, "", "out of memory writing the response");
+    return 0;
+}
+
+int srv_v2_metadata_write(srv_buf *b, const char *name, const char *version, const mha_config *cfg)
+{
+    int64_t E = cfg->embed_dim;
+    int64_t Kd = cfg->kdim ? cfg->kdim : E, Vd = cfg->vdim ? cfg->vdim : E;
+    srv_buf_puts(b, "{\"name\":");
+    srv_buf_json_string(b, name);
+    srv_buf_puts(b, ",\"versions\":[");
+    srv_buf_json_string(b, version);
+    srv_buf_puts(b, "],\"platform\":\"attnd_mha\",\"inputs\":[");
+    srv_buf_printf(b,
+                   "{\"name\":\"query\",\"datatype\":\"FP32\",\"shape\":[-1,-1,%" PRId64 "]},"
+                   "{\"name\":\"key\",\"datatype\":\"FP32\",\"shape\":[-1,-1,%" PRId64 "]},"
+                   "{\"name\":\"value\",\"datatype\":\"FP32\",\"shape\":[-1,-1,%" PRId64 "]},"
+                   "{\"name\":\"key_padding_mask\",\"datatype\":\"BOOL\",\"shape\":[-1,-1]},"
+                   "{\"name\":\"attn_mask\",\"datatype\":\"BOOL\",\"shape\":[-1,-1]}],",
+                   E, Kd, Vd);
+    srv_buf_printf(b,
+                   "\"outputs\":["
+                   "{\"name\":\"output\",\"datatype\":\"FP32\",\"shape\":[-1,-1,%" PRId64 "]},"
+                   "{\"name\":\"attn_weights\",\"datatype\":\"FP32\",\"shape\":[-1,-1,-1]}],",
+                   E);
+    srv_buf_printf(b,
+                   "\"parameters\":{\"embed_dim\":%" PRId64 ",\"num_heads\":%" PRId64
+                   ",\"kdim\":%" PRId64 ",\"vdim\":%" PRId64 ",\"bias\":%s,\"add_bias_kv\":%s,"
+                   "\"add_zero_attn\":%s,\"batch_first\":%s}}",
+                   E, cfg->num_heads, Kd, Vd, cfg->bias ? "true" : "false",
+                   cfg->add_bias_kv ? "true" : "false", cfg->add_zero_attn ? "true" : "false",
+                   cfg->batch_first ? "true" : "false");
+    return b->failed ? -1 : 0;
+}
+
+int srv_v2_error_write(srv_buf *b, const srv_error *err)
+{
+    srv_code code = err->code == SRV_OK ? SRV_E_INTERNAL : err->code;
+    srv_buf_puts(b, "{\"error\":");
+    srv_buf_json_string(b, err->message[0] ? err->message : srv_error_name(code));
+    srv_buf_putc(b, '}');
+    return srv_error_status(code);
+}

@@ -1,0 +1,443 @@
+/*
+ * deadline.c - per-phase deadlines for client connections (what nginx's client_header_timeout and
+ * client_body_timeout, Apache's mod_reqtimeout and Go's ReadHeaderTimeout do), on libmicrohttpd.
+ *
+ * The rules, for every connection:
+ *   - headers: a request's headers must be complete within --header-timeout seconds of the
+ *     connection's accept (first request) or of the next request's first byte (keep-alive; that
+ *     byte is noticed within IDLE_EVERY ticks, two seconds at most);
+ *   - body: once the headers are in, the body gets --header-timeout seconds of grace plus one second
+ *     for every --min-body-rate bytes received (mod_reqtimeout's MinRate): a body averaging less is
+ *     cut off, a body at real network speed never is;
+ *   - between requests (keep-alive) a connection is idle under libmicrohttpd's --timeout only;
+ *   - while a request is handled (on a worker, its connection suspended) no deadline of ours
+ *     applies;
+ *   - a reply must be taken by the client at --min-body-rate on average too, after the same grace
+ *     (counted in bytes the client's kernel acknowledged): a client that reads a large reply a few
+ *     bytes at a time would otherwise hold the reply's memory for as long as it likes, since
+ *     --timeout only counts time without any progress;
+ *   - a connection that is idle and half-closed by the client (shutdown(SHUT_WR) after its last
+ *     request) is closed: libmicrohttpd polls edge-triggered and, having read the request in one
+ *     short read, never notices the FIN that came with it, so it would keep such a connection until
+ *     --timeout. The reply itself is never held back: it is sent as soon as it is ready.
+ * A connection past a header or body deadline gets a best-effort 408 (a v1 error body,
+ * "request_timeout"; none when cut while its reply is under way), then shutdown(fd, SHUT_RDWR):
+ * libmicrohttpd's next read or write fails and it closes the connection itself, on its own thread,
+ * with its usual cleanup.
+ *
+ * How: libmicrohttpd's connection notifications (MHD_OPTION_NOTIFY_CONNECTION) keep a registry of
+ * open connections (slots in one array, so the reaper can walk it in batches and drop the lock in
+ * between); request.c reports each request's phase (deadline.h); a reaper thread wakes every
+ * TICK_MS and acts on the connections past their deadline. Whether a kept-alive connection has
+ * received the next request's first byte, or the client's FIN, and how much of a reply the client
+ * has taken, is read from the kernel (getsockopt TCP_INFO: bytes received, bytes acknowledged, TCP
+ * state), since libmicrohttpd reports none of it: the phase's first check takes the count as the
+ * baseline, later ones compare. Those checks run every IDLE_EVERY-th tick only, and never on a
+ * request's path, as they cost a system call per connection.
+ *
+ * Why the shutdown is safe: the reaper only touches a socket while holding the registry lock and
+ * while the connection is registered, and libmicrohttpd 0.9.75 calls the CLOSED notification, whose
+ * unregistering takes the same lock, before it closes the socket (daemon.c: MHD_cleanup_connections,
+ * and the failed-start path of internal_add_connection). So the descriptor cannot be closed and
+ * reused by another connection between the reaper's check and its shutdown.
+ */
+#include "deadline.h"
+
+#include <errno.h>
+#include <linux/tcp.h> /* struct tcp_info with tcpi_bytes_received (glibc's netinet/tcp.h lacks it) */
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include <microhttpd.h>
+
+#define TICK_MS 250     /* deadlines are enforced within this much of their expiry             */
+#define IDLE_EVERY 4    /* idle connections are looked at every 4th tick (once a second)         */
+#define BATCH 256       /* slots checked per hold of the lock                                    */
+#define MARK_UNSET UINT64_MAX
+#define TCP_CLOSE_WAIT_STATE 8 /* the kernel's TCP_CLOSE_WAIT: the peer sent its FIN              */
+
+typedef enum phase {
+    PH_FREE = 0, /* slot unused                                                                  */
+    PH_HEADER,   /* receiving a request's headers: --header-timeout since `since`                */
+    PH_BODY,     /* receiving its body: grace + body_bytes / --min-body-rate since `since`       */
+    PH_BUSY,     /* being handled (on a worker, suspended): no deadline                          */
+    PH_SENDING,  /* its reply being sent: grace + acked / --min-body-rate since `since`          */
+    PH_IDLE,     /* between requests: --timeout (libmicrohttpd's) only                            */
+    PH_CLOSING,  /* shut down by the reaper; libmicrohttpd closes it                             */
+} phase;
+
+typedef struct conn_slot {
+    srv_deadlines *owner;
+    int fd;
+    phase phase;
+    int next_free;       /* free list                                                        */
+    int idle_halfclosed; /* idle checks that found the connection half-closed in a row        */
+    bool timed_out;      /* closed by the reaper for a missed deadline                        */
+    double since;        /* monotonic seconds when the phase began                            */
+    uint64_t body_bytes; /* received of the current body                                      */
+    uint64_t mark;       /* IDLE: the kernel's count of bytes received, SENDING: of bytes the
+                          * client acknowledged, at the phase's first check (MARK_UNSET before) */
+} conn_slot;
+
+struct srv_deadlines {
+    pthread_mutex_t lock;
+    pthread_cond_t wake; /* CLOCK_MONOTONIC; signalled to stop the reaper */
+    pthread_t reaper;
+    bool started, stopping;
+    conn_slot *slots;
+    int capacity;
+    int used_hi;   /* slots at or past this index have never been used */
+    int free_head; /* -1: full                                          */
+    double header_timeout, min_rate, body_grace;
+    srv_deadline_event event; /* may be NULL */
+    void *event_cls;
+    char reply_header[512], reply_body[512]; /* the 408s, whole HTTP responses */
+    size_t reply_header_len, reply_body_len;
+};
+
+static double mono_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* The kernel's counts of bytes received on fd and of bytes sent that the client acknowledged,
+ * and the connection's TCP state; -1 if unknown. */
+static int tcp_counts(int fd, uint64_t *received, uint64_t *acked, int *state)
+{
+    struct tcp_info ti;
+    socklen_t len = sizeof ti;
+    memset(&ti, 0, sizeof ti);
+    if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) < 0 ||
+        len < offsetof(struct tcp_info, tcpi_bytes_received) + sizeof ti.tcpi_bytes_received)
+        return -1;
+    *received = ti.tcpi_bytes_received;
+    *acked = ti.tcpi_bytes_acked;
+    *state = ti.tcpi_state;
+    return 0;
+}
+
+static size_t format_408(char *out, size_t size, const char *message)
+{
+    char body[384];
+    int blen = snprintf(body, sizeof body, "{\"error\":{\"code\":\"%s\",\"message\":\"%s\"}}\n",
+                        srv_error_name(SRV_E_TIMEOUT), message);
+    int n = snprintf(out, size,
+                     "HTTP/1.1 408 Request Timeout\r\nConnection: close\r\n"
+                     "Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
+                     blen, body);
+    return n > 0 && (size_t)n < size ? (size_t)n : 0;
+}
+
+/* Sends the 408 (best effort: never blocks; not when a reply is under way) and shuts the socket
+ * down. Lock held. */
+static void reap(srv_deadlines *dl, conn_slot *s, srv_cut_reason why)
+{
+    const char *reply = why == SRV_CUT_HEADER_TIMEOUT ? dl->reply_header : dl->reply_body;
+    size_t len = why == SRV_CUT_HEADER_TIMEOUT ? dl->reply_header_len
+               : why == SRV_CUT_BODY_TOO_SLOW  ? dl->reply_body_len
+                                               : 0;
+    if (len)
+        (void)!send(s->fd, reply, len, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (why == SRV_CUT_REPLY_TOO_SLOW) {
+        /* The rest of the reply in the kernel's send buffer (megabytes) would still go out before
+         * the FIN, at the client's pace: libmicrohttpd's close() is to reset the connection and
+         * drop it instead. */
+        struct linger abort_close = {.l_onoff = 1, .l_linger = 0};
+        setsockopt(s->fd, SOL_SOCKET, SO_LINGER, &abort_close, sizeof abort_close);
+    }
+    shutdown(s->fd, SHUT_RDWR);
+    s->timed_out = true;
+    s->phase = PH_CLOSING;
+    if (dl->event)
+        dl->event(dl->event_cls, 0, 1, why);
+}
+
+/* Acts on one slot if it is past its deadline. Lock held. */
+static void check_slot(srv_deadlines *dl, conn_slot *s, double now, bool idle_pass)
+{
+    switch (s->phase) {
+    case PH_HEADER:
+        if (now - s->since > dl->header_timeout)
+            reap(dl, s, SRV_CUT_HEADER_TIMEOUT);
+        break;
+    case PH_BODY:
+        if (dl->min_rate > 0 &&
+            now - s->since > dl->body_grace + (double)s->body_bytes / dl->min_rate)
+            reap(dl, s, SRV_CUT_BODY_TOO_SLOW);
+        break;
+    case PH_SENDING: {
+        uint64_t rx, acked;
+        int state;
+        if (dl->min_rate <= 0 || !idle_pass || tcp_counts(s->fd, &rx, &acked, &state) < 0)
+            break;
+        if (s->mark == MARK_UNSET) { /* the first check: the baseline, and the clock starts */
+            s->mark = acked;
+            s->since = now;
+        } else if (now - s->since > dl->body_grace + (double)(acked - s->mark) / dl->min_rate) {
+            reap(dl, s, SRV_CUT_REPLY_TOO_SLOW);
+        }
+        break;
+    }
+    case PH_IDLE: {
+        uint64_t rx, acked;
+        int state;
+        if (!idle_pass || tcp_counts(s->fd, &rx, &acked, &state) < 0)
+            break;
+        if (s->mark == MARK_UNSET) /* the first check after the request: the baseline */
+            s->mark = rx;
+        if (rx > s->mark) { /* the next request began: its headers' clock starts */
+            s->phase = PH_HEADER;
+            s->since = now;
+        } else if (state == TCP_CLOSE_WAIT_STATE) {
+            /* Half-closed and nothing new: its requests are answered. Twice in a row, so that a
+             * request libmicrohttpd still held in its buffer when the last one ended has had a
+             * full check interval to start (it starts at once, on the same thread). */
+            if (++s->idle_halfclosed >= 2) {
+                shutdown(s->fd, SHUT_RDWR);
+                s->phase = PH_CLOSING;
+                if (dl->event)
+                    dl->event(dl->event_cls, 0, 1, SRV_CUT_HALF_CLOSED);
+            }
+        } else {
+            s->idle_halfclosed = 0;
+        }
+        break;
+    }
+    default:
+        break;
+    }
+}
+
+static void *reaper_main(void *arg)
+{
+    srv_deadlines *dl = arg;
+    unsigned tick = 0;
+    pthread_mutex_lock(&dl->lock);
+    while (!dl->stopping) {
+        struct timespec until;
+        clock_gettime(CLOCK_MONOTONIC, &until);
+        until.tv_nsec += TICK_MS * 1000000L;
+        if (until.tv_nsec >= 1000000000L) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000L;
+        }
+        while (!dl->stopping && pthread_cond_timedwait(&dl->wake, &dl->lock, &until) != ETIMEDOUT)
+            ;
+        if (dl->stopping)
+            break;
+        bool idle_pass = ++tick % IDLE_EVERY == 0;
+        /* In batches, letting libmicrohttpd's threads in between: slots stay where they are, so
+         * the walk by index survives connections coming and going meanwhile. */
+        for (int base = 0; base < dl->used_hi && !dl->stopping; base += BATCH) {
+            double now = mono_now();
+            int end = base + BATCH < dl->used_hi ? base + BATCH : dl->used_hi;
+            for (int i = base; i < end; i++)
+                check_slot(dl, &dl->slots[i], now, idle_pass);
+            pthread_mutex_unlock(&dl->lock);
+            pthread_mutex_lock(&dl->lock);
+        }
+    }
+    pthread_mutex_unlock(&dl->lock);
+    return NULL;
+}
+
+srv_deadlines *srv_deadlines_create(int capacity, int header_timeout_s, int min_body_rate,
+                                    srv_deadline_event event, void *cls, srv_error *err)
+{
+    srv_deadlines *dl = calloc(1, sizeof *dl);
+    if (capacity < 1)
+        capacity = 1;
+    if (dl)
+        dl->slots = calloc((size_t)capacity, sizeof *dl->slots);
+    if (!dl || !dl->slots) {
+        free(dl);
+        srv_error_set(err, SRV_E_NOMEM, "max-connections",
+                      "out of memory for the registry of %d connections (--max-connections)",
+                      capacity);
+        return NULL;
+    }
+    dl->capacity = capacity;
+    for (int i = 0; i < capacity; i++) {
+        dl->slots[i].owner = dl;
+        dl->slots[i].fd = -1;
+        dl->slots[i].next_free = i + 1 < capacity ? i + 1 : -1;
+    }
+    dl->free_head = 0;
+    dl->header_timeout = header_timeout_s;
+    dl->body_grace = header_timeout_s;
+    dl->min_rate = min_body_rate;
+    dl->event = event;
+    dl->event_cls = cls;
+    char msg[200];
+    snprintf(msg, sizeof msg, "the request's headers took longer than %d s (--header-timeout)",
+             header_timeout_s);
+    dl->reply_header_len = format_408(dl->reply_header, sizeof dl->reply_header, msg);
+    snprintf(msg, sizeof msg,
+             "the request's body arrived at less than %d bytes/s on average (--min-body-rate)",
+             min_body_rate);
+    dl->reply_body_len = format_408(dl->reply_body, sizeof dl->reply_body, msg);
+
+    pthread_mutex_init(&dl->lock, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&dl->wake, &ca);
+    pthread_condattr_destroy(&ca);
+    if (pthread_create(&dl->reaper, NULL, reaper_main, dl) == 0) {
+        pthread_setname_np(dl->reaper, "attnd-deadline");
+    } else {
+        srv_error_set(err, SRV_E_UNAVAILABLE, "", "cannot start the connection reaper thread");
+        srv_deadlines_free(dl);
+        return NULL;
+    }
+    dl->started = true;
+    return dl;
+}
+
+void srv_deadlines_free(srv_deadlines *dl)
+{
+    if (!dl)
+        return;
+    if (dl->started) {
+        pthread_mutex_lock(&dl->lock);
+        dl->stopping = true;
+        pthread_cond_signal(&dl->wake);
+        pthread_mutex_unlock(&dl->lock);
+        pthread_join(dl->reaper, NULL);
+    }
+    pthread_cond_destroy(&dl->wake);
+    pthread_mutex_destroy(&dl->lock);
+    free(dl->slots);
+    free(dl);
+}
+
+void srv_deadlines_notify(void *cls, struct MHD_Connection *conn, void **socket_context, int toe)
+{
+    srv_deadlines *dl = cls;
+    if (dl->event && toe == MHD_CONNECTION_NOTIFY_STARTED)
+        dl->event(dl->event_cls, 1, 0, SRV_CUT_COUNT);
+    else if (dl->event && toe == MHD_CONNECTION_NOTIFY_CLOSED)
+        dl->event(dl->event_cls, -1, 0, SRV_CUT_COUNT);
+    if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *info =
+            MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+        *socket_context = NULL;
+        if (!info)
+            return;
+        pthread_mutex_lock(&dl->lock);
+        if (dl->free_head >= 0) { /* else: more than --max-connections? left untracked */
+            int i = dl->free_head;
+            conn_slot *s = &dl->slots[i];
+            dl->free_head = s->next_free;
+            if (i >= dl->used_hi)
+                dl->used_hi = i + 1;
+            s->fd = info->connect_fd;
+            s->phase = PH_HEADER;
+            s->since = mono_now();
+            s->timed_out = false;
+            s->idle_halfclosed = 0;
+            s->body_bytes = 0;
+            s->mark = MARK_UNSET;
+            *socket_context = s;
+        }
+        pthread_mutex_unlock(&dl->lock);
+    } else if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
+        conn_slot *s = *socket_context;
+        if (!s)
+            return;
+        /* before libmicrohttpd closes the socket: from here on the reaper cannot touch it */
+        pthread_mutex_lock(&dl->lock);
+        s->phase = PH_FREE;
+        s->fd = -1;
+        s->next_free = dl->free_head;
+        dl->free_head = (int)(s - dl->slots);
+        pthread_mutex_unlock(&dl->lock);
+        *socket_context = NULL;
+    }
+}
+
+static conn_slot *slot_of(struct MHD_Connection *conn)
+{
+    const union MHD_ConnectionInfo *info =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return info ? info->socket_context : NULL;
+}
+
+/* Moves s to phase p (unless the reaper is closing it), starting the phase's clock. */
+static void enter(conn_slot *s, phase p)
+{
+    pthread_mutex_lock(&s->owner->lock);
+    if (s->phase != PH_CLOSING) {
+        s->phase = p;
+        s->since = mono_now();
+        s->body_bytes = 0;
+        s->mark = MARK_UNSET;
+    }
+    pthread_mutex_unlock(&s->owner->lock);
+}
+
+void srv_deadlines_request_begin(struct MHD_Connection *conn)
+{
+    conn_slot *s = slot_of(conn);
+    if (s)
+        enter(s, PH_BODY);
+}
+
+void srv_deadlines_body_bytes(struct MHD_Connection *conn, size_t n)
+{
+    conn_slot *s = slot_of(conn);
+    if (!s)
+        return;
+    pthread_mutex_lock(&s->owner->lock);
+    s->body_bytes += n;
+    pthread_mutex_unlock(&s->owner->lock);
+}
+
+void srv_deadlines_busy(struct MHD_Connection *conn)
+{
+    conn_slot *s = slot_of(conn);
+    if (s)
+        enter(s, PH_BUSY);
+}
+
+void srv_deadlines_sending(struct MHD_Connection *conn)
+{
+    conn_slot *s = slot_of(conn);
+    if (s)
+        enter(s, PH_SENDING);
+}
+
+void srv_deadlines_request_end(struct MHD_Connection *conn)
+{
+    conn_slot *s = slot_of(conn);
+    if (!s)
+        return;
+    pthread_mutex_lock(&s->owner->lock);
+    if (s->phase != PH_CLOSING) {
+        s->phase = PH_IDLE;
+        s->since = mono_now();
+        s->mark = MARK_UNSET; /* read by the reaper, off this hot path */
+        s->idle_halfclosed = 0;
+    }
+    pthread_mutex_unlock(&s->owner->lock);
+}
+
+int srv_deadlines_timed_out(struct MHD_Connection *conn)
+{
+    conn_slot *s = slot_of(conn);
+    if (!s)
+        return 0;
+    pthread_mutex_lock(&s->owner->lock);
+    int t = s->timed_out;
+    pthread_mutex_unlock(&s->owner->lock);
+    return t;
+}

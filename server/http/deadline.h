@@ -1,0 +1,68 @@
+/*
+ * deadline.h - per-phase deadlines for client connections: headers within --header-timeout, a body
+ * at no less than --min-body-rate, half-closed idle connections closed (design: deadline.c).
+ *
+ * libmicrohttpd only knows an idle timeout (--timeout), reset by every byte, so a client trickling a
+ * byte every few seconds would keep its connection forever. This module keeps a registry of open
+ * connections, fed by libmicrohttpd's connection notifications and by request.c's callbacks at each
+ * phase of a request, and a reaper thread that closes those past their deadline.
+ */
+#ifndef ATTND_DEADLINE_H
+#define ATTND_DEADLINE_H
+
+#include <stddef.h>
+
+#include "base/error.h"
+
+struct MHD_Connection;
+typedef struct srv_deadlines srv_deadlines;
+
+/* Why the server closed a connection early. */
+typedef enum srv_cut_reason {
+    SRV_CUT_HEADER_TIMEOUT = 0, /* headers not complete within --header-timeout      */
+    SRV_CUT_BODY_TOO_SLOW,      /* body below --min-body-rate                        */
+    SRV_CUT_HALF_CLOSED,        /* idle after the client's FIN, every request answered */
+    SRV_CUT_REPLY_TOO_SLOW,     /* a reply taken at less than --min-body-rate        */
+    SRV_CUT_COUNT
+} srv_cut_reason;
+
+/* What the registry reports, for counting: a connection opened (delta 1, cut 0) or closed
+ * (delta -1, cut 0), or was cut off (cut 1, reason). Called from libmicrohttpd's threads and the
+ * reaper; must not block. */
+typedef void (*srv_deadline_event)(void *cls, int delta, int cut, srv_cut_reason reason);
+
+/* Creates the registry for up to `capacity` connections (--max-connections; connections past it are
+ * not tracked) and starts its reaper thread. header_timeout_s: seconds a request's headers may take
+ * (0 = no limit); min_body_rate: bytes/s a body must average after a grace of header_timeout_s
+ * (0 = no limit). Open connections and the ones cut off are reported to event(cls, ...) (may be
+ * NULL). Returns NULL with err filled on failure. Free with srv_deadlines_free. */
+srv_deadlines *srv_deadlines_create(int capacity, int header_timeout_s, int min_body_rate,
+                                    srv_deadline_event event, void *cls, srv_error *err);
+
+/* Stops the reaper and frees the registry. Call after libmicrohttpd is stopped (no connection is
+ * left in it). Accepts NULL. */
+void srv_deadlines_free(srv_deadlines *dl);
+
+/* libmicrohttpd's MHD_OPTION_NOTIFY_CONNECTION callback (cls = the srv_deadlines): registers a
+ * connection when it starts (its headers' clock starts), unregisters it when it closes. The
+ * signature is libmicrohttpd's, with the enum passed as int. */
+void srv_deadlines_notify(void *cls, struct MHD_Connection *conn, void **socket_context, int toe);
+
+/* The phases of a request on conn, called from libmicrohttpd's threads (request.c, reply.c):
+ *   request_begin  headers complete (the first access callback): the body's clock starts;
+ *   body_bytes     n more body bytes arrived;
+ *   busy           the request is being handled (on a worker): no deadline of ours;
+ *   sending        its reply is queued: the client must take it at --min-body-rate on average,
+ *                  after the grace;
+ *   request_end    the request completed (keep-alive): the connection is idle under --timeout until
+ *                  the next request's first byte, which starts that request's headers' clock. */
+void srv_deadlines_request_begin(struct MHD_Connection *conn);
+void srv_deadlines_body_bytes(struct MHD_Connection *conn, size_t n);
+void srv_deadlines_busy(struct MHD_Connection *conn);
+void srv_deadlines_sending(struct MHD_Connection *conn);
+void srv_deadlines_request_end(struct MHD_Connection *conn);
+
+/* True when the reaper closed conn for missing a deadline (its request is logged as 408). */
+int srv_deadlines_timed_out(struct MHD_Connection *conn);
+
+#endif

@@ -1,0 +1,99 @@
+/*
+ * http_internal.h - what the files of server/http/ share and nothing outside may use: the server's
+ * state, one request's context, and the steps they call in each other.
+ */
+#ifndef ATTND_HTTP_INTERNAL_H
+#define ATTND_HTTP_INTERNAL_H
+
+#include <pthread.h>
+#include <stdbool.h>
+
+#include <microhttpd.h>
+
+#include "http.h"
+
+typedef struct req_ctx req_ctx;
+
+struct srv_http {
+    struct MHD_Daemon *mhd;
+    srv_http_config cfg;
+    srv_http_hooks hooks;
+    char host[256];           /* cfg.host points here                                       */
+    char cors_origin[512];    /* cfg.cors_origin points here                                */
+    srv_deadlines *deadlines; /* per-phase deadlines of every connection (deadline.h)       */
+    int port;
+
+    pthread_mutex_t lock;
+    pthread_cond_t idle;  /* a request completed while draining                        */
+    pthread_cond_t jobs;  /* a job was queued, or the workers must stop                 */
+    int active;           /* requests between their first callback and on_completed    *
+                           * (atomic: touched twice per request, locked only to drain) */
+    bool quiesced;        /* a drain began (atomic): new requests get 503               */
+
+    /* workers for heavy handlers (worker.c) */
+    pthread_t *workers;
+    int nworkers;
+    req_ctx *jobs_head, *jobs_tail;
+    bool stopping;
+};
+
+struct req_ctx {
+    srv_http *h;
+    srv_request req;
+    char method[16];
+    char *path;          /* owned copy: libmicrohttpd's url is not ours to keep               */
+    char *params;        /* owned, as long as path: the values of the path's placeholders      */
+    srv_buf body;
+    int64_t limit;       /* --max-body-bytes                                                   */
+    bool responded;      /* a response was queued                                              */
+    bool no_host;        /* an HTTP/1.1 request without Host (400, RFC 9112 3.2)               */
+    bool too_large;      /* a chunked body went over the limit: the rest is read and dropped   */
+    bool over_budget;    /* a chunked body grew past --max-body-memory: the same, then 503     */
+    int64_t reserved;    /* bytes of the body budget (cfg.bodies) this request holds           */
+    size_t dropped;      /* bytes read and dropped since over_budget                            */
+    bool offloaded;      /* the handler runs (or ran) on a worker                              */
+    double t_body;       /* srv_now() when the body was complete (the handler's start)         */
+    srv_response *done;  /* the worker's response, queued when the connection resumes         */
+    req_ctx *next_job;
+    double queued_at;    /* srv_now() when handed to the workers                               */
+    int status;
+    size_t bytes_in, bytes_out;
+};
+
+/* request.c: libmicrohttpd's access and completion callbacks (cls = the srv_http), and the one
+ * place every request with a complete body passes through: runs its handler into resp, then gives
+ * back its body and its share of the body budget. */
+enum MHD_Result srv_http_on_request(void *cls, struct MHD_Connection *conn, const char *url,
+                                    const char *method, const char *version,
+                                    const char *upload_data, size_t *upload_data_size,
+                                    void **con_cls);
+void srv_http_on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                           enum MHD_RequestTerminationCode toe);
+size_t srv_http_unescape(void *cls, struct MHD_Connection *conn, char *s);
+void srv_http_dispatch(req_ctx *c, srv_response *resp);
+
+/* reply.c: a response's life (init, free), queueing it on c's connection (the body buffer is
+ * handed over without a copy; close adds Connection: close), and an error reply in the dialect of
+ * c's path (Allow added when given). */
+void srv_http_response_init(srv_response *resp);
+void srv_http_response_free(srv_response *resp);
+enum MHD_Result srv_http_queue(req_ctx *c, srv_response *resp, bool close);
+enum MHD_Result srv_http_queue_error(req_ctx *c, const srv_error *err, const char *allow,
+                                     bool close);
+/* Writes the error reply for err into resp through the hooks. */
+void srv_http_error_reply(req_ctx *c, srv_response *resp, const srv_error *err);
+/* The access log line and the counters of a request that ended (status 0: no reply). */
+void srv_http_log_request(req_ctx *c, int status);
+
+/* cors.c: the CORS headers of a reply to c, and the answer to an OPTIONS request. */
+void srv_http_add_cors(req_ctx *c, struct MHD_Response *r);
+enum MHD_Result srv_http_preflight(req_ctx *c);
+
+/* worker.c: start cfg.workers workers (as many as start; -1 when out of memory), hand c to one
+ * (false when none can take it: run it on this thread), stop them (every queued job is finished
+ * first). */
+int srv_http_workers_start(srv_http *h);
+bool srv_http_offload(req_ctx *c);
+void srv_http_workers_stop(srv_http *h);
+
+#endif

@@ -1,0 +1,147 @@
+/*
+ * reply.c - responses: what handlers fill, how one goes out on its connection (the body handed to
+ * libmicrohttpd without a copy), error replies in the dialect the hooks choose, and the access log
+ * line with the counters once a request has ended.
+ */
+#include "http_internal.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/bigbuf.h"
+#include "base/sysinfo.h"
+
+int srv_response_reserve(srv_response *resp, size_t bytes)
+{
+    return resp->body.len ? srv_buf_reserve(&resp->body, bytes) : srv_bigbuf_reserve(&resp->body, bytes);
+}
+
+void srv_response_timing(srv_response *resp, const char *name, double ms)
+{
+    size_t n = strlen(resp->timing);
+    snprintf(resp->timing + n, sizeof resp->timing - n, "%s%s;dur=%.3f", n ? ", " : "", name, ms);
+}
+
+int srv_response_header(srv_response *resp, const char *name, const char *fmt, ...)
+{
+    if (resp->nheaders >= SRV_MAX_RESP_HEADERS || strlen(name) >= sizeof resp->headers[0].name)
+        return -1;
+    int i = resp->nheaders++;
+    snprintf(resp->headers[i].name, sizeof resp->headers[i].name, "%s", name);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(resp->headers[i].value, sizeof resp->headers[i].value, fmt, ap);
+    va_end(ap);
+    return 0;
+}
+
+void srv_http_response_init(srv_response *resp)
+{
+    memset(resp, 0, sizeof *resp);
+    resp->status = 200;
+    resp->content_type = "application/json";
+    srv_buf_init(&resp->body);
+}
+
+void srv_http_response_free(srv_response *resp)
+{
+    if (resp)
+        srv_bigbuf_free(&resp->body);
+}
+
+typedef struct big_block {
+    void *data;
+    size_t cap;
+} big_block;
+
+static void release_block(void *cls)
+{
+    big_block *blk = cls;
+    srv_bigbuf_release(blk->data, blk->cap);
+    free(blk);
+}
+
+enum MHD_Result srv_http_queue(req_ctx *c, srv_response *resp, bool close)
+{
+    size_t len = resp->body.len;
+    struct MHD_Response *r;
+    srv_deadlines_sending(c->req.conn); /* from here on the client must take the reply */
+    if (resp->body.failed) {
+        srv_error e = {0};
+        srv_error_set(&e, SRV_E_NOMEM, "", "out of memory writing the response; retry later");
+        srv_http_error_reply(c, resp, &e);
+        len = resp->body.len;
+    }
+    if (len >= SRV_BIGBUF_MIN_BYTES) {
+        /* large: the block goes back to the cache when libmicrohttpd is done with it */
+        big_block *blk = malloc(sizeof *blk);
+        r = NULL;
+        if (blk) {
+            blk->cap = resp->body.cap;
+            blk->data = srv_buf_steal(&resp->body, &len);
+            r = MHD_create_response_from_buffer_with_free_callback_cls(len, blk->data,
+                                                                       release_block, blk);
+            if (!r)
+                release_block(blk);
+        }
+    } else if (len) {
+        char *data = srv_buf_steal(&resp->body, &len);
+        r = MHD_create_response_from_buffer(len, data, MHD_RESPMEM_MUST_FREE);
+        if (!r)
+            free(data);
+    } else {
+        r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+    }
+    if (!r)
+        return MHD_NO;
+    if (len || resp->status != 204)
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, resp->content_type);
+    for (int i = 0; i < resp->nheaders; i++)
+        MHD_add_response_header(r, resp->headers[i].name, resp->headers[i].value);
+    if (resp->status == 401)
+        MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer realm=\"attnd\"");
+    if (resp->timing[0] && c->t_body > 0) {
+        char st[sizeof resp->timing + 32];
+        snprintf(st, sizeof st, "body;dur=%.3f, %s", (c->t_body - c->req.t_start) * 1e3, resp->timing);
+        MHD_add_response_header(r, "Server-Timing", st);
+    }
+    srv_http_add_cors(c, r);
+    if (close)
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
+    enum MHD_Result ok = MHD_queue_response(c->req.conn, (unsigned)resp->status, r);
+    MHD_destroy_response(r);
+    c->responded = true;
+    c->status = resp->status;
+    c->bytes_out = len;
+    return ok;
+}
+
+void srv_http_error_reply(req_ctx *c, srv_response *resp, const srv_error *err)
+{
+    c->h->hooks.error_reply(c->h->hooks.ctx, &c->req, resp, err);
+}
+
+enum MHD_Result srv_http_queue_error(req_ctx *c, const srv_error *err, const char *allow, bool close)
+{
+    srv_response resp;
+    srv_http_response_init(&resp);
+    srv_http_error_reply(c, &resp, err);
+    if (allow && *allow)
+        srv_response_header(&resp, "Allow", "%s", allow);
+    enum MHD_Result ok = srv_http_queue(c, &resp, close);
+    srv_http_response_free(&resp);
+    return ok;
+}
+
+void srv_http_log_request(req_ctx *c, int status)
+{
+    const srv_http_hooks *hk = &c->h->hooks;
+    double ms = (srv_now() - c->req.t_start) * 1e3;
+    if (hk->request_end)
+        hk->request_end(hk->ctx, c->req.route ? (int)(c->req.route - hk->routes) : -1, status,
+                        ms / 1e3, c->bytes_in, c->bytes_out);
+    srv_log_request(c->h->cfg.log_format, c->method, c->path, status, c->bytes_in, c->bytes_out,
+                    ms);
+}

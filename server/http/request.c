@@ -1,0 +1,515 @@
+/*
+ * request.c - the life of a request, from its headers to its completion (see http.h).
+ *
+ * One req_ctx per request, created on the first callback, freed in on_completed:
+ *   1. headers in: check Host (400), match the route (404 / 405 + Allow), let the admit hook decide
+ *      (401 / 403: the API key), check its query arguments (400), the body's framing and size
+ *      against the limits (501 for a transfer coding other than chunked, 400 for Content-Lengths
+ *      that disagree, 411, 413 from Content-Length, 415 for the type or a Content-Encoding),
+ *      reserve its Content-Length from the body budget (503 when it does not fit, body_budget.h)
+ *      and answer at once when they fail, before any of the body is read (libmicrohttpd then
+ *      sends no "100 Continue");
+ *   2. body chunks in: appended to one buffer sized from Content-Length up front, counted against
+ *      --max-body-bytes and the body budget for chunked bodies (413 / 503 at the body's end), and
+ *      shown to the route's stream observer (the hooks') as they come;
+ *   3. body complete: srv_http_dispatch runs the handler, on this thread or, for heavy routes with
+ *      big bodies, on a worker while the connection is suspended (worker.c); the response body
+ *      buffer is handed to libmicrohttpd without a copy (reply.c); once the handler has run, the
+ *      body and its share of the budget are given back;
+ *   4. on_completed: the access log line and the counters (reply.c), the context is freed.
+ * Each step also tells deadline.c the request's phase (headers in, body bytes, handled, done), so a
+ * client too slow with its headers or body is cut off (--header-timeout, --min-body-rate).
+ */
+#include "http_internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "base/bigbuf.h"
+#include "base/sysinfo.h"
+
+/* Bodies at least this large on a SRV_ROUTE_HEAVY route run on a worker thread. Below it the
+ * handler's work is short (an S request, 19 KB in and 60 KB out, takes a few hundred microseconds
+ * in all) and the hop to a worker (suspend, wake, resume) would cost more than it saves. */
+#define OFFLOAD_MIN_BODY 65536
+
+/* How much of a chunked body past --max-body-bytes (or --max-body-memory) is read (and dropped) so
+ * that the client gets its 413 (503); past this the connection is closed instead. */
+#define DISCARD_MAX ((size_t)64 << 20)
+
+/* A chunked body reserves its share of --max-body-memory in steps of this much, not per chunk. */
+#define BUDGET_STEP ((int64_t)1 << 20)
+
+/* ---------------------------------------------------------------------------------------------- */
+/* What handlers read of a request                                                                */
+
+const char *srv_request_header(const srv_request *req, const char *name)
+{
+    return MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND, name);
+}
+
+const char *srv_request_query(const srv_request *req, const char *name)
+{
+    const char *v = NULL;
+    size_t vlen = 0;
+    if (MHD_lookup_connection_value_n(req->conn, MHD_GET_ARGUMENT_KIND, name, strlen(name), &v,
+                                      &vlen) != MHD_YES)
+        return NULL;
+    return v ? v : ""; /* "?name" without "=value" */
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Headers: route, admission, framing and limits                                                  */
+
+static bool is_json_type(const char *ct)
+{
+    /* application/json, optionally with parameters (charset=utf-8), any case */
+    size_t n = strlen("application/json");
+    if (strncasecmp(ct, "application/json", n) != 0)
+        return false;
+    return ct[n] == '\0' || ct[n] == ';' || ct[n] == ' ' || ct[n] == '\t';
+}
+
+static bool is_octet_type(const char *ct)
+{
+    size_t n = strlen("application/octet-stream");
+    return strncasecmp(ct, "application/octet-stream", n) == 0 &&
+           (ct[n] == '\0' || ct[n] == ';' || ct[n] == ' ' || ct[n] == '\t');
+}
+
+/* MHD_get_connection_values callback: stops at the first query argument that is not a word of
+ * the route's list (case-insensitive, as libmicrohttpd's lookups are). */
+struct query_check {
+    const char *known; /* "L S N" */
+    const char *bad;   /* out: the first unknown argument's name */
+};
+
+static enum MHD_Result query_unknown(void *cls, enum MHD_ValueKind kind, const char *key,
+                                     const char *value)
+{
+    struct query_check *q = cls;
+    size_t n = strlen(key);
+    if (n == 0)
+        return MHD_YES; /* "?&" or "?=x": nothing named */
+    for (const char *w = q->known; *w;) {
+        size_t wn = strcspn(w, " ");
+        if (wn == n && strncasecmp(w, key, n) == 0)
+            return MHD_YES;
+        w += wn;
+        w += *w == ' ';
+    }
+    q->bad = key;
+    return MHD_NO;
+}
+
+/* 400 unknown_field for a query argument the matched /v1 route does not read (srv_route.query):
+ * "?need_weights=true" on a forward pass would otherwise be ignored without a word. 0 = fine. */
+static int check_query(req_ctx *c, srv_error *err)
+{
+    const srv_route *r = c->req.route;
+    if (!r->query)
+        return 0;
+    struct query_check q = {r->query, NULL};
+    MHD_get_connection_values(c->req.conn, MHD_GET_ARGUMENT_KIND, query_unknown, &q);
+    if (!q.bad)
+        return 0;
+    if (!*r->query)
+        return srv_error_set(err, SRV_E_UNKNOWN_FIELD, q.bad,
+                             "unknown query argument '%.64s': %s %s takes none%s", q.bad,
+                             r->method, r->pattern,
+                             r->flags & SRV_ROUTE_JSON ? " (its fields go in the JSON body)" : "");
+    return srv_error_set(err, SRV_E_UNKNOWN_FIELD, q.bad,
+                         "unknown query argument '%.64s'; %s %s takes: %s", q.bad, r->method,
+                         r->pattern, r->query);
+}
+
+/* Whether a Transfer-Encoding value is "chunked" (any case) as libmicrohttpd reads it, which is
+ * then the only coding of the body; libmicrohttpd drops leading blanks, not trailing ones. */
+static bool is_chunked_only(const char *te)
+{
+    while (*te == ' ' || *te == '\t')
+        te++;
+    return strcasecmp(te, "chunked") == 0;
+}
+
+/* MHD_get_connection_values callback: counts Content-Length headers whose value differs from the
+ * first one's. */
+struct length_check {
+    const char *first;
+    int differ;
+};
+
+static enum MHD_Result length_differs(void *cls, enum MHD_ValueKind kind, const char *key,
+                                      const char *value)
+{
+    struct length_check *l = cls;
+    if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) != 0)
+        return MHD_YES;
+    if (!l->first)
+        l->first = value ? value : "";
+    else if (strcmp(l->first, value ? value : "") != 0)
+        l->differ++;
+    return MHD_YES;
+}
+
+/* Makes c hold at least `need` bytes of the body budget (a chunked body growing; need <= c->limit).
+ * Returns false when they do not fit (c->reserved unchanged). */
+static bool budget_reserve(req_ctx *c, int64_t need)
+{
+    if (need <= c->reserved)
+        return true;
+    srv_body_budget *b = c->h->cfg.bodies;
+    int64_t step = c->reserved + BUDGET_STEP < c->limit ? c->reserved + BUDGET_STEP : c->limit;
+    int64_t want = need > step ? need : step;
+    if (!srv_body_budget_take(b, want - c->reserved)) {
+        want = need; /* the step did not fit: the exact size might */
+        if (!srv_body_budget_take(b, want - c->reserved))
+            return false;
+    }
+    c->reserved = want;
+    return true;
+}
+
+static void budget_release(req_ctx *c)
+{
+    if (c->reserved)
+        srv_body_budget_give(c->h->cfg.bodies, c->reserved);
+    c->reserved = 0;
+}
+
+static int budget_error(req_ctx *c, srv_error *err, unsigned long long length)
+{
+    const srv_body_budget *b = c->h->cfg.bodies;
+    return srv_error_set(err, SRV_E_NOMEM, "",
+                         "request bodies of %lld bytes are held now, and this one%s (%llu bytes%s) "
+                         "would take them past --max-body-memory (%lld bytes); retry later",
+                         (long long)srv_body_budget_held(b), length ? "" : " so far",
+                         length ? length : (unsigned long long)c->bytes_in, length ? "" : ", chunked",
+                         (long long)b->limit);
+}
+
+void srv_http_dispatch(req_ctx *c, srv_response *resp)
+{
+    srv_error err = {0};
+    c->req.body = c->body.data ? c->body.data : "";
+    c->req.body_len = c->body.len;
+    if (c->req.route->handler(c->h->hooks.ctx, &c->req, resp, &err) < 0)
+        srv_http_error_reply(c, resp, &err);
+    /* the reply is built and holds no pointer into the body: its memory and its share of
+     * --max-body-memory go back now, not when the client has read the reply (a client's next
+     * request must not find its last body still counted) */
+    c->req.body = "";
+    c->req.body_len = 0;
+    srv_bigbuf_free(&c->body);
+    budget_release(c);
+}
+
+/* First callback of a request: route, framing and limits, before any of the body is read. */
+static enum MHD_Result on_headers(req_ctx *c)
+{
+    srv_http *h = c->h;
+    srv_error err = {0};
+    char allow[64];
+
+    if (__atomic_load_n(&h->quiesced, __ATOMIC_ACQUIRE)) {
+        srv_error_set(&err, SRV_E_UNAVAILABLE, "", "the daemon is shutting down; retry elsewhere");
+        return srv_http_queue_error(c, &err, NULL, true);
+    }
+    if (c->no_host) {
+        srv_error_set(&err, SRV_E_BAD_REQUEST, "Host",
+                      "an HTTP/1.1 request needs a Host header (RFC 9112 3.2)");
+        return srv_http_queue_error(c, &err, NULL, true);
+    }
+    if (strcmp(c->method, "OPTIONS") == 0)
+        return srv_http_preflight(c);
+    if (!srv_route_match(h->hooks.routes, c->method, c->path, &c->req, c->params,
+                         strlen(c->path) + 1, allow, sizeof allow, &err))
+        return srv_http_queue_error(c, &err, allow, false);
+    /* the key is checked before any of the body is read */
+    if (h->hooks.admit &&
+        h->hooks.admit(h->hooks.ctx, &c->req,
+                       MHD_lookup_connection_value(c->req.conn, MHD_HEADER_KIND,
+                                                   MHD_HTTP_HEADER_AUTHORIZATION),
+                       &err) < 0)
+        return srv_http_queue_error(c, &err, NULL, true);
+    if (check_query(c, &err) < 0)
+        return srv_http_queue_error(c, &err, NULL, true);
+
+    const char *cl = MHD_lookup_connection_value(c->req.conn, MHD_HEADER_KIND,
+                                                 MHD_HTTP_HEADER_CONTENT_LENGTH);
+    const char *te = MHD_lookup_connection_value(c->req.conn, MHD_HEADER_KIND,
+                                                 MHD_HTTP_HEADER_TRANSFER_ENCODING);
+    if (te && !is_chunked_only(te)) {
+        /* libmicrohttpd reads only chunked bodies; with any other coding it would wait for the
+         * connection to close, and the client for a reply, until the idle timeout */
+        srv_error_set(&err, SRV_E_NOT_IMPLEMENTED, "Transfer-Encoding",
+                      "Transfer-Encoding '%.32s' is not supported; send the body chunked or with a "
+                      "Content-Length", te);
+        return srv_http_queue_error(c, &err, NULL, true);
+    }
+    bool chunked = te != NULL;
+    struct length_check lc = {NULL, 0};
+    if (cl)
+        MHD_get_connection_values(c->req.conn, MHD_HEADER_KIND, length_differs, &lc);
+    if (lc.differ) {
+        /* which one frames the body is ambiguous (a request-smuggling vector): RFC 9112 6.3 says
+         * refuse it */
+        srv_error_set(&err, SRV_E_BAD_REQUEST, "Content-Length",
+                      "the request has Content-Length headers with different values; send one");
+        return srv_http_queue_error(c, &err, NULL, true);
+    }
+    unsigned long long length = 0;
+    if (cl) {
+        char *end;
+        errno = 0;
+        length = strtoull(cl, &end, 10);
+        if (errno || end == cl || *end) /* libmicrohttpd refuses these before we see them */
+            length = 0;
+    }
+    if (cl && length > (unsigned long long)c->limit) {
+        srv_error_set(&err, SRV_E_TOO_LARGE, "", "body of %llu bytes is over the limit of %lld (--max-body-bytes)",
+                      length, (long long)c->limit);
+        return srv_http_queue_error(c, &err, NULL, true);
+    }
+    unsigned flags = c->req.route->flags;
+    if ((flags & SRV_ROUTE_BODY) && !cl && !chunked) {
+        srv_error_set(&err, SRV_E_LENGTH_REQUIRED, "",
+                      "%s %s needs a body: send Content-Length or Transfer-Encoding: chunked",
+                      c->method, c->path);
+        return srv_http_queue_error(c, &err, NULL, true);
+    }
+    const char *ct = MHD_lookup_connection_value(c->req.conn, MHD_HEADER_KIND,
+                                                 MHD_HTTP_HEADER_CONTENT_TYPE);
+    if ((flags & SRV_ROUTE_JSON) && ct && (length || chunked) && !is_json_type(ct) &&
+        !((flags & SRV_ROUTE_BINARY) && is_octet_type(ct))) {
+        srv_error_set(&err, SRV_E_MEDIA_TYPE, "Content-Type",
+                      "Content-Type '%.100s' is not accepted here; send application/json", ct);
+        return srv_http_queue_error(c, &err, NULL, true);
+    }
+    const char *ce = MHD_lookup_connection_value(c->req.conn, MHD_HEADER_KIND,
+                                                 MHD_HTTP_HEADER_CONTENT_ENCODING);
+    if ((flags & SRV_ROUTE_BODY) && ce && (length || chunked) && strcasecmp(ce, "identity") != 0) {
+        /* attnd does not decompress (Triton can take gzip/deflate): say so plainly instead of
+         * failing on the compressed bytes as if they were JSON */
+        srv_error_set(&err, SRV_E_MEDIA_TYPE, "Content-Encoding",
+                      "Content-Encoding '%.32s' is not supported; send the body uncompressed", ce);
+        return srv_http_queue_error(c, &err, NULL, true);
+    }
+    if (length && !srv_body_budget_take(h->cfg.bodies, (int64_t)length)) {
+        budget_error(c, &err, length);
+        return srv_http_queue_error(c, &err, NULL, true);
+    }
+    c->reserved = (int64_t)length;
+    if (length && srv_bigbuf_reserve(&c->body, (size_t)length) < 0) {
+        srv_error_set(&err, SRV_E_NOMEM, "", "out of memory for a body of %llu bytes", length);
+        return srv_http_queue_error(c, &err, NULL, true);
+    }
+    if ((flags & SRV_ROUTE_STREAM) && h->hooks.stream_open && length &&
+        length >= h->hooks.stream_min_body)
+        c->req.stream = h->hooks.stream_open(h->hooks.ctx, (size_t)length);
+    return MHD_YES;
+}
+
+static int hex_digit(char c)
+{
+    return c >= '0' && c <= '9' ? c - '0'
+         : c >= 'a' && c <= 'f' ? c - 'a' + 10
+         : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                : -1;
+}
+
+/* Percent-decodes the URL path and query in place, as libmicrohttpd's default does, except "%00"
+ * and "%2F". Decoded, "%00" would end the C string the handlers see, so "/v1/layers/a%00b" would
+ * act on layer "a"; and "%2F" is a slash inside a segment (RFC 3986), not a separator, so
+ * "/v1/layers/a%2Fforward" names the layer "a/forward" and must not be routed as
+ * "/v1/layers/a/forward". Both are kept as the three characters, which no route or layer name
+ * accepts. */
+size_t srv_http_unescape(void *cls, struct MHD_Connection *conn, char *s)
+{
+    char *w = s;
+    for (const char *r = s; *r;) {
+        int hi, lo;
+        if (r[0] == '%' && (hi = hex_digit(r[1])) >= 0 && (lo = hex_digit(r[2])) >= 0 && (hi | lo) &&
+            (hi << 4 | lo) != '/') {
+            *w++ = (char)(hi << 4 | lo);
+            r += 3;
+        } else {
+            *w++ = *r++;
+        }
+    }
+    *w = '\0';
+    return (size_t)(w - s);
+}
+
+/* The path of a request target in absolute form ("http://host:8080/v1/layers", as proxies send
+ * it; RFC 9112 3.2.2 says a server must accept it): the part from the first '/' after the
+ * authority ("/" when there is none). Any other target as it is. */
+static const char *origin_form(const char *url)
+{
+    const char *p = NULL;
+    if (strncasecmp(url, "http://", 7) == 0)
+        p = url + 7;
+    else if (strncasecmp(url, "https://", 8) == 0)
+        p = url + 8;
+    if (!p)
+        return url;
+    p = strchr(p, '/');
+    return p ? p : "/";
+}
+
+enum MHD_Result srv_http_on_request(void *cls, struct MHD_Connection *conn, const char *url,
+                                    const char *method, const char *version,
+                                    const char *upload_data, size_t *upload_data_size,
+                                    void **con_cls)
+{
+    srv_http *h = cls;
+    req_ctx *c = *con_cls;
+
+    if (!c) {
+        c = calloc(1, sizeof *c);
+        if (!c)
+            return MHD_NO;
+        c->path = strdup(origin_form(url));
+        c->params = malloc(strlen(url) + 1);
+        if (!c->path || !c->params) {
+            free(c->path);
+            free(c->params);
+            free(c);
+            return MHD_NO;
+        }
+        c->h = h;
+        snprintf(c->method, sizeof c->method, "%s", method);
+        c->req.method = c->method;
+        c->req.path = c->path;
+        c->req.conn = conn;
+        c->req.t_start = srv_now();
+        c->no_host = strcmp(version, MHD_HTTP_VERSION_1_1) == 0 &&
+                     !MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST);
+        c->limit = h->cfg.max_body_bytes;
+        srv_buf_init(&c->body);
+        *con_cls = c;
+        __atomic_add_fetch(&h->active, 1, __ATOMIC_SEQ_CST);
+        if (h->hooks.request_begin)
+            h->hooks.request_begin(h->hooks.ctx);
+        srv_deadlines_request_begin(conn);
+        return on_headers(c);
+    }
+
+    if (*upload_data_size) {
+        size_t n = *upload_data_size;
+        *upload_data_size = 0;
+        c->bytes_in += n;
+        srv_deadlines_body_bytes(conn, n);
+        if (c->responded) /* an early error reply is queued; the rest is dropped */
+            return MHD_YES;
+        if (!c->too_large && !c->over_budget && (int64_t)(c->body.len + n) <= c->limit &&
+            !budget_reserve(c, (int64_t)(c->body.len + n))) {
+            /* a chunked body grew past --max-body-memory: dropped, and 503 at its end (as 413) */
+            c->over_budget = true;
+            srv_bigbuf_free(&c->body);
+            budget_release(c);
+        }
+        if (c->over_budget) {
+            c->dropped += n;
+            return c->dropped > DISCARD_MAX ? MHD_NO : MHD_YES;
+        }
+        srv_error err = {0};
+        if (c->too_large || (int64_t)(c->body.len + n) > c->limit) {
+            /* A chunked body over the limit. Answering now and closing would reset the connection
+             * under a client that is still sending, and it would never read the 413; so the rest
+             * is read and dropped (up to another DISCARD_MAX bytes, then the connection is cut)
+             * and the 413 is sent when the body ends. */
+            if (!c->too_large) {
+                c->too_large = true;
+                srv_bigbuf_free(&c->body);
+            }
+            return c->bytes_in - (size_t)c->limit > DISCARD_MAX ? MHD_NO : MHD_YES;
+        }
+        if (srv_buf_append(&c->body, upload_data, n) < 0) {
+            srv_error_set(&err, SRV_E_NOMEM, "", "out of memory reading the body");
+            return srv_http_queue_error(c, &err, NULL, true);
+        }
+        if (c->req.stream)
+            h->hooks.stream_feed(c->req.stream, c->body.data, c->body.len);
+        return MHD_YES;
+    }
+
+    if (c->responded)
+        return MHD_YES;
+    srv_deadlines_busy(conn); /* the body is complete: handling it takes what it takes */
+    if (c->t_body == 0)
+        c->t_body = srv_now();
+    if (c->too_large) {
+        srv_error err = {0};
+        srv_error_set(&err, SRV_E_TOO_LARGE, "",
+                      "body of %zu bytes is over the limit of %lld bytes (--max-body-bytes)",
+                      c->bytes_in, (long long)c->limit);
+        return srv_http_queue_error(c, &err, NULL, true);
+    }
+    if (c->over_budget) {
+        srv_error err = {0};
+        budget_error(c, &err, 0);
+        return srv_http_queue_error(c, &err, NULL, true);
+    }
+    if (c->offloaded) {
+        if (!c->done) {
+            if (c->req.route == NULL) /* cannot happen: offloaded requests have a route */
+                return MHD_NO;
+            srv_error err = {0};
+            srv_error_set(&err, SRV_E_NOMEM, "", "out of memory; retry later");
+            return srv_http_queue_error(c, &err, NULL, false);
+        }
+        enum MHD_Result ok = srv_http_queue(c, c->done, false);
+        srv_http_response_free(c->done);
+        free(c->done);
+        c->done = NULL;
+        return ok;
+    }
+    if ((c->req.route->flags & SRV_ROUTE_HEAVY) && c->body.len >= OFFLOAD_MIN_BODY && srv_http_offload(c))
+        return MHD_YES;
+
+    srv_response resp;
+    srv_http_response_init(&resp);
+    srv_http_dispatch(c, &resp);
+    enum MHD_Result ok = srv_http_queue(c, &resp, false);
+    srv_http_response_free(&resp);
+    return ok;
+}
+
+void srv_http_on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                           enum MHD_RequestTerminationCode toe)
+{
+    srv_http *h = cls;
+    req_ctx *c = *con_cls;
+    srv_deadlines_request_end(conn);
+    if (!c)
+        return;
+    *con_cls = NULL;
+    /* a request that ended without a reply is logged with status 0 (client gone, idle timeout),
+     * or 408 when deadline.c cut it off */
+    int status = c->responded ? c->status : srv_deadlines_timed_out(conn) ? 408 : 0;
+    srv_http_log_request(c, status);
+    if (c->done) {
+        srv_http_response_free(c->done);
+        free(c->done);
+    }
+    srv_bigbuf_free(&c->body);
+    budget_release(c);
+    if (c->req.stream)
+        h->hooks.stream_close(c->req.stream);
+    free(c->path);
+    free(c->params);
+    free(c);
+    /* seq_cst pairs with srv_http_drain: it sets quiesced, then reads active; here active
+     * drops, then quiesced is read, so one of the two sees the other */
+    if (__atomic_sub_fetch(&h->active, 1, __ATOMIC_SEQ_CST) == 0 &&
+        __atomic_load_n(&h->quiesced, __ATOMIC_SEQ_CST)) {
+        pthread_mutex_lock(&h->lock);
+        pthread_cond_broadcast(&h->idle);
+        pthread_mutex_unlock(&h->lock);
+    }
+}
+

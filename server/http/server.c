@@ -1,0 +1,181 @@
+/*
+ * server.c - the HTTP server's start and stop: the listening address, libmicrohttpd's threads and
+ * options, the workers and the deadlines started with it, the graceful drain (see http.h).
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "http_internal.h"
+
+/* libmicrohttpd's connection notifications, to deadline.c's registry. */
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+                          enum MHD_ConnectionNotificationCode toe)
+{
+    srv_deadlines_notify(cls, conn, socket_context, (int)toe);
+}
+
+/* deadline.c's reports, to the hooks' counters. */
+static void on_deadline_event(void *cls, int delta, int cut, srv_cut_reason reason)
+{
+    const srv_http_hooks *hk = &((srv_http *)cls)->hooks;
+    if (cut) {
+        if (hk->connection_cut)
+            hk->connection_cut(hk->ctx, reason);
+    } else if (hk->connection) {
+        hk->connection(hk->ctx, delta);
+    }
+}
+
+static int resolve(const char *host, int port, struct sockaddr_storage *out, socklen_t *len,
+                   srv_error *err)
+{
+    struct addrinfo hints = {0}, *res = NULL;
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE;
+    int rc = getaddrinfo(host, NULL, &hints, &res);
+    if (rc != 0 || !res)
+        return srv_error_set(err, SRV_E_BAD_REQUEST, "host", "cannot use host '%s': %s", host,
+                             gai_strerror(rc));
+    memcpy(out, res->ai_addr, res->ai_addrlen);
+    *len = res->ai_addrlen;
+    freeaddrinfo(res);
+    if (out->ss_family == AF_INET)
+        ((struct sockaddr_in *)out)->sin_port = htons((uint16_t)port);
+    else
+        ((struct sockaddr_in6 *)out)->sin6_port = htons((uint16_t)port);
+    return 0;
+}
+
+static void free_server(srv_http *h)
+{
+    srv_http_workers_stop(h);
+    srv_deadlines_free(h->deadlines);
+    pthread_cond_destroy(&h->idle);
+    pthread_cond_destroy(&h->jobs);
+    pthread_mutex_destroy(&h->lock);
+    free(h);
+}
+
+srv_http *srv_http_start(const srv_http_config *cfg, const srv_http_hooks *hooks, srv_error *err)
+{
+    srv_http *h = calloc(1, sizeof *h);
+    if (!h) {
+        srv_error_set(err, SRV_E_NOMEM, "", "out of memory");
+        return NULL;
+    }
+    pthread_mutex_init(&h->lock, NULL);
+    pthread_cond_init(&h->idle, NULL);
+    pthread_cond_init(&h->jobs, NULL);
+    h->cfg = *cfg;
+    h->hooks = *hooks;
+    snprintf(h->host, sizeof h->host, "%s", cfg->host ? cfg->host : "");
+    snprintf(h->cors_origin, sizeof h->cors_origin, "%s", cfg->cors_origin ? cfg->cors_origin : "");
+    h->cfg.host = h->host;
+    h->cfg.cors_origin = h->cors_origin;
+
+    struct sockaddr_storage addr;
+    socklen_t alen;
+    if (resolve(h->host, cfg->port, &addr, &alen, err) < 0)
+        goto fail;
+
+    /* Workers run heavy handlers; as many as passes may be in flight. */
+    if (srv_http_workers_start(h) < 0) {
+        srv_error_set(err, SRV_E_NOMEM, "", "out of memory");
+        goto fail;
+    }
+    h->deadlines = srv_deadlines_create(cfg->max_connections, cfg->header_timeout,
+                                        cfg->min_body_rate, on_deadline_event, h, err);
+    if (!h->deadlines)
+        goto fail;
+
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
+                     MHD_USE_ITC;
+    if (addr.ss_family == AF_INET6)
+        flags |= MHD_USE_IPv6;
+    struct MHD_OptionItem ops[] = {
+        {MHD_OPTION_SOCK_ADDR, 0, &addr},
+        {MHD_OPTION_CONNECTION_TIMEOUT, (intptr_t)cfg->timeout, NULL},
+        {MHD_OPTION_CONNECTION_LIMIT, (intptr_t)cfg->max_connections, NULL},
+        /* Per-connection buffer for headers and body reads, grown 64 KB at a time while a body
+         * arrives. libmicrohttpd clears the part in use between keep-alive requests, so a larger
+         * buffer costs small requests (256 KB: ~4% of an S request's CPU); a smaller one costs
+         * large bodies reads (64 KB, grown 1 KB at a time: 16.8 MB in ~700 reads of ~24 KB; the
+         * base64 L request took ~3 ms longer, measured in 8 interleaved pairs). Headers may take
+         * about 120 KB (431 past it). */
+        {MHD_OPTION_CONNECTION_MEMORY_LIMIT, (intptr_t)(128 * 1024), NULL},
+        {MHD_OPTION_CONNECTION_MEMORY_INCREMENT, (intptr_t)(64 * 1024), NULL},
+        {MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)srv_http_on_completed, h},
+        {MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)on_connection, h->deadlines},
+        {MHD_OPTION_LISTENING_ADDRESS_REUSE, 1, NULL},
+        {MHD_OPTION_UNESCAPE_CALLBACK, (intptr_t)srv_http_unescape, NULL},
+        {cfg->threads > 1 ? MHD_OPTION_THREAD_POOL_SIZE : MHD_OPTION_END,
+         (intptr_t)cfg->threads, NULL},
+        {MHD_OPTION_END, 0, NULL},
+    };
+    h->mhd = MHD_start_daemon(flags, (uint16_t)cfg->port, NULL, NULL, srv_http_on_request, h,
+                              MHD_OPTION_ARRAY, ops, MHD_OPTION_END);
+    if (!h->mhd) {
+        srv_error_set(err, SRV_E_UNAVAILABLE, "port",
+                      "cannot listen on %s port %d (in use, or not an address of this host?)",
+                      h->host, cfg->port);
+        goto fail;
+    }
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(h->mhd, MHD_DAEMON_INFO_BIND_PORT);
+    h->port = info ? info->port : cfg->port;
+    return h;
+
+fail:
+    free_server(h);
+    return NULL;
+}
+
+int srv_http_port(const srv_http *h)
+{
+    return h->port;
+}
+
+int srv_http_drain(srv_http *h, int deadline_ms)
+{
+    pthread_mutex_lock(&h->lock);
+    if (!__atomic_load_n(&h->quiesced, __ATOMIC_SEQ_CST)) {
+        __atomic_store_n(&h->quiesced, true, __ATOMIC_SEQ_CST);
+        MHD_socket fd = MHD_quiesce_daemon(h->mhd);
+        if (fd != MHD_INVALID_SOCKET)
+            close(fd);
+    }
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += deadline_ms / 1000;
+    until.tv_nsec += (long)(deadline_ms % 1000) * 1000000L;
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+    }
+    while (__atomic_load_n(&h->active, __ATOMIC_SEQ_CST) > 0)
+        if (pthread_cond_timedwait(&h->idle, &h->lock, &until) == ETIMEDOUT)
+            break;
+    int left = __atomic_load_n(&h->active, __ATOMIC_SEQ_CST);
+    pthread_mutex_unlock(&h->lock);
+    return left;
+}
+
+void srv_http_stop(srv_http *h)
+{
+    if (!h)
+        return;
+    /* Workers finish every queued job and resume its connection before they exit, and no request
+     * is offloaded once `stopping` is set, so libmicrohttpd is stopped with no connection suspended
+     * (which it does not allow). */
+    srv_http_workers_stop(h);
+    MHD_stop_daemon(h->mhd);
+    h->mhd = NULL;
+    free_server(h); /* the deadlines after libmicrohttpd: every connection is closed */
+}

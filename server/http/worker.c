@@ -1,0 +1,98 @@
+/*
+ * worker.c - the workers that run heavy handlers (routes flagged SRV_ROUTE_HEAVY with large
+ * bodies) off the HTTP threads: the connection is suspended while its job waits and runs, so the
+ * thread that received it keeps serving its other connections.
+ */
+#include "http_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "base/sysinfo.h"
+
+static void *worker_main(void *arg)
+{
+    srv_http *h = arg;
+    for (;;) {
+        pthread_mutex_lock(&h->lock);
+        while (!h->jobs_head && !h->stopping)
+            pthread_cond_wait(&h->jobs, &h->lock);
+        req_ctx *c = h->jobs_head;
+        if (!c) {
+            pthread_mutex_unlock(&h->lock);
+            return NULL;
+        }
+        h->jobs_head = c->next_job;
+        if (!h->jobs_head)
+            h->jobs_tail = NULL;
+        pthread_mutex_unlock(&h->lock);
+
+        srv_response *resp = malloc(sizeof *resp);
+        if (resp) {
+            srv_http_response_init(resp);
+            /* Every worker was busy for longer than a pass may wait for a slot: the daemon is
+             * over capacity; say so rather than let the queue grow. */
+            double waited_ms = (srv_now() - c->queued_at) * 1e3;
+            if (waited_ms > h->cfg.queue_wait_ms) {
+                srv_error err = {0};
+                srv_error_set(&err, SRV_E_UNAVAILABLE, "",
+                              "busy: waited %.0f ms for one of %d workers (--max-inflight); retry "
+                              "shortly",
+                              waited_ms, h->nworkers);
+                srv_http_error_reply(c, resp, &err);
+            } else {
+                srv_http_dispatch(c, resp);
+            }
+        }
+        c->done = resp; /* NULL: out of memory, answered when resumed */
+        MHD_resume_connection(c->req.conn);
+    }
+}
+
+int srv_http_workers_start(srv_http *h)
+{
+    h->workers = calloc((size_t)(h->cfg.workers > 0 ? h->cfg.workers : 1), sizeof *h->workers);
+    if (!h->workers)
+        return -1;
+    for (; h->nworkers < h->cfg.workers; h->nworkers++) {
+        if (pthread_create(&h->workers[h->nworkers], NULL, worker_main, h) != 0)
+            break;
+        pthread_setname_np(h->workers[h->nworkers], "attnd-worker"); /* top -H, perf */
+    }
+    return 0;
+}
+
+bool srv_http_offload(req_ctx *c)
+{
+    srv_http *h = c->h;
+    pthread_mutex_lock(&h->lock);
+    if (h->nworkers == 0 || h->stopping) { /* stopping: run it here, nothing may stay suspended */
+        pthread_mutex_unlock(&h->lock);
+        return false;
+    }
+    c->offloaded = true;
+    MHD_suspend_connection(c->req.conn);
+    c->next_job = NULL;
+    c->queued_at = srv_now();
+    if (h->jobs_tail)
+        h->jobs_tail->next_job = c;
+    else
+        h->jobs_head = c;
+    h->jobs_tail = c;
+    pthread_cond_signal(&h->jobs);
+    pthread_mutex_unlock(&h->lock);
+    return true;
+}
+
+void srv_http_workers_stop(srv_http *h)
+{
+    pthread_mutex_lock(&h->lock);
+    h->stopping = true;
+    pthread_cond_broadcast(&h->jobs);
+    pthread_mutex_unlock(&h->lock);
+    for (int i = 0; i < h->nworkers; i++)
+        pthread_join(h->workers[i], NULL);
+    free(h->workers);
+    h->workers = NULL;
+    h->nworkers = 0;
+}

@@ -1,0 +1,102 @@
+/*
+ * persist.h - the daemon's layers kept in step with its data dir (--data-dir).
+ *
+ * Every change of a layer (PUT layer, PUT weights, DELETE) goes through srv_persist_put /
+ * srv_persist_delete, which write the disk first and publish to the registry only when the write
+ * succeeded: a failed write answers 5xx and leaves the old layer served (memory and disk agree).
+ * Changes are serialised by one lock (they are rare; reads and forward passes never take it), so
+ * an If-Match check, the disk write and the publish happen as one step.
+ *
+ * At start srv_persist_load_all reads every layer directory; a layer that cannot be loaded
+ * (damaged or half-written file, config that does not fit its weights) is logged with the reason,
+ * listed by srv_persist_damaged_json (GET /readyz shows it) and skipped; the others are served.
+ * Without a data dir the same calls only publish (layers live in memory).
+ *
+ * For --watch (replicas sharing a data dir): srv_persist_sync compares the data dir with what this
+ * process last loaded or wrote (a stamp per layer: inode, size and mtime of both files) and
+ * reloads what changed, unpublishes what is gone; a layer this process wrote itself is not
+ * reloaded (its version, the ETag a client holds, stays). srv_persist_reload (re)reads one layer.
+ */
+#ifndef ATTND_PERSIST_H
+#define ATTND_PERSIST_H
+
+#include <pthread.h>
+#include <stdbool.h>
+
+#include <jansson.h>
+
+#include "base/buf.h"
+#include "base/error.h"
+#include "base/log.h"
+#include "codec/safetensors.h"
+#include "datadir.h"
+#include "mha.h"
+#include "registry.h"
+
+typedef struct srv_damaged {
+    char name[65];
+    char reason[sizeof ((srv_error *)0)->message];
+} srv_damaged;
+
+typedef struct srv_known {
+    char name[65];
+    srv_dd_stamp stamp;        /* of the files last loaded or written by this process          */
+} srv_known;
+
+typedef struct srv_persist {
+    srv_datadir *dd;           /* NULL: layers live in memory only                             */
+    srv_log_format log_format;
+    pthread_mutex_t lock;      /* serialises changes (held across disk writes); guards known   */
+    pthread_mutex_t damaged_lock; /* guards damaged only: /readyz and /metrics never wait for a
+                                   * disk write                                                */
+    srv_damaged *damaged;      /* layers on disk that could not be loaded                      */
+    int ndamaged;
+    srv_known *known;          /* every layer on disk this process has seen, with its stamp    */
+    int nknown;
+    double last_clean;         /* Unix time of the last removal of stale temp files            */
+} srv_persist;
+
+/* Opens the data dir (data_dir "" = none; read_only: never write it). NULL with err filled when
+ * the dir cannot be used (the daemon then refuses to start). Free with srv_persist_free. */
+srv_persist *srv_persist_create(const char *data_dir, bool read_only, srv_log_format log_format,
+                                srv_error *err);
+void srv_persist_free(srv_persist *p); /* accepts NULL */
+
+/* Builds a registry entry (one reference, the caller's) for name from a config object (PUT's
+ * "config" form; checked strictly) and named tensors (every parameter of the config, nothing
+ * else). NULL with err filled: 422 for the config, 400 for the weights. */
+srv_layer *srv_persist_build(const char *name, const json_t *config, const srv_st *weights,
+                             const mha_limits *limits, srv_error *err);
+
+/* Loads every layer of the data dir into reg (after removing stale temp files). Logs one line per
+ * layer loaded, repaired or damaged. Returns the number loaded. */
+int srv_persist_load_all(srv_persist *p, srv_registry *reg, const mha_limits *limits);
+
+/* (Re)loads layer name from disk into reg (--watch). Returns 1 when loaded, 0 when it is no longer
+ * on disk (unpublished, if it was served), -1 when it is damaged (err filled; the version served
+ * before, if any, stays). */
+int srv_persist_reload(srv_persist *p, srv_registry *reg, const char *name,
+                       const mha_limits *limits, srv_error *err);
+
+/* One --watch step: reloads every layer whose files changed since this process last loaded or
+ * wrote them, loads new ones, unpublishes those whose directory is gone (layers never on disk, such
+ * as --demo's, are left alone); once a minute it also removes stale temp files. Cheap when nothing changed (a readdir and two stats per layer).
+ * Returns the number of layers published, unpublished or found damaged. */
+int srv_persist_sync(srv_persist *p, srv_registry *reg, const mha_limits *limits);
+
+/* Saves l (a new entry for l->name) to disk, then publishes it in reg, if the current version is
+ * if_version (0 = any). *replaced (may be NULL) tells whether a layer was replaced. Returns 0, or
+ * -1 with err: SRV_E_CONFLICT, SRV_E_INTERNAL (disk write failed: nothing changed), ... */
+int srv_persist_put(srv_persist *p, srv_registry *reg, srv_layer *l, uint64_t if_version,
+                    bool *replaced, srv_error *err);
+
+/* Removes layer name from disk, then from reg, if its version is if_version (0 = any). Returns 0,
+ * or -1 with err (SRV_E_LAYER_NOT_FOUND, SRV_E_CONFLICT, SRV_E_INTERNAL). */
+int srv_persist_delete(srv_persist *p, srv_registry *reg, const char *name, uint64_t if_version,
+                       srv_error *err);
+
+/* Appends [{"name": ..., "reason": ...}, ...] for the damaged layers to out; returns their count. */
+int srv_persist_damaged_json(srv_persist *p, srv_buf *out);
+int srv_persist_damaged_count(srv_persist *p);
+
+#endif

@@ -1,0 +1,87 @@
+/*
+ * registry.h - the named layers a daemon serves.
+ *
+ * An entry (srv_layer) is immutable once published: replacing a layer publishes a new entry under the
+ * same name, and deleting one only unlinks it. Entries are reference-counted, so a request that got
+ * an entry keeps using it (old version) until it releases it, whatever happens to the name meanwhile.
+ * Every function here is thread-safe.
+ */
+#ifndef ATTND_REGISTRY_H
+#define ATTND_REGISTRY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "base/error.h"
+#include "mha.h"
+
+#define SRV_LAYER_NAME_MAX 64
+
+typedef struct srv_layer {
+    char name[SRV_LAYER_NAME_MAX + 1];
+    mha_layer *layer;    /* owned; immutable once published                                     */
+    json_t *config;      /* owned; the config object with every field spelled out (defaults in)  */
+    uint64_t version;    /* unique across the registry's life, grows with every put (ETag)      */
+    double created;      /* Unix time (s) the name was first created (kept across replacements)  */
+    double updated;      /* Unix time (s) of this version                                         */
+    int refs;            /* private: use srv_layer_ref / srv_layer_release                        */
+} srv_layer;
+
+typedef struct srv_registry srv_registry;
+
+srv_registry *srv_registry_create(void);
+void srv_registry_free(srv_registry *reg); /* releases every entry; accepts NULL */
+
+/* True when name is 1-64 characters of [A-Za-z0-9._-] not starting with '.'. When it is not and
+ * err is given, fills err (SRV_E_BAD_NAME, field "name") and returns false. */
+bool srv_layer_name_valid(const char *name, srv_error *err);
+
+/* Wraps a built layer and its config into a new entry with one reference (the caller's); takes
+ * ownership of layer and config (a new reference of json is stolen) even on failure. NULL when out of
+ * memory. The entry gets its version when it is put. */
+srv_layer *srv_layer_new(const char *name, mha_layer *layer, json_t *config);
+
+/* Adds a reference (returns l) / drops one, freeing the entry with the last. Both accept NULL. */
+srv_layer *srv_layer_ref(srv_layer *l);
+void srv_layer_release(srv_layer *l);
+
+/* The entry called name with a new reference the caller must release, or NULL (err filled with
+ * SRV_E_LAYER_NOT_FOUND when err is given). */
+srv_layer *srv_registry_get(srv_registry *reg, const char *name, srv_error *err);
+
+/* Publishes l under l->name, replacing any entry of that name atomically; the registry takes its own
+ * reference (the caller keeps and must release theirs). Sets l->version (and l->created from the
+ * replaced entry). if_version: 0 = unconditional; SRV_IF_ABSENT = only when there is no entry yet
+ * (If-None-Match: *); otherwise the put happens only when the current entry's version equals it
+ * (SRV_E_CONFLICT otherwise, or when there is no entry). *replaced (may be NULL) tells whether an
+ * entry was replaced. Returns 0 or -1. */
+#define SRV_IF_ABSENT UINT64_MAX
+int srv_registry_put(srv_registry *reg, srv_layer *l, uint64_t if_version, bool *replaced,
+                     srv_error *err);
+
+/* Reserves a new version number (never given out again by this registry), for a put that must
+ * know its version before it publishes (the data dir stores it with the layer). */
+uint64_t srv_registry_next_version(srv_registry *reg);
+
+/* srv_registry_put with a given version (non-zero: one reserved with srv_registry_next_version,
+ * or one read back from the data dir, so that a layer keeps its version - its ETag - across
+ * restarts and between replicas sharing a data dir); the counter moves past it. 0 = the next. */
+int srv_registry_put_version(srv_registry *reg, srv_layer *l, uint64_t version,
+                             uint64_t if_version, bool *replaced, srv_error *err);
+
+/* Unlinks the entry called name (requests holding it finish with it). if_version as for put.
+ * -1 with SRV_E_LAYER_NOT_FOUND / SRV_E_CONFLICT. */
+int srv_registry_delete(srv_registry *reg, const char *name, uint64_t if_version, srv_error *err);
+
+/* Every entry, sorted by name, each with a new reference: *out is a malloc'd array the caller frees
+ * with srv_registry_list_free. Returns the count, or -1 when out of memory. */
+int srv_registry_list(srv_registry *reg, srv_layer ***out);
+void srv_registry_list_free(srv_layer **list, int n);
+
+/* Number of layers. */
+int srv_registry_count(srv_registry *reg);
+
+#endif

@@ -1,0 +1,341 @@
+/*
+ * test_server_units.c - the daemon's pieces without HTTP: the layer registry (reference counts,
+ * atomic replacement, conditional puts, names), options and their ATTND_* twins, the log line
+ * formats, and the in-flight cap of the shared forward path (503 after --queue-wait-ms).
+ */
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "api/forward.h"
+#include "app/options.h"
+#include "base/bigbuf.h"
+#include "base/log.h"
+#include "base/sysinfo.h"
+#include "check.h"
+#include "http_client.h"
+#include "store/config.h"
+#include "store/registry.h"
+
+static srv_layer *make_layer(const char *name, int64_t E, uint64_t seed)
+{
+    mha_config cfg;
+    mha_config_init(&cfg, E, 2);
+    srv_error err = {0};
+    srv_layer *l = srv_layer_build_init(name, &cfg, NULL, "xavier_uniform", seed, &err);
+    CHECK(l != NULL, "build %s: %s", name, err.message);
+    return l;
+}
+
+static void test_registry(void)
+{
+    srv_registry *reg = srv_registry_create();
+    srv_error err = {0};
+    bool replaced = true;
+
+    srv_layer *a = make_layer("b-layer", 4, 1);
+    CHECK(srv_registry_put(reg, a, 0, &replaced, &err) == 0 && !replaced, "put new");
+    uint64_t va = a->version;
+    srv_layer *held = srv_registry_get(reg, "b-layer", &err);
+    CHECK(held == a, "get returns the entry");
+
+    /* replace: the holder keeps the old entry, intact */
+    srv_layer *b = make_layer("b-layer", 8, 2);
+    CHECK(srv_registry_put(reg, b, 0, &replaced, &err) == 0 && replaced, "put replaces");
+    CHECK(b->version > va, "new version %llu > %llu", (unsigned long long)b->version,
+          (unsigned long long)va);
+    CHECK(b->created == a->created, "created is kept across replacements");
+    srv_layer *now = srv_registry_get(reg, "b-layer", NULL);
+    CHECK(now == b, "get returns the new entry");
+    CHECK(mha_layer_config(held->layer)->embed_dim == 4, "the old entry is still whole");
+    srv_layer_release(now);
+
+    /* conditional put */
+    srv_layer *c = make_layer("b-layer", 4, 3);
+    memset(&err, 0, sizeof err);
+    CHECK(srv_registry_put(reg, c, va, NULL, &err) < 0 && err.code == SRV_E_CONFLICT,
+          "put with a stale version is a conflict");
+    memset(&err, 0, sizeof err);
+    CHECK(srv_registry_put(reg, c, b->version, NULL, &err) == 0, "put with the right version");
+    memset(&err, 0, sizeof err);
+    CHECK(srv_registry_delete(reg, "b-layer", b->version, &err) < 0 && err.code == SRV_E_CONFLICT,
+          "delete with a stale version is a conflict");
+
+    /* list is sorted */
+    srv_layer *d = make_layer("a-layer", 4, 4);
+    srv_registry_put(reg, d, 0, NULL, NULL);
+    srv_layer **list;
+    int n = srv_registry_list(reg, &list);
+    CHECK(n == 2 && !strcmp(list[0]->name, "a-layer") && !strcmp(list[1]->name, "b-layer"),
+          "list sorted by name");
+    srv_registry_list_free(list, n);
+
+    /* delete: gone for new requests, alive for holders */
+    CHECK(srv_registry_delete(reg, "a-layer", 0, NULL) == 0, "delete");
+    memset(&err, 0, sizeof err);
+    CHECK(srv_registry_get(reg, "a-layer", &err) == NULL && err.code == SRV_E_LAYER_NOT_FOUND,
+          "deleted layer is not found");
+    CHECK(mha_layer_param_count(d->layer) == 4, "a deleted entry held by someone stays whole");
+    CHECK(srv_registry_count(reg) == 1, "one layer left");
+    memset(&err, 0, sizeof err);
+    CHECK(srv_registry_delete(reg, "a-layer", 0, &err) < 0 && err.code == SRV_E_LAYER_NOT_FOUND,
+          "delete twice is a 404");
+
+    srv_layer_release(held);
+    srv_layer_release(a);
+    srv_layer_release(b);
+    srv_layer_release(c);
+    srv_layer_release(d);
+    srv_registry_free(reg); /* ASan proves every entry is freed exactly once */
+
+    /* names */
+    const char *good[] = {"a", "A-z_0.9", "x..y", "0", "-", "_",
+                          "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"};
+    const char *bad[] = {"", ".", "..", ".a", "a b", "a/b", "ä", "a\n",
+                         "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"};
+    for (size_t i = 0; i < sizeof good / sizeof *good; i++)
+        CHECK(srv_layer_name_valid(good[i], NULL), "'%s' is a valid name", good[i]);
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        memset(&err, 0, sizeof err);
+        CHECK(!srv_layer_name_valid(bad[i], &err) && err.code == SRV_E_BAD_NAME,
+              "'%s' is not a valid name", bad[i]);
+    }
+}
+
+static void test_options(void)
+{
+    srv_options o;
+    srv_error err = {0};
+    char *argv0[] = {"attnd", NULL};
+    unsetenv("ATTND_PORT");
+    unsetenv("ATTND_THREADS");
+    CHECK(srv_options_parse(&o, 1, argv0, &err) == SRV_OPTIONS_RUN, "no flags");
+    CHECK(o.port == 8080 && !strcmp(o.host, "127.0.0.1"), "defaults 127.0.0.1:8080");
+    CHECK(o.threads == srv_ncores() && o.blas_threads == srv_ncores() &&
+              o.max_inflight == o.threads,
+          "threads %d and engine threads %d from the %d cores", o.threads, o.blas_threads,
+          srv_ncores());
+
+    setenv("ATTND_PORT", "9000", 1);
+    setenv("ATTND_LOG_FORMAT", "json", 1);
+    setenv("ATTND_DEMO", "1", 1);
+    CHECK(srv_options_parse(&o, 1, argv0, &err) == SRV_OPTIONS_RUN && o.port == 9000 &&
+              o.log_format == SRV_LOG_JSON && o.demo,
+          "environment twins");
+    char *argv1[] = {"attnd", "--port", "9001", "--max-body-bytes=1000", "--threads", "1", NULL};
+    CHECK(srv_options_parse(&o, 6, argv1, &err) == SRV_OPTIONS_RUN && o.port == 9001 &&
+              o.max_body_bytes == 1000 && o.threads == 1 && o.blas_threads == srv_ncores() &&
+              o.max_inflight == 1,
+          "flags win over twins; blas threads take the cores HTTP leaves");
+    unsetenv("ATTND_PORT");
+    unsetenv("ATTND_LOG_FORMAT");
+    unsetenv("ATTND_DEMO");
+
+    char *bad1[] = {"attnd", "--port", "70000", NULL};
+    memset(&err, 0, sizeof err);
+    CHECK(srv_options_parse(&o, 3, bad1, &err) < 0 && strstr(err.message, "--port"),
+          "port out of range: %s", err.message);
+    char *bad2[] = {"attnd", "--prot", "1", NULL};
+    memset(&err, 0, sizeof err);
+    CHECK(srv_options_parse(&o, 3, bad2, &err) < 0 && strstr(err.message, "--prot"),
+          "unknown flag: %s", err.message);
+    char *bad3[] = {"attnd", "--threads", NULL};
+    memset(&err, 0, sizeof err);
+    CHECK(srv_options_parse(&o, 2, bad3, &err) < 0, "flag without its value");
+    setenv("ATTND_TIMEOUT", "soon", 1);
+    memset(&err, 0, sizeof err);
+    CHECK(srv_options_parse(&o, 1, argv0, &err) < 0 && strstr(err.message, "ATTND_TIMEOUT"),
+          "bad twin named: %s", err.message);
+    unsetenv("ATTND_TIMEOUT");
+    char *help[] = {"attnd", "--help", NULL};
+    CHECK(srv_options_parse(&o, 2, help, &err) == SRV_OPTIONS_HELP, "--help");
+    char *ver[] = {"attnd", "--version", NULL};
+    CHECK(srv_options_parse(&o, 2, ver, &err) == SRV_OPTIONS_VERSION, "--version");
+
+    FILE *f = tmpfile();
+    srv_options_usage(f, "attnd");
+    long n = ftell(f);
+    rewind(f);
+    char *text = calloc(1, (size_t)n + 1);
+    CHECK(fread(text, 1, (size_t)n, f) == (size_t)n, "read usage");
+    const char *must[] = {"--host", "ATTND_HOST", "--port", "--threads", "--blas-threads",
+                          "--max-body-bytes", "--max-inflight", "--log-format", "ATTND_API_KEY",
+                          "--data-dir", "--cors-origin", "--version"};
+    for (size_t i = 0; i < sizeof must / sizeof *must; i++)
+        CHECK(strstr(text, must[i]) != NULL, "--help mentions %s", must[i]);
+    free(text);
+    fclose(f);
+}
+
+/* Runs fn with stderr going to a temporary file; returns what was written (caller frees). */
+static char *capture_stderr(void (*fn)(void))
+{
+    fflush(stderr);
+    int saved = dup(STDERR_FILENO);
+    FILE *f = tmpfile();
+    dup2(fileno(f), STDERR_FILENO);
+    fn();
+    fflush(stderr);
+    dup2(saved, STDERR_FILENO);
+    close(saved);
+    long n = lseek(fileno(f), 0, SEEK_END);
+    char *s = calloc(1, (size_t)n + 1);
+    lseek(fileno(f), 0, SEEK_SET);
+    CHECK(read(fileno(f), s, (size_t)n) == n, "read captured log");
+    fclose(f);
+    return s;
+}
+
+static void log_json(void)
+{
+    srv_log_request(SRV_LOG_JSON, "POST", "/v1/layers/\"x\"/forward", 200, 10, 20, 1.5);
+}
+static void log_text(void)
+{
+    srv_log_request(SRV_LOG_TEXT, "GET", "/a\nb", 404, 0, 99, 0.25);
+    srv_log_request(SRV_LOG_OFF, "GET", "/quiet", 200, 0, 0, 0);
+}
+
+static void test_log(void)
+{
+    char *s = capture_stderr(log_json);
+    json_t *doc = json_loads(s, 0, NULL);
+    CHECK(doc && !strcmp(json_string_value(json_object_get(doc, "path")),
+                         "/v1/layers/\"x\"/forward") &&
+              json_integer_value(json_object_get(doc, "status")) == 200 &&
+              json_integer_value(json_object_get(doc, "bytes_in")) == 10 &&
+              json_integer_value(json_object_get(doc, "bytes_out")) == 20 &&
+              json_number_value(json_object_get(doc, "ms")) == 1.5,
+          "JSON log line: %s", s);
+    json_decref(doc);
+    free(s);
+    s = capture_stderr(log_text);
+    CHECK(strstr(s, "GET /a?b 404 in=0 out=99 0.250ms\n") != NULL && !strstr(s, "quiet") &&
+              strchr(s, '\n') == s + strlen(s) - 1,
+          "text log line, control characters masked, off is silent: %s", s);
+    free(s);
+}
+
+/* The in-flight cap: with every slot taken, a forward request waits --queue-wait-ms and gets 503
+ * with Retry-After; once a slot is free it runs. */
+static void test_inflight(void)
+{
+    srv_options opt;
+    hc_options(&opt);
+    opt.demo = true;
+    opt.max_inflight = 1;
+    opt.queue_wait_ms = 50;
+    srv_daemon *d = hc_start(&opt);
+    if (!CHECK(d != NULL, "daemon"))
+        return;
+    srv_app *app = srv_daemon_app(d);
+    const char *body = "{\"query\": [[0,1,2,3,4,5,6,7,8,9,0,1,2,3,4,5,6,7,8,9,0,1,2,3,4,5,6,7,8,9,"
+                       "0,1,2,3,4,5,6,7,8,9,0,1,2,3,4,5,6,7,8,9,0,1,2,3,4,5,6,7,8,9,0,1,2,3]]}";
+    pthread_mutex_lock(&app->inflight_lock);
+    app->inflight = 1; /* the one slot is taken */
+    pthread_mutex_unlock(&app->inflight_lock);
+    hc_response r;
+    hc_request(d, "POST", "/v1/layers/demo/forward", NULL, body, -1, NULL, &r);
+    char ra[16], code[64];
+    CHECK(r.status == 503 && hc_header(&r, "Retry-After", ra, sizeof ra) &&
+              !strcmp(hc_error_code(&r, code, sizeof code), "unavailable"),
+          "busy: %ld %s", r.status, r.body);
+    hc_response_free(&r);
+    hc_request(d, "GET", "/v1/layers/demo", NULL, NULL, 0, NULL, &r);
+    CHECK(r.status == 200, "other routes are not capped");
+    hc_response_free(&r);
+    pthread_mutex_lock(&app->inflight_lock);
+    app->inflight = 0;
+    pthread_mutex_unlock(&app->inflight_lock);
+    hc_request(d, "POST", "/v1/layers/demo/forward", NULL, body, -1, NULL, &r);
+    CHECK(r.status == 200, "a free slot: %ld", r.status);
+    hc_response_free(&r);
+    CHECK(app->inflight == 0, "the slot is given back");
+    hc_stop(d);
+}
+
+/* The large-block cache: a released block is handed out again, and a buffer made from it still
+ * grows (it is malloc'd memory) and can be freed or released. */
+static void test_bigbuf(void)
+{
+    srv_buf b;
+    srv_buf_init(&b);
+    CHECK(srv_bigbuf_reserve(&b, 3 << 20) == 0 && b.cap > (3u << 20) && b.len == 0, "reserve");
+    memset(b.data, 7, 3 << 20);
+    void *first = b.data;
+    srv_bigbuf_free(&b);
+    CHECK(b.data == NULL && b.cap == 0, "released");
+    srv_buf_init(&b);
+    CHECK(srv_bigbuf_reserve(&b, 2 << 20) == 0 && b.data == first, "the cached block comes back");
+    b.len = (2 << 20) - 10;
+    char more[64 << 10];
+    memset(more, 1, sizeof more);
+    for (int i = 0; i < 40; i++)
+        srv_buf_append(&b, more, sizeof more);
+    CHECK(!b.failed && b.len == (2u << 20) - 10 + 40 * sizeof more, "a cached block grows");
+    srv_bigbuf_free(&b);
+    srv_buf_init(&b);
+    CHECK(srv_bigbuf_reserve(&b, 100) == 0 && b.cap >= 100, "small reserves are plain");
+    srv_bigbuf_free(&b);
+    srv_bigbuf_drop_all();
+}
+
+static void test_bigbuf_arrays(void)
+{
+    /* small arrays: plain memory, aligned */
+    float *small = srv_bigbuf_array_alloc(100 * sizeof(float));
+    CHECK(small && ((uintptr_t)small & 63) == 0, "a small array is 64-byte aligned");
+    for (int i = 0; i < 100; i++)
+        small[i] = (float)i;
+    srv_bigbuf_array_free(small);
+    srv_bigbuf_array_free(NULL);
+
+    /* mid-size: mapped, aligned, cached and reused when it fits */
+    size_t mid = (2u << 20) + 12;
+    char *a = srv_bigbuf_array_alloc(mid);
+    CHECK(a && ((uintptr_t)a & 63) == 0, "a 2 MB array is 64-byte aligned");
+    memset(a, 5, mid);
+    srv_bigbuf_array_free(a);
+    char *b = srv_bigbuf_array_alloc(1u << 20);
+    CHECK(b == a, "the cached array comes back for a smaller request");
+    CHECK(b[0] == 5 && b[(1u << 20) - 1] == 5, "and keeps its pages");
+    char *c = srv_bigbuf_array_alloc(3u << 20);
+    CHECK(c && c != b, "a larger request gets a fresh array");
+    memset(c, 1, 3u << 20);
+
+    /* huge: 2 MB aligned */
+    char *h = srv_bigbuf_array_alloc((5u << 20) + 1);
+    CHECK(h && ((uintptr_t)h & ((2u << 20) - 1)) == 0, "arrays from 4 MB on are 2 MB aligned");
+    memset(h, 2, (5u << 20) + 1);
+    srv_bigbuf_array_free(h);
+    srv_bigbuf_array_free(c);
+    srv_bigbuf_array_free(b);
+    char *again = srv_bigbuf_array_alloc(5u << 20);
+    CHECK(again == h, "the smallest cached array that fits is chosen");
+    srv_bigbuf_array_free(again);
+
+    /* more arrays than the cache keeps: all freed, none lost (LeakSanitizer and munmap see the rest) */
+    char *many[SRV_BIGBUF_MAX_ARRAYS + 3];
+    for (int i = 0; i < SRV_BIGBUF_MAX_ARRAYS + 3; i++) {
+        many[i] = srv_bigbuf_array_alloc(((size_t)1 << 20) + (size_t)i * 4096);
+        CHECK(many[i] != NULL, "array %d", i);
+        if (many[i])
+            many[i][0] = 1;
+    }
+    for (int i = 0; i < SRV_BIGBUF_MAX_ARRAYS + 3; i++)
+        srv_bigbuf_array_free(many[i]);
+    srv_bigbuf_drop_all();
+}
+
+int main(void)
+{
+    test_bigbuf();
+    test_bigbuf_arrays();
+    test_registry();
+    test_options();
+    test_log();
+    test_inflight();
+    return check_report();
+}
