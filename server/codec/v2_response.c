@@ -116,7 +116,9 @@ int srv_v2_metadata_write(srv_buf *b, const char *name, const char *version, con
                    "{\"name\":\"key\",\"datatype\":\"FP32\",\"shape\":[-1,-1,%" PRId64 "]},"
                    "{\"name\":\"value\",\"datatype\":\"FP32\",\"shape\":[-1,-1,%" PRId64 "]},"
                    "{\"name\":\"key_padding_mask\",\"datatype\":\"BOOL\",\"shape\":[-1,-1]},"
-                   "{\"name\":\"attn_mask\",\"datatype\":\"BOOL\",\"shape\":[-1,-1]}],",
+                   "{\"name\":\"attn_mask\",\"datatype\":\"BOOL\",\"shape\":[-1,-1]},"
+                   "{\"name\":\"positions\",\"datatype\":\"INT64\",\"shape\":[-1]},"
+                   "{\"name\":\"key_positions\",\"datatype\":\"INT64\",\"shape\":[-1]}],",
                    E, Kd, Vd);
     srv_buf_printf(b,
                    "\"outputs\":["
@@ -126,10 +128,16 @@ int srv_v2_metadata_write(srv_buf *b, const char *name, const char *version, con
     srv_buf_printf(b,
                    "\"parameters\":{\"embed_dim\":%" PRId64 ",\"num_heads\":%" PRId64
                    ",\"kdim\":%" PRId64 ",\"vdim\":%" PRId64 ",\"bias\":%s,\"add_bias_kv\":%s,"
-                   "\"add_zero_attn\":%s,\"batch_first\":%s}}",
+                   "\"add_zero_attn\":%s,\"batch_first\":%s,",
                    E, cfg->num_heads, Kd, Vd, cfg->bias ? "true" : "false",
                    cfg->add_bias_kv ? "true" : "false", cfg->add_zero_attn ? "true" : "false",
                    cfg->batch_first ? "true" : "false");
+    srv_buf_printf(b,
+                   "\"head_dim\":%" PRId64 ",\"num_kv_heads\":%" PRId64 ",\"rope_theta\":%.17g",
+                   mha_config_head_dim(cfg), mha_config_kv_heads(cfg),
+                   cfg->rope ? cfg->rope_theta : 0.0);
+    srv_buf_printf(b, ",\"alibi\":%s,\"window\":%" PRId64 ",\"is_causal\":%s}}",
+                   cfg->alibi ? "true" : "false", cfg->window, cfg->is_causal ? "true" : "false");
     return b->failed ? -1 : 0;
 }
 

@@ -4,7 +4,9 @@
  * /forward (answers asked in each of the three encodings, in turn) and /trace, and compare output,
  * attention weights and every trace stage with torch's within the project's tolerance.
  *
- * An optional argument names another directory of cases (e.g. tests/torch/golden_random.sh's).
+ * The cases of the extensions beyond torch (tests/golden_variants/: head_dim, num_kv_heads, rope,
+ * alibi, window, positions) go the same way. An optional argument names another directory of cases
+ * (e.g. tests/torch/golden_random.sh's) to replay instead.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -115,7 +117,12 @@ int main(int argc, char **argv)
     srv_daemon *d = hc_start(&opt);
     if (!CHECK(d != NULL, "daemon"))
         return check_report();
-    golden_each(argc > 1 ? argv[1] : "tests/golden", replay_one, d);
+    if (argc > 1) {
+        golden_each(argv[1], replay_one, d);
+    } else {
+        golden_each("tests/golden", replay_one, d);
+        golden_each("tests/golden_variants", replay_one, d);
+    }
     hc_stop(d);
     return check_report();
 }

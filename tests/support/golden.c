@@ -303,6 +303,7 @@ static int load_case(loader *ld, golden_case *c, json_t *root)
         get_bool(ld, &c->need_weights, in, "need_weights", false) ||
         get_bool(ld, &c->average_attn_weights, in, "average_attn_weights", true))
         return -1;
+    c->is_causal_given = json_object_get(in, "is_causal") != NULL;
     if (c->query.is_bool || c->key.is_bool || c->value.is_bool)
         return fail(ld, "query/key/value must be float32");
 

@@ -55,6 +55,7 @@ typedef struct golden_case {
     golden_tensor query, key, value, key_padding_mask, attn_mask;
     golden_positions positions, key_positions; /* JSON integer arrays [L] / [N,L], [S] / [N,S] */
     bool is_causal, need_weights, average_attn_weights; /* is_causal left out: config's default */
+    bool is_causal_given;       /* the inputs hold is_causal (else a request leaves it out too)  */
     /* expected results, shaped as torch returns them */
     golden_tensor output;       /* [N,L,E] / [L,N,E] !! batch_first / [L,E]                      */
     golden_tensor attn_weights; /* present when need_weights: [N,L,S] / [N,H,L,S] (unbatched: no N) */
