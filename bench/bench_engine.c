@@ -17,9 +17,10 @@
  * undiluted. Llama (E=4096, H=32, num_kv_heads=8, head_dim=128, RoPE, causal,
  * N=1, L=S=2048) and Mistral (the same with window=512); Llama-mha (num_kv_heads=32, not run by
  * default) shows a GQA layer against its MHA twin. A row with a base (L-rope: L, Mistral: Llama,
- * ...) times the base's pass without weights in the same rounds, and "vs base" is the median over
- * rounds of its time over the base's: the machine is shared, and a ratio of passes run side by
- * side is what holds. Per-head weights are timed only where they fit in 300 MB.
+ * ...) times the base's pass without weights in the same rounds, and "cpu vs base" is the median
+ * over rounds of its CPU time (every thread's) over the base's: on a shared machine wall time swings
+ * with the neighbours' load, while the engine's idle threads sleep, so CPU time is its work. Per-head
+ * weights are timed only where they fit in 300 MB.
  *
  * S, M, L, XL are batch_first; Lseq8 is the L request's [8,512,768] query sent to a layer with
  * torch's default batch_first=false: L=8, N=512 (512·12 heads of 8x8 attention, the time in the
@@ -33,8 +34,9 @@
  * FILE holds lines "shape mode threads ms" (bench/torch_time.py writes them); mode is nw0
  * (need_weights off) or nw1 (per-head weights). GFLOP/s and %peak count the work done: the
  * projections (mha_flops) and 4·hd per (query, key) pair the masks of is_causal and the window
- * allow (8NLE² + 4NLSE for the plain rows); %peak is of the FMA peak measured on the same threads
- * (16 independent FMA chains per thread, AVX-512 where the CPU has it).
+ * allow (8NLE² + 4NLSE for the plain rows); %peak is that work per CPU-second of the pass's threads
+ * over one thread's FMA peak (16 independent FMA chains, AVX-512 where the CPU has it, per
+ * CPU-second of its own), so that neighbours on a shared machine do not move it.
  */
 #include "mha.h"
 
@@ -185,13 +187,19 @@ typedef struct peak_arg {
     double flops, seconds;
 } peak_arg;
 
-static double now(void);
+/* CPU seconds of the calling thread. */
+static double thread_cpu_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
 
 static void *peak_thread(void *p)
 {
     peak_arg *a = p;
     const int64_t iters = 4 << 20;
-    double t0 = now();
+    double t0 = thread_cpu_now();
 #ifdef HAVE_X86
     if (__builtin_cpu_supports("avx512f"))
         a->flops = fma_loop_avx512(iters);
@@ -202,26 +210,21 @@ static void *peak_thread(void *p)
 #else
     a->flops = 0;
 #endif
-    a->seconds = now() - t0;
+    a->seconds = thread_cpu_now() - t0;
     return NULL;
 }
 
-/* FMA GFLOP/s of `threads` threads at once: the best of a few tries (0 when unknown). */
-static double fma_peak_gflops(int threads)
+/* FMA GFLOP/s of one thread per CPU-second it runs (its own CPU time: neighbours on a shared
+ * machine take turns on the core, not FLOPs from a second it runs): the best of a few tries, 0
+ * when unknown. A pass's %peak is its work per CPU-second of all its threads against this. */
+static double fma_peak_gflops(void)
 {
     double best = 0;
     for (int rep = 0; rep < 5; rep++) {
-        pthread_t th[2];
-        peak_arg args[2] = {{0, 0}, {0, 0}};
-        for (int t = 1; t < threads && t < 2; t++)
-            pthread_create(&th[t], NULL, peak_thread, &args[t]);
-        peak_thread(&args[0]);
-        double total = args[0].flops / args[0].seconds / 1e9;
-        for (int t = 1; t < threads && t < 2; t++) {
-            pthread_join(th[t], NULL);
-            total += args[t].flops / args[t].seconds / 1e9;
-        }
-        best = total > best ? total : best;
+        peak_arg a = {0, 0};
+        peak_thread(&a);
+        double g = a.seconds > 0 ? a.flops / a.seconds / 1e9 : 0;
+        best = g > best ? g : best;
     }
     return best;
 }
@@ -239,13 +242,29 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* Seconds of one call of fn(ctx), from k back-to-back calls (k chosen so a sample lasts ~2 ms). */
-static double sample(void (*fn)(void *), void *ctx, int k)
+/* CPU seconds the process has used, every thread counted. */
+static double cpu_now(void)
 {
-    double t0 = now();
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Seconds of one call of fn(ctx), from k back-to-back calls (k chosen so a sample lasts ~2 ms);
+ * *cpu (may be NULL) gets the CPU seconds of one call. */
+static double sample_cpu(void (*fn)(void *), void *ctx, int k, double *cpu)
+{
+    double t0 = now(), c0 = cpu_now();
     for (int i = 0; i < k; i++)
         fn(ctx);
+    if (cpu)
+        *cpu = (cpu_now() - c0) / k;
     return (now() - t0) / k;
+}
+
+static double sample(void (*fn)(void *), void *ctx, int k)
+{
+    return sample_cpu(fn, ctx, k, NULL);
 }
 
 static int calls_per_sample(void (*fn)(void *), void *ctx)
@@ -424,24 +443,20 @@ int main(int argc, char **argv)
                     random_array(1024 * 1024, 3)};
     char blas[256];
     printf("BLAS: %s\n", mha_blas_describe(blas, sizeof blas));
-    double peak[3] = {0, 0, 0};
-    for (int t = 1; t <= 2; t++) {
-        char tn[4];
-        snprintf(tn, sizeof tn, "%d", t);
-        if (in_list(thread_list, tn))
-            peak[t] = fma_peak_gflops(t);
-    }
-    printf("FMA peak measured: %.1f GFLOP/s on 1 thread, %.1f on 2\n", peak[1], peak[2]);
+    const double peak = fma_peak_gflops();
+    printf("FMA peak measured: %.1f GFLOP/s per thread (per CPU-second; %.0f for 2)\n", peak,
+           2 * peak);
     printf(
         "Each cell: median over rounds that interleave a 1024^2 sgemm (the anchor, same threads),\n"
         "the pass without weights and the pass with per-head weights.\n\n");
     printf("%-10s %2s %2s %-4s %9s %8s %7s %6s %9s %7s %8s  %s\n", "shp", "lo", "t", "mode", "ms",
-           "GFLOP/s", "%sgemm", "%peak", "torch ms", "x torch", "w cost", "vs base (base ms)");
+           "GFLOP/s", "%sgemm", "%peak", "torch ms", "x torch", "w cost", "cpu vs base (base ms)");
 
     /* Long-lived pools, as a server holds them (a pool also keeps scratch between passes). */
     mha_pool *pool1 = mha_pool_create(1, NULL), *pool2 = mha_pool_create(2, NULL);
     enum { max_rounds = 400 };
-    static double t_anchor[max_rounds], t_mode[3][max_rounds], ratio[max_rounds];
+    static double t_anchor[max_rounds], t_mode[3][max_rounds], c_mode[3][max_rounds],
+        ratio[max_rounds];
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         const shape *sh = &shapes[s];
         if (!in_list(shape_list, sh->name))
@@ -501,9 +516,10 @@ int main(int argc, char **argv)
                 t_anchor[rounds] = sample(sgemm_once, &sg, 1);
                 for (int mode = 0; mode < passes; mode++)
                     if (mode != 1 || modes == 2)
-                        t_mode[mode][rounds] = sample(forward_once, &f[mode], k[mode]);
+                        t_mode[mode][rounds] =
+                            sample_cpu(forward_once, &f[mode], k[mode], &c_mode[mode][rounds]);
                 if (base)
-                    ratio[rounds] = t_mode[0][rounds] / t_mode[2][rounds];
+                    ratio[rounds] = c_mode[0][rounds] / c_mode[2][rounds];
                 rounds++;
             }
             double anchor_gf = 2.0 * 1024 * 1024 * 1024 / median(t_anchor, rounds) / 1e9;
@@ -511,6 +527,8 @@ int main(int argc, char **argv)
             for (int mode = 0; mode < modes; mode++) {
                 ms[mode] = median(t_mode[mode], rounds) * 1e3;
                 double gf = flops / ms[mode] / 1e6;
+                /* work per CPU-second of the pass's threads, against one thread's peak */
+                double cpu_gf = flops / median(c_mode[mode], rounds) / 1e9;
                 const char *mname = mode ? "nw1" : "nw0";
                 double tms = torch_ms(torch_file, sh->name, mname, t);
                 char tcol[16] = "-", rcol[16] = "-", wcol[16] = "", bcol[48] = "";
@@ -524,9 +542,10 @@ int main(int argc, char **argv)
                     snprintf(bcol, sizeof bcol, "%+.1f%% vs %s (%.3f)",
                              (median(ratio, rounds) - 1) * 100, base->name,
                              median(t_mode[2], rounds) * 1e3);
+
                 printf("%-10s %2s %2d %-4s %9.3f %8.1f %6.0f%% %5.0f%% %9s %7s %8s  %s\n",
                        sh->name, bf ? "bf" : "sf", t, mname, ms[mode], gf, 100 * gf / anchor_gf,
-                       peak[t] > 0 ? 100 * gf / peak[t] : 0.0, tcol, rcol, wcol, bcol);
+                       peak > 0 ? 100 * cpu_gf / peak : 0.0, tcol, rcol, wcol, bcol);
             }
             for (int mode = 0; mode < passes; mode++) {
                 if (mode == 1 && modes < 2)
@@ -551,7 +570,9 @@ int main(int argc, char **argv)
         "\nlo = layout (bf batch_first [N,L,E], sf sequence-first [L,N,E]);\n"
         "nw0 = need_weights off, nw1 = per-head weights [N,H,L,S]; x torch = torch ms / ours;\n"
         "w cost = nw1 over nw0 at the same thread count; GFLOP/s and %%peak count the work done\n"
-        "(masked keys of is_causal and window not counted; %%peak of the FMA peak above);\n"
-        "vs base = median over rounds of this row's nw0 time over its base row's, run alternately.\n");
+        "(masked keys of is_causal and window not counted); %%peak = the work per CPU-second of\n"
+        "the pass's threads over one thread's FMA peak above (load on a shared machine aside);\n"
+        "cpu vs base = median over rounds of this row's nw0 CPU time (all threads) over its base\n"
+        "row's, run alternately: idle threads sleep, so CPU time is the work, whatever else runs.\n");
     return 0;
 }
