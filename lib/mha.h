@@ -3,7 +3,7 @@
  *
  * This library knows nothing of HTTP or JSON. It depends on libc, libm, pthreads and cblas.
  * Semantics are those of torch's general path (F.multi_head_attention_forward) with torch 2.x mask
- * merging (see ../SPEC §1 as summarised in README.md), except that a query row whose every key is
+ * merging (README.md, "Coming from torch"), except that a query row whose every key is
  * masked gets weights 0 and head output 0 instead of NaN.
  *
  * Shape legend (outermost dimension first), used in every comment of this library:
@@ -83,7 +83,7 @@ typedef struct mha_config {
     bool add_zero_attn;  /* a zero key/value appended after the head split; false      */
     bool batch_first;    /* [N,L,E] when true (default), [L,N,E] when false            */
     double dropout;      /* accepted for compatibility, never applied (eval mode); 0.0 */
-    /* Beyond torch (SPEC §1 "Beyond torch"); the zero values are torch's behaviour. */
+    /* Beyond torch (docs/api.md, "The attention of today's models"); zeros are torch's behaviour. */
     int64_t head_dim;     /* hd; 0 means E/H (then H must divide E)                    */
     int64_t num_kv_heads; /* Hkv; 0 means H. Must divide H: query head h uses kv head
                            * h·Hkv/H (rounded down), HF's repeat_kv. 1 = multi-query    */
@@ -314,8 +314,9 @@ typedef struct mha_plan {
 mha_status mha_plan_forward(const mha_layer *layer, const mha_inputs *in, const mha_limits *limits,
                             mha_plan *plan, mha_error *err);
 
-/* Trace stages, in order of computation (SPEC §2). Shapes are always batch-major ([N,...], N = 1
- * for unbatched input), whatever batch_first says:
+/* Trace stages, in order of computation. Shapes are always batch-major ([N,...], N = 1 for
+ * unbatched input), whatever batch_first says (the API shows them in the request's layout:
+ * docs/api.md):
  *   Q_PROJ [N,L,Dq], K_PROJ [N,S0,Dkv], V_PROJ [N,S0,Dkv]   after the in-projection (before RoPE,
  *                                     no bias_kv yet)
  *   Q_HEADS [N,H,L,hd]   after the split into heads, and after RoPE when the layer has it

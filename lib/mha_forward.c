@@ -618,19 +618,20 @@ mha_status mha_forward(const mha_layer *layer, const mha_inputs *in, const mha_p
         proj.pack_floats = f.slot_floats;
     }
     f.keys_sorted = mha_positions_fill(f.qpos, f.kpos, plan, in);
-    if (cfg->rope) { /* the tables, while nothing else runs yet */
+
+    /* The in-projection is a pass's first parallel phase and the out-projection its last (a
+     * benchmark times what lies between as the attention core). */
+    mha_pool_run_limit(pool, proj.ntasks, gemm_task, &proj, work_threads);
+    if (trace)
+        trace_projections(&f);
+    if (cfg->rope) { /* the cos | sin tables, then q and k rotated in place */
         mha_rope_inv_freq(f.inv_freq, f.hd, cfg->rope_theta);
         const int64_t rows = f.pl.q_rows + f.pl.k_rows;
         mha_pool_run_limit(pool, (rows + ROPE_ROWS - 1) / ROPE_ROWS, rope_table_task, &f,
                            work_threads);
-    }
-
-    mha_pool_run_limit(pool, proj.ntasks, gemm_task, &proj, work_threads);
-    if (trace)
-        trace_projections(&f);
-    if (cfg->rope)
         mha_pool_run_limit(pool, (N * (L + S0) + ROPE_ROWS - 1) / ROPE_ROWS, rope_apply_task, &f,
                            work_threads);
+    }
     if (trace)
         trace_heads(&f);
     if (f.avx512 && !f.kpack_in_task)

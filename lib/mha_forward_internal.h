@@ -10,7 +10,7 @@
  * kernel set is AVX-512 and hd a multiple of 16. Else cblas_sgemm. */
 bool mha_attn_kernels(const mha_plan *plan);
 
-/* Where a pass's positions come from (mha_inputs.positions / key_positions, SPEC defaults). The
+/* Where a pass's positions come from (mha_inputs.positions / key_positions, or their defaults). The
  * forward pass turns them into float rows [N,L] and [N,S0] (exact: positions < 2^24) and, with
  * RoPE, into cos/sin tables of hd/2 columns, one row per distinct row of positions. */
 typedef struct mha_pos_layout {

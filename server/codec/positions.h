@@ -1,5 +1,5 @@
 /*
- * positions.h - the positions of a request (SPEC §1 "Beyond torch": `positions` of the queries,
+ * positions.h - the positions of a request (docs/api.md: `positions` of the queries,
  * `key_positions` of the keys) read from JSON or from raw bytes.
  *
  * Positions are whole numbers in [0, MHA_MAX_POSITION) = [0, 2^24), shaped [len] (the same for every

@@ -2,9 +2,9 @@
  * config.h - layer configs as JSON (PUT's "config", the data dir's config.json) <-> mha_config, and
  * building layers from them.
  *
- * Field names and defaults are torch's (SPEC §1) except batch_first (default true). A config is
+ * Field names and defaults are torch's except batch_first (default true). A config is
  * checked strictly: an unknown field is a 400 naming it, a wrong type or an impossible value a 422
- * naming it ("config.embed_dim"). The extensions of SPEC §1 "Beyond torch": head_dim, num_kv_heads
+ * naming it ("config.embed_dim"). The extensions beyond torch: head_dim, num_kv_heads
  * and window (positive integers, or null for the default: E/H, H, none), rope ({"theta": t} or
  * null), alibi and is_causal (booleans); their rules are the engine's (mha_config_check: a 422
  * naming config.num_kv_heads, config.head_dim, config.rope.theta, ...).

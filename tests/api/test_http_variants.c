@@ -1,5 +1,5 @@
 /*
- * test_http_variants.c - the extensions beyond torch over HTTP (SPEC §1 "Beyond torch": head_dim,
+ * test_http_variants.c - the extensions beyond torch over HTTP (docs/api.md: head_dim,
  * num_kv_heads, rope, alibi, window, is_causal as a layer default, request positions), against an
  * in-process daemon on port 0: the config in and out (PUT, list, describe with every query head's
  * and kv head's rows, FLOPs), 422s naming the config field, weights of the wrong shape, positions in
@@ -558,7 +558,7 @@ static void test_v2_metadata(srv_daemon *d)
               json_integer_value(json_array_get(out, 2)) == 20 &&
               json_integer_value(json_object_get(p, "head_dim")) == 4 &&
               json_integer_value(json_object_get(p, "num_kv_heads")) == 2 &&
-              json_number_value(json_object_get(p, "rope_theta")) == 10000.0 &&
+              json_number_value(json_object_get(json_object_get(p, "rope"), "theta")) == 10000.0 &&
               json_is_true(json_object_get(p, "alibi")) &&
               json_integer_value(json_object_get(p, "window")) == 3 &&
               json_is_true(json_object_get(p, "is_causal")),

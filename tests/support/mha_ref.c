@@ -1,7 +1,7 @@
 /*
  * mha_ref.c - a naive forward pass to check the engine against (see mha_ref.h).
  *
- * The extensions (SPEC §1 "Beyond torch") follow the conventions written in lib/mha.h, from Hugging
+ * The extensions beyond torch follow the conventions written in lib/mha.h, from Hugging
  * Face's models, computed here their plain way: RoPE per (row, head) with the half-split pairs of
  * rotate_half (inv_freq rounded to float from double, the float32 angle inv_freq·p, cos and sin of
  * it in double); kv head h·Hkv/H for query head h (repeat_kv); ALiBi -m_h·(p_i - p_j) with BLOOM's

@@ -11,7 +11,7 @@ so the same torch gives the same files. The suite itself never needs torch: the 
                   [--variants]                 random cases of the extensions (head_dim, num_kv_heads,
                                                rope, alibi, window, positions) instead
 
-Semantics (../SPEC §1): torch.nn.MultiheadAttention in eval mode, float32, with torch 2.x mask merging
+Semantics (README.md, "Coming from torch"): torch.nn.MultiheadAttention in eval mode, float32, with torch 2.x mask merging
 (bool masks become 0 / -inf, float masks are added, key_padding_mask + attn_mask + causal mask are
 summed) and one deliberate difference from torch 1.x: a query row whose every key is masked gets
 weights 0 and head output 0 (torch gives NaN).
@@ -61,7 +61,7 @@ TESTS = os.path.dirname(HERE)  # tests/: the golden files live in tests/golden/
 
 
 # ---------------------------------------------------------------------------------------------------
-# Tensors in attnd's JSON base64 form (SPEC §2, form 3)
+# Tensors in attnd's JSON base64 form (docs/api.md, "Tensors in JSON")
 
 def enc(t):
     """A torch tensor as {"shape", "dtype", "base64"}: little-endian float32, or one byte per bool."""
@@ -840,7 +840,7 @@ def write_cases(specs, out_dir, clean):
 
 
 # ---------------------------------------------------------------------------------------------------
-# The attention of today's models (SPEC §1 "Beyond torch"): head_dim, num_kv_heads, rope, alibi,
+# The attention of today's models (docs/api.md): head_dim, num_kv_heads, rope, alibi,
 # window, is_causal as a layer default, and request positions. torch 1.13 has none of them, so the
 # numbers come from torch_stages.variant_stages (explicit torch ops written from Hugging Face's
 # conventions: Llama's repeat_kv and apply_rotary_pos_emb, BLOOM's ALiBi slopes, Mistral's sliding

@@ -6,7 +6,7 @@ http_random.py drives a live daemon); imported from tests/torch/, needs torch (D
 
 attention_stages() is torch 1.13's order of operations (F.multi_head_attention_forward's general
 path), written out so that every intermediate can be compared with attnd's /trace stages, with one
-departure that SPEC §1 makes: a query row whose every key is masked gets weights 0 (torch: NaN).
+departure attnd makes (README.md, "Coming from torch"): a query row whose every key is masked gets weights 0 (torch: NaN).
 """
 import math
 
@@ -80,7 +80,7 @@ def head_weights(w, N, H, average):
 
 
 # ---------------------------------------------------------------------------------------------------
-# The attention of today's models (SPEC §1 "Beyond torch"), in torch ops written from Hugging Face
+# The attention of today's models (docs/api.md), in torch ops written from Hugging Face
 # transformers' conventions; torch 1.13 has none of them.
 
 def rope_inv_freq(hd, theta):
