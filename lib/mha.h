@@ -235,9 +235,11 @@ const char *mha_blas_describe(char *buf, size_t size);
 /* ---------------------------------------------------------------------------------------------- */
 /* Kernel sets                                                                                    */
 
-/* The instruction sets of the hand kernels. AVX-512 runs the attention's own GEMM kernels (when hd
- * is a multiple of 16); AVX2 and generic run the attention's GEMMs on cblas; the softmax and row
- * kernels have all three. */
+/* The instruction sets of the engine's kernels. AVX-512 and AVX2 run every GEMM of a pass (the
+ * projections and the attention's tiles) on the engine's own kernels: code generated at run time
+ * by libxsmm's generator for the full tiles, hand-written kernels for the rest (or for all of
+ * them where there is no JIT: ATTND_JIT=0, a build without libxsmm, no executable memory);
+ * generic runs them on cblas. The softmax and row kernels have all three. */
 typedef enum mha_isa { MHA_ISA_PORTABLE, MHA_ISA_AVX2, MHA_ISA_AVX512, MHA_ISA_COUNT } mha_isa;
 
 /* The kernel set a pass planned now runs: the best this CPU has, capped by the environment
@@ -247,6 +249,12 @@ mha_isa mha_isa_active(void);
 
 /* Static name: "generic", "avx2", "avx512". */
 const char *mha_isa_name(mha_isa isa);
+
+/* Writes one line for a log into buf (always NUL-terminated) naming the kernels a pass planned now
+ * runs and why, and returns buf, e.g. "kernels avx512: JIT (libxsmm's generator) for full tiles,
+ * hand AVX-512 for the rest; softmax AVX-512", or "kernels avx2 (capped by ATTND_ISA=avx2; the
+ * CPU has avx512): ...", or "... hand AVX-512 only (no executable memory for JIT code)". */
+const char *mha_kernels_describe(char *buf, size_t size);
 
 /* ---------------------------------------------------------------------------------------------- */
 /* Forward pass                                                                                   */
@@ -298,6 +306,7 @@ typedef struct mha_plan {
     int64_t N, L, S0, S;        /* S = S0 + add_bias_kv + add_zero_attn                          */
     int64_t E, H, hd, Hkv;
     mha_isa isa;                /* kernel set the pass runs (mha_isa_active when planned)         */
+    bool jit;                   /* JIT kernels allowed: ATTND_JIT is not 0 / off when planned     */
     int out_ndim;               /* output: [N,L,E] / [L,N,E] !! batch_first / [L,E]             */
     int64_t out_shape[3];
     int64_t out_count;

@@ -1,355 +1,39 @@
 /*
- * mha_forward.c - the forward pass: in-projection, fused attention core, out-projection.
+ * mha_forward.c - the forward pass: in-projection, RoPE, keys and values packed, the attention
+ * core, out-projection; each phase a parallel-for over the pool (mha_core.h says how each is cut).
  *
  * Layout: projected q/k/v and the concatenated head outputs keep the row order of the input
  * ([N,L,·] or [L,N,·]); a batch's rows are then reached through a batch stride and a row stride,
  * so nothing is ever transposed and the output comes out in the input's layout. Row (b, i) of a
  * buffer of row width W sits at b·bs + i·rs with (bs, rs) = (L·W, W) batch-first, (W, N·W) else.
+ * A self-attention's q, k and v go side by side in one [N·L, Dq+2Dkv] buffer (three projections
+ * writing their columns of it).
  *
- * Attention core: one task per (batch, block of query rows); the task loops over heads and holds
- * only a [rows, S] block of scores per thread, so without weights working memory does not grow
- * with H·L·S. Scores = q·kᵀ (q already divided by √hd, as torch does), masks added, then the
- * softmax's exponentials in place with 1/sum per row kept aside; weights·v goes into the head's
- * columns of the concat buffer, which are then scaled by 1/sum (cheaper than normalising the
- * block, and the same arithmetic whether weights are asked for or not). Per-head weights are
- * written as exp · 1/sum straight from the block (non-temporal stores); averaged ones are summed
- * over heads in the output, then divided by H. With is_causal the keys past a block's last row
- * are skipped (the appended keys, never masked, are kept). The keys add_bias_kv and add_zero_attn
- * append are not in the k/v buffers: their score column is computed by a dot product (bias_k) or is
- * 0 (zero key), and their value is added separately (bias_v; the zero value adds nothing).
- *
- * GEMMs: the projections are single-threaded cblas_sgemm calls made from the pool's threads, in
- * row or column tiles (mha_gemm_avx512 instead when OpenBLAS's kernels are older than the CPU:
- * mha_own_gemm). The attention's two GEMMs use the AVX-512 kernels of mha_attn_avx512.c
- * where the CPU has AVX-512F and hd is a multiple of 16 (keys packed once per pass, per head,
- * by a parallel pass before the attention; or, when a batch's query rows are all in one task, by
- * that task right before use: mha_kpack_in_task), cblas_sgemm otherwise.
- * Scratch: one allocation per pass (plan.workspace_bytes + one slot per further thread, as many
- * as the workspace limit allows; a slot holds a score block, or packed weights for
- * mha_gemm_avx512), reused from the pool's cache when it is big enough.
+ * Kernels: the layer's set for the plan's ISA (mha_weights.c): JIT code for full tiles where there
+ * is some, hand kernels otherwise, cblas for ATTND_ISA=generic. Scratch: one allocation per pass
+ * (plan.workspace_bytes, plus a slot per further thread as the workspace limit allows), reused
+ * from the pool's cache when it is big enough.
  */
-#include "mha_forward_internal.h"
+#include "mha_core.h"
 
-#include <cblas.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* ---------------------------------------------------------------------------------------------- */
-/* Parallel GEMM: C[M,Nc] = bias + A[M,K]·W[Nc,K]ᵀ, tiled over the pool */
-
-typedef struct gemm_job {
-    const float *A; /* [M,K], row stride lda  */
-    int64_t lda;
-    const float *W;    /* [Nc,K] contiguous      */
-    const float *bias; /* [Nc] or NULL (zero)    */
-    float *C;          /* [M,Nc], row stride ldc */
-    int64_t ldc;
-    int64_t M, Nc, K;
-    int64_t row_parts, col_parts, first_task;
-} gemm_job;
-
-typedef struct gemm_set {
-    gemm_job job[3];
-    int n;
-    int64_t ntasks;
-    float *pack; /* NULL: cblas_sgemm; else mha_gemm_avx512 with [slot][pack_floats] buffers */
-    int64_t pack_floats;
-} gemm_set;
-
-/* Boundary of part p of n over [0, len), on a multiple of 16 (kernel-friendly) except the end. */
-static int64_t part_bound(int64_t len, int64_t p, int64_t n)
-{
-    if (p >= n)
-        return len;
-    int64_t b = len * p / n;
-    return b - b % 16;
-}
-
-static void gemm_add(gemm_set *set, const float *A, int64_t lda, const float *W, const float *bias,
-                     float *C, int64_t ldc, int64_t M, int64_t Nc, int64_t K, int threads)
-{
-    gemm_job *g = &set->job[set->n++];
-    *g = (gemm_job){A, lda, W, bias, C, ldc, M, Nc, K, 1, 1, set->ntasks};
-    double work = (double)M * (double)Nc * (double)K;
-    if (threads > 1 && work >= 1 << 20) {
-        /* Two tiles per thread, so a thread slowed by a neighbour on the machine hands part of
-         * its share to the other. Each tile makes OpenBLAS repack the operand it shares with the
-         * other tiles (all of W for row tiles, all of A for column tiles): splitting the longer
-         * side keeps that below ~1/(4·side) of the work. Tiles keep at least 64 rows/columns. */
-        int64_t want = 2 * (int64_t)threads, side = M >= Nc ? M : Nc;
-        int64_t parts = side / 64 < want ? side / 64 : want;
-        if (parts > 1) {
-            if (M >= Nc)
-                g->row_parts = parts;
-            else
-                g->col_parts = parts;
-        }
-    }
-    set->ntasks += g->row_parts * g->col_parts;
-}
-
-static void gemm_task(void *arg, int64_t task, int slot)
-{
-    const gemm_set *set = arg;
-    const gemm_job *g = &set->job[0];
-    for (int i = 1; i < set->n && task >= set->job[i].first_task; i++)
-        g = &set->job[i];
-    int64_t t = task - g->first_task;
-    int64_t rp = t / g->col_parts, cp = t % g->col_parts;
-    int64_t r0 = part_bound(g->M, rp, g->row_parts), r1 = part_bound(g->M, rp + 1, g->row_parts);
-    int64_t c0 = part_bound(g->Nc, cp, g->col_parts), c1 = part_bound(g->Nc, cp + 1, g->col_parts);
-    if (r1 <= r0 || c1 <= c0)
-        return;
-    float *C = g->C + r0 * g->ldc + c0;
-    if (set->pack) { /* starts its sums from the bias itself */
-        mha_gemm_avx512(C, g->ldc, g->bias ? g->bias + c0 : NULL, g->A + r0 * g->lda, g->lda,
-                        g->W + c0 * g->K, r1 - r0, c1 - c0, g->K,
-                        set->pack + slot * set->pack_floats);
-        return;
-    }
-    for (int64_t r = 0; r < r1 - r0; r++) { /* torch's addmm: the bias first, then += A·Wᵀ */
-        if (g->bias)
-            memcpy(C + r * g->ldc, g->bias + c0, (size_t)(c1 - c0) * sizeof(float));
-        else
-            memset(C + r * g->ldc, 0, (size_t)(c1 - c0) * sizeof(float));
-    }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)(r1 - r0), (int)(c1 - c0), (int)g->K,
-                1.0f, g->A + r0 * g->lda, (int)g->lda, g->W + c0 * g->K, (int)g->K, 1.0f, C,
-                (int)g->ldc);
-}
-
-/* ---------------------------------------------------------------------------------------------- */
-/* Attention core                                                                                 */
-
+/* What the RoPE and trace helpers below read. */
 typedef struct fwd {
     const mha_layer *layer;
-    const mha_inputs *in;
     const mha_trace *trace;
-    int64_t N, L, S0, S, E, H, Hkv, grp, hd, Dq, Dkv, rb, nblk;
+    int64_t N, L, S0, S, E, H, Hkv, hd, Dq, Dkv;
     float *q, *k, *v, *cat; /* projected rows and concat, input row order        */
     int64_t q_bs, q_rs, k_bs, k_rs, v_bs, v_rs, c_bs, c_rs; /* batch and row strides (floats) */
-    float *weights; /* [N,H,L,S] per head, [N,L,S] averaged, or NULL     */
-    bool per_head;
-    float *kpack; /* keys packed for the AVX-512 kernels: [N,Hkv][kp_floats], or NULL  */
-    int64_t kp_floats;
-    bool kpack_in_task; /* ... or one kv head's at a time, in the task's slot at kp_offset */
-    bool avx512;    /* attention GEMMs by mha_attn_avx512.c, else cblas                */
-    mha_isa isa;    /* the plan's kernel set (softmax and row kernels)                  */
-    float *scratch; /* [threads][slot_floats]: a [rb,S] score block, rb inverses, packed keys */
-    int64_t slot_floats, inv_offset, kp_offset;
-    float qscale; /* √hd as float, as torch divides by it               */
-    /* positions */
-    float *qpos, *kpos;   /* [N,L], [N,S0]: positions as floats (exact)            */
-    bool keys_sorted;     /* every batch's key positions nondecreasing              */
-    bool causal, alibi;
-    int64_t window;       /* 0: none                                                */
-    /* RoPE */
+    mha_isa isa;
+    float *qpos, *kpos; /* [N,L], [N,S0]: positions as floats (exact)            */
     mha_pos_layout pl;
     float *rope_q, *rope_k; /* [q_rows][hd], [k_rows][hd]: cos | sin per row (rope_k may be
                              * rope_q: k_is_q)                                           */
     float *inv_freq;        /* [hd/2]                                                   */
 } fwd;
-
-static inline float mask_val(const void *m, mha_mask_type t, int64_t j)
-{
-    if (t == MHA_MASK_BOOL)
-        return ((const uint8_t *)m)[j] ? -INFINITY : 0.0f;
-    return ((const float *)m)[j];
-}
-
-/* Adds the merged masks to n scores of one row (given keys only: appended keys are never
- * masked). am, kp: the mask entries of those keys (attn_mask / key_padding_mask) or NULL. */
-static void apply_masks(float *row, int64_t n, const void *am, mha_mask_type amt, const void *kp,
-                        mha_mask_type kpt)
-{
-    if (am && kp) {
-        for (int64_t j = 0; j < n; j++)
-            row[j] += mask_val(am, amt, j) + mask_val(kp, kpt, j);
-    } else if (am) {
-        for (int64_t j = 0; j < n; j++)
-            row[j] += mask_val(am, amt, j);
-    } else if (kp) {
-        for (int64_t j = 0; j < n; j++)
-            row[j] += mask_val(kp, kpt, j);
-    }
-}
-
-/* Entry col of row `row` of a mask of row width `width`. */
-static const void *mask_at(const mha_mask *m, int64_t row, int64_t width, int64_t col)
-{
-    size_t elem = m->type == MHA_MASK_BOOL ? 1 : sizeof(float);
-    return (const char *)m->data + (size_t)(row * width + col) * elem;
-}
-
-/* Writes m rows of the block sc (kn keys from key k0 on, then the S - S0 appended ones; row
- * stride S) as rows of S columns at dst: keys [k0, k0+kn) in place, the keys skipped on either
- * side as `skipped`, the appended keys at S0. scale NULL copies; else each row r is multiplied by
- * scale[r], with non-temporal stores. keys_written: columns [k0,k0+kn) are there already
- * (mha_pv_avx512 wrote them). */
-static void expand_rows(float *dst, const float *sc, int64_t m, int64_t S, int64_t S0, int64_t k0,
-                        int64_t kn, const float *scale, float skipped, bool keys_written)
-{
-    if (scale && !keys_written)
-        mha_scale_rows_stream(dst + k0, S, sc, S, m, kn, scale);
-    for (int64_t r = 0; r < m; r++) {
-        float *d = dst + r * S;
-        const float *x = sc + r * S;
-        const float v = scale ? scale[r] : 1.0f;
-        if (!scale && !keys_written)
-            memcpy(d + k0, x, (size_t)kn * sizeof(float));
-        for (int64_t j = 0; j < k0; j++)
-            d[j] = skipped;
-        for (int64_t j = k0 + kn; j < S0; j++)
-            d[j] = skipped;
-        for (int64_t j = S0; j < S; j++)
-            d[j] = scale ? x[kn + j - S0] * v : x[kn + j - S0];
-    }
-}
-
-static void attention_task(void *arg, int64_t task, int slot)
-{
-    const fwd *f = arg;
-    const mha_layer *layer = f->layer;
-    const mha_inputs *in = f->in;
-    const int64_t S0 = f->S0, S = f->S, H = f->H, hd = f->hd, L = f->L;
-    const int64_t b = task / f->nblk, i0 = (task % f->nblk) * f->rb;
-    const int64_t m = L - i0 < f->rb ? L - i0 : f->rb;
-    float *qb = f->q + b * f->q_bs + i0 * f->q_rs; /* row r at qb + r·q_rs */
-    const float *kb = f->k + b * f->k_bs;
-    const float *vb = f->v + b * f->v_bs;
-    float *cb = f->cat + b * f->c_bs + i0 * f->c_rs;
-    const float *qp = f->qpos + b * L + i0; /* the block's query positions [m]  */
-    const float *kp = f->kpos + b * S0;     /* the batch's key positions [S0]    */
-    const mha_mask *am = in->attn_mask.data ? &in->attn_mask : NULL;
-    const mha_mask *kpm = in->key_padding_mask.data ? &in->key_padding_mask : NULL;
-    float *trace_scores = f->trace ? f->trace->stage[MHA_TRACE_SCORES] : NULL;
-    float *trace_weights = f->trace ? f->trace->stage[MHA_TRACE_ATTN_WEIGHTS] : NULL;
-    float *avg = f->weights && !f->per_head ? f->weights + (b * L + i0) * S : NULL;
-    /* Keys computed: [k0, k0+kn). Causal masks every key past the block's last position and a
-     * window every key before its first one minus W, so those are skipped (about half the work
-     * for causal, all but ~W + rows keys per block for a window): their scores are -inf and their
-     * weights 0. With prepacked keys the range starts on a panel of 16 (the extra keys are masked
-     * by the rules like any other). The keys add_bias_kv and add_zero_attn append are never masked
-     * (torch pads the masks with zeros for them); the block holds them right after the computed
-     * keys, at column kn, and they go to columns S0.. of the weights. */
-    int64_t k0, k1;
-    mha_key_range(&k0, &k1, qp, m, kp, S0, f->keys_sorted, f->causal, f->window);
-    if (f->avx512 && !f->kpack_in_task)
-        k0 -= k0 % 16;
-    const int64_t kn = k1 - k0;
-    const int64_t ncols = kn + (S - S0); /* block columns in play */
-    const int64_t col_bk = layer->cfg.add_bias_kv ? kn : -1;
-    const int64_t col_zero = layer->cfg.add_zero_attn ? kn + (layer->cfg.add_bias_kv ? 1 : 0) : -1;
-    const bool rules = f->causal || f->window;
-
-    /* torch: q_scaled = q / sqrt(head_dim) (after RoPE) */
-    mha_div_mul_rows_isa(f->isa, qb, f->q_rs, m, f->Dq, f->qscale, NULL);
-    float *sc = f->scratch + slot * f->slot_floats; /* this thread's block, hot in cache */
-    float *inv = sc + f->inv_offset;
-    float *keys = NULL;
-    for (int64_t h = 0; h < H; h++) {
-        const int64_t g = h / f->grp;              /* the kv head query head h reads */
-        const int64_t bhl = (b * H + h) * L + i0; /* row of [N,H,L,·] stages */
-        const float *kg = kb + g * hd + k0 * f->k_rs, *vg = vb + g * hd + k0 * f->v_rs;
-        if (f->avx512 && kn > 0) {
-            if (!f->kpack_in_task)
-                keys = f->kpack + (b * f->Hkv + g) * f->kp_floats + k0 / 16 * 16 * hd;
-            else if (h % f->grp == 0) { /* once per kv head: its query heads come in a row */
-                keys = sc + f->kp_offset;
-                mha_pack_keys(keys, kg, f->k_rs, kn, hd);
-            }
-            mha_scores_avx512(sc, S, qb + h * hd, f->q_rs, keys, m, kn, hd);
-        } else if (kn > 0)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)m, (int)kn, (int)hd, 1.0f,
-                        qb + h * hd, (int)f->q_rs, kg, (int)f->k_rs, 0.0f, sc, (int)S);
-        const float slope = f->alibi ? mha_alibi_slope(h, H) : 0.0f;
-        for (int64_t r = 0; r < m; r++) {
-            float *row = sc + r * S;
-            const int64_t i = i0 + r;
-            if (col_bk >= 0) {
-                const float *qr = qb + r * f->q_rs + h * hd, *bk = layer->bias_k + g * hd;
-                float dot = 0.0f;
-                for (int64_t d = 0; d < hd; d++)
-                    dot += qr[d] * bk[d];
-                row[col_bk] = dot;
-            }
-            if (col_zero >= 0)
-                row[col_zero] = 0.0f;
-            if (f->alibi) /* scores + ALiBi, then + the masks (the golden files' order) */
-                mha_alibi_row(f->isa, row, kp + k0, kn, qp[r], slope);
-            const void *amr = NULL, *kpr = NULL;
-            if (am)
-                amr = mask_at(am, am->ndim == 3 ? (b * H + h) * L + i : i, S0, k0);
-            if (kpm)
-                kpr = mask_at(kpm, b, S0, k0);
-            if (amr || kpr)
-                apply_masks(row, kn, amr, am ? am->type : MHA_MASK_FLOAT, kpr,
-                            kpm ? kpm->type : MHA_MASK_FLOAT);
-            if (rules)
-                mha_rules_row(row, kp + k0, kn, qp[r], f->causal, f->window, f->keys_sorted);
-        }
-        if (trace_scores)
-            expand_rows(trace_scores + bhl * S, sc, m, S, S0, k0, kn, NULL, -INFINITY, false);
-        /* The softmax without its last pass: exponentials in the block, 1/sum per row in inv.
-         * The head outputs are scaled by inv instead of the [rows, S] weights (one pass over the
-         * block fewer); the weights, where wanted, are written as exp · inv straight from the
-         * block. Outputs are thus computed the same way whether weights are asked for or not. */
-        mha_softmax_exp_rows_isa(f->isa, sc, m, ncols, S, inv);
-        /* Per-head weights: on the AVX-512 path the weights·v kernel writes the keys' columns
-         * between its FMAs, so the 4·H·L·S bytes drain to memory while it computes. */
-        float *wh = f->per_head ? f->weights + bhl * S : NULL;
-        if (wh && !f->avx512)
-            expand_rows(wh, sc, m, S, S0, k0, kn, inv, 0.0f, false);
-        if (trace_weights)
-            expand_rows(trace_weights + bhl * S, sc, m, S, S0, k0, kn, inv, 0.0f, false);
-        if (avg) { /* keys [k0,k0+kn) and the appended ones; the skipped keys stay 0 */
-            mha_scaled_add_rows_isa(f->isa, avg + k0, S, sc, S, m, kn, inv, h > 0);
-            if (S > S0)
-                mha_scaled_add_rows_isa(f->isa, avg + S0, S, sc + kn, S, m, S - S0, inv, h > 0);
-            for (int64_t r = 0; r < m && h == 0; r++) {
-                memset(avg + r * S, 0, (size_t)k0 * sizeof(float));
-                memset(avg + r * S + k0 + kn, 0, (size_t)(S0 - k0 - kn) * sizeof(float));
-            }
-        }
-        float *ch = cb + h * hd;
-        if (kn == 0) { /* no given key in reach: only the appended ones contribute */
-            for (int64_t r = 0; r < m; r++)
-                memset(ch + r * f->c_rs, 0, (size_t)hd * sizeof(float));
-            if (wh && f->avx512)
-                expand_rows(wh, sc, m, S, S0, k0, kn, inv, 0.0f, true);
-        } else if (f->avx512) {
-            mha_pv_avx512(ch, f->c_rs, sc, S, vg, f->v_rs, m, kn, hd, wh ? wh + k0 : NULL, S, inv);
-            if (wh && kn < S)
-                expand_rows(wh, sc, m, S, S0, k0, kn, inv, 0.0f, true);
-        } else
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)hd, (int)kn, 1.0f,
-                        sc, (int)S, vg, (int)f->v_rs, 0.0f, ch, (int)f->c_rs);
-        if (col_bk >= 0) { /* + the bias_v value, then the softmax's 1/sum */
-            for (int64_t r = 0; r < m; r++) {
-                float *out = ch + r * f->c_rs;
-                const float p = sc[r * S + col_bk], *bv = layer->bias_v + g * hd;
-                for (int64_t d = 0; d < hd; d++)
-                    out[d] = (out[d] + p * bv[d]) * inv[r];
-            }
-        } else
-            mha_div_mul_rows_isa(f->isa, ch, f->c_rs, m, hd, 0.0f, inv);
-    }
-    if (f->per_head || trace_weights)
-        mha_copy_stream_fence();
-    if (avg) /* torch: weights.sum(dim=1) / num_heads */
-        mha_div_mul_rows_isa(f->isa, avg, S, m, S, (float)H, NULL);
-}
-
-/* Packs one (batch, kv head)'s keys for the AVX-512 scores kernel. */
-static void pack_task(void *arg, int64_t task, int slot)
-{
-    (void)slot;
-    const fwd *f = arg;
-    const int64_t b = task / f->Hkv, g = task % f->Hkv;
-    mha_pack_keys(f->kpack + task * f->kp_floats, f->k + b * f->k_bs + g * f->hd, f->k_rs, f->S0,
-                  f->hd);
-}
 
 /* ---------------------------------------------------------------------------------------------- */
 /* RoPE: tables of cos | sin per distinct row of positions, then q and k rotated in place */
@@ -502,9 +186,9 @@ mha_status mha_forward(const mha_layer *layer, const mha_inputs *in, const mha_p
     if (plan->flops < 4e6)
         pool = NULL; /* a pass this small is done before the pool's threads would wake up */
     const int threads = mha_pool_threads(pool);
+    const mha_kernel_set *ks = mha_layer_kernel_set(layer, plan->isa, plan->jit);
     fwd f = {
         .layer = layer,
-        .in = in,
         .trace = trace,
         .N = plan->N,
         .L = plan->L,
@@ -513,41 +197,57 @@ mha_status mha_forward(const mha_layer *layer, const mha_inputs *in, const mha_p
         .E = plan->E,
         .H = plan->H,
         .Hkv = plan->Hkv,
-        .grp = plan->H / plan->Hkv,
         .hd = plan->hd,
         .Dq = plan->H * plan->hd,
         .Dkv = plan->Hkv * plan->hd,
-        .rb = mha_row_block(plan),
-        .weights = in->need_weights ? attn_weights : NULL,
-        .per_head = in->need_weights && !in->average_attn_weights,
-        .qscale = (float)sqrt((double)plan->hd),
         .isa = plan->isa,
+    };
+    mha_pos_layout_of(plan, in, &f.pl);
+    const int64_t N = f.N, L = f.L, S0 = f.S0, E = f.E, Dq = f.Dq, Dkv = f.Dkv;
+    const int64_t BN = mha_key_block(f.hd);
+    mha_attn a = {
+        .layer = layer,
+        .in = in,
+        .ks = ks,
+        .isa = plan->isa,
+        .N = N,
+        .L = L,
+        .S0 = S0,
+        .S = f.S,
+        .H = f.H,
+        .Hkv = f.Hkv,
+        .grp = f.H / f.Hkv,
+        .hd = f.hd,
+        .BN = BN,
+        .nblk = (f.S + BN - 1) / BN,
+        .nrb = (L + MHA_BM - 1) / MHA_BM,
+        .kv_floats = mha_attn_kv_floats(plan),
         .causal = in->is_causal,
         .alibi = cfg->alibi,
         .window = cfg->window,
+        .qscale = (float)sqrt((double)plan->hd),
+        .weights = in->need_weights ? attn_weights : NULL,
+        .per_head = in->need_weights && !in->average_attn_weights,
+        .trace_scores = trace ? trace->stage[MHA_TRACE_SCORES] : NULL,
+        .trace_weights = trace ? trace->stage[MHA_TRACE_ATTN_WEIGHTS] : NULL,
     };
-    f.nblk = (f.L + f.rb - 1) / f.rb;
-    f.slot_floats = mha_slot_floats(plan, &layer->cfg);
-    f.inv_offset = (f.rb * f.S + 15) / 16 * 16;
-    f.kp_offset = f.inv_offset + (f.rb + 15) / 16 * 16;
-    f.kp_floats = mha_kpack_head_floats(plan);
-    f.avx512 = mha_attn_kernels(plan);
-    f.kpack_in_task = mha_kpack_in_task(plan);
-    mha_pos_layout_of(plan, in, &f.pl);
-    const int64_t N = f.N, L = f.L, S0 = f.S0, E = f.E, Dq = f.Dq, Dkv = f.Dkv;
+    a.slab = a.weights || a.trace_weights;
+    a.slot_floats = mha_attn_slot_floats(plan, a.slab);
 
-    /* One allocation: the plan's workspace (one thread's slot included) plus a slot for each
-     * further thread, as many as fit in the layer's workspace limit: the plan cannot know the
-     * pool, so a pass planned close to the limit runs on fewer threads rather than failing. */
-    const int64_t slot_bytes = f.slot_floats * (int64_t)sizeof(float);
+    /* One allocation: the buffers every thread shares, then a slot per thread, as many as fit in
+     * the layer's workspace limit: the plan cannot know the pool, so a pass planned close to the
+     * limit runs on fewer threads rather than failing. */
+    const int64_t slot_bytes = a.slot_floats * (int64_t)sizeof(float);
+    const int64_t shared = (int64_t)plan->workspace_bytes -
+                           mha_attn_slot_floats(plan, in->need_weights) * (int64_t)sizeof(float);
     const int64_t limit = layer->limits.max_workspace_bytes;
-    if ((int64_t)plan->workspace_bytes > limit)
+    if (shared + slot_bytes > limit)
         return mha_fail(err, MHA_ERR_LIMIT, "query",
                         "this pass needs %lld bytes of scratch, over the layer's limit of %lld",
-                        (long long)plan->workspace_bytes, (long long)limit);
-    int64_t spare = (limit - (int64_t)plan->workspace_bytes) / slot_bytes;
+                        (long long)(shared + slot_bytes), (long long)limit);
+    const int64_t spare = (limit - shared - slot_bytes) / slot_bytes;
     const int work_threads = spare < threads - 1 ? (int)spare + 1 : threads;
-    const int64_t bytes = (int64_t)plan->workspace_bytes + (work_threads - 1) * slot_bytes;
+    const int64_t bytes = shared + work_threads * slot_bytes;
     mha_scratch scratch;
     float *work = mha_pool_scratch_get(pool, &scratch, (size_t)bytes);
     if (!work)
@@ -561,12 +261,12 @@ mha_status mha_forward(const mha_layer *layer, const mha_inputs *in, const mha_p
     const bool packed = layer->w_in != NULL;
     const bool self = packed && kt->data == qt->data && vt->data == qt->data && S0 == L;
     const bool kv_same = packed && vt->data == kt->data;
-    const float *b_in = layer->b_in;
-    /* The projections' own GEMM (when OpenBLAS's kernels are weaker than the CPU) packs weights
-     * in the same per-thread slots the attention uses later. */
-    const bool own_gemm = mha_own_gemm(plan);
-    gemm_set proj = {.n = 0};
-    if (self) { /* one GEMM: [N·L,E]·[Dq+2Dkv,E]ᵀ -> q | k | v side by side */
+    const float *b_in = layer->b_in, *b_k = b_in ? b_in + Dq : NULL;
+    const float *b_v = b_in ? b_in + Dq + Dkv : NULL;
+    const mha_packed_w *pq = mha_layer_packed(layer, 'q'), *pk = mha_layer_packed(layer, 'k');
+    const mha_packed_w *pv = mha_layer_packed(layer, 'v'), *po = mha_layer_packed(layer, 'o');
+    mha_proj_set proj = {.ks = ks};
+    if (self) { /* q | k | v side by side, rows of Dq+2Dkv */
         const int64_t W = Dq + 2 * Dkv;
         float *qkv = carve(&cursor, N * L * W);
         f.q = qkv;
@@ -575,36 +275,34 @@ mha_status mha_forward(const mha_layer *layer, const mha_inputs *in, const mha_p
         strides(&f, L, W, &f.q_bs, &f.q_rs);
         f.k_bs = f.v_bs = f.q_bs;
         f.k_rs = f.v_rs = f.q_rs;
-        gemm_add(&proj, qt->data, E, layer->w_in, b_in, qkv, W, N * L, W, E, threads);
+        mha_proj_add(&proj, qt->data, N * L, layer->w_q, pq, b_in, f.q, W);
+        mha_proj_add(&proj, qt->data, N * L, layer->w_k, pk, b_k, f.k, W);
+        mha_proj_add(&proj, qt->data, N * L, layer->w_v, pv, b_v, f.v, W);
     } else {
         f.q = carve(&cursor, N * L * Dq);
         strides(&f, L, Dq, &f.q_bs, &f.q_rs);
-        gemm_add(&proj, qt->data, E, layer->w_q, b_in, f.q, Dq, N * L, Dq, E, threads);
-        if (kv_same) { /* value = key: k and v in one GEMM against in_proj_weight's k|v rows */
+        mha_proj_add(&proj, qt->data, N * L, layer->w_q, pq, b_in, f.q, Dq);
+        if (kv_same) { /* value = key: k | v side by side */
             float *kv = carve(&cursor, N * S0 * 2 * Dkv);
             f.k = kv;
             f.v = kv + Dkv;
             strides(&f, S0, 2 * Dkv, &f.k_bs, &f.k_rs);
             f.v_bs = f.k_bs;
             f.v_rs = f.k_rs;
-            gemm_add(&proj, kt->data, E, layer->w_k, b_in ? b_in + Dq : NULL, kv, 2 * Dkv, N * S0,
-                     2 * Dkv, E, threads);
+            mha_proj_add(&proj, kt->data, N * S0, layer->w_k, pk, b_k, f.k, 2 * Dkv);
+            mha_proj_add(&proj, kt->data, N * S0, layer->w_v, pv, b_v, f.v, 2 * Dkv);
         } else {
-            const int64_t Kd = cfg->kdim, Vd = cfg->vdim;
             f.k = carve(&cursor, N * S0 * Dkv);
             f.v = carve(&cursor, N * S0 * Dkv);
             strides(&f, S0, Dkv, &f.k_bs, &f.k_rs);
             strides(&f, S0, Dkv, &f.v_bs, &f.v_rs);
-            gemm_add(&proj, kt->data, Kd, layer->w_k, b_in ? b_in + Dq : NULL, f.k, Dkv, N * S0,
-                     Dkv, Kd, threads);
-            gemm_add(&proj, vt->data, Vd, layer->w_v, b_in ? b_in + Dq + Dkv : NULL, f.v, Dkv,
-                     N * S0, Dkv, Vd, threads);
+            mha_proj_add(&proj, kt->data, N * S0, layer->w_k, pk, b_k, f.k, Dkv);
+            mha_proj_add(&proj, vt->data, N * S0, layer->w_v, pv, b_v, f.v, Dkv);
         }
     }
     f.cat = carve(&cursor, N * L * Dq);
     strides(&f, L, Dq, &f.c_bs, &f.c_rs);
-    if (f.avx512 && !f.kpack_in_task)
-        f.kpack = carve(&cursor, N * f.Hkv * f.kp_floats);
+    a.kv = carve(&cursor, N * f.Hkv * a.kv_floats);
     f.qpos = carve(&cursor, N * L);
     f.kpos = carve(&cursor, N * S0);
     if (cfg->rope) {
@@ -612,38 +310,37 @@ mha_status mha_forward(const mha_layer *layer, const mha_inputs *in, const mha_p
         f.rope_k = f.pl.k_is_q ? f.rope_q : carve(&cursor, f.pl.k_rows * f.hd);
         f.inv_freq = carve(&cursor, f.hd);
     }
-    f.scratch = cursor;
-    if (own_gemm) {
-        proj.pack = f.scratch;
-        proj.pack_floats = f.slot_floats;
-    }
-    f.keys_sorted = mha_positions_fill(f.qpos, f.kpos, plan, in);
-
-    /* The in-projection is a pass's first parallel phase and the out-projection its last (a
-     * benchmark times what lies between as the attention core). */
-    mha_pool_run_limit(pool, proj.ntasks, gemm_task, &proj, work_threads);
-    if (trace)
-        trace_projections(&f);
-    if (cfg->rope) { /* the cos | sin tables, then q and k rotated in place */
+    a.scratch = cursor;
+    a.keys_sorted = mha_positions_fill(f.qpos, f.kpos, plan, in);
+    a.q = f.q, a.k = f.k, a.v = f.v, a.cat = f.cat;
+    a.q_bs = f.q_bs, a.q_rs = f.q_rs, a.k_bs = f.k_bs, a.k_rs = f.k_rs;
+    a.v_bs = f.v_bs, a.v_rs = f.v_rs, a.c_bs = f.c_bs, a.c_rs = f.c_rs;
+    a.qpos = f.qpos, a.kpos = f.kpos;
+    if (cfg->rope) { /* the tables, while nothing else runs yet */
         mha_rope_inv_freq(f.inv_freq, f.hd, cfg->rope_theta);
         const int64_t rows = f.pl.q_rows + f.pl.k_rows;
         mha_pool_run_limit(pool, (rows + ROPE_ROWS - 1) / ROPE_ROWS, rope_table_task, &f,
                            work_threads);
+    }
+
+    mha_pool_run_limit(pool, proj.ntasks, mha_proj_task, &proj, work_threads);
+    if (trace)
+        trace_projections(&f);
+    if (cfg->rope)
         mha_pool_run_limit(pool, (N * (L + S0) + ROPE_ROWS - 1) / ROPE_ROWS, rope_apply_task, &f,
                            work_threads);
-    }
     if (trace)
         trace_heads(&f);
-    if (f.avx512 && !f.kpack_in_task)
-        mha_pool_run(pool, N * f.Hkv, pack_task, &f);
-    mha_pool_run_limit(pool, N * f.nblk, attention_task, &f, work_threads);
-    gemm_set out = {.n = 0, .pack = proj.pack, .pack_floats = proj.pack_floats};
-    int64_t o_bs, o_rs;
-    strides(&f, L, E, &o_bs, &o_rs);
-    gemm_add(&out, f.cat, Dq, layer->w_out, layer->b_out, output, E, N * L, E, Dq, threads);
-    mha_pool_run_limit(pool, out.ntasks, gemm_task, &out, work_threads);
-    if (trace)
+    mha_pool_run_limit(pool, N * f.Hkv * a.nblk, mha_attn_pack_task, &a, work_threads);
+    mha_pool_run_limit(pool, mha_attn_ntasks(&a), mha_attn_task, &a, work_threads);
+    mha_proj_set out = {.ks = ks};
+    mha_proj_add(&out, f.cat, N * L, layer->w_out, po, layer->b_out, output, E);
+    mha_pool_run_limit(pool, out.ntasks, mha_proj_task, &out, work_threads);
+    if (trace) {
+        int64_t o_bs, o_rs;
+        strides(&f, L, E, &o_bs, &o_rs);
         trace_outputs(&f, output, o_bs, o_rs);
+    }
     mha_pool_scratch_put(pool, &scratch);
     return MHA_OK;
 }

@@ -6,10 +6,6 @@
 
 #include "mha_internal.h"
 
-/* True when the attention's GEMMs run on the AVX-512 kernels (mha_attn_avx512.c): the plan's
- * kernel set is AVX-512 and hd a multiple of 16. Else cblas_sgemm. */
-bool mha_attn_kernels(const mha_plan *plan);
-
 /* Where a pass's positions come from (mha_inputs.positions / key_positions, or their defaults). The
  * forward pass turns them into float rows [N,L] and [N,S0] (exact: positions < 2^24) and, with
  * RoPE, into cos/sin tables of hd/2 columns, one row per distinct row of positions. */
@@ -38,6 +34,10 @@ bool mha_positions_fill(float *qpos, float *kpos, const mha_plan *plan, const mh
 void mha_key_range(int64_t *lo, int64_t *hi, const float *qp, int64_t m, const float *kp,
                    int64_t S0, bool sorted, bool causal, int64_t window);
 
+/* The window W as a float the rules compare with: exact, or 2^25 for a larger one (which every
+ * pair of positions is within). */
+float mha_window_f(int64_t window);
+
 /* ALiBi on one row of scores: row[c] += slope·(kp[c] - p) for c < n (= -m·(p_i - p_j)); every
  * isa gives the same bits. */
 void mha_alibi_row(mha_isa isa, float *row, const float *kp, int64_t n, float p, float slope);
@@ -52,33 +52,6 @@ void mha_rules_row(float *row, const float *kp, int64_t n, float p, bool causal,
 void mha_rope_inv_freq(float *inv_freq, int64_t hd, double theta);
 void mha_rope_table_row(float *cs, const float *inv_freq, int64_t half, float p);
 void mha_rope_rotate(mha_isa isa, float *x, const float *cs, int64_t half);
-
-/* Query rows per attention task: each thread holds one [rows, S] block of scores at a time. */
-int64_t mha_row_block(const mha_plan *plan);
-
-/* True when the projections use mha_gemm_avx512 rather than cblas_sgemm: the CPU has AVX-512
- * and OpenBLAS's kernels in use do not (OPENBLAS_CORETYPE pins an older core), so ours are
- * about 1.7x faster (measured on Zen 5, 2026-11-22); with AVX-512 kernels OpenBLAS's are ~10%
- * faster than ours, so it keeps them. */
-bool mha_own_gemm(const mha_plan *plan);
-
-/* True when the AVX-512 kernels run and every query row of a batch is in one attention task
- * (L <= mha_row_block): each head's keys are then used by one task only, which packs them into
- * its scratch slot right before use (in cache) instead of a pass packing them all to memory first;
- * for short sequences (L = 8, N = 512) that pass was ~11% of the time. */
-bool mha_kpack_in_task(const mha_plan *plan);
-
-/* Floats of one thread's scratch slot: the attention's [rb,S] score block, then rb row inverses
- * (each part rounded up to 16 floats), then one kv head's packed keys when mha_kpack_in_task, or
- * the projections' packed weights (mha_own_gemm) if that is more (cfg: the layer's, kdim and vdim
- * resolved). For a plan that passed mha_plan_forward's size checks. */
-int64_t mha_slot_floats(const mha_plan *plan, const mha_config *cfg);
-
-/* Floats of keys packed for the AVX-512 attention kernels, per (batch, kv head) and in all (0 when
- * the kernels are not used: mha_attn_kernels false; the total is 0 too when packed in the tasks:
- * mha_kpack_in_task). */
-int64_t mha_kpack_head_floats(const mha_plan *plan);
-int64_t mha_kpack_floats(const mha_plan *plan);
 
 /* x[r][j] /= div (div != 0) for rows rows of n floats, row stride rs: the same IEEE division as
  * the scalar loop (bit for bit), vectorised (mha_softmax.c). The attention's q / √hd: scalar, it

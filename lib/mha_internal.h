@@ -42,6 +42,8 @@ const char *mha_shape_str(char *buf, size_t size, int ndim, const int64_t *shape
 /* ---------------------------------------------------------------------------------------------- */
 /* Layers                                                                                         */
 
+typedef struct mha_layer_kernels mha_layer_kernels;
+
 struct mha_layer {
     mha_config cfg;    /* kdim, vdim, head_dim, num_kv_heads resolved    */
     mha_limits limits; /* the limits the layer was created under         */
@@ -56,6 +58,9 @@ struct mha_layer {
     const float *bias_k, *bias_v; /* [Dkv] each                                     */
     const float *w_out;           /* [E,Dq]                                         */
     const float *b_out;           /* [E]                                            */
+    /* The projection weights packed for the kernels and the JIT kernels of its passes, made with
+     * the layer and kept in step with its weights (mha_weights.c). */
+    mha_layer_kernels *kern;
 };
 
 /* ---------------------------------------------------------------------------------------------- */
@@ -131,40 +136,5 @@ bool mha_softmax_exp_rows_isa(mha_isa isa, float *x, int64_t rows, int64_t n, in
  * destination first. Call mha_copy_stream_fence before the data is handed to another thread. */
 void mha_copy_stream(float *dst, const float *src, int64_t n);
 void mha_copy_stream_fence(void);
-
-/* ---------------------------------------------------------------------------------------------- */
-/* Attention GEMMs for AVX-512 (mha_attn_avx512.c)                                                */
-
-/* True when this CPU has AVX-512F and hd is a multiple of 16: then the attention core uses the
- * kernels below instead of cblas_sgemm (unless the pass's plan.isa is below MHA_ISA_AVX512). */
-bool mha_attn_avx512_usable(int64_t hd);
-
-/* Floats mha_pack_keys writes for kn keys of hd dimensions (kn rounded up to 16). */
-int64_t mha_packed_keys_floats(int64_t kn, int64_t hd);
-
-/* Packs kn key rows k [kn,hd] (row stride k_rs) into kp: panels of 16 keys, each [hd][16]
- * (keys past kn zero). kp 64-byte aligned, mha_packed_keys_floats(kn, hd) floats. */
-void mha_pack_keys(float *kp, const float *k, int64_t k_rs, int64_t kn, int64_t hd);
-
-/* sc[m,kn] (row stride ld) = q[m,hd] (row stride q_rs) · kᵀ, k packed by mha_pack_keys. */
-void mha_scores_avx512(float *sc, int64_t ld, const float *q, int64_t q_rs, const float *kp,
-                       int64_t m, int64_t kn, int64_t hd);
-
-/* Floats of the pack buffer mha_gemm_avx512 needs for C with Nc columns and A with K columns. */
-int64_t mha_gemm_pack_floats(int64_t Nc, int64_t K);
-
-/* C[M,Nc] (row stride ldc) = bias[Nc] (NULL: 0) + A[M,K] (row stride lda) · W[Nc,K]ᵀ (W
- * contiguous), the bias first as torch's addmm; the projections' GEMM. K >= 1. pack: 64-byte
- * aligned scratch of mha_gemm_pack_floats(Nc, K) floats. */
-void mha_gemm_avx512(float *C, int64_t ldc, const float *bias, const float *A, int64_t lda,
-                     const float *W, int64_t M, int64_t Nc, int64_t K, float *pack);
-
-/* out[m,hd] (row stride o_rs) = P[m,kn] (row stride ld) · v[kn,hd] (row stride v_rs).
- * wdst (NULL: none) also gets wdst[r][j] = P[r][j] · inv[r] for j < kn (row stride wld; the
- * per-head weights), written between the FMAs (non-temporal where aligned): call
- * mha_copy_stream_fence before handing it over. */
-void mha_pv_avx512(float *out, int64_t o_rs, const float *P, int64_t ld, const float *v,
-                   int64_t v_rs, int64_t m, int64_t kn, int64_t hd, float *wdst, int64_t wld,
-                   const float *inv);
 
 #endif

@@ -1,12 +1,13 @@
 /*
  * mha_layer.c - layers: every parameter in one allocation, copied in with exact shape and value
- * checks, and initialised as torch's MultiheadAttention._reset_parameters does.
+ * checks, and initialised as torch's MultiheadAttention._reset_parameters does; the weights'
+ * packed copy and the JIT kernels follow them (mha_weights.c).
  *
  * The initialiser uses its own generator (splitmix64-seeded xoshiro256**, Box-Muller for normals)
  * so that the same seed gives the same weights on every machine; it cannot reproduce torch's own
  * random stream, only its distributions.
  */
-#include "mha_internal.h"
+#include "mha_core.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -85,6 +86,10 @@ mha_layer *mha_layer_create(const mha_config *cfg, const mha_limits *limits, mha
             layer->b_out = p;
         }
     }
+    if (mha_layer_kernels_create(layer, err) != MHA_OK) {
+        mha_layer_free(layer);
+        return NULL;
+    }
     return layer;
 }
 
@@ -92,6 +97,7 @@ void mha_layer_free(mha_layer *layer)
 {
     if (!layer)
         return;
+    mha_layer_kernels_free(layer->kern);
     free(layer->data);
     free(layer);
 }
@@ -176,6 +182,7 @@ mha_status mha_layer_set_param(mha_layer *layer, const char *name, const float *
                             name, (long long)k, isnan(data[k]) ? "NaN" : "infinite");
     }
     memcpy(layer->param[i], data, (size_t)p->count * sizeof(float));
+    mha_layer_kernels_repack(layer, name);
     return MHA_OK;
 }
 
@@ -284,5 +291,7 @@ mha_status mha_layer_init(mha_layer *layer, const char *method, uint64_t seed, m
             fill_uniform(data, p->count, sqrt(6.0 / (fan_in + fan_out)), &r);
         }
     }
+    for (int i = 0; i < layer->nparams; i++)
+        mha_layer_kernels_repack(layer, layer->info[i].name);
     return MHA_OK;
 }

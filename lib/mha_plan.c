@@ -5,10 +5,11 @@
  * Shape rules are torch's (F._mha_shape_check and multi_head_attention_forward); messages name the
  * input at fault and both shapes.
  */
-#include "mha_forward_internal.h"
+#include "mha_core.h"
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Formats "[a,b,c]" into a caller buffer. */
@@ -119,41 +120,6 @@ static mha_status check_mask(const char *field, const mha_mask *m, int ndim, con
     return check_mask_values(field, m, n, err);
 }
 
-/* Rows of score scratch each thread works on at once (see mha_forward.c). */
-int64_t mha_row_block(const mha_plan *plan)
-{
-    /* About 1 MiB of scores (L2-sized on Zen 4/5), 16 to 128 rows: the cblas path repacks a
-     * head's K and V on every call, about 1/(2·rows) of the attention's work, so fewer rows cost
-     * more; much more and the block leaves L2 (measured on XL: 128 rows ~7% faster than 64). The
-     * AVX-512 kernels measured within noise of each other at 64, 128 and 256 rows on XL. Then at
-     * least 4 tasks where rows allow and the work is worth splitting, so two threads both get work.
-     */
-    int64_t rb = ((int64_t)1 << 18) / (plan->S > 0 ? plan->S : 1);
-    rb = rb < 16 ? 16 : rb > 128 ? 128 : rb / 16 * 16;
-    while (rb > 16 && plan->N * ((plan->L + rb - 1) / rb) < 4 &&
-           plan->L * plan->S * plan->E >= 1 << 20)
-        rb -= 16;
-    return plan->L < rb ? plan->L : rb;
-}
-
-bool mha_attn_kernels(const mha_plan *plan)
-{
-    return plan->isa == MHA_ISA_AVX512 && mha_attn_avx512_usable(plan->hd);
-}
-
-bool mha_own_gemm(const mha_plan *plan)
-{
-    mha_blas_info info;
-    mha_blas_get_info(&info);
-    return info.cpu_avx512 && !info.core_avx512 && plan->isa == MHA_ISA_AVX512 &&
-           mha_attn_avx512_usable(16);
-}
-
-bool mha_kpack_in_task(const mha_plan *plan)
-{
-    return mha_attn_kernels(plan) && plan->L <= mha_row_block(plan);
-}
-
 static int64_t max64(int64_t a, int64_t b)
 {
     return a > b ? a : b;
@@ -164,29 +130,11 @@ static int64_t round16(int64_t n)
     return (n + 15) / 16 * 16;
 }
 
-int64_t mha_slot_floats(const mha_plan *plan, const mha_config *cfg)
+/* JIT kernels allowed: ATTND_JIT unset, or anything but "0" / "off" (docs/configuration.md). */
+static bool jit_allowed(void)
 {
-    const int64_t rb = mha_row_block(plan);
-    int64_t attn = round16(rb * plan->S) + round16(rb);
-    if (mha_kpack_in_task(plan))
-        attn += mha_packed_keys_floats(plan->S0, plan->hd);
-    if (!mha_own_gemm(plan))
-        return attn;
-    /* the widest GEMM has max(Dq + 2Dkv, E) output columns; K is at most max(E, Kd, Vd, Dq) */
-    const int64_t Dq = plan->H * plan->hd, Dkv = plan->Hkv * plan->hd;
-    const int64_t K = max64(max64(plan->E, Dq), max64(cfg->kdim, cfg->vdim));
-    const int64_t gemm = mha_gemm_pack_floats(max64(Dq + 2 * Dkv, plan->E), K);
-    return attn > gemm ? attn : gemm;
-}
-
-int64_t mha_kpack_head_floats(const mha_plan *plan)
-{
-    return mha_attn_kernels(plan) ? mha_packed_keys_floats(plan->S0, plan->hd) : 0;
-}
-
-int64_t mha_kpack_floats(const mha_plan *plan)
-{
-    return mha_kpack_in_task(plan) ? 0 : plan->N * plan->Hkv * mha_kpack_head_floats(plan);
+    const char *v = getenv("ATTND_JIT");
+    return !v || (strcmp(v, "0") && strcmp(v, "off"));
 }
 
 void mha_pos_layout_of(const mha_plan *plan, const mha_inputs *in, mha_pos_layout *pl)
@@ -369,6 +317,7 @@ mha_status mha_plan_forward(const mha_layer *layer, const mha_inputs *in, const 
     plan->hd = hd;
     plan->Hkv = Hkv;
     plan->isa = mha_isa_active();
+    plan->jit = jit_allowed();
     plan->out_ndim = nd;
     for (int d = 0; d < nd; d++)
         plan->out_shape[d] = q->shape[d];
@@ -401,17 +350,18 @@ mha_status mha_plan_forward(const mha_layer *layer, const mha_inputs *in, const 
                         "N=%lld, L=%lld, S=%lld with %lld features is too large for one pass",
                         (long long)N, (long long)L, (long long)S0, (long long)widest);
 
-    /* Workspace (floats): projections + concat + packed keys + positions (+ RoPE tables) + one
-     * thread's score block (each buffer rounded up to 16 floats); see mha_forward.c. The sizes
-     * are small enough here (the check above) for plain arithmetic in the helpers. */
+    /* Workspace (floats): projections + concat + packed keys and values + positions (+ RoPE
+     * tables) + one thread's slot (with the weights slab when weights are asked for), each buffer
+     * rounded up to 16 floats; see mha_forward.c and mha_attention.c. The sizes are small enough
+     * here (the check above) for plain arithmetic in the helpers. */
     mha_pos_layout pl;
     mha_pos_layout_of(plan, in, &pl);
-    int64_t NL, NS0, proj, cat, total;
+    int64_t NL, NS0, proj, cat, total, kv, kvp, NH;
     bool ok = mha_mul_ok(N, L, &NL) && mha_mul_ok(N, S0, &NS0) && mha_mul_ok(NL, Dq, &cat);
-    int64_t kv;
     ok = ok && mha_mul_ok(NS0, Dkv, &kv) && mha_mul_ok(kv, 2, &kv) && mha_add_ok(cat, kv, &proj);
-    ok = ok && mha_add_ok(proj, cat, &total) && mha_add_ok(total, mha_kpack_floats(plan), &total) &&
-         mha_add_ok(total, mha_slot_floats(plan, cfg), &total) &&
+    ok = ok && mha_mul_ok(N, Hkv, &NH) && mha_mul_ok(NH, mha_attn_kv_floats(plan), &kvp);
+    ok = ok && mha_add_ok(proj, cat, &total) && mha_add_ok(total, kvp, &total) &&
+         mha_add_ok(total, mha_attn_slot_floats(plan, in->need_weights), &total) &&
          mha_add_ok(total, mha_pos_floats(plan), &total) &&
          mha_add_ok(total, mha_rope_floats(plan, cfg, &pl), &total) &&
          mha_add_ok(total, 16 * 10, &total) && mha_mul_ok(total, (int64_t)sizeof(float), &total);

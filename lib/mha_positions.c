@@ -18,7 +18,7 @@
 #endif
 
 /* Large enough that |p_i - p_j| < it for every pair of positions, small enough to stay exact. */
-static float window_f(int64_t window)
+float mha_window_f(int64_t window)
 {
     return window > 2 * MHA_MAX_POSITION ? (float)(2 * MHA_MAX_POSITION) : (float)window;
 }
@@ -86,7 +86,7 @@ void mha_key_range(int64_t *lo, int64_t *hi, const float *qp, int64_t m, const f
         qmin = qp[r] < qmin ? qp[r] : qmin;
         qmax = qp[r] > qmax ? qp[r] : qmax;
     }
-    const float W = window_f(window);
+    const float W = mha_window_f(window);
     if (causal)
         *hi = count_le(kp, S0, qmax); /* keys at p_j <= max p_i */
     else
@@ -149,7 +149,7 @@ void mha_alibi_row(mha_isa isa, float *row, const float *kp, int64_t n, float p,
 void mha_rules_row(float *row, const float *kp, int64_t n, float p, bool causal, int64_t window,
                    bool sorted)
 {
-    const float W = window_f(window);
+    const float W = mha_window_f(window);
     if (sorted) { /* allowed keys are one run [a, z) */
         const int64_t a = window ? count_le(kp, n, p - W) : 0;
         const int64_t z = causal ? count_le(kp, n, p) : window ? count_lt(kp, n, p + W) : n;

@@ -1,19 +1,17 @@
 /*
- * test_engine_kernels.c - the AVX-512 GEMM kernels (lib/mha_attn_avx512.c) against a plain double
- * reference, on shapes off every tile and block size (rows, 16-key panels, 256-key chunks,
- * 64-column groups, the projection GEMM's 256 x 256 x 48 blocks), the key packing against its
- * layout, and the row division/scaling/summing against scalar arithmetic. Which kernels a forward
- * pass uses depends on the CPU and on OpenBLAS's core, so these are checked here whatever the pass
- * picks.
- * Skipped (with a note) on a CPU without AVX-512F.
+ * test_engine_kernels.c - the attention core and projections (lib/mha_attention.c, mha_proj.c) on
+ * every kernel path this CPU has, against the naive double-accumulating reference
+ * (tests/support/mha_ref.c), on shapes that hit every edge of the blocking: head_dim 8 to 256 and
+ * off a multiple of 16, S = 1, L and S off the 64-row and 256-key blocks, appended keys (bias_kv,
+ * zero_attn) on a block boundary, GQA, windows, causal, masks, weights per head and averaged, both
+ * layouts. Paths: ATTND_ISA generic (cblas), avx2 and avx512, each with the JIT kernels and with
+ * the hand kernels only (ATTND_JIT=0); a path the CPU lacks is reported as SKIP.
  *
- * Then whole passes on both sides of mha_kpack_in_task (keys packed by each attention task when a
- * batch's rows are all in one task, else by a pass before), against the naive reference
- * (tests/support/mha_ref.c): short sequences with large batches, masks, appended keys, causal,
- * weights per head and averaged, both layouts.
+ * And what must hold bit for bit: the output with and without weights (per head and averaged),
+ * on one thread and on two; then the row division/scaling/summing against scalar arithmetic.
  */
 #include "check.h"
-#include "mha_forward_internal.h"
+#include "mha_core.h"
 #include "mha_ref.h"
 
 #include <math.h>
@@ -35,71 +33,6 @@ static float *rnd_array(int64_t n)
     for (int64_t i = 0; i < n; i++)
         x[i] = rnd();
     return x;
-}
-
-/* |got - want| within 1e-5 of the sum of |terms| (float rounding of a dot product). */
-static bool close_to(float got, double want, double magnitude)
-{
-    return fabs(got - want) <= 1e-5 * magnitude + 1e-6;
-}
-
-/* C[M,Nc] (ldc) = bias + A[M,K] (lda) · W[Nc,K]ᵀ (bias NULL: 0), C's padding columns untouched. */
-static void test_gemm(int64_t M, int64_t Nc, int64_t K, bool with_bias)
-{
-    const int64_t lda = K + 3, ldc = Nc + 5;
-    float *A = rnd_array(M * lda), *W = rnd_array(Nc * K), *C = rnd_array(M * ldc);
-    float *bias = with_bias ? rnd_array(Nc) : NULL;
-    float *C0 = malloc((size_t)(M * ldc) * sizeof(float));
-    memcpy(C0, C, (size_t)(M * ldc) * sizeof(float));
-    float *pack = aligned_alloc(64, (size_t)mha_gemm_pack_floats(Nc, K) * sizeof(float));
-    mha_gemm_avx512(C, ldc, bias, A, lda, W, M, Nc, K, pack);
-    bool ok = true, untouched = true;
-    for (int64_t i = 0; i < M; i++) {
-        for (int64_t j = 0; j < ldc; j++) {
-            if (j >= Nc) {
-                untouched &= C[i * ldc + j] == C0[i * ldc + j];
-                continue;
-            }
-            double want = bias ? bias[j] : 0.0, mag = fabs(want);
-            for (int64_t k = 0; k < K; k++) {
-                want += (double)A[i * lda + k] * W[j * K + k];
-                mag += fabs((double)A[i * lda + k] * W[j * K + k]);
-            }
-            ok &= close_to(C[i * ldc + j], want, mag);
-        }
-    }
-    CHECK(ok, "gemm M=%lld Nc=%lld K=%lld: C = %sA·Wᵀ", (long long)M, (long long)Nc, (long long)K,
-          bias ? "bias + " : "");
-    CHECK(untouched, "gemm M=%lld Nc=%lld K=%lld writes no column past Nc", (long long)M,
-          (long long)Nc, (long long)K);
-    free(A);
-    free(W);
-    free(C);
-    free(C0);
-    free(bias);
-    free(pack);
-}
-
-/* mha_pack_keys writes panels of 16 keys, each [hd][16], keys past kn zero: checked exactly. */
-static void test_pack(int64_t kn, int64_t hd)
-{
-    const int64_t k_rs = 3 * hd + 5, nf = mha_packed_keys_floats(kn, hd);
-    float *k = rnd_array(kn * k_rs), *kp = aligned_alloc(64, (size_t)nf * sizeof(float));
-    for (int64_t i = 0; i < nf; i++)
-        kp[i] = NAN;
-    mha_pack_keys(kp, k, k_rs, kn, hd);
-    bool ok = nf == (kn + 15) / 16 * 16 * hd;
-    for (int64_t p = 0; p * 16 < kn; p++)
-        for (int64_t d = 0; d < hd; d++)
-            for (int64_t j = 0; j < 16; j++) {
-                const int64_t key = p * 16 + j;
-                const float want = key < kn ? k[key * k_rs + d] : 0.0f;
-                ok &= kp[(p * hd + d) * 16 + j] == want; /* NaN (not written) never matches */
-            }
-    CHECK(ok, "pack_keys kn=%lld hd=%lld: panels [hd][16], padding keys 0", (long long)kn,
-          (long long)hd);
-    free(k);
-    free(kp);
 }
 
 /* mha_div_rows / mha_mul_rows / mha_scaled_add_rows, each instruction set this CPU has: the scalar
@@ -143,84 +76,8 @@ static void test_row_ops(int64_t rows, int64_t n)
     free(mul);
 }
 
-/* scores[m,kn] = q·kᵀ through packed keys, then out[m,hd] = scores·v. */
-static void test_attention(int64_t m, int64_t kn, int64_t hd)
-{
-    const int64_t q_rs = hd + 16, k_rs = 3 * hd, v_rs = 2 * hd + 16, ld = kn + 7, o_rs = hd + 32;
-    float *q = rnd_array(m * q_rs), *k = rnd_array(kn * k_rs), *v = rnd_array(kn * v_rs);
-    float *sc = rnd_array(m * ld), *out = rnd_array(m * o_rs);
-    float *sc0 = malloc((size_t)(m * ld) * sizeof(float)), *out0 = malloc((size_t)(m * o_rs) * 4);
-    memcpy(sc0, sc, (size_t)(m * ld) * sizeof(float));
-    memcpy(out0, out, (size_t)(m * o_rs) * sizeof(float));
-    float *kp = aligned_alloc(64, (size_t)mha_packed_keys_floats(kn, hd) * sizeof(float));
-    mha_pack_keys(kp, k, k_rs, kn, hd);
-    mha_scores_avx512(sc, ld, q, q_rs, kp, m, kn, hd);
-    bool ok = true, untouched = true;
-    for (int64_t i = 0; i < m; i++) {
-        for (int64_t j = 0; j < ld; j++) {
-            if (j >= kn) {
-                untouched &= sc[i * ld + j] == sc0[i * ld + j];
-                continue;
-            }
-            double want = 0, mag = 0;
-            for (int64_t d = 0; d < hd; d++) {
-                want += (double)q[i * q_rs + d] * k[j * k_rs + d];
-                mag += fabs((double)q[i * q_rs + d] * k[j * k_rs + d]);
-            }
-            ok &= close_to(sc[i * ld + j], want, mag);
-        }
-    }
-    CHECK(ok, "scores m=%lld kn=%lld hd=%lld", (long long)m, (long long)kn, (long long)hd);
-    CHECK(untouched, "scores m=%lld kn=%lld hd=%lld write no column past kn", (long long)m,
-          (long long)kn, (long long)hd);
-    /* the weights too, scaled by one inverse per row, 3 floats off alignment */
-    float *inv = rnd_array(m),
-          *wmem = aligned_alloc(64, (size_t)((m * ld + 31) / 16 * 16) * sizeof(float));
-    float *w = wmem + 3;
-    for (int64_t i = 0; i < m * ld; i++)
-        w[i] = -7.0f;
-    mha_pv_avx512(out, o_rs, sc, ld, v, v_rs, m, kn, hd, w, ld, inv);
-    mha_copy_stream_fence();
-    bool wexact = true;
-    for (int64_t i = 0; i < m; i++)
-        for (int64_t j = 0; j < ld; j++)
-            wexact &= w[i * ld + j] == (j < kn ? sc[i * ld + j] * inv[i] : -7.0f);
-    CHECK(wexact, "weights·v m=%lld kn=%lld hd=%lld writes exactly P·inv to the weights",
-          (long long)m, (long long)kn, (long long)hd);
-    free(inv);
-    free(wmem);
-    if (m % 2) /* and without weights, the same output */
-        mha_pv_avx512(out, o_rs, sc, ld, v, v_rs, m, kn, hd, NULL, 0, NULL);
-    ok = untouched = true;
-    for (int64_t i = 0; i < m; i++) {
-        for (int64_t d = 0; d < o_rs; d++) {
-            if (d >= hd) {
-                untouched &= out[i * o_rs + d] == out0[i * o_rs + d];
-                continue;
-            }
-            double want = 0, mag = 0;
-            for (int64_t j = 0; j < kn; j++) {
-                want += (double)sc[i * ld + j] * v[j * v_rs + d];
-                mag += fabs((double)sc[i * ld + j] * v[j * v_rs + d]);
-            }
-            ok &= close_to(out[i * o_rs + d], want, mag);
-        }
-    }
-    CHECK(ok, "weights·v m=%lld kn=%lld hd=%lld", (long long)m, (long long)kn, (long long)hd);
-    CHECK(untouched, "weights·v m=%lld kn=%lld hd=%lld writes only hd columns", (long long)m,
-          (long long)kn, (long long)hd);
-    free(q);
-    free(k);
-    free(v);
-    free(sc);
-    free(out);
-    free(sc0);
-    free(out0);
-    free(kp);
-}
-
 /* ---------------------------------------------------------------------------------------------- */
-/* Whole passes around the in-task key packing                                                    */
+/* Whole passes                                                                                   */
 
 /* count floats of NaN: anything the pass does not write shows up as a mismatch. */
 static float *nan_floats(int64_t count)
@@ -251,26 +108,60 @@ static void *make_mask(mha_mask *m, int ndim, const int64_t *shape, bool as_bool
     return data;
 }
 
-/* One pass of (E, H, N, L, S0) in option variant v (0..7) through the engine on pool (NULL: the
- * caller's thread) and the reference; returns mha_kpack_in_task for its plan. */
-static bool run_pass(int64_t E, int64_t H, int64_t N, int64_t L, int64_t S0, int v, mha_pool *pool)
+typedef struct shape {
+    int64_t E, H, hd, Hkv, N, L, S0;
+    int64_t window;
+} shape;
+
+typedef struct path {
+    const char *isa; /* ATTND_ISA */
+    bool jit;
+} path;
+
+static void set_path(const path *p)
+{
+    setenv("ATTND_ISA", p->isa, 1);
+    if (p->jit)
+        unsetenv("ATTND_JIT");
+    else
+        setenv("ATTND_JIT", "0", 1);
+}
+
+static void clear_path(void)
+{
+    unsetenv("ATTND_ISA");
+    unsetenv("ATTND_JIT");
+}
+
+static const char *const isa_names[MHA_ISA_COUNT] = {"generic", "avx2", "avx512"};
+
+/* Shape x in option variant v (0..7): the reference once, then the engine on every path this CPU
+ * has (JIT and hand kernels), on pool (NULL: the caller's thread). */
+static void run_passes(const shape *x, int v, mha_pool *pool)
 {
     mha_config cfg;
-    mha_config_init(&cfg, E, H);
+    mha_config_init(&cfg, x->E, x->H);
+    cfg.head_dim = x->hd;
+    cfg.num_kv_heads = x->Hkv;
+    cfg.window = x->window;
     cfg.batch_first = v % 2;
     cfg.add_bias_kv = v == 2 || v == 5 || v == 7;
     cfg.add_zero_attn = v == 3 || v == 5 || v == 6;
+    cfg.alibi = v == 4;
     mha_error err;
     mha_layer *layer = mha_layer_create(&cfg, NULL, &err);
+    if (!CHECK(layer, "layer: %s", err.message))
+        return;
     mha_layer_init(layer, "xavier_uniform", (uint64_t)(v + 1), &err);
     for (int i = 0; i < mha_layer_param_count(layer); i++) { /* biases random too */
-        const mha_param_info *p = mha_layer_param_info(layer, i);
-        if (p->ndim != 2) {
-            float *x = rnd_array(p->count);
-            mha_layer_set_param(layer, p->name, x, p->ndim, p->shape, &err);
-            free(x);
+        const mha_param_info *pi = mha_layer_param_info(layer, i);
+        if (pi->ndim != 2) {
+            float *r = rnd_array(pi->count);
+            mha_layer_set_param(layer, pi->name, r, pi->ndim, pi->shape, &err);
+            free(r);
         }
     }
+    const int64_t N = x->N, L = x->L, S0 = x->S0, E = x->E, H = x->H;
     const bool self = L == S0 && v < 4;
     float *q = rnd_array(N * L * E), *k = self ? NULL : rnd_array(N * S0 * E);
     mha_inputs in = {0};
@@ -287,92 +178,130 @@ static bool run_pass(int64_t E, int64_t H, int64_t N, int64_t L, int64_t S0, int
     in.need_weights = v >= 2;
     in.average_attn_weights = v % 3 == 0;
     mha_plan plan;
-    bool in_task = false;
-    char what[160];
-    snprintf(what, sizeof what, "E=%lld H=%lld N=%lld L=%lld S0=%lld variant %d %s",
-             (long long)E, (long long)H, (long long)N, (long long)L, (long long)S0, v,
-             pool ? "pool" : "no pool");
-    if (CHECK(mha_plan_forward(layer, &in, NULL, &plan, &err) == MHA_OK, "plan %s: %s", what,
-              err.message)) {
-        in_task = mha_kpack_in_task(&plan);
-        float *out = nan_floats(plan.out_count), *ref = nan_floats(plan.out_count);
-        float *w = in.need_weights ? nan_floats(plan.weights_count) : NULL;
-        float *ref_w = in.need_weights ? nan_floats(plan.weights_count) : NULL;
-        CHECK(mha_forward(layer, &in, &plan, out, w, NULL, pool, &err) == MHA_OK, "forward %s: %s",
-              what, err.message);
-        ref_mha_forward(layer, &in, ref, ref_w, NULL);
-        char name[200];
-        snprintf(name, sizeof name, "output of %s (keys packed %s)", what,
-                 in_task ? "in the tasks" : "before");
-        check_close_array(__FILE__, __LINE__, name, out, ref, plan.out_count, NULL);
-        if (w) {
-            snprintf(name, sizeof name, "weights of %s (keys packed %s)", what,
-                     in_task ? "in the tasks" : "before");
-            check_close_array(__FILE__, __LINE__, name, w, ref_w, plan.weights_count, NULL);
+    if (!CHECK(mha_plan_forward(layer, &in, NULL, &plan, &err) == MHA_OK, "plan: %s", err.message))
+        goto done;
+    float *ref = nan_floats(plan.out_count);
+    float *ref_w = in.need_weights ? nan_floats(plan.weights_count) : NULL;
+    ref_mha_forward(layer, &in, ref, ref_w, NULL);
+    for (int isa = 0; isa < MHA_ISA_COUNT; isa++) {
+        if (!mha_isa_usable((mha_isa)isa))
+            continue;
+        for (int jit = isa == 0 ? 0 : 1; jit >= 0; jit--) {
+            const path p = {isa_names[isa], jit};
+            char what[200];
+            snprintf(what, sizeof what,
+                     "E=%lld H=%lld hd=%lld Hkv=%lld N=%lld L=%lld S0=%lld window=%lld variant %d, "
+                     "%s%s, %s",
+                     (long long)E, (long long)H, (long long)x->hd, (long long)x->Hkv, (long long)N,
+                     (long long)L, (long long)S0, (long long)x->window, v, p.isa,
+                     p.jit ? "" : " hand kernels", pool ? "pool" : "no pool");
+            set_path(&p);
+            mha_status st = mha_plan_forward(layer, &in, NULL, &plan, &err);
+            clear_path();
+            if (!CHECK(st == MHA_OK, "plan %s: %s", what, err.message))
+                continue;
+            float *out = nan_floats(plan.out_count);
+            float *w = in.need_weights ? nan_floats(plan.weights_count) : NULL;
+            CHECK(mha_forward(layer, &in, &plan, out, w, NULL, pool, &err) == MHA_OK,
+                  "forward %s: %s", what, err.message);
+            char name[260];
+            snprintf(name, sizeof name, "output of %s", what);
+            check_close_array(__FILE__, __LINE__, name, out, ref, plan.out_count, NULL);
+            if (w) {
+                snprintf(name, sizeof name, "weights of %s", what);
+                check_close_array(__FILE__, __LINE__, name, w, ref_w, plan.weights_count, NULL);
+            }
+            free(out);
+            free(w);
         }
-        free(out);
-        free(ref);
-        free(w);
-        free(ref_w);
     }
+    free(ref);
+    free(ref_w);
+done:
     free(q);
     free(k);
     free(am);
     free(kpm);
     mha_layer_free(layer);
-    return in_task;
 }
 
 static void test_passes(void)
 {
     mha_pool *pool = mha_pool_create(2, NULL);
-    /* E, H, N, L, S0: short sequences in large batches (kn <= 16: one panel), then L around the
-     * 128-row block (in the tasks up to 128 rows, before past it; N = 1 with L·S·E >= 2^20 splits
-     * the rows for two threads, so packs before from 64 rows on). */
-    const int64_t shapes[][5] = {{128, 2, 40, 8, 8},    {96, 2, 17, 5, 16},  {64, 4, 9, 3, 17},
-                                 {128, 2, 6, 16, 33},   {64, 4, 2, 128, 128}, {64, 4, 3, 128, 128},
-                                 {64, 4, 3, 129, 129},  {128, 8, 1, 64, 130}, {64, 1, 1, 63, 300},
-                                 {32, 2, 2, 130, 12}};
-    int seen[2] = {0, 0};
+    /* E, H, hd, Hkv, N, L, S0, window: head sizes 8 to 256 (off a multiple of 16: 24, 40, 72,
+     * 100), S = 1, L and S around the 64-row and 256-key blocks (the appended keys at 255 and 256
+     * span two blocks), GQA and multi-query, windows skipping blocks. */
+    static const shape shapes[] = {
+        {64, 8, 8, 0, 3, 17, 17, 0},       {96, 4, 24, 2, 2, 65, 65, 0},
+        {80, 2, 40, 0, 1, 64, 300, 0},     {144, 2, 72, 1, 2, 70, 257, 0},
+        {200, 2, 100, 0, 1, 129, 255, 0},  {64, 1, 256, 0, 1, 66, 129, 0},
+        {128, 4, 32, 4, 2, 1, 1, 0},       {64, 4, 16, 2, 3, 5, 1, 0},
+        {128, 2, 64, 1, 1, 300, 600, 100}, {64, 4, 16, 0, 1, 200, 200, 40},
+        {192, 4, 48, 2, 2, 64, 256, 0},    {256, 2, 128, 0, 1, 128, 513, 0},
+    };
+    for (int isa = 0; isa < MHA_ISA_COUNT; isa++)
+        if (!mha_isa_usable((mha_isa)isa))
+            printf("SKIP passes on %s: this CPU lacks it\n", isa_names[isa]);
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
-        for (int v = 0; v < 8; v++) {
-            const int64_t *x = shapes[s];
-            seen[run_pass(x[0], x[1], x[2], x[3], x[4], v, v % 3 ? pool : NULL)]++;
+        for (int v = 0; v < 8; v++)
+            run_passes(&shapes[s], v, (v + s) % 3 ? pool : NULL);
+    mha_pool_free(pool);
+}
+
+/* The output of one pass, bit for bit, whatever else it is asked: per-head weights, averaged
+ * weights, none; one thread or two. On every path. */
+static void test_bits(void)
+{
+    mha_pool *pool = mha_pool_create(2, NULL);
+    mha_config cfg;
+    mha_config_init(&cfg, 256, 4);
+    cfg.num_kv_heads = 2;
+    mha_error err;
+    mha_layer *layer = mha_layer_create(&cfg, NULL, &err);
+    mha_layer_init(layer, "xavier_uniform", 9, &err);
+    const int64_t N = 2, L = 300, E = 256;
+    float *q = rnd_array(N * L * E);
+    for (int isa = 0; isa < MHA_ISA_COUNT; isa++) {
+        if (!mha_isa_usable((mha_isa)isa))
+            continue;
+        const path p = {isa_names[isa], true};
+        float *outs[4] = {0}, *w = NULL;
+        mha_plan plan;
+        for (int run = 0; run < 4; run++) { /* nw0 2 threads, per head, averaged, nw0 1 thread */
+            mha_inputs in = {0};
+            in.query = (mha_tensor){q, 3, {N, L, E}};
+            in.is_causal = true;
+            in.need_weights = run == 1 || run == 2;
+            in.average_attn_weights = run == 2;
+            set_path(&p);
+            mha_plan_forward(layer, &in, NULL, &plan, &err);
+            clear_path();
+            outs[run] = nan_floats(plan.out_count);
+            free(w);
+            w = in.need_weights ? nan_floats(plan.weights_count) : NULL;
+            mha_forward(layer, &in, &plan, outs[run], w, NULL, run == 3 ? NULL : pool, &err);
         }
-    CHECK(seen[0] > 0 && seen[1] > 0, "passes on both sides: %d pack before, %d in the tasks",
-          seen[0], seen[1]);
+        bool same = true;
+        for (int run = 1; run < 4; run++)
+            same &= !memcmp(outs[0], outs[run], (size_t)plan.out_count * sizeof(float));
+        CHECK(same, "%s: the output has the same bits with per-head, averaged and no weights, "
+                    "on 1 and 2 threads", isa_names[isa]);
+        for (int run = 0; run < 4; run++)
+            free(outs[run]);
+        free(w);
+    }
+    free(q);
+    mha_layer_free(layer);
     mha_pool_free(pool);
 }
 
 int main(void)
 {
-    if (!mha_attn_avx512_usable(16)) {
-        printf("(no AVX-512F on this CPU: the kernels are not used, nothing to test)\n");
-        CHECK(!mha_attn_avx512_usable(64), "no AVX-512 kernels for any head size either");
-        return check_report();
-    }
-    CHECK(!mha_attn_avx512_usable(24), "head sizes off a multiple of 16 take the cblas path");
-    const int64_t gemm[][3] = {{1, 1, 1},      {13, 17, 5},   {12, 32, 64},  {49, 257, 300},
-                               {100, 16, 513}, {37, 600, 70}, {96, 48, 256}, {5, 3, 1000},
-                               {20, 40, 33},   {44, 512, 260}};
-    for (size_t i = 0; i < sizeof gemm / sizeof gemm[0]; i++)
-        test_gemm(gemm[i][0], gemm[i][1], gemm[i][2], i % 3 != 1);
-    const int64_t attn[][3] = {{1, 1, 16},   {12, 32, 64}, {13, 17, 64},  {29, 300, 64},
-                               {7, 513, 16}, {25, 40, 80}, {6, 260, 128}, {3, 5, 48}};
-    for (size_t i = 0; i < sizeof attn / sizeof attn[0]; i++)
-        test_attention(attn[i][0], attn[i][1], attn[i][2]);
-    /* short sequences: one lone panel (kn <= 16), 8- and 12-row tiles and their remainders */
-    const int64_t short_attn[][3] = {{8, 8, 64},  {8, 16, 64}, {20, 17, 64}, {9, 1, 16},
-                                     {24, 33, 48}, {31, 15, 32}, {8, 8, 128}};
-    for (size_t i = 0; i < sizeof short_attn / sizeof short_attn[0]; i++)
-        test_attention(short_attn[i][0], short_attn[i][1], short_attn[i][2]);
-    const int64_t pack[][2] = {{1, 16}, {7, 64}, {8, 64}, {16, 64}, {17, 48},
-                               {33, 16}, {40, 37}, {5, 5}, {20, 70}};
-    for (size_t i = 0; i < sizeof pack / sizeof pack[0]; i++)
-        test_pack(pack[i][0], pack[i][1]);
+    mha_blas_set_threads(1); /* the engine's pool runs the generic path's cblas calls */
     const int64_t rows[][2] = {{1, 1}, {3, 15}, {2, 16}, {5, 17}, {8, 64}, {2, 771}};
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
         test_row_ops(rows[i][0], rows[i][1]);
     test_passes();
+    test_bits();
     return check_report();
 }

@@ -2,7 +2,8 @@
  * test_engine_softmax_block.c - the online softmax over key blocks (lib/mha_softmax_block.c) and
  * its exp, against libm in double, on every instruction set this CPU has (SKIP for the others):
  *   - exp: relative error over the softmax's range [-87.3, 0], exactly 0 for -inf and below the
- *     flush point, exactly 1 at 0, and the same bits on every ISA (they run the same operations);
+ *     flush point, exactly 1 at 0, NaN for NaN (and a +inf score gives a NaN sum: an input that
+ *     overflowed must not turn into a plausible output), and the same bits on every ISA;
  *   - blocks: rows of scores split into blocks of every awkward size (1, 7, 8, 9, 16, 33, 256),
  *     masked keys, rows masked in their first blocks only, fully masked rows; the running maximum
  *     and sum, and each key's weight p · (product of later alphas) / l, against the double softmax
@@ -50,6 +51,17 @@ static void test_exp(mha_isa isa)
           "%s: exp of -inf, -1000, -88 and -87.7 is exactly 0 (got %g %g %g %g)", isa_name[isa],
           out[0], out[1], out[2], out[3]);
     CHECK(out[4] == 1.0f, "%s: exp(0) is exactly 1 (got %.9g)", isa_name[isa], out[4]);
+    float nan_in[20], nan_out[20];
+    for (int i = 0; i < 20; i++)
+        nan_in[i] = i == 3 || i == 17 ? NAN : -1.0f;
+    mha_exp_le0_array_isa(isa, nan_out, nan_in, 20);
+    CHECK(isnan(nan_out[3]) && isnan(nan_out[17]) && !isnan(nan_out[4]),
+          "%s: exp(NaN) is NaN (an overflowed input must show in the output)", isa_name[isa]);
+    float row[40], m = -INFINITY, l = 0, alpha, tmp[2];
+    for (int i = 0; i < 40; i++)
+        row[i] = i == 33 ? INFINITY : (float)i * 0.1f;
+    mha_softmax_block_isa(isa, row, 40, 1, 40, &m, &l, &alpha, tmp);
+    CHECK(isnan(l), "%s: a block with a +inf score sums to NaN (got %g)", isa_name[isa], l);
     CHECK(fabs(out[5] - 1.0) < 1.2e-7 && fabs(out[6] - exp(-0.5)) < 1e-7 &&
               fabs(out[7] - exp(-1.0)) < 1e-7,
           "%s: exp near 0", isa_name[isa]);

@@ -877,8 +877,10 @@ static void test_workspace(void)
     }
     CHECK(ws[1] < ws[0] && ws[2] < ws[1], "fewer kv heads, less scratch (%zu, %zu, %zu)", ws[0],
           ws[1], ws[2]);
-    /* q|k|v, concat, packed keys (5·L·E) + positions (2L) + RoPE tables (2L·hd + hd) + a block */
-    CHECK(ws[0] <= (size_t)(5 * L * E + 2 * L + 2 * L * 64 + 256 * L + 4096) * sizeof(float),
+    /* q|k|v, concat, packed keys and values (6·L·E) + positions (2L) + RoPE tables (2L·hd + hd)
+     * + one thread's tiles (64 rows of q, outputs and 256 scores) */
+    CHECK(ws[0] <= (size_t)(6 * L * E + 2 * L + 2 * L * 64 + 64 * (2 * 64 + 256) + 4096) *
+                       sizeof(float),
           "workspace %zu bytes: no H·L·S term", ws[0]);
     free(x);
 }

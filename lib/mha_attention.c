@@ -1,0 +1,345 @@
+/*
+ * mha_attention.c - the attention core: keys in blocks, an online softmax, and the weights only
+ * where they are asked for.
+ *
+ * A task takes 64 query rows of one (batch, head). Its q rows, divided by √hd as torch does, are
+ * copied to a tile qt [64][hd]; then each key block in turn (BN = 256 keys, mha_key_block):
+ *
+ *     sc [64][BN] = qt · Kᵀ block           scores (+ ALiBi, + masks, causal and window rules)
+ *     sc = exp(sc - m), m and l updated     the online softmax (mha_softmax_block.c)
+ *     O [64][hd] = O·alpha + sc · V block   the head output, rescaled when the maximum moves
+ *
+ * and finally the head output O / l goes to the concat buffer. Nothing grows with L·S: the working
+ * set is the tiles (64 KiB of scores, 16 KiB each of q and O at hd 64) and one K and V block, in
+ * L2 on every CPU this runs on; the whole pass needs O((L + S)·E) memory. Keys that the causal and
+ * window rules forbid to every row of a task are never visited (block by block: a window of 128
+ * on L = 2048 visits 1-2 blocks per task); a block inside every row's allowed range skips the
+ * rules entirely.
+ *
+ * Weights, when asked for (per head, averaged, or the trace's): each visited block's exp tile is
+ * kept in a per-thread slab [64][S] with its row maxima, and after the last block the weights are
+ * slab · exp(m_block - m) / l, a second look at the rows that were asked for. The output is the
+ * same computation, instruction for instruction, whether weights are asked for or not: the
+ * output's bits never depend on need_weights. Averaged weights take a task per row block that runs
+ * every head in order (torch's sum over heads, then / H).
+ *
+ * Keys and values are packed first, per (batch, kv head, key block) (mha_attn_pack_task): Kᵀ
+ * [hd][BN] for the scores and V [BN][hd] rows, contiguous, zero past the last key. The keys
+ * add_bias_kv and add_zero_attn append are packed after the given ones (keys S0, S0+1), so they are
+ * part of the last blocks, where masks and rules leave them alone. Query heads of one kv head
+ * (GQA) read the same packed keys: nothing is copied per query head.
+ */
+#include "mha_core.h"
+#include "mha_pack.h"
+#include "mha_softmax_block.h"
+
+#include <math.h>
+#include <string.h>
+
+static int64_t round16(int64_t n)
+{
+    return (n + 15) / 16 * 16;
+}
+
+int64_t mha_attn_kv_floats(const mha_plan *plan)
+{
+    const int64_t BN = mha_key_block(plan->hd), nblk = (plan->S + BN - 1) / BN;
+    return 2 * nblk * BN * plan->hd;
+}
+
+int64_t mha_attn_slot_floats(const mha_plan *plan, bool slab)
+{
+    const int64_t hd = plan->hd, BN = mha_key_block(hd), nblk = (plan->S + BN - 1) / BN;
+    int64_t n = 2 * round16(MHA_BM * hd) + round16(MHA_BM * BN) + 8 * MHA_BM;
+    if (slab) /* the exp tiles of every block [64][nblk·BN], and each block's row maxima */
+        n += round16(MHA_BM * nblk * BN) + round16(MHA_BM * nblk);
+    return n;
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Packing                                                                                        */
+
+void mha_attn_pack_task(void *arg, int64_t task, int slot)
+{
+    (void)slot;
+    const mha_attn *a = arg;
+    const mha_layer *layer = a->layer;
+    const int64_t hd = a->hd, BN = a->BN, blk = task % a->nblk, bg = task / a->nblk;
+    const int64_t b = bg / a->Hkv, g = bg % a->Hkv, j0 = blk * BN;
+    const int64_t bn = a->S - j0 < BN ? a->S - j0 : BN;
+    const int64_t gn = a->S0 - j0 < 0 ? 0 : a->S0 - j0 < bn ? a->S0 - j0 : bn; /* given keys */
+    float *kt = a->kv + bg * a->kv_floats + blk * hd * BN;          /* [hd][BN] */
+    float *vb = a->kv + bg * a->kv_floats + a->nblk * hd * BN + j0 * hd; /* [BN][hd] */
+    const float *k = gn ? a->k + b * a->k_bs + j0 * a->k_rs + g * hd : a->k;
+    const float *v = gn ? a->v + b * a->v_bs + j0 * a->v_rs + g * hd : a->v;
+    mha_pack_transposed(a->isa, kt, BN, k, a->k_rs, gn, hd, BN);
+    mha_pack_rows(vb, hd, v, a->v_rs, gn, hd, BN, hd);
+    const int64_t c = a->S0 - j0; /* key S0: bias_k, value bias_v (then the zero key: zeros) */
+    if (layer->cfg.add_bias_kv && c >= 0 && c < bn) {
+        for (int64_t d = 0; d < hd; d++)
+            kt[d * BN + c] = layer->bias_k[g * hd + d];
+        memcpy(vb + c * hd, layer->bias_v + g * hd, (size_t)hd * sizeof(float));
+    }
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Masks and rules on a block's given keys                                                        */
+
+static inline float mask_val(const void *m, mha_mask_type t, int64_t j)
+{
+    if (t == MHA_MASK_BOOL)
+        return ((const uint8_t *)m)[j] ? -INFINITY : 0.0f;
+    return ((const float *)m)[j];
+}
+
+/* Adds the merged masks to n scores of one row. am, kp: the mask entries of those keys
+ * (attn_mask / key_padding_mask) or NULL. */
+static void apply_masks(float *row, int64_t n, const void *am, mha_mask_type amt, const void *kp,
+                        mha_mask_type kpt)
+{
+    if (am && kp) {
+        for (int64_t j = 0; j < n; j++)
+            row[j] += mask_val(am, amt, j) + mask_val(kp, kpt, j);
+    } else if (am) {
+        for (int64_t j = 0; j < n; j++)
+            row[j] += mask_val(am, amt, j);
+    } else if (kp) {
+        for (int64_t j = 0; j < n; j++)
+            row[j] += mask_val(kp, kpt, j);
+    }
+}
+
+/* Entry col of row `row` of a mask of row width `width`. */
+static const void *mask_at(const mha_mask *m, int64_t row, int64_t width, int64_t col)
+{
+    size_t elem = m->type == MHA_MASK_BOOL ? 1 : sizeof(float);
+    return (const char *)m->data + (size_t)(row * width + col) * elem;
+}
+
+/* True when the causal and window rules may forbid some of the n keys at kp (sorted) to some query
+ * in [qmin, qmax]: then each row applies them. */
+static bool rules_needed(const mha_attn *a, const float *kp, int64_t n, float qmin, float qmax)
+{
+    if (!a->causal && !a->window)
+        return false;
+    if (!a->keys_sorted)
+        return true;
+    const float first = kp[0], last = kp[n - 1], W = mha_window_f(a->window);
+    if (a->causal && last > qmin)
+        return true;
+    if (a->window && (qmax - first >= W || (!a->causal && last - qmin >= W)))
+        return true;
+    return false;
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* The task                                                                                       */
+
+/* One thread's scratch, carved from its slot. */
+typedef struct tile {
+    float *qt;    /* [BM][hd]                                 */
+    float *sc;    /* [BM][BN]                                 */
+    float *o;     /* [BM][hd]                                 */
+    float *m, *l, *alpha, *inv, *f, *tmp; /* [BM] each; tmp [2·BM] */
+    float *slab;  /* [BM][nblk·BN] exp tiles, or NULL         */
+    float *mt;    /* [nblk][BM] row maxima after each block   */
+} tile;
+
+static tile carve_tile(const mha_attn *a, int slot)
+{
+    float *p = a->scratch + slot * a->slot_floats;
+    tile t;
+    t.qt = p;
+    p += round16(MHA_BM * a->hd);
+    t.o = p;
+    p += round16(MHA_BM * a->hd);
+    t.sc = p;
+    p += round16(MHA_BM * a->BN);
+    t.m = p;
+    t.l = p + MHA_BM;
+    t.alpha = p + 2 * MHA_BM;
+    t.inv = p + 3 * MHA_BM;
+    t.f = p + 4 * MHA_BM;
+    t.tmp = p + 5 * MHA_BM;
+    p += 8 * MHA_BM;
+    t.slab = a->slab ? p : NULL;
+    t.mt = a->slab ? p + round16(MHA_BM * a->nblk * a->BN) : NULL;
+    return t;
+}
+
+/* The key blocks a task visits: [lo, hi), then [app, nblk) (the blocks holding the appended keys,
+ * which every row attends); the given keys outside [k0, k1) are forbidden to every row. */
+typedef struct visit {
+    int64_t lo, hi, app;
+} visit;
+
+static bool next_block(const mha_attn *a, const visit *v, int64_t *blk)
+{
+    int64_t n = *blk + 1;
+    if (n < v->lo)
+        n = v->lo;
+    if (n >= v->hi && n < v->app)
+        n = v->app;
+    *blk = n;
+    return n < a->nblk && (n < v->hi || n >= v->app);
+}
+
+/* dst[r][c] for c in the columns no visited block covers: value (rows rows, row stride S). */
+static void fill_unvisited(const mha_attn *a, const visit *v, float *dst, int64_t rows,
+                           float value)
+{
+    const int64_t S = a->S, BN = a->BN;
+    const int64_t ranges[2][2] = {{0, v->lo * BN}, {v->hi * BN, v->app * BN}};
+    for (int64_t r = 0; r < rows; r++)
+        for (int k = 0; k < 2; k++) {
+            const int64_t c0 = ranges[k][0], c1 = ranges[k][1] < S ? ranges[k][1] : S;
+            for (int64_t c = c0; c < c1; c++)
+                dst[r * S + c] = value;
+        }
+}
+
+/* Weights of the task's rows from the slab: dst[r][j] = slab[r][j] · exp(mt - m[r]) / l[r] over
+ * the visited blocks, 0 elsewhere. mode 0: written (streamed), 1: set, 2: added (averaged). */
+static void weights_out(const mha_attn *a, const visit *v, const tile *t, float *dst, int64_t rows,
+                        int mode)
+{
+    const int64_t S = a->S, BN = a->BN, ld = a->nblk * BN;
+    if (mode != 2)
+        fill_unvisited(a, v, dst, rows, 0.0f);
+    int64_t nv = 0;
+    for (int64_t blk = -1; next_block(a, v, &blk); nv++) {
+        const int64_t j0 = blk * BN, bn = S - j0 < BN ? S - j0 : BN;
+        for (int64_t r = 0; r < rows; r++) /* exp(m at that block - final m), <= 0 */
+            t->tmp[r] = t->l[r] == 0.0f ? -INFINITY : t->mt[nv * MHA_BM + r] - t->m[r];
+        mha_exp_le0_array_isa(a->isa, t->f, t->tmp, rows);
+        for (int64_t r = 0; r < rows; r++)
+            t->f[r] *= t->inv[r];
+        if (mode == 0)
+            mha_scale_rows_stream(dst + j0, S, t->slab + j0, ld, rows, bn, t->f);
+        else
+            mha_scaled_add_rows_isa(a->isa, dst + j0, S, t->slab + j0, ld, rows, bn, t->f,
+                                    mode == 2);
+    }
+}
+
+int64_t mha_attn_ntasks(const mha_attn *a)
+{
+    const bool avg = a->weights && !a->per_head;
+    return a->N * (avg ? 1 : a->H) * a->nrb;
+}
+
+void mha_attn_task(void *arg, int64_t task, int slot)
+{
+    const mha_attn *a = arg;
+    const mha_inputs *in = a->in;
+    const mha_kernel_set *ks = a->ks;
+    const mha_isa isa = a->isa;
+    const bool avg = a->weights && !a->per_head;
+    const int64_t L = a->L, S0 = a->S0, S = a->S, H = a->H, hd = a->hd, BN = a->BN;
+    const int64_t rb = task % a->nrb, bh = task / a->nrb;
+    const int64_t b = avg ? bh : bh / H, h0 = avg ? 0 : bh % H, h1 = avg ? H : h0 + 1;
+    const int64_t i0 = rb * MHA_BM, m = L - i0 < MHA_BM ? L - i0 : MHA_BM;
+    const float *qp = a->qpos + b * L + i0; /* the rows' positions [m] */
+    const float *kp = a->kpos + b * S0;     /* the batch's key positions [S0] */
+    const mha_mask *am = in->attn_mask.data ? &in->attn_mask : NULL;
+    const mha_mask *kpm = in->key_padding_mask.data ? &in->key_padding_mask : NULL;
+    const tile t = carve_tile(a, slot);
+
+    int64_t k0, k1;
+    mha_key_range(&k0, &k1, qp, m, kp, S0, a->keys_sorted, a->causal, a->window);
+    visit v = {k1 > k0 ? k0 / BN : 0, k1 > k0 ? (k1 + BN - 1) / BN : 0,
+               S > S0 ? S0 / BN : a->nblk};
+    if (v.app < v.hi)
+        v.app = v.hi;
+    float qmin = qp[0], qmax = qp[0];
+    for (int64_t r = 1; r < m; r++) {
+        qmin = qp[r] < qmin ? qp[r] : qmin;
+        qmax = qp[r] > qmax ? qp[r] : qmax;
+    }
+
+    for (int64_t h = h0; h < h1; h++) {
+        const int64_t g = h / a->grp, bhl = (b * H + h) * L + i0; /* row of [N,H,L,·] */
+        const float *kv = a->kv + (b * a->Hkv + g) * a->kv_floats;
+        const float slope = a->alibi ? mha_alibi_slope(h, H) : 0.0f;
+        /* torch: q_scaled = q / sqrt(head_dim), after RoPE */
+        const float *q = a->q + b * a->q_bs + i0 * a->q_rs + h * hd;
+        for (int64_t r = 0; r < m; r++)
+            memcpy(t.qt + r * hd, q + r * a->q_rs, (size_t)hd * sizeof(float));
+        mha_div_mul_rows_isa(isa, t.qt, hd, m, hd, a->qscale, NULL);
+        memset(t.o, 0, (size_t)(MHA_BM * hd) * sizeof(float));
+        for (int64_t r = 0; r < m; r++) {
+            t.m[r] = -INFINITY;
+            t.l[r] = 0.0f;
+        }
+        float *tscores = a->trace_scores ? a->trace_scores + bhl * S : NULL;
+        if (tscores)
+            fill_unvisited(a, &v, tscores, m, -INFINITY);
+
+        int64_t nv = 0;
+        for (int64_t blk = -1; next_block(a, &v, &blk); nv++) {
+            const int64_t j0 = blk * BN, bn = S - j0 < BN ? S - j0 : BN;
+            const int64_t gn = S0 - j0 < bn ? S0 - j0 : bn; /* given keys; then appended ones */
+            const float *kt = kv + blk * hd * BN, *vb = kv + a->nblk * hd * BN + j0 * hd;
+            const bool full = m == MHA_BM && bn == BN;
+            if (full)
+                mha_mm_run(&ks->scores, t.sc, t.qt, kt);
+            else
+                mha_gemm_isa(isa, t.sc, BN, t.qt, hd, kt, BN, m, bn, hd, false);
+            if (gn > 0) { /* ALiBi, then the masks (the golden files' order), then the rules */
+                const bool rules = rules_needed(a, kp + j0, gn, qmin, qmax);
+                for (int64_t r = 0; r < m && (a->alibi || am || kpm || rules); r++) {
+                    float *row = t.sc + r * BN;
+                    const int64_t i = i0 + r;
+                    if (a->alibi)
+                        mha_alibi_row(isa, row, kp + j0, gn, qp[r], slope);
+                    const void *amr = am ? mask_at(am, am->ndim == 3 ? (b * H + h) * L + i : i,
+                                                   S0, j0)
+                                         : NULL;
+                    const void *kpr = kpm ? mask_at(kpm, b, S0, j0) : NULL;
+                    if (amr || kpr)
+                        apply_masks(row, gn, amr, am ? am->type : MHA_MASK_FLOAT, kpr,
+                                    kpm ? kpm->type : MHA_MASK_FLOAT);
+                    if (rules)
+                        mha_rules_row(row, kp + j0, gn, qp[r], a->causal, a->window,
+                                      a->keys_sorted);
+                }
+            }
+            if (tscores)
+                for (int64_t r = 0; r < m; r++)
+                    memcpy(tscores + r * S + j0, t.sc + r * BN, (size_t)bn * sizeof(float));
+            mha_softmax_block_isa(isa, t.sc, BN, m, bn, t.m, t.l, t.alpha, t.tmp);
+            if (nv > 0) /* the maximum moved: what came before is rescaled (alpha 1 otherwise) */
+                mha_div_mul_rows_isa(isa, t.o, hd, m, hd, 0.0f, t.alpha);
+            if (t.slab) {
+                const int64_t ld = a->nblk * BN;
+                for (int64_t r = 0; r < m; r++)
+                    memcpy(t.slab + r * ld + j0, t.sc + r * BN, (size_t)bn * sizeof(float));
+                memcpy(t.mt + nv * MHA_BM, t.m, (size_t)m * sizeof(float));
+            }
+            if (full)
+                mha_mm_run(&ks->pv, t.o, t.sc, vb);
+            else
+                mha_gemm_isa(isa, t.o, hd, t.sc, BN, vb, hd, m, hd, bn, true);
+        }
+
+        /* the head output O / l (0 for a row that attended no key; NaN stays NaN), into the concat */
+        for (int64_t r = 0; r < m; r++)
+            t.inv[r] = t.l[r] == 0.0f ? 0.0f : 1.0f / t.l[r];
+        mha_div_mul_rows_isa(isa, t.o, hd, m, hd, 0.0f, t.inv);
+        float *cat = a->cat + b * a->c_bs + i0 * a->c_rs + h * hd;
+        for (int64_t r = 0; r < m; r++)
+            memcpy(cat + r * a->c_rs, t.o + r * hd, (size_t)hd * sizeof(float));
+        if (!t.slab)
+            continue;
+        if (a->trace_weights)
+            weights_out(a, &v, &t, a->trace_weights + bhl * S, m, 1);
+        if (a->weights && a->per_head)
+            weights_out(a, &v, &t, a->weights + bhl * S, m, 0);
+        else if (avg)
+            weights_out(a, &v, &t, a->weights + (b * L + i0) * S, m, h > 0 ? 2 : 1);
+    }
+    if (a->weights && a->per_head)
+        mha_copy_stream_fence();
+    if (avg) /* torch: weights.sum(dim=1) / num_heads */
+        mha_div_mul_rows_isa(isa, a->weights + (b * L + i0) * S, S, m, S, (float)H, NULL);
+}

@@ -1,0 +1,158 @@
+/*
+ * mha_core.h - private to lib/: how a forward pass is cut into work, and what a layer keeps so its
+ * passes run on the kernels of mha_kernels.h.
+ *
+ *   projections  C[M][Nc] = bias + X[M][K] · Wᵀ, W packed once per layer into panels Wᵀ [K][64]
+ *                (mha_weights.c); tasks of 64 rows x 256 columns, kernel calls of 64 x 64 x 512
+ *                (mha_proj.c)
+ *   keys, values per (batch, kv head, key block): Kᵀ blocks [hd][BN], V blocks [BN][hd], the keys
+ *                add_bias_kv and add_zero_attn append included (mha_attention.c)
+ *   attention    per (batch, head, 64 query rows): the key blocks in order with an online softmax
+ *                (mha_softmax_block.c), output and, where asked for, weights (mha_attention.c)
+ *
+ * Every block size depends on the shape only (head_dim, S), never on the thread count or on
+ * need_weights: a pass gives the same bits on 1 or 2 threads, with weights or without.
+ */
+#ifndef ATTND_MHA_CORE_H
+#define ATTND_MHA_CORE_H
+
+#include "mha_forward_internal.h"
+#include "mha_kernels.h"
+
+#define MHA_BM 64          /* query rows per attention task                                     */
+#define MHA_PANEL 64       /* output columns per packed weight panel and per projection call    */
+#define MHA_PROJ_ROWS 64   /* rows per projection kernel call                                   */
+#define MHA_PROJ_COLS 256  /* columns per projection task (4 panels: the X rows stay in L2)     */
+#define MHA_KC 512         /* depth per projection call: X rows and panel 256 KiB, in Zen 3's L2 */
+
+/* Keys per attention block for head_dim hd: 256, or 128 above hd 128 (a K and a V block then stay
+ * at 64-128 KiB each, in L2 next to the scores tile). */
+int64_t mha_key_block(int64_t hd);
+
+/* ---------------------------------------------------------------------------------------------- */
+/* A layer's projection weights, packed (mha_weights.c)                                           */
+
+/* W [Nc][K] as ceil(Nc/64) panels Wᵀ [K][64] (columns past Nc zero), panel p at p·K·64. */
+typedef struct mha_packed_w {
+    float *p; /* NULL: the layer has no such weight */
+    int64_t Nc, K;
+} mha_packed_w;
+
+/* Floats of W [Nc][K] packed. */
+int64_t mha_packed_w_floats(int64_t Nc, int64_t K);
+
+/* Packs W [Nc][K] (contiguous) into pw->p (room for mha_packed_w_floats). */
+void mha_pack_weight(mha_packed_w *pw, const float *W);
+
+/* ---------------------------------------------------------------------------------------------- */
+/* A layer's kernels for one instruction set (mha_weights.c)                                      */
+
+#define MHA_MAX_PROJ_MM 24
+
+typedef struct mha_kernel_set {
+    mha_isa isa;
+    int64_t BN;       /* keys per attention block                                          */
+    mha_mm scores;    /* sc[BM][BN] = qt[BM][hd] · Kᵀ[hd][BN]                               */
+    mha_mm pv;        /* O[BM][hd] += P[BM][BN] · V[BN][hd]                                 */
+    int nproj;        /* projection calls of full tiles: C[64][64] (row stride ldc) +=      */
+    mha_mm proj[MHA_MAX_PROJ_MM]; /* X[64][depth] (row stride K) · panel[depth][64]        */
+    int njit;         /* how many of the above run JIT code                                 */
+    mha_jit_arena arena;
+} mha_kernel_set;
+
+/* Fills ks for isa and the layer's config (resolved): JIT code for every full tile when jit is
+ * true and the build and system allow it, the hand kernels (cblas for generic) for the rest. */
+void mha_kernel_set_init(mha_kernel_set *ks, mha_isa isa, const mha_config *cfg, bool jit);
+void mha_kernel_set_free(mha_kernel_set *ks);
+
+/* The projection call of full tiles for (depth, K, ldc), or NULL (then the hand kernel). */
+const mha_mm *mha_kernel_set_proj(const mha_kernel_set *ks, int64_t depth, int64_t K, int64_t ldc);
+
+/* The layer's share (mha_layer.c calls these): packed weights and kernel sets, made with the
+ * layer (weights zero, as its parameters); repacked when a weight parameter called name is set. */
+mha_status mha_layer_kernels_create(mha_layer *layer, mha_error *err);
+void mha_layer_kernels_free(mha_layer_kernels *lk);
+void mha_layer_kernels_repack(mha_layer *layer, const char *name);
+
+/* The layer's kernel set for a pass planned with isa and jit (see mha_plan.jit). */
+const mha_kernel_set *mha_layer_kernel_set(const mha_layer *layer, mha_isa isa, bool jit);
+
+/* The layer's packed weight 'q', 'k', 'v' or 'o' (out_proj). */
+const mha_packed_w *mha_layer_packed(const mha_layer *layer, char which);
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Projections (mha_proj.c)                                                                       */
+
+typedef struct mha_proj_job {
+    const float *X;         /* [M][K] contiguous                                    */
+    const float *W;         /* [Nc][K] as given (the generic path's cblas reads it) */
+    const mha_packed_w *w;  /* W packed                                             */
+    const float *bias;      /* [Nc], or NULL (0)                                     */
+    float *C;               /* [M][Nc] at row stride ldc                            */
+    int64_t M, ldc;
+    int64_t first_task;     /* tasks before this job's in its set                   */
+} mha_proj_job;
+
+typedef struct mha_proj_set {
+    mha_proj_job job[3];
+    int n;
+    int64_t ntasks;
+    const mha_kernel_set *ks;
+} mha_proj_set;
+
+/* Adds C = bias + X·Wᵀ to the set (its tasks after the ones already there). */
+void mha_proj_add(mha_proj_set *set, const float *X, int64_t M, const float *W,
+                  const mha_packed_w *w, const float *bias, float *C, int64_t ldc);
+
+/* One task of a set (mha_task_fn): 64 rows x 256 columns of one job. torch's addmm order: each
+ * row starts as the bias, then += X·Wᵀ in depth chunks of 512 in order (generic: one cblas call
+ * on W as given). */
+void mha_proj_task(void *arg, int64_t task, int slot);
+
+/* ---------------------------------------------------------------------------------------------- */
+/* The attention core (mha_attention.c)                                                           */
+
+typedef struct mha_attn {
+    const mha_layer *layer;
+    const mha_inputs *in;
+    const mha_kernel_set *ks;
+    mha_isa isa;
+    int64_t N, L, S0, S, H, Hkv, grp, hd, BN, nblk, nrb;
+    /* projected rows in input order (row (b, i) at b·bs + i·rs), RoPE applied */
+    const float *q, *k, *v;
+    int64_t q_bs, q_rs, k_bs, k_rs, v_bs, v_rs;
+    float *cat; /* [N,L,Dq] concat of head outputs, in input order */
+    int64_t c_bs, c_rs;
+    /* keys and values packed per (batch, kv head): Kᵀ [nblk][hd][BN], then V [nblk·BN][hd] */
+    float *kv;
+    int64_t kv_floats; /* per (batch, kv head) */
+    /* positions [N,L], [N,S0] (mha_positions_fill), rules */
+    const float *qpos, *kpos;
+    bool keys_sorted, causal, alibi;
+    int64_t window;
+    float qscale; /* √hd as float: torch divides q by it */
+    /* outputs beyond the head outputs */
+    float *weights;     /* per head [N,H,L,S] or averaged [N,L,S], or NULL     */
+    bool per_head;
+    float *trace_scores, *trace_weights; /* [N,H,L,S] each, or NULL         */
+    /* per-thread scratch: [threads][slot_floats] */
+    float *scratch;
+    int64_t slot_floats;
+    bool slab; /* the slot holds the weights slab (weights or trace weights wanted) */
+} mha_attn;
+
+/* Floats of one thread's slot for a plan (slab: per-row tiles kept for weights). */
+int64_t mha_attn_slot_floats(const mha_plan *plan, bool slab);
+
+/* Floats of the packed keys and values of one (batch, kv head). */
+int64_t mha_attn_kv_floats(const mha_plan *plan);
+
+/* Packs one (batch, kv head, key block) (mha_task_fn; task = (b·Hkv + g)·nblk + blk). */
+void mha_attn_pack_task(void *arg, int64_t task, int slot);
+
+/* Tasks of the attention: (batch, head, row block), or (batch, row block) with every head in order
+ * when averaged weights are asked for (their sum over heads in torch's order). */
+int64_t mha_attn_ntasks(const mha_attn *a);
+void mha_attn_task(void *arg, int64_t task, int slot);
+
+#endif
