@@ -103,6 +103,9 @@ int main(int argc, char **argv)
     mha_blas_get_info(&blas);
     srv_log(opt.log_format, blas.weaker ? "warn" : "info", "engine BLAS: %s",
             mha_blas_describe(blas_line, sizeof blas_line));
+    char kernels_line[512]; /* which of the engine's kernels a pass runs, and why */
+    srv_log(opt.log_format, "info", "engine %s",
+            mha_kernels_describe(kernels_line, sizeof kernels_line));
 
     int sig = 0;
     sigwait(&stop, &sig);

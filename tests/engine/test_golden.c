@@ -8,12 +8,13 @@
  *                          point it at the output of `tests/torch/gen_golden.py --random N --seed S
  *                          --out DIR [--variants]` for cases outside the repo
  *
- * Each case runs six times: on the calling thread only (no pool) and on a 2-thread pool (with
- * OpenBLAS set to one thread, as the engine wants when it has its own pool), each with every trace
- * stage requested and with none (the path requests take when they want no trace, which need not hold
- * the scores), and on the pool again with ATTND_ISA=generic (the attention's GEMMs on cblas instead
- * of the AVX-512 kernels). Output buffers start as NaN, so an entry the engine forgets to write
- * fails too.
+ * Each case runs on the calling thread only (no pool) and on a 2-thread pool (with OpenBLAS set to
+ * one thread, as the engine wants when it has its own pool), each with every trace stage requested
+ * and with none (the path requests take when they want no trace, which need not hold the scores);
+ * then on the pool again on every other kernel path this CPU has: ATTND_ISA=generic (cblas),
+ * avx2 and avx512 with the JIT kernels and with the hand kernels only (ATTND_JIT=0). A path the CPU
+ * lacks is printed as SKIP. Output buffers start as NaN, so an entry the engine forgets to write
+ * fails too. tests/engine/test_golden_blas.sh runs it all again on the other OpenBLAS core.
  */
 #include <math.h>
 #include <stdio.h>
@@ -91,19 +92,32 @@ static mha_layer *build_layer(const golden_case *c)
 
 /* One forward pass of case c on layer (pool may be NULL), with every trace stage or none, everything
  * compared with torch. */
+/* A kernel path: ATTND_ISA (NULL: unset, the best the CPU has) and whether JIT kernels may run. */
+typedef struct path {
+    const char *isa;
+    bool jit;
+} path;
+
+static const path kernel_paths[] = {{"generic", true}, {"avx2", true}, {"avx2", false},
+                             {"avx512", true},  {"avx512", false}};
+
 static void run_case(const golden_case *c, const mha_layer *layer, mha_pool *pool, bool with_trace,
-                     bool generic)
+                     const path *p)
 {
     char label[256];
-    snprintf(label, sizeof label, "%s (%s, %s%s)", c->name, pool ? "2-thread pool" : "no pool",
-             with_trace ? "trace" : "no trace", generic ? ", ATTND_ISA=generic" : "");
+    snprintf(label, sizeof label, "%s (%s, %s%s%s%s)", c->name, pool ? "2-thread pool" : "no pool",
+             with_trace ? "trace" : "no trace", p ? ", ATTND_ISA=" : "", p ? p->isa : "",
+             p && !p->jit ? ", ATTND_JIT=0" : "");
     mha_inputs in = golden_inputs(c);
     mha_plan plan;
     mha_error err = {0};
-    if (generic)
-        setenv("ATTND_ISA", "generic", 1);
+    if (p)
+        setenv("ATTND_ISA", p->isa, 1);
+    if (p && !p->jit)
+        setenv("ATTND_JIT", "0", 1);
     mha_status st = mha_plan_forward(layer, &in, NULL, &plan, &err);
     unsetenv("ATTND_ISA");
+    unsetenv("ATTND_JIT");
     if (!CHECK(st == MHA_OK, "%s: mha_plan_forward: %s (%s)", label, err.message, err.field))
         return;
 
@@ -146,6 +160,15 @@ static void run_case(const golden_case *c, const mha_layer *layer, mha_pool *poo
         free(trace.stage[s]);
 }
 
+/* True when this CPU has the path's ISA (ATTND_ISA would cap to it exactly). */
+static bool usable(const path *p)
+{
+    setenv("ATTND_ISA", p->isa, 1);
+    const bool ok = !strcmp(mha_isa_name(mha_isa_active()), p->isa);
+    unsetenv("ATTND_ISA");
+    return ok;
+}
+
 /* Replays every case of dir; returns how many failed. */
 static int replay_dir(const char *dir, mha_pool *pool)
 {
@@ -162,11 +185,12 @@ static int replay_dir(const char *dir, mha_pool *pool)
         mha_layer *layer = build_layer(&c);
         if (layer) {
             for (int t = 0; t < 2; t++) {
-                run_case(&c, layer, NULL, t == 0, false);
+                run_case(&c, layer, NULL, t == 0, NULL);
                 if (pool)
-                    run_case(&c, layer, pool, t == 0, false);
-                if (pool)
-                    run_case(&c, layer, pool, t == 0, true);
+                    run_case(&c, layer, pool, t == 0, NULL);
+                for (size_t k = 0; pool && k < sizeof kernel_paths / sizeof kernel_paths[0]; k++)
+                    if (usable(&kernel_paths[k]))
+                        run_case(&c, layer, pool, t == 0, &kernel_paths[k]);
             }
         }
         if (check_failed != before) {
@@ -188,6 +212,12 @@ int main(int argc, char **argv)
     mha_error err = {0};
     mha_pool *pool = mha_pool_create(2, &err);
     CHECK(pool, "mha_pool_create(2): %s", err.message);
+    char blas[256], kern[512];
+    printf("%s\n%s\n", mha_blas_describe(blas, sizeof blas), mha_kernels_describe(kern, sizeof kern));
+    for (size_t k = 0; k < sizeof kernel_paths / sizeof kernel_paths[0]; k++)
+        if (!usable(&kernel_paths[k]))
+            printf("SKIP kernel path ATTND_ISA=%s%s: this CPU lacks %s\n", kernel_paths[k].isa,
+                   kernel_paths[k].jit ? "" : " ATTND_JIT=0", kernel_paths[k].isa);
     if (argc > 1) {
         replay_dir(argv[1], pool);
     } else {
