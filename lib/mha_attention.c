@@ -24,7 +24,8 @@
  * every head in order (torch's sum over heads, then / H).
  *
  * Keys and values are packed first, per (batch, kv head, key block) (mha_attn_pack_task): Kᵀ
- * [hd][BN] for the scores and V [BN][hd] rows, contiguous, zero past the last key. The keys
+ * [hd][BN] for the scores and V [BN][hd] rows, contiguous; a last, shorter block is left unwritten
+ * past its keys (only full blocks run the fixed-size kernels). The keys
  * add_bias_kv and add_zero_attn append are packed after the given ones (keys S0, S0+1), so they are
  * part of the last blocks, where masks and rules leave them alone. Query heads of one kv head
  * (GQA) read the same packed keys: nothing is copied per query head.
@@ -72,8 +73,9 @@ void mha_attn_pack_task(void *arg, int64_t task, int slot)
     float *vb = a->kv + bg * a->kv_floats + a->nblk * hd * BN + j0 * hd; /* [BN][hd] */
     const float *k = gn ? a->k + b * a->k_bs + j0 * a->k_rs + g * hd : a->k;
     const float *v = gn ? a->v + b * a->v_bs + j0 * a->v_rs + g * hd : a->v;
-    mha_pack_transposed(a->isa, kt, BN, k, a->k_rs, gn, hd, BN);
-    mha_pack_rows(vb, hd, v, a->v_rs, gn, hd, BN, hd);
+    /* the bn keys of the block (the kernels never read past them: no padding to write) */
+    mha_pack_transposed(a->isa, kt, BN, k, a->k_rs, gn, hd, bn);
+    mha_pack_rows(vb, hd, v, a->v_rs, gn, hd, bn, hd);
     const int64_t c = a->S0 - j0; /* key S0: bias_k, value bias_v (then the zero key: zeros) */
     if (layer->cfg.add_bias_kv && c >= 0 && c < bn) {
         for (int64_t d = 0; d < hd; d++)
@@ -263,10 +265,8 @@ void mha_attn_task(void *arg, int64_t task, int slot)
         const float slope = a->alibi ? mha_alibi_slope(h, H) : 0.0f;
         /* torch: q_scaled = q / sqrt(head_dim), after RoPE */
         const float *q = a->q + b * a->q_bs + i0 * a->q_rs + h * hd;
-        for (int64_t r = 0; r < m; r++)
-            memcpy(t.qt + r * hd, q + r * a->q_rs, (size_t)hd * sizeof(float));
-        mha_div_mul_rows_isa(isa, t.qt, hd, m, hd, a->qscale, NULL);
-        memset(t.o, 0, (size_t)(MHA_BM * hd) * sizeof(float));
+        mha_div_mul_rows_to_isa(isa, t.qt, hd, q, a->q_rs, m, hd, a->qscale, NULL);
+        memset(t.o, 0, (size_t)(m * hd) * sizeof(float));
         for (int64_t r = 0; r < m; r++) {
             t.m[r] = -INFINITY;
             t.l[r] = 0.0f;
@@ -325,10 +325,8 @@ void mha_attn_task(void *arg, int64_t task, int slot)
         /* the head output O / l (0 for a row that attended no key; NaN stays NaN), into the concat */
         for (int64_t r = 0; r < m; r++)
             t.inv[r] = t.l[r] == 0.0f ? 0.0f : 1.0f / t.l[r];
-        mha_div_mul_rows_isa(isa, t.o, hd, m, hd, 0.0f, t.inv);
-        float *cat = a->cat + b * a->c_bs + i0 * a->c_rs + h * hd;
-        for (int64_t r = 0; r < m; r++)
-            memcpy(cat + r * a->c_rs, t.o + r * hd, (size_t)hd * sizeof(float));
+        mha_div_mul_rows_to_isa(isa, a->cat + b * a->c_bs + i0 * a->c_rs + h * hd, a->c_rs, t.o,
+                                hd, m, hd, 0.0f, t.inv);
         if (!t.slab)
             continue;
         if (a->trace_weights)

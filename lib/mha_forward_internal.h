@@ -74,4 +74,9 @@ bool mha_div_mul_rows_isa(mha_isa isa, float *x, int64_t rs, int64_t rows, int64
 bool mha_scaled_add_rows_isa(mha_isa isa, float *dst, int64_t ld_dst, const float *src,
                              int64_t ld_src, int64_t rows, int64_t n, const float *mul, bool add);
 
+/* mha_div_mul_rows_isa into another buffer: y[r][j] (row stride ys) = x[r][j] / div, or ·mul[r]
+ * (div 0); the same bits as dividing or scaling in place. */
+bool mha_div_mul_rows_to_isa(mha_isa isa, float *y, int64_t ys, const float *x, int64_t rs,
+                             int64_t rows, int64_t n, float div, const float *mul);
+
 #endif

@@ -438,36 +438,36 @@ void mha_scale_rows_stream(float *dst, int64_t ld_dst, const float *src, int64_t
 }
 
 #ifdef MHA_HAVE_AVX2_KERNEL
-/* x[j] = x[j] / div or x[j] · mul (div 0) for j < n: the same IEEE operation per element as the
- * scalar loop, 16 at a time. */
-__attribute__((target("avx512f"))) static void div_mul_row_avx512(float *x, int64_t n, float div,
-                                                                  float mul)
+/* y[j] = x[j] / div or x[j] · mul (div 0) for j < n (y may be x): the same IEEE operation per
+ * element as the scalar loop, 16 at a time. */
+__attribute__((target("avx512f"))) static void div_mul_row_avx512(float *y, const float *x,
+                                                                  int64_t n, float div, float mul)
 {
     const __m512 vd = _mm512_set1_ps(div), vm = _mm512_set1_ps(mul);
     int64_t j = 0;
     for (; j + 16 <= n; j += 16) {
         const __m512 v = _mm512_loadu_ps(x + j);
-        _mm512_storeu_ps(x + j, div != 0.0f ? _mm512_div_ps(v, vd) : _mm512_mul_ps(v, vm));
+        _mm512_storeu_ps(y + j, div != 0.0f ? _mm512_div_ps(v, vd) : _mm512_mul_ps(v, vm));
     }
     if (j < n) {
         const __mmask16 tail = (__mmask16)((1u << (n - j)) - 1);
         const __m512 v = _mm512_maskz_loadu_ps(tail, x + j);
-        _mm512_mask_storeu_ps(x + j, tail,
+        _mm512_mask_storeu_ps(y + j, tail,
                               div != 0.0f ? _mm512_div_ps(v, vd) : _mm512_mul_ps(v, vm));
     }
 }
 
-__attribute__((target("avx2"))) static void div_mul_row_avx2(float *x, int64_t n, float div,
-                                                             float mul)
+__attribute__((target("avx2"))) static void div_mul_row_avx2(float *y, const float *x, int64_t n,
+                                                             float div, float mul)
 {
     const __m256 vd = _mm256_set1_ps(div), vm = _mm256_set1_ps(mul);
     int64_t j = 0;
     for (; j + 8 <= n; j += 8) {
         const __m256 v = _mm256_loadu_ps(x + j);
-        _mm256_storeu_ps(x + j, div != 0.0f ? _mm256_div_ps(v, vd) : _mm256_mul_ps(v, vm));
+        _mm256_storeu_ps(y + j, div != 0.0f ? _mm256_div_ps(v, vd) : _mm256_mul_ps(v, vm));
     }
     for (; j < n; j++)
-        x[j] = div != 0.0f ? x[j] / div : x[j] * mul;
+        y[j] = div != 0.0f ? x[j] / div : x[j] * mul;
 }
 #endif
 
@@ -488,29 +488,36 @@ static bool isa_usable(mha_isa isa)
     }
 }
 
-bool mha_div_mul_rows_isa(mha_isa isa, float *x, int64_t rs, int64_t rows, int64_t n, float div,
-                          const float *mul)
+bool mha_div_mul_rows_to_isa(mha_isa isa, float *y, int64_t ys, const float *x, int64_t rs,
+                             int64_t rows, int64_t n, float div, const float *mul)
 {
     if (!isa_usable(isa))
         return false;
     for (int64_t r = 0; r < rows; r++) {
-        float *row = x + r * rs;
+        float *out = y + r * ys;
+        const float *row = x + r * rs;
         const float m = mul ? mul[r] : 1.0f;
         switch (isa) {
 #ifdef MHA_HAVE_AVX2_KERNEL
         case MHA_ISA_AVX512:
-            div_mul_row_avx512(row, n, div, m);
+            div_mul_row_avx512(out, row, n, div, m);
             break;
         case MHA_ISA_AVX2:
-            div_mul_row_avx2(row, n, div, m);
+            div_mul_row_avx2(out, row, n, div, m);
             break;
 #endif
         default:
             for (int64_t j = 0; j < n; j++)
-                row[j] = div != 0.0f ? row[j] / div : row[j] * m;
+                out[j] = div != 0.0f ? row[j] / div : row[j] * m;
         }
     }
     return true;
+}
+
+bool mha_div_mul_rows_isa(mha_isa isa, float *x, int64_t rs, int64_t rows, int64_t n, float div,
+                          const float *mul)
+{
+    return mha_div_mul_rows_to_isa(isa, x, rs, x, rs, rows, n, div, mul);
 }
 
 #ifdef MHA_HAVE_AVX2_KERNEL
