@@ -55,7 +55,7 @@ typedef struct mha_kernel_set {
     mha_mm scores;    /* sc[BM][BN] = qt[BM][hd] · Kᵀ[hd][BN]                               */
     mha_mm pv;        /* O[BM][hd] += P[BM][BN] · V[BN][hd]                                 */
     int nproj;        /* projection calls of full tiles: C[64][64] (row stride ldc) +=      */
-    mha_mm proj[MHA_MAX_PROJ_MM]; /* X[64][depth] (row stride K) · panel[depth][64]        */
+    mha_mm proj[MHA_MAX_PROJ_MM]; /* X[64][depth] (row stride ldx) · panel[depth][64]      */
     int njit;         /* how many of the above run JIT code                                 */
     mha_jit_arena arena;
 } mha_kernel_set;
@@ -65,8 +65,9 @@ typedef struct mha_kernel_set {
 void mha_kernel_set_init(mha_kernel_set *ks, mha_isa isa, const mha_config *cfg, bool jit);
 void mha_kernel_set_free(mha_kernel_set *ks);
 
-/* The projection call of full tiles for (depth, K, ldc), or NULL (then the hand kernel). */
-const mha_mm *mha_kernel_set_proj(const mha_kernel_set *ks, int64_t depth, int64_t K, int64_t ldc);
+/* The projection call of full tiles for (depth, ldx, ldc), or NULL (then the hand kernel). */
+const mha_mm *mha_kernel_set_proj(const mha_kernel_set *ks, int64_t depth, int64_t ldx,
+                                  int64_t ldc);
 
 /* The layer's share (mha_layer.c calls these): packed weights and kernel sets, made with the
  * layer (weights zero, as its parameters); repacked when a weight parameter called name is set. */
@@ -84,12 +85,12 @@ const mha_packed_w *mha_layer_packed(const mha_layer *layer, char which);
 /* Projections (mha_proj.c)                                                                       */
 
 typedef struct mha_proj_job {
-    const float *X;         /* [M][K] contiguous                                    */
+    const float *X;         /* [M][K] at row stride ldx                              */
     const float *W;         /* [Nc][K] as given (the generic path's cblas reads it) */
     const mha_packed_w *w;  /* W packed                                             */
     const float *bias;      /* [Nc], or NULL (0)                                     */
     float *C;               /* [M][Nc] at row stride ldc                            */
-    int64_t M, ldc;
+    int64_t M, ldx, ldc;
     int64_t first_task;     /* tasks before this job's in its set                   */
 } mha_proj_job;
 
@@ -101,7 +102,7 @@ typedef struct mha_proj_set {
 } mha_proj_set;
 
 /* Adds C = bias + X·Wᵀ to the set (its tasks after the ones already there). */
-void mha_proj_add(mha_proj_set *set, const float *X, int64_t M, const float *W,
+void mha_proj_add(mha_proj_set *set, const float *X, int64_t M, int64_t ldx, const float *W,
                   const mha_packed_w *w, const float *bias, float *C, int64_t ldc);
 
 /* One task of a set (mha_task_fn): 64 rows x 256 columns of one job. torch's addmm order: each
@@ -121,7 +122,8 @@ typedef struct mha_attn {
     /* projected rows in input order (row (b, i) at b·bs + i·rs), RoPE applied */
     const float *q, *k, *v;
     int64_t q_bs, q_rs, k_bs, k_rs, v_bs, v_rs;
-    float *cat; /* [N,L,Dq] concat of head outputs, in input order */
+    float *cat; /* [N,L,Dq] concat of head outputs, in input order: over q's columns (a task
+                 * reads its q rows of a head before it writes the head's output there) */
     int64_t c_bs, c_rs;
     /* keys and values packed per (batch, kv head): Kᵀ [nblk][hd][BN], then V [nblk·BN][hd] */
     float *kv;

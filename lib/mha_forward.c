@@ -7,7 +7,9 @@
  * so nothing is ever transposed and the output comes out in the input's layout. Row (b, i) of a
  * buffer of row width W sits at b·bs + i·rs with (bs, rs) = (L·W, W) batch-first, (W, N·W) else.
  * A self-attention's q, k and v go side by side in one [N·L, Dq+2Dkv] buffer (three projections
- * writing their columns of it).
+ * writing their columns of it); the head outputs then replace q in its columns (each attention
+ * task reads its q rows of a head before writing that head's output), so the concat costs no
+ * memory of its own.
  *
  * Kernels: the layer's set for the plan's ISA (mha_weights.c): JIT code for full tiles where there
  * is some, hand kernels otherwise, cblas for ATTND_ISA=generic. Scratch: one allocation per pass
@@ -275,13 +277,13 @@ mha_status mha_forward(const mha_layer *layer, const mha_inputs *in, const mha_p
         strides(&f, L, W, &f.q_bs, &f.q_rs);
         f.k_bs = f.v_bs = f.q_bs;
         f.k_rs = f.v_rs = f.q_rs;
-        mha_proj_add(&proj, qt->data, N * L, layer->w_q, pq, b_in, f.q, W);
-        mha_proj_add(&proj, qt->data, N * L, layer->w_k, pk, b_k, f.k, W);
-        mha_proj_add(&proj, qt->data, N * L, layer->w_v, pv, b_v, f.v, W);
+        mha_proj_add(&proj, qt->data, N * L, E, layer->w_q, pq, b_in, f.q, W);
+        mha_proj_add(&proj, qt->data, N * L, E, layer->w_k, pk, b_k, f.k, W);
+        mha_proj_add(&proj, qt->data, N * L, E, layer->w_v, pv, b_v, f.v, W);
     } else {
         f.q = carve(&cursor, N * L * Dq);
         strides(&f, L, Dq, &f.q_bs, &f.q_rs);
-        mha_proj_add(&proj, qt->data, N * L, layer->w_q, pq, b_in, f.q, Dq);
+        mha_proj_add(&proj, qt->data, N * L, E, layer->w_q, pq, b_in, f.q, Dq);
         if (kv_same) { /* value = key: k | v side by side */
             float *kv = carve(&cursor, N * S0 * 2 * Dkv);
             f.k = kv;
@@ -289,19 +291,22 @@ mha_status mha_forward(const mha_layer *layer, const mha_inputs *in, const mha_p
             strides(&f, S0, 2 * Dkv, &f.k_bs, &f.k_rs);
             f.v_bs = f.k_bs;
             f.v_rs = f.k_rs;
-            mha_proj_add(&proj, kt->data, N * S0, layer->w_k, pk, b_k, f.k, 2 * Dkv);
-            mha_proj_add(&proj, kt->data, N * S0, layer->w_v, pv, b_v, f.v, 2 * Dkv);
+            mha_proj_add(&proj, kt->data, N * S0, E, layer->w_k, pk, b_k, f.k, 2 * Dkv);
+            mha_proj_add(&proj, kt->data, N * S0, E, layer->w_v, pv, b_v, f.v, 2 * Dkv);
         } else {
             f.k = carve(&cursor, N * S0 * Dkv);
             f.v = carve(&cursor, N * S0 * Dkv);
             strides(&f, S0, Dkv, &f.k_bs, &f.k_rs);
             strides(&f, S0, Dkv, &f.v_bs, &f.v_rs);
-            mha_proj_add(&proj, kt->data, N * S0, layer->w_k, pk, b_k, f.k, Dkv);
-            mha_proj_add(&proj, vt->data, N * S0, layer->w_v, pv, b_v, f.v, Dkv);
+            mha_proj_add(&proj, kt->data, N * S0, cfg->kdim, layer->w_k, pk, b_k, f.k, Dkv);
+            mha_proj_add(&proj, vt->data, N * S0, cfg->vdim, layer->w_v, pv, b_v, f.v, Dkv);
         }
     }
-    f.cat = carve(&cursor, N * L * Dq);
-    strides(&f, L, Dq, &f.c_bs, &f.c_rs);
+    /* the head outputs go over q's columns (mha_attention.c): the concat has q's strides */
+    const int64_t q_flat = self ? Dq + 2 * Dkv : Dq; /* q's row stride as flat [N·L] rows */
+    f.cat = f.q;
+    f.c_bs = f.q_bs;
+    f.c_rs = f.q_rs;
     a.kv = carve(&cursor, N * f.Hkv * a.kv_floats);
     f.qpos = carve(&cursor, N * L);
     f.kpos = carve(&cursor, N * S0);
@@ -334,7 +339,7 @@ mha_status mha_forward(const mha_layer *layer, const mha_inputs *in, const mha_p
     mha_pool_run_limit(pool, N * f.Hkv * a.nblk, mha_attn_pack_task, &a, work_threads);
     mha_pool_run_limit(pool, mha_attn_ntasks(&a), mha_attn_task, &a, work_threads);
     mha_proj_set out = {.ks = ks};
-    mha_proj_add(&out, f.cat, N * L, layer->w_out, po, layer->b_out, output, E);
+    mha_proj_add(&out, f.cat, N * L, q_flat, layer->w_out, po, layer->b_out, output, E);
     mha_pool_run_limit(pool, out.ntasks, mha_proj_task, &out, work_threads);
     if (trace) {
         int64_t o_bs, o_rs;

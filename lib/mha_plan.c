@@ -350,7 +350,8 @@ mha_status mha_plan_forward(const mha_layer *layer, const mha_inputs *in, const 
                         "N=%lld, L=%lld, S=%lld with %lld features is too large for one pass",
                         (long long)N, (long long)L, (long long)S0, (long long)widest);
 
-    /* Workspace (floats): projections + concat + packed keys and values + positions (+ RoPE
+    /* Workspace (floats): projections (the concat then reuses q's) + packed keys and values +
+     * positions (+ RoPE
      * tables) + one thread's slot (with the weights slab when weights are asked for), each buffer
      * rounded up to 16 floats; see mha_forward.c and mha_attention.c. The sizes are small enough
      * here (the check above) for plain arithmetic in the helpers. */
@@ -360,7 +361,7 @@ mha_status mha_plan_forward(const mha_layer *layer, const mha_inputs *in, const 
     bool ok = mha_mul_ok(N, L, &NL) && mha_mul_ok(N, S0, &NS0) && mha_mul_ok(NL, Dq, &cat);
     ok = ok && mha_mul_ok(NS0, Dkv, &kv) && mha_mul_ok(kv, 2, &kv) && mha_add_ok(cat, kv, &proj);
     ok = ok && mha_mul_ok(N, Hkv, &NH) && mha_mul_ok(NH, mha_attn_kv_floats(plan), &kvp);
-    ok = ok && mha_add_ok(proj, cat, &total) && mha_add_ok(total, kvp, &total) &&
+    ok = ok && mha_add_ok(proj, kvp, &total) && /* the concat reuses q's room */
          mha_add_ok(total, mha_attn_slot_floats(plan, in->need_weights), &total) &&
          mha_add_ok(total, mha_pos_floats(plan), &total) &&
          mha_add_ok(total, mha_rope_floats(plan, cfg, &pl), &total) &&

@@ -17,11 +17,11 @@
 #include <cblas.h>
 #include <string.h>
 
-void mha_proj_add(mha_proj_set *set, const float *X, int64_t M, const float *W,
+void mha_proj_add(mha_proj_set *set, const float *X, int64_t M, int64_t ldx, const float *W,
                   const mha_packed_w *w, const float *bias, float *C, int64_t ldc)
 {
     mha_proj_job *j = &set->job[set->n++];
-    *j = (mha_proj_job){X, W, w, bias, C, M, ldc, set->ntasks};
+    *j = (mha_proj_job){X, W, w, bias, C, M, ldx, ldc, set->ntasks};
     const int64_t rows = (M + MHA_PROJ_ROWS - 1) / MHA_PROJ_ROWS;
     const int64_t cols = (w->Nc + MHA_PROJ_COLS - 1) / MHA_PROJ_COLS;
     set->ntasks += rows * cols;
@@ -40,7 +40,7 @@ void mha_proj_task(void *arg, int64_t task, int slot)
     const int64_t rows = j->M - r0 < MHA_PROJ_ROWS ? j->M - r0 : MHA_PROJ_ROWS;
     const int64_t g1 = Nc - g0 < MHA_PROJ_COLS ? Nc : g0 + MHA_PROJ_COLS;
     const mha_kernel_set *ks = set->ks;
-    const float *X = j->X + r0 * K;
+    const float *X = j->X + r0 * j->ldx;
     float *C = j->C + r0 * j->ldc;
     for (int64_t r = 0; r < rows; r++) { /* the bias first */
         if (j->bias)
@@ -50,7 +50,7 @@ void mha_proj_task(void *arg, int64_t task, int slot)
     }
     if (ks->isa == MHA_ISA_PORTABLE) { /* generic: one cblas call on the weights as given */
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, (int)(g1 - g0), (int)K,
-                    1.0f, X, (int)K, j->W + g0 * K, (int)K, 1.0f, C + g0, (int)j->ldc);
+                    1.0f, X, (int)j->ldx, j->W + g0 * K, (int)K, 1.0f, C + g0, (int)j->ldc);
         return;
     }
     for (int64_t c0 = g0; c0 < g1; c0 += MHA_PANEL) {
@@ -59,12 +59,12 @@ void mha_proj_task(void *arg, int64_t task, int slot)
         for (int64_t k0 = 0; k0 < K; k0 += MHA_KC) {
             const int64_t depth = K - k0 < MHA_KC ? K - k0 : MHA_KC;
             const mha_mm *mm = rows == MHA_PROJ_ROWS && cols == MHA_PANEL
-                                   ? mha_kernel_set_proj(ks, depth, K, j->ldc)
+                                   ? mha_kernel_set_proj(ks, depth, j->ldx, j->ldc)
                                    : NULL;
             if (mm)
                 mha_mm_run(mm, C + c0, X + k0, panel + k0 * MHA_PANEL);
             else
-                mha_gemm_isa(ks->isa, C + c0, j->ldc, X + k0, K, panel + k0 * MHA_PANEL,
+                mha_gemm_isa(ks->isa, C + c0, j->ldc, X + k0, j->ldx, panel + k0 * MHA_PANEL,
                              MHA_PANEL, rows, cols, depth, true);
         }
     }

@@ -51,15 +51,16 @@ static void set_mm(mha_mm *mm, mha_isa isa, const mha_mm_shape *s, mha_jit_arena
     *njit += mm->jit != NULL;
 }
 
-/* Adds the projection calls for K and ldc (a full depth chunk and the last, shorter one). */
-static void add_proj(mha_kernel_set *ks, int64_t K, int64_t ldc, bool jit)
+/* Adds the projection calls for depth K from rows of stride ldx into rows of stride ldc (a full
+ * depth chunk and the last, shorter one). */
+static void add_proj(mha_kernel_set *ks, int64_t K, int64_t ldx, int64_t ldc, bool jit)
 {
     const int64_t chunks[2] = {K < MHA_KC ? K : MHA_KC, K > MHA_KC ? K % MHA_KC : 0};
     for (int c = 0; c < 2; c++) {
-        if (chunks[c] == 0 || mha_kernel_set_proj(ks, chunks[c], K, ldc) ||
+        if (chunks[c] == 0 || mha_kernel_set_proj(ks, chunks[c], ldx, ldc) ||
             ks->nproj == MHA_MAX_PROJ_MM)
             continue;
-        const mha_mm_shape s = {MHA_PROJ_ROWS, MHA_PANEL, chunks[c], ldc, K, MHA_PANEL, true};
+        const mha_mm_shape s = {MHA_PROJ_ROWS, MHA_PANEL, chunks[c], ldc, ldx, MHA_PANEL, true};
         set_mm(&ks->proj[ks->nproj++], ks->isa, &s, &ks->arena, jit, &ks->njit);
     }
 }
@@ -77,18 +78,20 @@ void mha_kernel_set_init(mha_kernel_set *ks, mha_isa isa, const mha_config *cfg,
     set_mm(&ks->scores, isa, &sc, &ks->arena, jit, &ks->njit);
     set_mm(&ks->pv, isa, &pv, &ks->arena, jit && (isa == MHA_ISA_AVX512 || hd % 32 == 0),
            &ks->njit);
-    /* every (K, ldc) a pass of this layer can use: mha_forward.c's buffers */
+    /* every (K, ldx, ldc) a pass of this layer can use: mha_forward.c's buffers; the inputs are
+     * contiguous, the out-projection reads the concat over q's columns */
     if (mha_config_packed(cfg)) {
-        add_proj(ks, E, Dq + 2 * Dkv, jit); /* self-attention: q | k | v side by side */
-        add_proj(ks, E, Dq, jit);
-        add_proj(ks, E, 2 * Dkv, jit); /* value = key: k | v */
-        add_proj(ks, E, Dkv, jit);
+        add_proj(ks, E, E, Dq + 2 * Dkv, jit); /* self-attention: q | k | v side by side */
+        add_proj(ks, E, E, Dq, jit);
+        add_proj(ks, E, E, 2 * Dkv, jit); /* value = key: k | v */
+        add_proj(ks, E, E, Dkv, jit);
+        add_proj(ks, Dq, Dq + 2 * Dkv, E, jit); /* out, after self-attention */
     } else {
-        add_proj(ks, E, Dq, jit);
-        add_proj(ks, cfg->kdim, Dkv, jit);
-        add_proj(ks, cfg->vdim, Dkv, jit);
+        add_proj(ks, E, E, Dq, jit);
+        add_proj(ks, cfg->kdim, cfg->kdim, Dkv, jit);
+        add_proj(ks, cfg->vdim, cfg->vdim, Dkv, jit);
     }
-    add_proj(ks, Dq, E, jit); /* out */
+    add_proj(ks, Dq, Dq, E, jit); /* out */
     if (ks->arena.code && !mha_jit_seal(&ks->arena)) { /* no executable memory: no JIT */
         ks->scores.jit = ks->pv.jit = NULL;
         for (int i = 0; i < ks->nproj; i++)
@@ -103,11 +106,12 @@ void mha_kernel_set_free(mha_kernel_set *ks)
     mha_jit_arena_free(&ks->arena);
 }
 
-const mha_mm *mha_kernel_set_proj(const mha_kernel_set *ks, int64_t depth, int64_t K, int64_t ldc)
+const mha_mm *mha_kernel_set_proj(const mha_kernel_set *ks, int64_t depth, int64_t ldx,
+                                  int64_t ldc)
 {
     for (int i = 0; i < ks->nproj; i++) {
         const mha_mm_shape *s = &ks->proj[i].s;
-        if (s->depth == depth && s->ldx == K && s->ldc == ldc)
+        if (s->depth == depth && s->ldx == ldx && s->ldc == ldc)
             return &ks->proj[i];
     }
     return NULL;
