@@ -11,6 +11,8 @@ Contenders (each a long-lived worker process answering one JSON line per command
              refers to
   sgemm      OpenBLAS cblas_sgemm 1024², on T OpenBLAS threads (build/bench/bench_engine --serve)
   attnd      the engine, mha_forward (bench_engine --serve), with its attention core timed on its own
+  attnd avx2 the same engine with ATTND_ISA=avx2 (its AVX2 kernels, libxsmm's AVX2 code), on a CPU with
+             AVX-512: what an AVX2-only CPU (Zen 3) runs, timed on this one
   torch      nn.MultiheadAttention, Debian's torch 1.13 (/usr/bin/python3 bench/worker_torch.py), T
              torch and T OpenBLAS threads, OMP_WAIT_POLICY=PASSIVE: with libgomp's default spin-waiting
              next to OpenBLAS's threads, 2-thread torch ran S and M 5-60x slower here
@@ -26,8 +28,9 @@ when a pass is longer). Cells report the median of all samples. The machine may 
 ratios within one run.
 
 Shapes are bench_engine.c's: self-attention, batch_first, GFLOP = 8·N·L·E² + 4·N·L·S·E per pass.
---long: N=1, E=1024, H=16, L = S = each length; the engine and fused ORT only (fresh processes per
-length, so each one's peak RSS is that length's), per-head weights where they fit the engine's limits.
+--long: N=1, E=1024, H=16, L = S = each length; the engine (and its AVX2 path on an AVX-512 CPU) and fused
+ORT only (fresh processes per length, so each one's peak RSS is that length's), per-head weights where they
+fit the engine's limits.
 """
 import argparse
 import json
@@ -278,7 +281,8 @@ def peak_of(fma, t):
 # ------------------------------------------------------------------------------------------------
 # make bench
 
-CONTENDERS = [("attnd", "nw0"), ("attnd", "nw1"), ("torch", "nw0"), ("torch", "nw1"),
+CONTENDERS = [("attnd", "nw0"), ("attnd", "nw1"), ("attnd avx2", "nw0"), ("attnd avx2", "nw1"),
+              ("torch", "nw0"), ("torch", "nw1"),
               ("ORT fused", "fused-nw0"), ("ORT export", "exported-nw0"), ("ORT export", "exported-nw1")]
 
 
@@ -296,6 +300,10 @@ def short_bench(args, peers, cpu_isa, out):
     engine, why = start("attnd", [os.path.join(BUILD, "bench", "bench_engine"), "--serve"])
     if not engine:
         sys.exit("the engine worker did not start: " + why)
+    engine_avx2 = None
+    if "avx512f" in cpu_isa:  # the AVX2 path as an AVX2-only CPU runs it
+        engine_avx2, why = start("attnd avx2", [os.path.join(BUILD, "bench", "bench_engine"), "--serve"],
+                                 {"ATTND_ISA": "avx2"})
     print("OpenBLAS: %s" % engine.hello.get("blas"))
     torch_w, ort = {}, None
     if peers.torch_version:
@@ -324,7 +332,8 @@ def short_bench(args, peers, cpu_isa, out):
             N, L, E, H = SHAPES[s]
             d = prepare(peers, s, N, L, E, H)
             cells = fma_cells(threads_list, cpu_isa)
-            for w, who in [(engine, "attnd"), (ort, "ORT")] + [(torch_w.get(t), "torch") for t in threads_list]:
+            for w, who in [(engine, "attnd"), (engine_avx2, "attnd avx2"), (ort, "ORT")] + \
+                    [(torch_w.get(t), "torch") for t in threads_list]:
                 if w:
                     try:
                         w.ask("load", d, N, L, E, H)
@@ -333,13 +342,14 @@ def short_bench(args, peers, cpu_isa, out):
             for t in threads_list:
                 cells.append(Cell("sgemm", "sgemm", t, engine))
                 for who, v in CONTENDERS:
-                    w = engine if who == "attnd" else ort if who.startswith("ORT") else torch_w.get(t)
+                    w = engine if who == "attnd" else engine_avx2 if who == "attnd avx2" else \
+                        ort if who.startswith("ORT") else torch_w.get(t)
                     if w and not w.dead:
                         cells.append(Cell(who, v, t, w))
             run_rounds(cells, args.rounds, args.samples, s)
             done.append((s, cells))
     finally:
-        for w in [engine, ort] + list(torch_w.values()):
+        for w in [engine, engine_avx2, ort] + list(torch_w.values()):
             if w:
                 w.close()
         fma = [c for _, cells in done for c in cells if c.who == "fma"]
@@ -385,9 +395,9 @@ def print_shape(s, cells, threads_list, peaks):
             pk = "%.0f%%" % (100 * g / peak) if peak else "-"
             vs = "%.2fx" % (ortf / ms) if ortf and c.who != "sgemm" else ""
             chk = ", ".join("%s %.1e" % kv for kv in (c.check or {}).items()) if c.check else (
-                "unchecked (no torch)" if c.who == "attnd" else "")
+                "unchecked (no torch)" if c.who.startswith("attnd") else "")
             print("%2d %-4s %-18s %10.4g %10.4g %9.1f %6s %8s  %s" % (t, mode, name, ms, min(c.ms), g, pk, vs, chk))
-            if c.who == "attnd" and c.median_core():
+            if c.who.startswith("attnd") and c.median_core():
                 cm = c.median_core()
                 cg = core_gf / cm * 1e3
                 print("%2d %-4s %-18s %10.4g %10.4g %9.1f %6s %8s  %s" % (
@@ -415,41 +425,44 @@ def print_goals(results, threads_list):
         return "-" if a is None or b is None else "%s / %s" % (a, b)
 
     print("\n== against the targets (this run; median / fastest samples)")
-    print("%-5s %2s %-4s %16s %12s %12s %14s" % ("shape", "t", "mode", "vs ORTf", "% peak", "core %pk",
-                                                "nw1 cost"))
+    print("%-10s %2s %-4s %16s %12s %12s %14s" % ("shape", "t", "mode", "vs ORTf", "% peak", "core %pk",
+                                                 "nw1 cost"))
     for r in results:
         gf, core_gf = r["gflop"], 4 * r["N"] * r["L"] * r["L"] * r["E"] / 1e9
-        for t in threads_list:
-            peak = r["peak"].get(t)
-            for mode in ("nw0", "nw1"):
-                if cell(r, "attnd", mode, t, min)[0] is None:
-                    continue
+        for who in ("attnd", "attnd avx2"):
+            label = r["shape"] + ("" if who == "attnd" else " avx2")
+            for t in threads_list:
+                peak = r["peak"].get(t)
+                for mode in ("nw0", "nw1"):
+                    if cell(r, who, mode, t, min)[0] is None:
+                        continue
 
-                def vs(st):
-                    o, ms = cell(r, "ORT fused", "fused-nw0", t, st)[0], cell(r, "attnd", mode, t, st)[0]
-                    return "%.2fx" % (o / ms) if o and ms else None
+                    def vs(st):
+                        o, ms = cell(r, "ORT fused", "fused-nw0", t, st)[0], cell(r, who, mode, t, st)[0]
+                        return "%.2fx" % (o / ms) if o and ms else None
 
-                def pk(st):
-                    ms = cell(r, "attnd", mode, t, st)[0]
-                    return "%.0f" % (100 * gf / ms * 1e3 / peak) if peak and ms else None
+                    def pk(st):
+                        ms = cell(r, who, mode, t, st)[0]
+                        return "%.0f" % (100 * gf / ms * 1e3 / peak) if peak and ms else None
 
-                def cpk(st):
-                    c = cell(r, "attnd", mode, t, st)[1]
-                    return "%.0f" % (100 * core_gf / c * 1e3 / peak) if peak and c else None
+                    def cpk(st):
+                        c = cell(r, who, mode, t, st)[1]
+                        return "%.0f" % (100 * core_gf / c * 1e3 / peak) if peak and c else None
 
-                def cost(st):
-                    a, b = cell(r, "attnd", "nw0", t, st)[0], cell(r, "attnd", "nw1", t, st)[0]
-                    return "%+.0f%%" % (100 * (b / a - 1)) if a and b else None
+                    def cost(st):
+                        a, b = cell(r, who, "nw0", t, st)[0], cell(r, who, "nw1", t, st)[0]
+                        return "%+.0f%%" % (100 * (b / a - 1)) if a and b else None
 
-                print("%-5s %2d %-4s %16s %12s %12s %14s" % (r["shape"], t, mode, both(vs), both(pk), both(cpk),
-                                                            both(cost) if mode == "nw1" else ""))
-        if r["shape"] == "XL" and 1 in threads_list and 2 in threads_list:
-            print("XL 2 threads / 1 thread speed-up: %s (target 1.85x)" % both(
-                lambda st: "%.2fx" % (cell(r, "attnd", "nw0", 1, st)[0] / cell(r, "attnd", "nw0", 2, st)[0])
-                if cell(r, "attnd", "nw0", 1, st)[0] and cell(r, "attnd", "nw0", 2, st)[0] else None))
-        if r["shape"] == "S" and 1 in threads_list:
-            print("S one thread: %s us per pass (target < 15 us)" % both(
-                lambda st: "%.1f" % (cell(r, "attnd", "nw0", 1, st)[0] * 1e3) if cell(r, "attnd", "nw0", 1, st)[0] else None))
+                    print("%-10s %2d %-4s %16s %12s %12s %14s" % (label, t, mode, both(vs), both(pk), both(cpk),
+                                                                 both(cost) if mode == "nw1" else ""))
+            if r["shape"] == "XL" and 1 in threads_list and 2 in threads_list:
+                print("%s 2 threads / 1 thread speed-up: %s (target 1.85x)" % (label, both(
+                    lambda st: "%.2fx" % (cell(r, who, "nw0", 1, st)[0] / cell(r, who, "nw0", 2, st)[0])
+                    if cell(r, who, "nw0", 1, st)[0] and cell(r, who, "nw0", 2, st)[0] else None)))
+            if r["shape"] == "S" and 1 in threads_list:
+                print("%s one thread: %s us per pass (target < 15 us)" % (label, both(
+                    lambda st: "%.1f" % (cell(r, who, "nw0", 1, st)[0] * 1e3)
+                    if cell(r, who, "nw0", 1, st)[0] else None)))
     print("targets: vs ORTf >= 1.2x on L and XL (no slower on S and M); >= 85% of peak for the pass, "
           ">= 80% for the core; per-head weights <= +10%")
 
@@ -470,13 +483,15 @@ def long_bench(args, peers, cpu_isa, out):
             d = prepare(peers, "long%d" % L, 1, L, E, H, long_mode=True)
             cells, workers, rss = fma_cells([threads], cpu_isa), [], {}
             # one process per contender, so that each one's peak RSS is its own
-            wanted = [("attnd", "nw0", "attnd", engine_argv)]
+            wanted = [("attnd", "nw0", "attnd", engine_argv, None)]
             if args.weights and L * L * H <= 1 << 28:  # the engine's default max_elements
-                wanted.append(("attnd", "nw1", "attnd nw1", engine_argv))
+                wanted.append(("attnd", "nw1", "attnd nw1", engine_argv, None))
+            if "avx512f" in cpu_isa:  # the AVX2 path too, as an AVX2-only CPU runs it
+                wanted.append(("attnd avx2", "nw0", "attnd avx2", engine_argv, {"ATTND_ISA": "avx2"}))
             if "ort" not in peers.why:
-                wanted.append(("ORT fused", "fused-nw0", "ort", ort_argv))
-            for who, variant, name, argv in wanted:
-                w, why = start(name + " long", argv)
+                wanted.append(("ORT fused", "fused-nw0", "ort", ort_argv, None))
+            for who, variant, name, argv, env in wanted:
+                w, why = start(name + " long", argv, env)
                 c = Cell(who, variant, threads, w)
                 if w:
                     workers.append((w, c))
@@ -516,7 +531,7 @@ def print_long(L, E, H, cells, rss, peak):
         print_long.header = True
         print("\nN=1, E=%d, H=%d, self-attention, %d threads; each length and contender in a fresh process, "
               "interleaved" % (E, H, cells[0].threads))
-        print("%6s %-14s %10s %10s %9s %6s %8s %10s %10s  %s" % (
+        print("%6s %-15s %10s %10s %9s %6s %8s %10s %10s  %s" % (
             "L=S", "contender", "ms", "best ms", "GFLOP/s", "%peak", "vs ORTf", "peak RSS", "scratch", "check"))
     ortf = next((c.median_ms() for c in cells if c.who == "ORT fused"), None)
     for c in cells:
@@ -524,18 +539,18 @@ def print_long(L, E, H, cells, rss, peak):
             continue
         name = c.who + " " + c.variant[-3:]
         if c.error or not c.ms:
-            print("%6d %-14s  skipped: %s" % (L, name, c.error or "no samples"))
+            print("%6d %-15s  skipped: %s" % (L, name, c.error or "no samples"))
             continue
         ms = c.median_ms()
         g = gf / ms * 1e3
         scratch = "%.0f MB" % (c.extra["workspace_bytes"] / 2 ** 20) if "workspace_bytes" in c.extra else ""
-        print("%6d %-14s %10.1f %10.1f %9.1f %6s %8s %7.0f MB %10s  %s" % (
+        print("%6d %-15s %10.1f %10.1f %9.1f %6s %8s %7.0f MB %10s  %s" % (
             L, name, ms, min(c.ms), g, fmt(peak and 100 * g / peak, ".0f", "-") + "%",
             "%.2fx" % (ortf / ms) if ortf else "", rss.get(id(c), float("nan")), scratch,
             ", ".join("%s %.1e" % kv for kv in (c.check or {}).items()) or "unchecked"))
-        if c.who == "attnd" and c.median_core():
+        if c.who.startswith("attnd") and c.median_core():
             cg = 4 * L * L * E / 1e9 / c.median_core() * 1e3
-            print("%6s %-14s %10.1f %10.1f %9.1f %6s" % ("", "  core", c.median_core(),
+            print("%6s %-15s %10.1f %10.1f %9.1f %6s" % ("", "  core", c.median_core(),
                                                          min(x for x in c.core_ms if x == x), cg,
                                                          fmt(peak and 100 * cg / peak, ".0f", "-") + "%"))
     sys.stdout.flush()
