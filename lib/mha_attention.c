@@ -265,7 +265,13 @@ void mha_attn_task(void *arg, int64_t task, int slot)
         const float slope = a->alibi ? mha_alibi_slope(h, H) : 0.0f;
         /* torch: q_scaled = q / sqrt(head_dim), after RoPE */
         const float *q = a->q + b * a->q_bs + i0 * a->q_rs + h * hd;
-        mha_div_mul_rows_to_isa(isa, t.qt, hd, q, a->q_rs, m, hd, a->qscale, NULL);
+        if (a->qinv != 0.0f) { /* the same bits as the division (mha_attn.qinv) */
+            for (int64_t r = 0; r < m; r++)
+                t.f[r] = a->qinv;
+            mha_div_mul_rows_to_isa(isa, t.qt, hd, q, a->q_rs, m, hd, 0.0f, t.f);
+        } else {
+            mha_div_mul_rows_to_isa(isa, t.qt, hd, q, a->q_rs, m, hd, a->qscale, NULL);
+        }
         memset(t.o, 0, (size_t)(m * hd) * sizeof(float));
         for (int64_t r = 0; r < m; r++) {
             t.m[r] = -INFINITY;

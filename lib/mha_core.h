@@ -132,7 +132,9 @@ typedef struct mha_attn {
     const float *qpos, *kpos;
     bool keys_sorted, causal, alibi;
     int64_t window;
-    float qscale; /* √hd as float: torch divides q by it */
+    float qscale; /* √hd as float: torch divides q by it                                   */
+    float qinv;   /* 1/√hd when √hd is a power of two (hd 16, 64, 256...): multiplying by it is
+                   * exact, the same bits as the division at a fraction of its cost; else 0 */
     /* outputs beyond the head outputs */
     float *weights;     /* per head [N,H,L,S] or averaged [N,L,S], or NULL     */
     bool per_head;

@@ -168,6 +168,13 @@ static void strides(const fwd *f, int64_t len, int64_t w, int64_t *bs, int64_t *
     }
 }
 
+/* 1/x when x is a power of two (then x·(1/x) and every y/x are exact as y·(1/x)), else 0. */
+static float exact_inverse(float x)
+{
+    int e;
+    return frexpf(x, &e) == 0.5f ? 1.0f / x : 0.0f;
+}
+
 static float *carve(float **cursor, int64_t n)
 {
     float *p = *cursor;
@@ -228,6 +235,7 @@ mha_status mha_forward(const mha_layer *layer, const mha_inputs *in, const mha_p
         .alibi = cfg->alibi,
         .window = cfg->window,
         .qscale = (float)sqrt((double)plan->hd),
+        .qinv = exact_inverse((float)sqrt((double)plan->hd)),
         .weights = in->need_weights ? attn_weights : NULL,
         .per_head = in->need_weights && !in->average_attn_weights,
         .trace_scores = trace ? trace->stage[MHA_TRACE_SCORES] : NULL,

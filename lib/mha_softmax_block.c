@@ -7,14 +7,13 @@
  * exp(score - m) / l and its output Σ weights·v, as torch's softmax gives them, without ever holding
  * a whole row of scores.
  *
- * exp here only ever sees x = score - max <= 0, or -inf (a masked key). Cephes' reduction
- * (x - n·ln 2 in two parts) and a degree-5 minimax polynomial (2 ulp; Cephes' degree 7 in
- * lib/mha_softmax.c is 1 ulp, far below the softmax's needs), with fewer instructions than a
- * general expf: no upper clamp; n = round(x·log2 e) from one FMA with 1.5·2^23 (the "magic number"
+ * exp here only ever sees x = score - max <= 0, or -inf (a masked key). Cephes' reduction and
+ * degree-6 polynomial (about 1 ulp, as lib/mha_softmax.c), with fewer instructions than a general
+ * expf needs: no upper clamp; n = round(x·log2 e) from one FMA with 1.5·2^23 (the "magic number"
  * rounding) whose bits also hold n for the exponent; and the lower clamp at -87.8, where n = -127
  * makes the exponent bits zero, gives exactly 0 for -inf and every x below about -87.69 (e^-87.69 is
  * 8e-39, under FLT_MIN) without a compare and mask; a NaN (from an input that overflowed to inf)
- * stays NaN, so the pass's output shows it. 13 vector instructions instead of 19: on AVX2
+ * stays NaN, so the pass's output shows it. 15 vector instructions instead of 19: on AVX2
  * the exp was 17% of the attention core's time at head_dim 64 (Zen 4). Every ISA computes the same
  * operations in the same order, so the AVX2 and AVX-512 kernels give the same bits.
  */
@@ -35,12 +34,12 @@
 #define LOG2E 1.44269504088896341f
 #define LN2_HI 0.693359375f
 #define LN2_LO -2.12194440e-4f
-/* e^r = 1 + r + r²·(C2 + C3·r + C4·r² + C5·r³) on |r| <= ln2/2: a minimax fit of the relative
- * error (Lawson's iteration), 1.05e-7 in exact arithmetic, 2.1e-7 in float over [-87.3, 0] */
-#define C2 0.499992311000824f
-#define C3 0.16667114198207855f
-#define C4 0.041890114545822144f
-#define C5 0.008312525227665901f
+#define P0 1.9875691500e-4f
+#define P1 1.3981999507e-3f
+#define P2 8.3334519073e-3f
+#define P3 4.1665795894e-2f
+#define P4 1.6666665459e-1f
+#define P5 5.0000001201e-1f
 
 /* The same arithmetic one float at a time (fused multiply-adds where the vector code has them). */
 static float exp_le0_portable(float x)
@@ -50,9 +49,11 @@ static float exp_le0_portable(float x)
     const float n = t - MAGIC;
     float r = fmaf(-n, LN2_HI, x);
     r = fmaf(-n, LN2_LO, r);
-    float p = fmaf(C5, r, C4);
-    p = fmaf(p, r, C3);
-    p = fmaf(p, r, C2);
+    float p = fmaf(P0, r, P1);
+    p = fmaf(p, r, P2);
+    p = fmaf(p, r, P3);
+    p = fmaf(p, r, P4);
+    p = fmaf(p, r, P5);
     p = fmaf(p * r, r, r + 1.0f);
     uint32_t tb;
     memcpy(&tb, &t, sizeof tb);
@@ -100,9 +101,11 @@ __attribute__((target("avx2,fma"))) static inline __m256 exp_le0_avx2(__m256 x)
     const __m256 n = _mm256_sub_ps(t, _mm256_set1_ps(MAGIC));
     __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(LN2_HI), x);
     r = _mm256_fnmadd_ps(n, _mm256_set1_ps(LN2_LO), r);
-    __m256 p = _mm256_fmadd_ps(_mm256_set1_ps(C5), r, _mm256_set1_ps(C4));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(C3));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(C2));
+    __m256 p = _mm256_fmadd_ps(_mm256_set1_ps(P0), r, _mm256_set1_ps(P1));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(P2));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(P3));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(P4));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(P5));
     p = _mm256_fmadd_ps(_mm256_mul_ps(p, r), r, _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
     const __m256i e = _mm256_slli_epi32(
         _mm256_sub_epi32(_mm256_castps_si256(t), _mm256_set1_epi32(MAGIC_BITS - 127)), 23);
@@ -116,9 +119,11 @@ __attribute__((target("avx512f"))) static inline __m512 exp_le0_avx512(__m512 x)
     const __m512 n = _mm512_sub_ps(t, _mm512_set1_ps(MAGIC));
     __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(LN2_HI), x);
     r = _mm512_fnmadd_ps(n, _mm512_set1_ps(LN2_LO), r);
-    __m512 p = _mm512_fmadd_ps(_mm512_set1_ps(C5), r, _mm512_set1_ps(C4));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(C3));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(C2));
+    __m512 p = _mm512_fmadd_ps(_mm512_set1_ps(P0), r, _mm512_set1_ps(P1));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(P2));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(P3));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(P4));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(P5));
     p = _mm512_fmadd_ps(_mm512_mul_ps(p, r), r, _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
     const __m512i e = _mm512_slli_epi32(
         _mm512_sub_epi32(_mm512_castps_si512(t), _mm512_set1_epi32(MAGIC_BITS - 127)), 23);
