@@ -217,7 +217,7 @@ static void weights_out(const mha_attn *a, const visit *v, const tile *t, float 
         for (int64_t r = 0; r < rows; r++)
             t->f[r] *= t->inv[r];
         if (mode == 0)
-            mha_scale_rows_stream(dst + j0, S, t->slab + j0, ld, rows, bn, t->f);
+            mha_scale_rows_stream_isa(a->isa, dst + j0, S, t->slab + j0, ld, rows, bn, t->f);
         else
             mha_scaled_add_rows_isa(a->isa, dst + j0, S, t->slab + j0, ld, rows, bn, t->f,
                                     mode == 2);

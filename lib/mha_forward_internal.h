@@ -53,22 +53,12 @@ void mha_rope_inv_freq(float *inv_freq, int64_t hd, double theta);
 void mha_rope_table_row(float *cs, const float *inv_freq, int64_t half, float p);
 void mha_rope_rotate(mha_isa isa, float *x, const float *cs, int64_t half);
 
-/* x[r][j] /= div (div != 0) for rows rows of n floats, row stride rs: the same IEEE division as
- * the scalar loop (bit for bit), vectorised (mha_softmax.c). The attention's q / √hd: scalar, it
- * was ~3% of a short-sequence pass. */
-void mha_div_rows(float *x, int64_t rs, int64_t rows, int64_t n, float div);
-
-/* x[r][j] *= mul[r], the same way (the head outputs' softmax 1/sum). */
-void mha_mul_rows(float *x, int64_t rs, int64_t rows, int64_t n, const float *mul);
-
-/* dst[r][j] = src[r][j] · mul[r] (add false) or dst[r][j] + src[r][j] · mul[r] (add true) for
- * j < n over rows rows (row strides ld_dst, ld_src): the product rounded before the sum, as the
- * scalar loop, vectorised (the averaged weights: summed over heads, scalar ~6% of an L pass). */
-void mha_scaled_add_rows(float *dst, int64_t ld_dst, const float *src, int64_t ld_src, int64_t rows,
-                         int64_t n, const float *mul, bool add);
-
-/* The three above with a chosen instruction set, so tests cover every kernel on one machine
- * (div != 0: divide, else multiply by mul[r]); false (nothing done) when this CPU lacks it. */
+/* Row operations (mha_rows.c), on isa's kernel; false (nothing done) when this CPU lacks it. Each
+ * gives the scalar loop's bits.
+ *   mha_div_mul_rows_isa: x[r][j] /= div (div != 0; the attention's q / √hd), else x[r][j] *=
+ *   mul[r] (the head outputs' 1/sum), rows rows of n floats at row stride rs.
+ *   mha_scaled_add_rows_isa: dst[r][j] = src[r][j] · mul[r] (add false) or dst[r][j] + src[r][j] ·
+ *   mul[r] (add true), the product rounded before the sum (the averaged weights). */
 bool mha_div_mul_rows_isa(mha_isa isa, float *x, int64_t rs, int64_t rows, int64_t n, float div,
                           const float *mul);
 bool mha_scaled_add_rows_isa(mha_isa isa, float *dst, int64_t ld_dst, const float *src,

@@ -1,6 +1,6 @@
 /*
  * mha_internal.h - private to lib/: the layer's layout, the error helper, checked size arithmetic,
- * the pool's parallel-for and the softmax kernel. Nothing outside lib/ includes this.
+ * the pool's parallel-for and the streaming stores. Nothing outside lib/ includes this.
  */
 #ifndef ATTND_MHA_INTERNAL_H
 #define ATTND_MHA_INTERNAL_H
@@ -100,41 +100,14 @@ void *mha_pool_scratch_get(mha_pool *pool, mha_scratch *s, size_t bytes);
 void mha_pool_scratch_put(mha_pool *pool, mha_scratch *s);
 
 /* ---------------------------------------------------------------------------------------------- */
-/* Softmax                                                                                        */
+/* Streaming stores (mha_rows.c)                                                                  */
 
-/* In place over each of rows rows of n floats (row r at x + r·ld): x = exp(x - max) / sum.
- * A row whose maximum is -inf (every key masked) becomes all zeros. Scores may hold -inf, never
- * NaN or +inf. dst (NULL or rows of the same stride ld) gets a copy of the result, written with
- * non-temporal stores where aligned (the per-head weights output: never read back soon, and
- * saves a second pass over the block). Call mha_copy_stream_fence before handing dst over.
- * AVX-512F or AVX2/FMA when the CPU has them (chosen at run time). */
-void mha_softmax_rows(float *x, int64_t rows, int64_t n, int64_t ld, float *dst);
-
-/* The softmax without its last pass: in place x = exp(x - max) over each row, inv[r] = 1 / the
- * row's sum, or 0 when the row's maximum is -inf (its x become 0). The forward pass multiplies by
- * inv where the weights are needed, and scales the head outputs instead of the weights. */
-void mha_softmax_exp_rows(float *x, int64_t rows, int64_t n, int64_t ld, float *inv);
-
-/* dst[r][j] = src[r][j] · inv[r] for j < n over rows rows (row strides ld_dst, ld_src), written
- * with non-temporal stores where aligned (the weights outputs). Call mha_copy_stream_fence before
- * handing dst over. */
-void mha_scale_rows_stream(float *dst, int64_t ld_dst, const float *src, int64_t ld_src,
-                           int64_t rows, int64_t n, const float *inv);
-
-/* exp(x) for n floats (out may equal in): the kernel softmax uses, exposed for its tests. */
-void mha_expf_array(float *out, const float *in, int64_t n);
-
-/* The same with a chosen instruction set, so tests can cover every kernel on one machine;
- * false (nothing done) when this CPU lacks it. */
-bool mha_softmax_rows_isa(mha_isa isa, float *x, int64_t rows, int64_t n, int64_t ld, float *dst);
-bool mha_expf_array_isa(mha_isa isa, float *out, const float *in, int64_t n);
-bool mha_softmax_exp_rows_isa(mha_isa isa, float *x, int64_t rows, int64_t n, int64_t ld,
-                              float *inv);
-
-/* Copies n floats to memory that will not be read again soon (the per-head weights output):
- * non-temporal stores when the CPU has AVX2, so they neither pollute the cache nor read the
- * destination first. Call mha_copy_stream_fence before the data is handed to another thread. */
-void mha_copy_stream(float *dst, const float *src, int64_t n);
+/* dst[r][j] = src[r][j] · inv[r] for j < n over rows rows (row strides ld_dst, ld_src) on isa's
+ * kernel (the portable loop when the CPU lacks it), written with non-temporal stores where
+ * aligned (the weights outputs: never read back soon). Call mha_copy_stream_fence before handing
+ * dst over. */
+void mha_scale_rows_stream_isa(mha_isa isa, float *dst, int64_t ld_dst, const float *src,
+                               int64_t ld_src, int64_t rows, int64_t n, const float *inv);
 void mha_copy_stream_fence(void);
 
 #endif

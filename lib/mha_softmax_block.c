@@ -8,8 +8,7 @@
  * a whole row of scores.
  *
  * exp here only ever sees x = score - max <= 0, or -inf (a masked key). Cephes' reduction and
- * degree-6 polynomial (about 1 ulp, as lib/mha_softmax.c), with fewer instructions than a general
- * expf needs: no upper clamp; n = round(x·log2 e) from one FMA with 1.5·2^23 (the "magic number"
+ * polynomial (about 1 ulp), with fewer instructions than a general expf needs: no upper clamp; n = round(x·log2 e) from one FMA with 1.5·2^23 (the "magic number"
  * rounding) whose bits also hold n for the exponent; and the lower clamp at -87.8, where n = -127
  * makes the exponent bits zero, gives exactly 0 for -inf and every x below about -87.69 (e^-87.69 is
  * 8e-39, under FLT_MIN) without a compare and mask; a NaN (from an input that overflowed to inf)

@@ -35,8 +35,9 @@ static float *rnd_array(int64_t n)
     return x;
 }
 
-/* mha_div_rows / mha_mul_rows / mha_scaled_add_rows, each instruction set this CPU has: the scalar
- * IEEE result bit for bit (products rounded before sums), nothing past n touched. */
+/* The row operations of lib/mha_rows.c (divide, scale, scaled add, scaled streaming copy, into
+ * place or another buffer), each instruction set this CPU has: the scalar IEEE result bit for bit
+ * (products rounded before sums), nothing past n touched. */
 static void test_row_ops(int64_t rows, int64_t n)
 {
     static const char *const isa_name[MHA_ISA_COUNT] = {"portable", "AVX2", "AVX-512"};
@@ -68,6 +69,28 @@ static void test_row_ops(int64_t rows, int64_t n)
             CHECK(ok, "scaled_add_rows rows=%lld n=%lld add=%d (%s): exact, columns past n "
                   "untouched", (long long)rows, (long long)n, add, isa_name[isa]);
         }
+        if (!mha_isa_usable((mha_isa)isa))
+            continue;
+        for (int off = 0; off < 2; off++) { /* the weights' streaming copy; aligned or not */
+            float *mem = aligned_alloc(64, (size_t)((rows * rs + 31) / 16 * 16) * sizeof(float));
+            float *w = mem + off * 3;
+            memcpy(w, d0, (size_t)(rows * rs) * sizeof(float));
+            mha_scale_rows_stream_isa((mha_isa)isa, w, rs, x0, rs, rows, n, mul);
+            mha_copy_stream_fence();
+            bool ok = true;
+            for (int64_t i = 0; i < rows * rs; i++)
+                ok &= w[i] == (i % rs >= n ? d0[i] : x0[i] * mul[i / rs]);
+            CHECK(ok, "scale_rows_stream rows=%lld n=%lld (%s, %s): exact, nothing past n",
+                  (long long)rows, (long long)n, isa_name[isa], off ? "unaligned" : "aligned");
+            free(mem);
+        }
+        memcpy(x, d0, (size_t)(rows * rs) * sizeof(float)); /* into another buffer */
+        mha_div_mul_rows_to_isa((mha_isa)isa, x, rs, x0, rs, rows, n, div, NULL);
+        bool ok = true;
+        for (int64_t i = 0; i < rows * rs; i++)
+            ok &= x[i] == (i % rs >= n ? d0[i] : x0[i] / div);
+        CHECK(ok, "div_rows into another buffer rows=%lld n=%lld (%s): exact", (long long)rows,
+              (long long)n, isa_name[isa]);
     }
     free(x0);
     free(x);

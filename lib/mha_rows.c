@@ -1,0 +1,205 @@
+/*
+ * mha_rows.c - vectorised operations on rows of floats that the attention core runs around its
+ * GEMMs: division or scaling of each row (q / √hd, the head outputs' 1/sum, the softmax's alpha),
+ * scaled sums (the averaged weights), and the weights' scaled copies with non-temporal stores.
+ *
+ * Each gives the scalar loop's IEEE result bit for bit (one division or product per element, the
+ * product rounded before the sum), whatever the instruction set: AVX-512F or AVX2 as the pass's
+ * ISA says, the portable loop otherwise.
+ */
+#include "mha_forward_internal.h"
+#include "mha_kernels.h"
+
+#include <string.h>
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define MHA_HAVE_AVX2_KERNEL 1
+#endif
+
+#ifdef MHA_HAVE_AVX2_KERNEL
+__attribute__((target("avx512f"))) static void scale_row_avx512(float *dst, const float *src,
+                                                                int64_t n, float inv)
+{
+    int64_t j = 0;
+    while (j < n && ((uintptr_t)(dst + j) & 63)) { /* up to the first 64-byte boundary */
+        dst[j] = src[j] * inv;
+        j++;
+    }
+    const __m512 v = _mm512_set1_ps(inv);
+    for (; j + 16 <= n; j += 16)
+        _mm512_stream_ps(dst + j, _mm512_mul_ps(_mm512_loadu_ps(src + j), v));
+    for (; j < n; j++)
+        dst[j] = src[j] * inv;
+}
+
+__attribute__((target("avx2"))) static void scale_row_avx2(float *dst, const float *src, int64_t n,
+                                                           float inv)
+{
+    int64_t j = 0;
+    while (j < n && ((uintptr_t)(dst + j) & 31)) {
+        dst[j] = src[j] * inv;
+        j++;
+    }
+    const __m256 v = _mm256_set1_ps(inv);
+    for (; j + 8 <= n; j += 8)
+        _mm256_stream_ps(dst + j, _mm256_mul_ps(_mm256_loadu_ps(src + j), v));
+    for (; j < n; j++)
+        dst[j] = src[j] * inv;
+}
+#endif
+
+void mha_scale_rows_stream_isa(mha_isa isa, float *dst, int64_t ld_dst, const float *src,
+                               int64_t ld_src, int64_t rows, int64_t n, const float *inv)
+{
+    if (((uintptr_t)dst & 3) || !mha_isa_usable(isa))
+        isa = MHA_ISA_PORTABLE;
+    for (int64_t r = 0; r < rows; r++) {
+        float *d = dst + r * ld_dst;
+        const float *x = src + r * ld_src;
+        switch (isa) {
+#ifdef MHA_HAVE_AVX2_KERNEL
+        case MHA_ISA_AVX512:
+            scale_row_avx512(d, x, n, inv[r]);
+            break;
+        case MHA_ISA_AVX2:
+            scale_row_avx2(d, x, n, inv[r]);
+            break;
+#endif
+        default:
+            for (int64_t j = 0; j < n; j++)
+                d[j] = x[j] * inv[r];
+        }
+    }
+}
+
+#ifdef MHA_HAVE_AVX2_KERNEL
+/* y[j] = x[j] / div or x[j] · mul (div 0) for j < n (y may be x): the same IEEE operation per
+ * element as the scalar loop, 16 at a time. */
+__attribute__((target("avx512f"))) static void div_mul_row_avx512(float *y, const float *x,
+                                                                  int64_t n, float div, float mul)
+{
+    const __m512 vd = _mm512_set1_ps(div), vm = _mm512_set1_ps(mul);
+    int64_t j = 0;
+    for (; j + 16 <= n; j += 16) {
+        const __m512 v = _mm512_loadu_ps(x + j);
+        _mm512_storeu_ps(y + j, div != 0.0f ? _mm512_div_ps(v, vd) : _mm512_mul_ps(v, vm));
+    }
+    if (j < n) {
+        const __mmask16 tail = (__mmask16)((1u << (n - j)) - 1);
+        const __m512 v = _mm512_maskz_loadu_ps(tail, x + j);
+        _mm512_mask_storeu_ps(y + j, tail,
+                              div != 0.0f ? _mm512_div_ps(v, vd) : _mm512_mul_ps(v, vm));
+    }
+}
+
+__attribute__((target("avx2"))) static void div_mul_row_avx2(float *y, const float *x, int64_t n,
+                                                             float div, float mul)
+{
+    const __m256 vd = _mm256_set1_ps(div), vm = _mm256_set1_ps(mul);
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+        const __m256 v = _mm256_loadu_ps(x + j);
+        _mm256_storeu_ps(y + j, div != 0.0f ? _mm256_div_ps(v, vd) : _mm256_mul_ps(v, vm));
+    }
+    for (; j < n; j++)
+        y[j] = div != 0.0f ? x[j] / div : x[j] * mul;
+}
+#endif
+
+bool mha_div_mul_rows_to_isa(mha_isa isa, float *y, int64_t ys, const float *x, int64_t rs,
+                             int64_t rows, int64_t n, float div, const float *mul)
+{
+    if (!mha_isa_usable(isa))
+        return false;
+    for (int64_t r = 0; r < rows; r++) {
+        float *out = y + r * ys;
+        const float *row = x + r * rs;
+        const float m = mul ? mul[r] : 1.0f;
+        switch (isa) {
+#ifdef MHA_HAVE_AVX2_KERNEL
+        case MHA_ISA_AVX512:
+            div_mul_row_avx512(out, row, n, div, m);
+            break;
+        case MHA_ISA_AVX2:
+            div_mul_row_avx2(out, row, n, div, m);
+            break;
+#endif
+        default:
+            for (int64_t j = 0; j < n; j++)
+                out[j] = div != 0.0f ? row[j] / div : row[j] * m;
+        }
+    }
+    return true;
+}
+
+bool mha_div_mul_rows_isa(mha_isa isa, float *x, int64_t rs, int64_t rows, int64_t n, float div,
+                          const float *mul)
+{
+    return mha_div_mul_rows_to_isa(isa, x, rs, x, rs, rows, n, div, mul);
+}
+
+#ifdef MHA_HAVE_AVX2_KERNEL
+__attribute__((target("avx512f"))) static void scaled_add_row_avx512(float *d, const float *x,
+                                                                    int64_t n, float mul, bool add)
+{
+    const __m512 vm = _mm512_set1_ps(mul);
+    int64_t j = 0;
+    for (; j + 16 <= n; j += 16) {
+        const __m512 p = _mm512_mul_ps(_mm512_loadu_ps(x + j), vm);
+        _mm512_storeu_ps(d + j, add ? _mm512_add_ps(_mm512_loadu_ps(d + j), p) : p);
+    }
+    if (j < n) {
+        const __mmask16 tail = (__mmask16)((1u << (n - j)) - 1);
+        const __m512 p = _mm512_mul_ps(_mm512_maskz_loadu_ps(tail, x + j), vm);
+        _mm512_mask_storeu_ps(d + j, tail,
+                              add ? _mm512_add_ps(_mm512_maskz_loadu_ps(tail, d + j), p) : p);
+    }
+}
+
+__attribute__((target("avx2"))) static void scaled_add_row_avx2(float *d, const float *x, int64_t n,
+                                                                float mul, bool add)
+{
+    const __m256 vm = _mm256_set1_ps(mul);
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+        const __m256 p = _mm256_mul_ps(_mm256_loadu_ps(x + j), vm);
+        _mm256_storeu_ps(d + j, add ? _mm256_add_ps(_mm256_loadu_ps(d + j), p) : p);
+    }
+    for (; j < n; j++)
+        d[j] = add ? d[j] + x[j] * mul : x[j] * mul;
+}
+#endif
+
+bool mha_scaled_add_rows_isa(mha_isa isa, float *dst, int64_t ld_dst, const float *src,
+                             int64_t ld_src, int64_t rows, int64_t n, const float *mul, bool add)
+{
+    if (!mha_isa_usable(isa))
+        return false;
+    for (int64_t r = 0; r < rows; r++) {
+        float *d = dst + r * ld_dst;
+        const float *x = src + r * ld_src;
+        switch (isa) {
+#ifdef MHA_HAVE_AVX2_KERNEL
+        case MHA_ISA_AVX512:
+            scaled_add_row_avx512(d, x, n, mul[r], add);
+            break;
+        case MHA_ISA_AVX2:
+            scaled_add_row_avx2(d, x, n, mul[r], add);
+            break;
+#endif
+        default:
+            for (int64_t j = 0; j < n; j++)
+                d[j] = add ? d[j] + x[j] * mul[r] : x[j] * mul[r];
+        }
+    }
+    return true;
+}
+
+/* Orders the streaming stores before anything another thread reads after the pass. */
+void mha_copy_stream_fence(void)
+{
+#ifdef MHA_HAVE_AVX2_KERNEL
+    _mm_sfence();
+#endif
+}
