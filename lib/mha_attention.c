@@ -12,9 +12,9 @@
  * and finally the head output O / l goes to the concat buffer. Nothing grows with L·S: the working
  * set is the tiles (64 KiB of scores, 16 KiB each of q and O at hd 64) and one K and V block, in
  * L2 on every CPU this runs on; the whole pass needs O((L + S)·E) memory. Keys that the causal and
- * window rules forbid to every row of a task are never visited (block by block: a window of 128
- * on L = 2048 visits 1-2 blocks per task); a block inside every row's allowed range skips the
- * rules entirely.
+ * window rules forbid to every row of a task are never computed: whole blocks are skipped, and the
+ * blocks at the edges of the allowed range are cut to its columns (a window of 128 on L = 2048
+ * computes ~192 keys per task); a block inside every row's allowed range skips the rules entirely.
  *
  * Weights, when asked for (per head, averaged, or the trace's): each visited block's exp tile is
  * kept in a per-thread slab [64][S] with its row maxima, and after the last block the weights are
@@ -278,54 +278,69 @@ void mha_attn_task(void *arg, int64_t task, int slot)
             t.l[r] = 0.0f;
         }
         float *tscores = a->trace_scores ? a->trace_scores + bhl * S : NULL;
-        if (tscores)
-            fill_unvisited(a, &v, tscores, m, -INFINITY);
+        for (int64_t r = 0; tscores && r < m; r++) /* keys never computed: -inf */
+            for (int64_t j = 0; j < S; j++)
+                tscores[r * S + j] = -INFINITY;
 
         int64_t nv = 0;
         for (int64_t blk = -1; next_block(a, &v, &blk); nv++) {
             const int64_t j0 = blk * BN, bn = S - j0 < BN ? S - j0 : BN;
-            const int64_t gn = S0 - j0 < bn ? S0 - j0 : bn; /* given keys; then appended ones */
-            const float *kt = kv + blk * hd * BN, *vb = kv + a->nblk * hd * BN + j0 * hd;
-            const bool full = m == MHA_BM && bn == BN;
+            /* columns [c0, c1) of the block: the given keys outside [k0, k1) of the rules' range
+             * are cut off at the block's edges (the diagonal block of a causal pass, both ends of a
+             * window's); a block holding appended keys keeps its end */
+            int64_t c0 = 0, c1 = bn;
+            if (blk < v.hi && j0 < k0)
+                c0 = k0 - j0;
+            if (blk < v.hi && j0 + bn <= S0 && j0 + bn > k1)
+                c1 = k1 - j0;
+            const int64_t n = c1 - c0;
+            const int64_t gn = (S0 - j0 < c1 ? S0 - j0 : c1) - c0; /* given keys; then appended */
+            const float *kt = kv + blk * hd * BN + c0, *vb = kv + a->nblk * hd * BN + (j0 + c0) * hd;
+            float *sc = t.sc + c0; /* the tile's columns keep their block positions */
+            const bool full = m == MHA_BM && n == BN;
             if (full)
-                mha_mm_run(&ks->scores, t.sc, t.qt, kt);
+                mha_mm_run(&ks->scores, sc, t.qt, kt);
             else
-                mha_gemm_isa(isa, t.sc, BN, t.qt, hd, kt, BN, m, bn, hd, false);
+                mha_gemm_isa(isa, sc, BN, t.qt, hd, kt, BN, m, n, hd, false);
             if (gn > 0) { /* ALiBi, then the masks (the golden files' order), then the rules */
-                const bool rules = rules_needed(a, kp + j0, gn, qmin, qmax);
+                const float *kpb = kp + j0 + c0;
+                const bool rules = rules_needed(a, kpb, gn, qmin, qmax);
                 for (int64_t r = 0; r < m && (a->alibi || am || kpm || rules); r++) {
-                    float *row = t.sc + r * BN;
+                    float *row = sc + r * BN;
                     const int64_t i = i0 + r;
                     if (a->alibi)
-                        mha_alibi_row(isa, row, kp + j0, gn, qp[r], slope);
+                        mha_alibi_row(isa, row, kpb, gn, qp[r], slope);
                     const void *amr = am ? mask_at(am, am->ndim == 3 ? (b * H + h) * L + i : i,
-                                                   S0, j0)
+                                                   S0, j0 + c0)
                                          : NULL;
-                    const void *kpr = kpm ? mask_at(kpm, b, S0, j0) : NULL;
+                    const void *kpr = kpm ? mask_at(kpm, b, S0, j0 + c0) : NULL;
                     if (amr || kpr)
                         apply_masks(row, gn, amr, am ? am->type : MHA_MASK_FLOAT, kpr,
                                     kpm ? kpm->type : MHA_MASK_FLOAT);
                     if (rules)
-                        mha_rules_row(row, kp + j0, gn, qp[r], a->causal, a->window,
-                                      a->keys_sorted);
+                        mha_rules_row(row, kpb, gn, qp[r], a->causal, a->window, a->keys_sorted);
                 }
             }
             if (tscores)
                 for (int64_t r = 0; r < m; r++)
-                    memcpy(tscores + r * S + j0, t.sc + r * BN, (size_t)bn * sizeof(float));
-            mha_softmax_block_isa(isa, t.sc, BN, m, bn, t.m, t.l, t.alpha, t.tmp);
+                    memcpy(tscores + r * S + j0 + c0, sc + r * BN, (size_t)n * sizeof(float));
+            mha_softmax_block_isa(isa, sc, BN, m, n, t.m, t.l, t.alpha, t.tmp);
             if (nv > 0) /* the maximum moved: what came before is rescaled (alpha 1 otherwise) */
                 mha_div_mul_rows_isa(isa, t.o, hd, m, hd, 0.0f, t.alpha);
-            if (t.slab) {
+            if (t.slab) { /* the block's exps, 0 in the columns cut off */
                 const int64_t ld = a->nblk * BN;
-                for (int64_t r = 0; r < m; r++)
-                    memcpy(t.slab + r * ld + j0, t.sc + r * BN, (size_t)bn * sizeof(float));
+                for (int64_t r = 0; r < m; r++) {
+                    float *srow = t.slab + r * ld + j0;
+                    memset(srow, 0, (size_t)c0 * sizeof(float));
+                    memcpy(srow + c0, sc + r * BN, (size_t)n * sizeof(float));
+                    memset(srow + c1, 0, (size_t)(bn - c1) * sizeof(float));
+                }
                 memcpy(t.mt + nv * MHA_BM, t.m, (size_t)m * sizeof(float));
             }
             if (full)
-                mha_mm_run(&ks->pv, t.o, t.sc, vb);
+                mha_mm_run(&ks->pv, t.o, sc, vb);
             else
-                mha_gemm_isa(isa, t.o, hd, t.sc, BN, vb, hd, m, hd, bn, true);
+                mha_gemm_isa(isa, t.o, hd, sc, BN, vb, hd, m, hd, n, true);
         }
 
         /* the head output O / l (0 for a row that attended no key; NaN stays NaN), into the concat */
