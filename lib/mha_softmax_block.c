@@ -158,16 +158,20 @@ __attribute__((target("avx2,fma"))) static void block_avx2(float *sc, int64_t ld
     const int64_t body = n / 8 * 8;
     const __m256i tail = lanes8(n - body);
     const __m256 neg_inf = _mm256_set1_ps(-INFINITY);
+    /* every row's maximum first: the reductions do not wait on each other, nor the exps on them */
     for (int64_t r = 0; r < rows; r++) {
-        float *row = sc + r * ld;
+        const float *row = sc + r * ld;
         __m256 vmax = _mm256_set1_ps(m[r]);
         for (int64_t j = 0; j < body; j += 8)
             vmax = _mm256_max_ps(vmax, _mm256_loadu_ps(row + j));
         if (body < n) /* masked-off lanes read as -inf */
             vmax = _mm256_max_ps(vmax, _mm256_blendv_ps(neg_inf, _mm256_maskload_ps(row + body, tail),
                                                         _mm256_castsi256_ps(tail)));
-        const float mx = hmax8(vmax);
-        m_new[r] = mx;
+        m_new[r] = hmax8(vmax);
+    }
+    for (int64_t r = 0; r < rows; r++) {
+        float *row = sc + r * ld;
+        const float mx = m_new[r];
         if (mx == -INFINITY) {
             memset(row, 0, (size_t)n * sizeof(float));
             continue;
@@ -214,15 +218,19 @@ __attribute__((target("avx512f"))) static void block_avx512(float *sc, int64_t l
     const int64_t body = n / 16 * 16;
     const __mmask16 tail = (__mmask16)((1u << (n - body)) - 1);
     const __m512 neg_inf = _mm512_set1_ps(-INFINITY);
+    /* every row's maximum first: the reductions do not wait on each other, nor the exps on them */
     for (int64_t r = 0; r < rows; r++) {
-        float *row = sc + r * ld;
+        const float *row = sc + r * ld;
         __m512 vmax = _mm512_set1_ps(m[r]);
         for (int64_t j = 0; j < body; j += 16)
             vmax = _mm512_max_ps(vmax, _mm512_loadu_ps(row + j));
         if (tail)
             vmax = _mm512_max_ps(vmax, _mm512_mask_loadu_ps(neg_inf, tail, row + body));
-        const float mx = _mm512_reduce_max_ps(vmax);
-        m_new[r] = mx;
+        m_new[r] = _mm512_reduce_max_ps(vmax);
+    }
+    for (int64_t r = 0; r < rows; r++) {
+        float *row = sc + r * ld;
+        const float mx = m_new[r];
         if (mx == -INFINITY) {
             memset(row, 0, (size_t)n * sizeof(float));
             continue;
