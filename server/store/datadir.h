@@ -25,6 +25,18 @@
  * removes it. Every file read is untrusted: safetensors are checked in full (safetensors.h),
  * config.json must be a JSON object; sizes are capped before reading.
  *
+ * Never out of the data dir (issue 22). The data dir's own path may be a symbolic link; nothing
+ * below it is followed. The layers dir is opened once (O_NOFOLLOW) and every file under it is
+ * reached from that descriptor with openat/mkdirat/renameat/unlinkat and O_NOFOLLOW /
+ * AT_SYMLINK_NOFOLLOW, so a link placed anywhere inside - as a layer's directory or as one of its
+ * files - is never followed, written through or deleted through. An entry of layers/ that is not a
+ * directory (a link, a file, a FIFO, a socket, a device) is not a layer: srv_datadir_strays reports
+ * it, and a write or remove of that name is SRV_E_CONFLICT and touches nothing. A file that is not a
+ * regular file where one is expected is refused without being opened for real (checked with
+ * fstatat first, then opened O_NONBLOCK and checked again), so a FIFO never blocks a reader.
+ * Every message names files relative to the data dir ("layers/x/config.json"), never by the
+ * server's absolute path, and never quotes what a file holds: they may reach a client.
+ *
  * Several daemons may share one data dir (replicas with --watch): temp files are unique per
  * process, and stale leftovers are removed only once older than temp_grace_s, so that one process
  * never removes a temp another is about to rename.
@@ -52,15 +64,18 @@ typedef struct srv_dd_stamp {
 bool srv_dd_stamp_equal(const srv_dd_stamp *a, const srv_dd_stamp *b);
 
 typedef struct srv_datadir {
-    char *root;        /* owned: the data dir                                              */
-    char *layers;      /* owned: <root>/layers                                             */
+    char *root;        /* owned: the data dir as given (for logs; replies never show it)     */
+    char *layers;      /* owned: <root>/layers (for logs and inotify)                        */
+    int root_fd;       /* the data dir, opened once (its own path may be a link)             */
+    int layers_fd;     /* <root>/layers, opened O_NOFOLLOW: every file below is reached from it */
     int temp_grace_s;  /* temps/deleted dirs younger than this are left alone (default 600) */
     bool read_only;    /* never write (no crash repair on disk either)                      */
 } srv_datadir;
 
 /* Opens the data dir at path, creating path and path/layers when missing, and checks that it is a
- * writable directory (read_only: only that it can be read). NULL with err filled (SRV_E_INTERNAL
- * with the path and the system's reason) on failure. Free with srv_datadir_free. */
+ * writable directory (read_only: only that it can be read); layers/ must be a directory, not a link.
+ * NULL with err filled (SRV_E_INTERNAL with the path and the system's reason: this is for the
+ * operator at start) on failure. Free with srv_datadir_free. */
 srv_datadir *srv_datadir_open(const char *path, bool read_only, srv_error *err);
 void srv_datadir_free(srv_datadir *dd);
 
@@ -72,15 +87,19 @@ typedef struct srv_dd_entry {
     srv_dd_stamp stamp;
 } srv_dd_entry;
 
-/* Lists the layer directories (valid names holding config.json or weights.safetensors), sorted by
- * name, with their stamps: cheap (a readdir and two stats per layer), for polling (--watch).
+/* Lists the layer directories (valid names of real directories - never links - holding
+ * config.json or weights.safetensors), sorted by name, with their stamps: cheap (a readdir, an
+ * open and two stats per layer), for polling (--watch).
  * *out gets a malloc'd array the caller frees (NULL when there are none). Returns the count, or -1
  * with err filled when the layers dir cannot be read. */
 int srv_datadir_list(srv_datadir *dd, srv_dd_entry **out, srv_error *err);
 
-/* Calls fn(name, ctx) for every entry of the layers dir that is neither hidden nor a valid layer
- * name ("my layer", a name over 64 characters): never loaded, so reported to say why. */
-void srv_datadir_strays(srv_datadir *dd, void (*fn)(const char *name, void *ctx), void *ctx);
+/* Calls fn(name, reason, ctx) for every entry of the layers dir that is not hidden and is not a
+ * layer: a name that is not a layer name ("my layer", over 64 characters), or anything but a
+ * directory (a symbolic link, a file, a FIFO, a socket, a device). Never loaded, so reported to
+ * say why; reason names the entry relative to the data dir. */
+void srv_datadir_strays(srv_datadir *dd,
+                        void (*fn)(const char *name, const char *reason, void *ctx), void *ctx);
 
 /* One layer as read from disk. */
 typedef struct srv_dd_layer {
@@ -104,16 +123,27 @@ void srv_dd_layer_free(srv_dd_layer *layer); /* accepts NULL and zeroed layers *
 
 /* Writes (creates or replaces) layer name with config (a JSON object) and the n tensors, as
  * described above; version (may be NULL) is stored as "attnd.version". When it returns 0 the new
- * layer is committed and durable, and *stamp (may be NULL) is its stamp. When it returns -1 (err:
- * SRV_E_INTERNAL naming the file and the reason, e.g. "No space left on device") the old layer, if
- * any, is what a reader finds, except when the message says the commit point was passed. */
+ * layer is committed and durable, and *stamp (may be NULL) is its stamp. It returns 1 when the
+ * commit point was passed (the new layer is what every reader finds) but finishing failed: err then
+ * says what (for the log), and the next reader completes it. When it returns -1 the old layer, if
+ * any, is what a reader finds and no temp file is left: err is SRV_E_CONFLICT when name is taken by
+ * something that is not a layer directory (a link, a file: left untouched), else the file and the
+ * system's reason ("No space left on device"). */
 int srv_datadir_write(srv_datadir *dd, const char *name, const json_t *config,
                       const srv_st_view *tensors, int n, const char *version, srv_dd_stamp *stamp,
                       srv_error *err);
 
 /* Removes layer name from disk (atomic: after a crash it is either all there or gone). A layer that
- * is not on disk is not an error. Returns 0, or -1 with err filled (SRV_E_INTERNAL). */
+ * is not on disk is not an error. Returns 0, 1 when the layer is gone but the removal may not be
+ * durable yet (err says why, for the log), or -1 with err filled: SRV_E_CONFLICT when name is
+ * anything but a directory (a link is never followed: the link and its target stay as they are),
+ * else the system's reason. */
 int srv_datadir_remove(srv_datadir *dd, const char *name, srv_error *err);
+
+/* What layers/<name> is on disk: 0 nothing, 1 a directory (a layer, or one being written or
+ * damaged), -1 with err: SRV_E_CONFLICT when it is anything else (a link, a file, a FIFO: not a
+ * layer, and never changed through), else an I/O error. */
+int srv_datadir_entry(srv_datadir *dd, const char *name, srv_error *err);
 
 /* Removes leftovers older than temp_grace_s: temp files in layer dirs and deleted layer dirs
  * (nothing when read_only; write and remove are refused then too). Returns how many entries it

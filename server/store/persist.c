@@ -69,16 +69,9 @@ srv_layer *srv_persist_build(const char *name, const json_t *config, const srv_s
     return l;
 }
 
-/* Records (reason != NULL) or forgets (NULL) that layer name is damaged. Caller holds p->lock. */
-static void set_damaged_locked(srv_persist *p, const char *name, const char *reason);
-static void set_damaged(srv_persist *p, const char *name, const char *reason)
-{
-    pthread_mutex_lock(&p->damaged_lock);
-    set_damaged_locked(p, name, reason);
-    pthread_mutex_unlock(&p->damaged_lock);
-}
-
-static void set_damaged_locked(srv_persist *p, const char *name, const char *reason)
+/* Records (reason != NULL) or forgets (NULL) that layers/<name> cannot be served; stray: it is not
+ * a layer at all (found by the scan p->stray_scan). Caller holds damaged_lock. */
+static void set_damaged_locked(srv_persist *p, const char *name, const char *reason, bool stray)
 {
     int i = 0;
     while (i < p->ndamaged && strcmp(p->damaged[i].name, name) != 0)
@@ -96,9 +89,29 @@ static void set_damaged_locked(srv_persist *p, const char *name, const char *rea
             return; /* the log line still tells */
         p->damaged = g;
         p->ndamaged++;
+        memset(&p->damaged[i], 0, sizeof p->damaged[i]);
         snprintf(p->damaged[i].name, sizeof p->damaged[i].name, "%s", name);
     }
     snprintf(p->damaged[i].reason, sizeof p->damaged[i].reason, "%s", reason);
+    p->damaged[i].stray = stray;
+    p->damaged[i].seen = p->stray_scan;
+}
+
+static void set_damaged(srv_persist *p, const char *name, const char *reason)
+{
+    pthread_mutex_lock(&p->damaged_lock);
+    set_damaged_locked(p, name, reason, false);
+    pthread_mutex_unlock(&p->damaged_lock);
+}
+
+static bool is_damaged(srv_persist *p, const char *name)
+{
+    bool found = false;
+    pthread_mutex_lock(&p->damaged_lock);
+    for (int i = 0; !found && i < p->ndamaged; i++)
+        found = strcmp(p->damaged[i].name, name) == 0;
+    pthread_mutex_unlock(&p->damaged_lock);
+    return found;
 }
 
 /* Records (stamp != NULL) or forgets the stamp of layer name on disk. Caller holds p->lock. */
@@ -170,15 +183,47 @@ static srv_layer *load_one(srv_persist *p, const char *name, const mha_limits *l
     return l;
 }
 
-static void report_stray(const char *name, void *ctx)
+typedef struct stray_scan {
+    srv_persist *p;
+    int changes; /* strays found that were not reported before */
+} stray_scan;
+
+static void report_stray(const char *name, const char *reason, void *ctx)
 {
-    srv_persist *p = ctx;
-    char reason[200];
-    snprintf(reason, sizeof reason,
-             "layers/%.64s is not a layer name (1-64 of A-Z a-z 0-9 . _ -, not starting with .): "
-             "rename it to serve it", name);
-    set_damaged(p, name, reason);
-    srv_log(p->log_format, "error", "%s", reason);
+    stray_scan *s = ctx;
+    srv_persist *p = s->p;
+    bool known = false;
+    pthread_mutex_lock(&p->damaged_lock);
+    for (int i = 0; !known && i < p->ndamaged; i++)
+        known = p->damaged[i].stray && strcmp(p->damaged[i].name, name) == 0 &&
+                strcmp(p->damaged[i].reason, reason) == 0;
+    set_damaged_locked(p, name, reason, true);
+    pthread_mutex_unlock(&p->damaged_lock);
+    if (!known) {
+        s->changes++;
+        srv_log(p->log_format, "error", "%s", reason);
+    }
+}
+
+/* Reports every entry of layers/ that is not a layer, and forgets those reported before that are
+ * gone. Returns how many appeared or went. Caller holds p->lock. */
+static int scan_strays(srv_persist *p)
+{
+    stray_scan s = {p, 0};
+    pthread_mutex_lock(&p->damaged_lock);
+    p->stray_scan++;
+    pthread_mutex_unlock(&p->damaged_lock);
+    srv_datadir_strays(p->dd, report_stray, &s);
+    pthread_mutex_lock(&p->damaged_lock);
+    for (int i = p->ndamaged - 1; i >= 0; i--)
+        if (p->damaged[i].stray && p->damaged[i].seen != p->stray_scan) {
+            memmove(&p->damaged[i], &p->damaged[i + 1],
+                    (size_t)(p->ndamaged - i - 1) * sizeof *p->damaged);
+            p->ndamaged--;
+            s.changes++;
+        }
+    pthread_mutex_unlock(&p->damaged_lock);
+    return s.changes;
 }
 
 int srv_persist_load_all(srv_persist *p, srv_registry *reg, const mha_limits *limits)
@@ -196,7 +241,7 @@ int srv_persist_load_all(srv_persist *p, srv_registry *reg, const mha_limits *li
     }
     int loaded = 0;
     pthread_mutex_lock(&p->lock);
-    srv_datadir_strays(p->dd, report_stray, p);
+    scan_strays(p);
     for (int i = 0; i < n; i++) {
         srv_dd_layer dl;
         srv_error e = {0};
@@ -313,6 +358,9 @@ int srv_persist_sync(srv_persist *p, srv_registry *reg, const mha_limits *limits
                 name);
         changes++;
     }
+    /* after the loop above, which forgets what it unpublishes: a layer dir replaced by a link is
+     * unpublished there and reported here */
+    changes += scan_strays(p);
     pthread_mutex_unlock(&p->lock);
     free(list);
     return changes;
@@ -355,12 +403,19 @@ int srv_persist_put(srv_persist *p, srv_registry *reg, srv_layer *l, uint64_t if
         char vtext[24];
         version = srv_registry_next_version(reg);
         snprintf(vtext, sizeof vtext, "%llu", (unsigned long long)version);
-        if (srv_datadir_write(p->dd, l->name, l->config, v, n, vtext, &stamp, &e) == 0)
+        int w = srv_datadir_write(p->dd, l->name, l->config, v, n, vtext, &stamp, &e);
+        if (w >= 0) {
             set_known(p, l->name, &stamp);
-        else {
-            srv_log(p->log_format, "error", "layer '%s' not saved, the old one is kept: %s",
-                    l->name, e.message);
-            rc = srv_error_set(err, SRV_E_INTERNAL, "",
+            if (w == 1) /* committed: served and answered as written; the log says the rest */
+                srv_log(p->log_format, "warn", "layer '%s' saved to %s: %s", l->name, p->dd->root,
+                        e.message);
+        } else if (e.code == SRV_E_CONFLICT) {
+            srv_log(p->log_format, "error", "layer '%s' not saved: %s", l->name, e.message);
+            rc = srv_error_set(err, e.code, e.field, "%s", e.message);
+        } else {
+            srv_log(p->log_format, "error", "layer '%s' not saved to %s, the old one is kept: %s",
+                    l->name, p->dd->root, e.message);
+            rc = srv_error_set(err, e.code, "",
                                "could not save layer '%s' to the data dir (%s); the layer is "
                                "unchanged", l->name, e.message);
         }
@@ -379,26 +434,35 @@ int srv_persist_delete(srv_persist *p, srv_registry *reg, const char *name, uint
 {
     pthread_mutex_lock(&p->lock);
     srv_layer *cur = srv_registry_get(reg, name, NULL);
-    /* a damaged layer is not served but may be deleted (from disk) all the same */
-    bool damaged = false;
-    pthread_mutex_lock(&p->damaged_lock);
-    for (int i = 0; !cur && i < p->ndamaged; i++)
-        damaged |= strcmp(p->damaged[i].name, name) == 0;
-    pthread_mutex_unlock(&p->damaged_lock);
-    int rc = cur ? check_version(reg, name, if_version, err)
-             : damaged && !if_version
-                 ? 0
-                 : srv_error_set(err, SRV_E_LAYER_NOT_FOUND, "name", "no layer called '%s'", name);
     bool served = cur != NULL;
     srv_layer_release(cur);
+    srv_error e = {0};
+    /* on disk, a name that is not a layer directory (a link, a file) is a conflict: never touched */
+    int entry = p->dd ? srv_datadir_entry(p->dd, name, &e) : 0;
+    int rc;
+    if (entry < 0)
+        rc = srv_error_set(err, e.code, e.field, "%s", e.message);
+    else if (served)
+        rc = check_version(reg, name, if_version, err);
+    else if (entry == 1 && !if_version && is_damaged(p, name))
+        rc = 0; /* a damaged layer is not served but may be deleted (from disk) all the same */
+    else
+        rc = srv_error_set(err, SRV_E_LAYER_NOT_FOUND, "name", "no layer called '%s'", name);
     if (rc == 0 && p->dd) {
-        srv_error e = {0};
-        if (srv_datadir_remove(p->dd, name, &e) < 0) {
-            srv_log(p->log_format, "error", "layer '%s' not deleted from the data dir: %s", name,
+        memset(&e, 0, sizeof e);
+        int r = srv_datadir_remove(p->dd, name, &e);
+        if (r == 1) {
+            srv_log(p->log_format, "warn", "layer '%s' deleted from %s: %s", name, p->dd->root,
                     e.message);
-            rc = srv_error_set(err, SRV_E_INTERNAL, "",
-                               "could not delete layer '%s' from the data dir (%s); it is still "
-                               "served", name, e.message);
+        } else if (r < 0) {
+            srv_log(p->log_format, "error", "layer '%s' not deleted from %s: %s", name,
+                    p->dd->root, e.message);
+            rc = e.code == SRV_E_CONFLICT
+                     ? srv_error_set(err, e.code, e.field, "%s", e.message)
+                     : srv_error_set(err, e.code, "",
+                                     "could not delete layer '%s' from the data dir (%s); it is "
+                                     "still served",
+                                     name, e.message);
         }
     }
     if (rc == 0) {

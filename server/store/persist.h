@@ -10,6 +10,9 @@
  * At start srv_persist_load_all reads every layer directory; a layer that cannot be loaded
  * (damaged or half-written file, config that does not fit its weights) is logged with the reason,
  * listed by srv_persist_damaged_json (GET /readyz shows it) and skipped; the others are served.
+ * An entry of layers/ that is not a layer (a symbolic link, a file, a FIFO, a name that is not a
+ * layer name) is listed the same way, at start and on every --watch step; a PUT or DELETE of its
+ * name is a 409 that leaves it as it is.
  * Without a data dir the same calls only publish (layers live in memory).
  *
  * For --watch (replicas sharing a data dir): srv_persist_sync compares the data dir with what this
@@ -34,8 +37,10 @@
 #include "registry.h"
 
 typedef struct srv_damaged {
-    char name[65];
+    char name[256];            /* an entry of layers/ (a stray's name may be any file name)     */
     char reason[sizeof ((srv_error *)0)->message];
+    bool stray;                /* not a layer at all (srv_datadir_strays), rescanned each sync  */
+    unsigned seen;             /* strays: the scan that last found it                           */
 } srv_damaged;
 
 typedef struct srv_known {
@@ -54,6 +59,7 @@ typedef struct srv_persist {
     srv_known *known;          /* every layer on disk this process has seen, with its stamp    */
     int nknown;
     double last_clean;         /* Unix time of the last removal of stale temp files            */
+    unsigned stray_scan;       /* counts the scans for strays (guarded by damaged_lock)        */
 } srv_persist;
 
 /* Opens the data dir (data_dir "" = none; read_only: never write it). NULL with err filled when
