@@ -24,6 +24,14 @@ static const struct {
 };
 #define NFIELDS (sizeof fields / sizeof fields[0])
 
+bool srv_config_field_known(const char *name)
+{
+    for (size_t i = 0; i < NFIELDS; i++)
+        if (strcmp(fields[i].name, name) == 0)
+            return true;
+    return false;
+}
+
 static int get_dim(const json_t *v, const char *path, int64_t *out, srv_error *err)
 {
     if (!json_is_integer(v))

@@ -11,6 +11,8 @@
 #ifndef ATTND_CONFIG_H
 #define ATTND_CONFIG_H
 
+#include <stdbool.h>
+
 #include <jansson.h>
 
 #include "base/error.h"
@@ -21,6 +23,9 @@
  * `field` prefixes field names in errors ("config"). Returns 0 or -1 with err filled. */
 int srv_config_from_json(mha_config *cfg, const json_t *obj, const mha_limits *limits,
                          const char *field, srv_error *err);
+
+/* True when name is a field of a config object ("embed_dim", "rope", ...). */
+bool srv_config_field_known(const char *name);
 
 /* The config as a JSON object with every field spelled out (new reference; NULL when out of
  * memory). kdim/vdim are written resolved (never null). */

@@ -435,14 +435,45 @@ void srv_dd_layer_free(srv_dd_layer *layer)
     memset(layer, 0, sizeof *layer);
 }
 
-/* Parses config text as a JSON object (duplicate keys refused); NULL with err filled. */
-static json_t *config_parse(const char *text, size_t len, const char *shown, srv_error *err)
+/* What is wrong with JSON text that did not parse, in words that quote none of it. */
+static const char *json_problem(const json_error_t *jerr)
+{
+    switch (json_error_code(jerr)) {
+    case json_error_invalid_utf8:
+        return "invalid UTF-8";
+    case json_error_premature_end_of_input:
+        return "the text ends too early";
+    case json_error_end_of_input_expected:
+        return "text after the end of the value";
+    case json_error_duplicate_key:
+        return "a key given twice";
+    case json_error_null_character:
+    case json_error_null_byte_in_key:
+        return "a NUL character";
+    case json_error_numeric_overflow:
+        return "a number out of range";
+    case json_error_stack_overflow:
+        return "nested too deep";
+    case json_error_out_of_memory:
+        return "out of memory";
+    default:
+        return "invalid syntax";
+    }
+}
+
+/* Parses config text as a JSON object (duplicate keys refused); NULL with err filled with what is
+ * wrong and where (never the text itself: err may reach a client) and log (may be NULL) with the
+ * parser's own words, which quote the text. */
+static json_t *config_parse(const char *text, size_t len, const char *shown, srv_error *err,
+                            srv_error *log)
 {
     json_error_t jerr;
     json_t *c = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
     if (!c) {
-        srv_error_set(err, SRV_E_BAD_REQUEST, "", "%s is not valid JSON: %s (line %d)", shown,
-                      jerr.text, jerr.line);
+        srv_error_set(log, SRV_E_BAD_REQUEST, "", "%s is not valid JSON: %s (line %d, column %d)",
+                      shown, jerr.text, jerr.line, jerr.column);
+        srv_error_set(err, SRV_E_BAD_REQUEST, "", "%s is not valid JSON: %s (line %d, column %d)",
+                      shown, json_problem(&jerr), jerr.line, jerr.column);
         return NULL;
     }
     if (!json_is_object(c)) {
@@ -451,6 +482,24 @@ static json_t *config_parse(const char *text, size_t len, const char *shown, srv
         return NULL;
     }
     return c;
+}
+
+/* What is wrong with a safetensors file srv_st_parse refused (code: its error's), in words that
+ * quote none of it: the parser's own message names tensors, dtypes and header bytes. */
+static int weights_problem(srv_error *err, srv_code code, const char *shown)
+{
+    switch (code) {
+    case SRV_E_BAD_VALUE:
+        return srv_error_set(err, code, "", "%s holds a NaN or infinite value (weights must be "
+                             "finite)", shown);
+    case SRV_E_TOO_LARGE:
+        return srv_error_set(err, code, "", "%s holds a tensor or a header over attnd's limits "
+                             "(--max-tensor-elements)", shown);
+    case SRV_E_NOMEM:
+        return srv_error_set(err, code, "", "out of memory reading %s", shown);
+    default:
+        return srv_error_set(err, code, "", "%s is not a valid safetensors file", shown);
+    }
 }
 
 /* True when the layer dir holds a config temp file whose content equals want: the trace of a
@@ -471,7 +520,7 @@ static bool config_temp_matches(int dirfd, const json_t *want)
         if (read_file_at(dirfd, de->d_name, "a config temp file", SRV_DD_CONFIG_MAX, &text, &len,
                          &st, NULL) != 0)
             continue;
-        json_t *c = config_parse(text, len, "a config temp file", NULL);
+        json_t *c = config_parse(text, len, "a config temp file", NULL, NULL);
         found = c && json_equal(c, want);
         json_decref(c);
         free(text);
@@ -530,9 +579,10 @@ static void prefix_message(srv_error *err, const char *prefix)
     memcpy(err->message, m, sizeof m);
 }
 
-/* One attempt at reading a layer; *retry is set when a file changed under the reader. */
+/* One attempt at reading a layer; *retry is set when a file changed under the reader. err gets
+ * what may be shown to a client, log the full story when it says more (datadir.h). */
 static int read_once(srv_datadir *dd, const char *name, int64_t max_elements, srv_dd_layer *out,
-                     bool *retry, srv_error *err)
+                     bool *retry, srv_error *err, srv_error *log)
 {
     char dshown[80], wshown[128], cshown[128];
     char *wbuf = NULL, *cbuf = NULL;
@@ -576,8 +626,12 @@ static int read_once(srv_datadir *dd, const char *name, int64_t max_elements, sr
                       " and " WEIGHTS_FILE ")", wshown);
         goto error;
     }
-    if (srv_st_parse(&out->weights, (const uint8_t *)wbuf, wlen, max_elements, wshown, err) != 0) {
-        prefix_message(err, wshown); /* logs show the message, not the field */
+    srv_error st_err = {0};
+    if (srv_st_parse(&out->weights, (const uint8_t *)wbuf, wlen, max_elements, wshown, &st_err) !=
+        0) {
+        prefix_message(&st_err, wshown); /* logs show the message, not the field */
+        srv_error_set(log, st_err.code, "", "%s", st_err.message);
+        weights_problem(err, st_err.code, wshown);
         goto error;
     }
     /* a writer replaced the weights while we read the config: start again */
@@ -588,13 +642,14 @@ static int read_once(srv_datadir *dd, const char *name, int64_t max_elements, sr
     }
     const char *mtext = srv_st_meta(&out->weights, "attnd.config");
     if (mtext) {
-        meta_config = config_parse(mtext, strlen(mtext), "the attnd.config metadata", err);
+        meta_config = config_parse(mtext, strlen(mtext), "its attnd.config metadata", err, log);
         if (!meta_config) {
             prefix_message(err, wshown);
+            prefix_message(log, wshown);
             goto error;
         }
     }
-    if (cr == 0 && !(file_config = config_parse(cbuf, clen, cshown, err)) && !meta_config)
+    if (cr == 0 && !(file_config = config_parse(cbuf, clen, cshown, err, log)) && !meta_config)
         goto error;
 
     if (!meta_config) {
@@ -614,6 +669,8 @@ static int read_once(srv_datadir *dd, const char *name, int64_t max_elements, sr
         /* the commit reached weights.safetensors but not config.json: complete it */
         if (err)
             memset(err, 0, sizeof *err); /* a damaged config.json is what we are repairing */
+        if (log)
+            memset(log, 0, sizeof *log);
         out->config = meta_config;
         meta_config = NULL;
         out->repaired = true;
@@ -656,7 +713,7 @@ error:
 }
 
 int srv_datadir_read(srv_datadir *dd, const char *name, int64_t max_elements, srv_dd_layer *out,
-                     srv_error *err)
+                     srv_error *err, srv_error *log)
 {
     memset(out, 0, sizeof *out);
     if (!srv_dd_name_valid(name))
@@ -664,13 +721,15 @@ int srv_datadir_read(srv_datadir *dd, const char *name, int64_t max_elements, sr
                              name);
     for (int attempt = 0;; attempt++) {
         bool retry;
-        srv_error local = {0};
-        int rc = read_once(dd, name, max_elements, out, &retry, &local);
+        srv_error local = {0}, local_log = {0};
+        int rc = read_once(dd, name, max_elements, out, &retry, &local, &local_log);
         if (rc == 0)
             return 0;
         if (!retry || attempt + 1 == READ_ATTEMPTS) {
             if (err && err->code == SRV_OK)
                 *err = local;
+            if (log && log->code == SRV_OK)
+                *log = local_log.code != SRV_OK ? local_log : local;
             return -1;
         }
     }

@@ -115,10 +115,12 @@ typedef struct srv_dd_layer {
  * a crash interrupted (see above; unless the data dir was opened read_only). Returns 0, or -1 with
  * err filled with a message naming the file and what is wrong with it (SRV_E_LAYER_NOT_FOUND when
  * the directory does not exist or holds neither file; SRV_E_BAD_REQUEST / SRV_E_BAD_VALUE /
- * SRV_E_TOO_LARGE for a damaged file; SRV_E_INTERNAL for an I/O error). out is zeroed first; on
- * error it owns nothing. */
+ * SRV_E_TOO_LARGE for a damaged file; SRV_E_INTERNAL for an I/O error) - a message fit for a
+ * client: it never quotes the file (a JSON error is given by line and column, a safetensors one by
+ * what kind it is). log (may be NULL) gets the same error with the parser's own words, for the
+ * log. out is zeroed first; on error it owns nothing. */
 int srv_datadir_read(srv_datadir *dd, const char *name, int64_t max_elements, srv_dd_layer *out,
-                     srv_error *err);
+                     srv_error *err, srv_error *log);
 void srv_dd_layer_free(srv_dd_layer *layer); /* accepts NULL and zeroed layers */
 
 /* Writes (creates or replaces) layer name with config (a JSON object) and the n tensors, as

@@ -11,6 +11,7 @@
 #include "base/error.h"
 #include "base/log.h"
 #include "config.h"
+#include "redact.h"
 #include "weights.h"
 
 srv_persist *srv_persist_create(const char *data_dir, bool read_only, srv_log_format log_format,
@@ -160,25 +161,25 @@ static uint64_t disk_version(const srv_dd_layer *dl)
     return v <= ((uint64_t)1 << 53) ? v : 0;
 }
 
-/* Reads and builds layer name from disk. Caller holds p->lock. */
+/* Reads and builds layer name from disk. Caller holds p->lock. On failure err says what is wrong
+ * in words fit for /readyz (never the files' contents, redact.h) and log the full story. */
 static srv_layer *load_one(srv_persist *p, const char *name, const mha_limits *limits,
-                           srv_dd_layer *dl, srv_error *err)
+                           srv_dd_layer *dl, srv_error *err, srv_error *log)
 {
-    if (srv_datadir_read(p->dd, name, limits->max_elements, dl, err) < 0)
+    if (srv_datadir_read(p->dd, name, limits->max_elements, dl, err, log) < 0)
         return NULL;
-    srv_layer *l = srv_persist_build(name, dl->config, &dl->weights, limits, err);
+    srv_error e = {0};
+    srv_layer *l = srv_persist_build(name, dl->config, &dl->weights, limits, &e);
     if (!l) {
         /* say which layer and field: logs and /readyz show only the message */
-        char pre[160], m[sizeof err->message];
-        snprintf(pre, sizeof pre, "layers/%s: %.64s%s", name, err->field,
-                 err->field[0] ? ": " : "");
-        size_t pl = strlen(pre), ml = strlen(err->message);
-        if (ml > sizeof m - 1 - pl)
-            ml = sizeof m - 1 - pl;
-        memcpy(m, pre, pl);
-        memcpy(m + pl, err->message, ml);
-        m[pl + ml] = '\0';
-        memcpy(err->message, m, sizeof m);
+        char where[96];
+        snprintf(where, sizeof where, "layers/%s", name);
+        srv_error_set(log, e.code, "", "%s: %.64s%s%s", where, e.field, e.field[0] ? ": " : "",
+                      e.message);
+        if (err && err->code == SRV_OK) {
+            err->code = e.code;
+            srv_redact_build_error(err->message, sizeof err->message, where, &e);
+        }
     }
     return l;
 }
@@ -244,8 +245,8 @@ int srv_persist_load_all(srv_persist *p, srv_registry *reg, const mha_limits *li
     scan_strays(p);
     for (int i = 0; i < n; i++) {
         srv_dd_layer dl;
-        srv_error e = {0};
-        srv_layer *l = load_one(p, list[i].name, limits, &dl, &e);
+        srv_error e = {0}, log = {0};
+        srv_layer *l = load_one(p, list[i].name, limits, &dl, &e, &log);
         set_known(p, list[i].name, l ? &dl.stamp : &list[i].stamp);
         if (l && srv_registry_put_version(reg, l, disk_version(&dl), 0, NULL, &e) == 0) {
             loaded++;
@@ -255,7 +256,8 @@ int srv_persist_load_all(srv_persist *p, srv_registry *reg, const mha_limits *li
                     dl.hand_edited ? " (config.json edited by hand)" : "");
         } else {
             set_damaged(p, list[i].name, e.message);
-            srv_log(p->log_format, "error", "layer '%s' not loaded: %s", list[i].name, e.message);
+            srv_log(p->log_format, "error", "layer '%s' not loaded from %s: %s", list[i].name,
+                    p->dd->root, log.code != SRV_OK ? log.message : e.message);
         }
         srv_layer_release(l);
         srv_dd_layer_free(&dl);
@@ -274,7 +276,7 @@ int srv_persist_reload(srv_persist *p, srv_registry *reg, const char *name,
     srv_dd_layer dl;
     srv_error e = {0};
     int rc;
-    srv_layer *l = load_one(p, name, limits, &dl, &e);
+    srv_layer *l = load_one(p, name, limits, &dl, &e, NULL);
     if (l) {
         rc = srv_registry_put_version(reg, l, disk_version(&dl), 0, NULL, &e) == 0 ? 1 : -1;
         if (rc == 1) {
@@ -326,8 +328,8 @@ int srv_persist_sync(srv_persist *p, srv_registry *reg, const mha_limits *limits
         if (k && srv_dd_stamp_equal(&k->stamp, &list[i].stamp))
             continue;
         srv_dd_layer dl;
-        srv_error e = {0};
-        srv_layer *l = load_one(p, list[i].name, limits, &dl, &e);
+        srv_error e = {0}, log = {0};
+        srv_layer *l = load_one(p, list[i].name, limits, &dl, &e, &log);
         if (l && srv_registry_put_version(reg, l, disk_version(&dl), 0, NULL, &e) == 0) {
             set_known(p, list[i].name, &dl.stamp);
             set_damaged(p, list[i].name, NULL);
@@ -336,7 +338,8 @@ int srv_persist_sync(srv_persist *p, srv_registry *reg, const mha_limits *limits
             /* keep serving what was there; try again when the files change */
             set_known(p, list[i].name, &list[i].stamp);
             set_damaged(p, list[i].name, e.message);
-            srv_log(p->log_format, "error", "layer '%s' not reloaded: %s", list[i].name, e.message);
+            srv_log(p->log_format, "error", "layer '%s' not reloaded from %s: %s", list[i].name,
+                    p->dd->root, log.code != SRV_OK ? log.message : e.message);
         }
         changes++;
         srv_layer_release(l);

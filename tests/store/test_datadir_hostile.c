@@ -1,6 +1,7 @@
 /*
- * test_datadir_links.c - the data dir is never followed out of itself (issue 22), end to end on
- * in-process daemons over HTTP.
+ * test_datadir_hostile.c - a data dir someone else can write to (issue 22), end to end on in-process
+ * daemons over HTTP: it is never followed out of itself, never blocks the daemon, and its files'
+ * contents never reach a reply.
  *
  *   - a layer directory that is a symbolic link to a real layer elsewhere: not loaded (at start and
  *     by --watch), listed in /readyz as a link; PUT and DELETE of its name answer 409 and leave the
@@ -26,6 +27,7 @@
 
 #include "check.h"
 #include "http_client.h"
+#include "codec/safetensors.h"
 #include "store/persist.h"
 #include "tmpdir.h"
 
@@ -117,10 +119,116 @@ static bool make_layer(const char *dir, const char *name)
     return s == 201;
 }
 
+#define MARK "CANARYSECRET"
+
+/* Writes a safetensors file of an E=8, H=2 layer's parameters plus extra tensors/metadata. */
+static bool write_weights(const char *path, const char *extra_tensor, const char *meta_value)
+{
+    float w_in[3 * 8 * 8] = {0}, b_in[3 * 8] = {0}, w_out[8 * 8] = {0}, b_out[8] = {0}, x[1] = {0};
+    int64_t s_in[2] = {24, 8}, s_b[1] = {24}, s_out[2] = {8, 8}, s_bo[1] = {8}, s_x[1] = {1};
+    srv_st_view v[5] = {{"in_proj_weight", 2, s_in, w_in},
+                        {"in_proj_bias", 1, s_b, b_in},
+                        {"out_proj.weight", 2, s_out, w_out},
+                        {"out_proj.bias", 1, s_bo, b_out},
+                        {extra_tensor, 1, s_x, x}};
+    json_t *meta = json_pack("{s:s}", "format", "pt");
+    if (meta_value)
+        json_object_set_new(meta, "attnd.config", json_string(meta_value));
+    srv_buf b;
+    srv_buf_init(&b);
+    bool ok = srv_st_write(&b, v, extra_tensor ? 5 : 4, meta, NULL) == 0 &&
+              td_put_file(path, b.data, b.len) == 0;
+    srv_buf_free(&b);
+    json_decref(meta);
+    return ok;
+}
+
+static void test_no_contents_in_replies(void)
+{
+    char dir[128], p[256], q[300], reason[400];
+    snprintf(dir, sizeof dir, "%s/contents", root);
+    const char *cfg_ok = "{\"embed_dim\": 8, \"num_heads\": 2}";
+    struct {
+        const char *name, *config; /* config.json text (NULL: hard link to the secret) */
+        const char *tensor, *meta; /* weights: an extra tensor, attnd.config metadata  */
+        const char *raw_weights;   /* weights.safetensors bytes instead (NULL: none)    */
+        const char *want;          /* what /readyz must say                             */
+    } cases[] = {
+        {"badjson", "{\"embed_dim\": " MARK "}", NULL, NULL, NULL,
+         "layers/badjson/config.json is not valid JSON: invalid syntax (line 1, column "},
+        {"dup", "{\"embed_dim\": 8, \"num_heads\": 2, \"" MARK "\": 1, \"" MARK "\": 2}", NULL,
+         NULL, NULL, "a key given twice (line 1"},
+        {"unknown", "{\"embed_dim\": 8, \"num_heads\": 2, \"" MARK "\": 1}", NULL, NULL, NULL,
+         "layers/unknown: config.json holds a field that is not a config field"},
+        {"secret", NULL, NULL, NULL, NULL, "layers/secret/config.json is not valid JSON"},
+        {"tensor", cfg_ok, MARK, NULL, NULL,
+         "weights.safetensors holds a tensor that is not a parameter"},
+        {"meta", cfg_ok, NULL, "{\"" MARK "\": ", NULL,
+         "layers/meta/weights.safetensors: its attnd.config metadata is not valid JSON"},
+        {"header", cfg_ok, NULL, NULL, MARK MARK MARK,
+         "layers/header/weights.safetensors is not a valid safetensors file"},
+        {"shape", "{\"embed_dim\": 4, \"num_heads\": 2}", NULL, NULL, NULL,
+         "has shape [24"},
+    };
+    char secret[256];
+    snprintf(secret, sizeof secret, "%s/secret.txt", root);
+    td_put_file(secret, "password=" MARK "\n", strlen("password=" MARK "\n"));
+    mkdir(dir, 0755);
+    snprintf(p, sizeof p, "%s/layers", dir);
+    mkdir(p, 0755);
+    int n = (int)(sizeof cases / sizeof cases[0]);
+    for (int i = 0; i < n; i++) {
+        snprintf(p, sizeof p, "%s/layers/%s", dir, cases[i].name);
+        mkdir(p, 0755);
+        snprintf(q, sizeof q, "%s/config.json", p);
+        if (cases[i].config)
+            td_put_file(q, cases[i].config, strlen(cases[i].config));
+        else
+            CHECK(link(secret, q) == 0, "config.json hard-linked to a secret file");
+        snprintf(q, sizeof q, "%s/weights.safetensors", p);
+        if (cases[i].raw_weights)
+            td_put_file(q, cases[i].raw_weights, strlen(cases[i].raw_weights));
+        else
+            CHECK(write_weights(q, cases[i].tensor, cases[i].meta), "weights of %s", cases[i].name);
+    }
+    srv_daemon *d = start_dir(dir, false);
+    if (!CHECK(d, "daemon starts"))
+        return;
+    hc_response r;
+    hc_request(d, "GET", "/readyz", NULL, NULL, 0, NULL, &r);
+    CHECK(r.status == 200 && !strstr(r.body, MARK) && !strstr(r.body, root),
+          "/readyz shows neither the marker nor an absolute path: %s", r.body);
+    hc_response_free(&r);
+    for (int i = 0; i < n; i++) {
+        readyz_reason(d, cases[i].name, reason, sizeof reason);
+        CHECK(strstr(reason, cases[i].want) != NULL, "%s: %s", cases[i].name, reason);
+    }
+    /* error replies about those names: none shows the marker or a path either */
+    char body[1024];
+    for (int i = 0; i < n; i++) {
+        char path[96];
+        snprintf(path, sizeof path, "/v1/layers/%s/forward", cases[i].name);
+        request(d, "POST", path, "{\"query\": [[[1,2,3,4,5,6,7,8]]]}", NULL, body, sizeof body);
+        CHECK(!strstr(body, MARK) && !strstr(body, root), "forward %s: %s", cases[i].name, body);
+    }
+    /* a write that fails names the file relative to the data dir */
+    snprintf(p, sizeof p, "%s/layers/w", dir);
+    mkdir(p, 0755);
+    snprintf(p, sizeof p, "%s/layers/w/weights.safetensors", dir);
+    mkdir(p, 0755);
+    snprintf(p, sizeof p, "%s/layers/w/weights.safetensors/x", dir);
+    td_put_file(p, "x", 1);
+    long st = request(d, "PUT", "/v1/layers/w", LAYER, NULL, body, sizeof body);
+    CHECK(st >= 500 && strstr(body, "layers/w/weights.safetensors") && !strstr(body, root),
+          "a failed write names layers/w/weights.safetensors, not the server's path: %ld %s", st,
+          body);
+    hc_stop(d);
+}
+
 static void on_alarm(int sig)
 {
     (void)sig;
-    static const char msg[] = "test_datadir_links: a data dir operation blocked (SIGALRM)\n"
+    static const char msg[] = "test_datadir_hostile: a data dir operation blocked (SIGALRM)\n"
                               "0 passed, 1 failed\n";
     ssize_t w = write(1, msg, sizeof msg - 1);
     (void)w;
@@ -337,12 +445,13 @@ int main(void)
 {
     signal(SIGALRM, on_alarm);
     signal(SIGPIPE, SIG_IGN);
-    if (td_make(root, sizeof root, "links") != 0)
+    if (td_make(root, sizeof root, "hostile") != 0)
         return 1;
     test_linked_layer_dir();
     test_linked_file();
     test_not_files();
     test_root_links();
+    test_no_contents_in_replies();
     td_rm_rf(root);
     return check_report();
 }
