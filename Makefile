@@ -15,7 +15,7 @@
 #
 # Sources are found by wildcard: lib/*.c -> libmha.a, server/*/*.c (but cmd/main.c) -> libsrv.a,
 # tests/*/test_*.c -> one executable each (tests/support/*.c linked into every one), and
-# tests/*/test_*.sh run as they are. The folders are layers (README.md, "Project layout"):
+# tests/*/test_*.sh run as they are. The folders are layers (docs/design.md, "Project layout"):
 # scripts/check_layers.sh, run by make test (tests/repo/test_layers.sh), keeps them so.
 # BUILD=dir puts every object elsewhere (make asan uses build-asan).
 
