@@ -39,6 +39,7 @@ static const struct {
     [SRV_E_NOMEM] = {503, "out_of_memory"},
     [SRV_E_UNAVAILABLE] = {503, "unavailable"},
     [SRV_E_NOT_IMPLEMENTED] = {501, "not_implemented"},
+    [SRV_E_INSUFFICIENT_STORAGE] = {507, "insufficient_storage"},
 };
 
 int srv_error_status(srv_code code)

@@ -84,11 +84,20 @@ static const char *kind_of(mode_t m)
                          : "not a regular file";
 }
 
-/* The code of a failed change of the data dir, from the system's errno. */
+/* The code of a failed change of the data dir, from the system's errno: a full disk or quota is a
+ * 507; a read-only file system, an I/O error or any other refusal a 503 (the layer is unchanged;
+ * the message says why). */
 static srv_code io_code(int e)
 {
-    (void)e;
-    return SRV_E_INTERNAL;
+    switch (e) {
+    case ENOSPC:
+    case EDQUOT:
+        return SRV_E_INSUFFICIENT_STORAGE;
+    case ENOMEM:
+        return SRV_E_NOMEM;
+    default:
+        return SRV_E_UNAVAILABLE;
+    }
 }
 
 /* layers/<name> is taken by something that is not a layer directory: a change of that name is a
@@ -259,6 +268,40 @@ static int ensure_subdir(int dirfd, const char *name, const char *shown, srv_err
                          shown, kind_of(st.st_mode));
 }
 
+/* Checks that layers/ can be written by writing (and removing) a file there: what a write needs,
+ * on any file system (access(2) cannot tell an NFS export mounted read-only on the server). A
+ * read-only file system turns the data dir read-only (ro_fs: its layers are served, changes get
+ * 503); any other refusal is an error (the daemon would accept changes it cannot keep). */
+static int probe_write(srv_datadir *dd, srv_error *err)
+{
+    char name[TEMP_NAME_MAX];
+    snprintf(name, sizeof name, ".attnd-probe" TEMP_MARK "%ld-%u", (long)getpid(),
+             atomic_fetch_add(&temp_counter, 1));
+    int fd = srv_fs_openat(dd->layers_fd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                           0600);
+    if (fd >= 0) {
+        close(fd);
+        srv_fs_unlinkat(dd->layers_fd, name, 0);
+        return 0;
+    }
+    if (errno == EROFS) {
+        dd->read_only = dd->ro_fs = true;
+        return 0;
+    }
+    return srv_error_set(err, SRV_E_INTERNAL, "", "data dir %s is not writable: %s", dd->layers,
+                         strerror(errno));
+}
+
+/* The error of a change refused because the data dir is read-only. */
+static int refuse_change(const srv_datadir *dd, srv_error *err)
+{
+    if (dd->ro_fs)
+        return srv_error_set(err, SRV_E_UNAVAILABLE, "",
+                             "the data dir is on a read-only file system: its layers are served, "
+                             "but none can be changed");
+    return srv_error_set(err, SRV_E_FORBIDDEN, "", "the data dir is open read-only");
+}
+
 srv_datadir *srv_datadir_open(const char *path, bool read_only, srv_error *err)
 {
     srv_datadir *dd = calloc(1, sizeof *dd);
@@ -305,11 +348,13 @@ srv_datadir *srv_datadir_open(const char *path, bool read_only, srv_error *err)
                             : "");
         goto error;
     }
-    if (faccessat(dd->layers_fd, ".", R_OK | X_OK | (read_only ? 0 : W_OK), AT_EACCESS) != 0) {
-        srv_error_set(err, SRV_E_INTERNAL, "", "data dir %s is not %s: %s", dd->layers,
-                      read_only ? "readable" : "writable", strerror(errno));
+    if (faccessat(dd->layers_fd, ".", R_OK | X_OK, AT_EACCESS) != 0) {
+        srv_error_set(err, SRV_E_INTERNAL, "", "data dir %s is not readable: %s", dd->layers,
+                      strerror(errno));
         goto error;
     }
+    if (!read_only && probe_write(dd, err) != 0)
+        goto error;
     return dd;
 error:
     srv_datadir_free(dd);
@@ -789,7 +834,7 @@ int srv_datadir_write(srv_datadir *dd, const char *name, const json_t *config,
     if (!json_is_object(config))
         return srv_error_set(err, SRV_E_INTERNAL, "", "srv_datadir_write: config not an object");
     if (dd->read_only)
-        return srv_error_set(err, SRV_E_FORBIDDEN, "", "the data dir is open read-only");
+        return refuse_change(dd, err);
     snprintf(shown, sizeof shown, "layers/%s", name);
 
     mtext = json_dumps(config, JSON_COMPACT | JSON_SORT_KEYS);
@@ -924,7 +969,7 @@ int srv_datadir_remove(srv_datadir *dd, const char *name, srv_error *err)
         return srv_error_set(err, SRV_E_BAD_NAME, "", "\"%.80s\" is not a valid layer name",
                              name);
     if (dd->read_only)
-        return srv_error_set(err, SRV_E_FORBIDDEN, "", "the data dir is open read-only");
+        return refuse_change(dd, err);
     bool created;
     int fd = open_for_change(dd, name, false, &created, err);
     if (fd < 0) {

@@ -70,10 +70,13 @@ typedef struct srv_datadir {
     int layers_fd;     /* <root>/layers, opened O_NOFOLLOW: every file below is reached from it */
     int temp_grace_s;  /* temps/deleted dirs younger than this are left alone (default 600) */
     bool read_only;    /* never write (no crash repair on disk either)                      */
+    bool ro_fs;        /* read_only because the file system is (found at open): writes get 503 */
 } srv_datadir;
 
 /* Opens the data dir at path, creating path and path/layers when missing, and checks that it is a
- * writable directory (read_only: only that it can be read); layers/ must be a directory, not a link.
+ * writable directory by writing a file there (read_only: only that it can be read); layers/ must be
+ * a directory, not a link. On a read-only file system it opens read-only (ro_fs): what is there is
+ * served, and every write or remove is refused with SRV_E_UNAVAILABLE saying why.
  * NULL with err filled (SRV_E_INTERNAL with the path and the system's reason: this is for the
  * operator at start) on failure. Free with srv_datadir_free. */
 srv_datadir *srv_datadir_open(const char *path, bool read_only, srv_error *err);

@@ -31,6 +31,10 @@ srv_persist *srv_persist_create(const char *data_dir, bool read_only, srv_log_fo
             srv_persist_free(p);
             return NULL;
         }
+        if (p->dd->ro_fs)
+            srv_log(log_format, "warn",
+                    "data dir %s is on a read-only file system: its layers are served, every "
+                    "change is refused (503)", data_dir);
     }
     return p;
 }
