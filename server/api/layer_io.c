@@ -94,12 +94,8 @@ int srv_if_match(const srv_request *req, srv_registry *reg, const char *name,
     const char *v = precondition(req, reg, name, "If-Match", &now);
     if (!v)
         return 0;
-    if (is_star(v)) {
-        if (!now)
-            return srv_error_set(err, SRV_E_CONFLICT, "If-Match",
-                                 "If-Match: * asks for an existing layer, and there is no layer "
-                                 "called '%s'", name);
-        *if_version = now;
+    if (is_star(v)) { /* checked where the change happens: on disk, with a data dir */
+        *if_version = SRV_IF_EXISTS;
         return 0;
     }
     /* the condition holds when any tag is the current version, and the change is then

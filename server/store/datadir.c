@@ -16,16 +16,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "datadir_internal.h"
 #include "fsio.h"
 
-#define WEIGHTS_FILE "weights.safetensors"
-#define CONFIG_FILE "config.json"
-#define TEMP_MARK ".tmp-"
 #define DELETED_PREFIX ".deleted-"
 #define READ_ATTEMPTS 5
-#define TEMP_NAME_MAX 128 /* ".weights.safetensors.tmp-<pid>-<n>", ".deleted-<name>-<pid>-<n>" */
 
-static atomic_uint temp_counter;
+atomic_uint srv_ddi_temp_counter;
 
 bool srv_dd_stamp_equal(const srv_dd_stamp *a, const srv_dd_stamp *b)
 {
@@ -51,14 +48,14 @@ static uint64_t mtime_ns(const struct stat *st)
     return (uint64_t)st->st_mtim.tv_sec * 1000000000u + (uint64_t)st->st_mtim.tv_nsec;
 }
 
-static void stamp_weights(srv_dd_stamp *s, const struct stat *st)
+void srv_ddi_stamp_weights(srv_dd_stamp *s, const struct stat *st)
 {
     s->w_ino = st ? (uint64_t)st->st_ino : 0;
     s->w_mtime_ns = st ? mtime_ns(st) : 0;
     s->w_size = st ? (uint64_t)st->st_size : 0;
 }
 
-static void stamp_config(srv_dd_stamp *s, const struct stat *st)
+void srv_ddi_stamp_config(srv_dd_stamp *s, const struct stat *st)
 {
     s->c_ino = st ? (uint64_t)st->st_ino : 0;
     s->c_mtime_ns = st ? mtime_ns(st) : 0;
@@ -71,8 +68,7 @@ static bool same_file(const struct stat *a, const struct stat *b)
            a->st_size == b->st_size;
 }
 
-/* What kind of thing a mode is, for messages ("a FIFO"). */
-static const char *kind_of(mode_t m)
+const char *srv_ddi_kind_of(mode_t m)
 {
     return S_ISLNK(m)    ? "a symbolic link"
            : S_ISDIR(m)  ? "a directory"
@@ -84,10 +80,7 @@ static const char *kind_of(mode_t m)
                          : "not a regular file";
 }
 
-/* The code of a failed change of the data dir, from the system's errno: a full disk or quota is a
- * 507; a read-only file system, an I/O error or any other refusal a 503 (the layer is unchanged;
- * the message says why). */
-static srv_code io_code(int e)
+srv_code srv_ddi_io_code(int e)
 {
     switch (e) {
     case ENOSPC:
@@ -100,9 +93,7 @@ static srv_code io_code(int e)
     }
 }
 
-/* layers/<name> is taken by something that is not a layer directory: a change of that name is a
- * conflict that touches nothing. */
-static int not_a_layer_dir(srv_error *err, const char *name, mode_t m)
+int srv_ddi_not_a_layer_dir(srv_error *err, const char *name, mode_t m)
 {
     if (S_ISLNK(m))
         return srv_error_set(err, SRV_E_CONFLICT, "name",
@@ -113,22 +104,15 @@ static int not_a_layer_dir(srv_error *err, const char *name, mode_t m)
     return srv_error_set(err, SRV_E_CONFLICT, "name",
                          "layers/%s in the data dir is %s, not a layer directory: it is left as it "
                          "is (remove it to use the name)",
-                         name, kind_of(m));
+                         name, srv_ddi_kind_of(m));
 }
 
-/* Opens the directory of layer name below dd->layers_fd without following a link (O_NONBLOCK: a
- * FIFO of that name is refused, never waited on). Returns the fd, or -1 with errno set (ELOOP or
- * ENOTDIR: the name is not a directory). */
-static int open_layer_dir(const srv_datadir *dd, const char *name)
+int srv_ddi_open_layer_dir(const srv_datadir *dd, const char *name)
 {
     return openat(dd->layers_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 }
 
-/* Reads the whole regular file `file` of directory dirfd, of at most cap bytes, never following a
- * link and never blocking on a FIFO or a device (checked before it is opened, and again after).
- * Returns 0 (*buf malloc'd, NUL-terminated, *st filled), 1 when the file does not exist, -1 with
- * err filled otherwise. shown names it in errors (relative to the data dir). */
-static int read_file_at(int dirfd, const char *file, const char *shown, size_t cap, char **buf,
+int srv_ddi_read_file_at(int dirfd, const char *file, const char *shown, size_t cap, char **buf,
                         size_t *len, struct stat *st, srv_error *err)
 {
     *buf = NULL;
@@ -147,7 +131,7 @@ static int read_file_at(int dirfd, const char *file, const char *shown, size_t c
                              shown);
     if (!S_ISREG(ls.st_mode))
         return srv_error_set(err, SRV_E_BAD_REQUEST, "", "%s is %s, not a regular file", shown,
-                             kind_of(ls.st_mode));
+                             srv_ddi_kind_of(ls.st_mode));
     /* O_NOFOLLOW and O_NONBLOCK: the entry may have been replaced since the fstatat */
     int fd = openat(dirfd, file, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
     if (fd < 0) {
@@ -193,26 +177,22 @@ static int read_file_at(int dirfd, const char *file, const char *shown, size_t c
     return 0;
 }
 
-/* fsync of an open directory; -1 with err naming shown. */
-static int fsync_dir(int dirfd, const char *shown, srv_error *err)
+int srv_ddi_fsync_dir(int dirfd, const char *shown, srv_error *err)
 {
     if (srv_fs_fsync(dirfd) == 0)
         return 0;
-    return srv_error_set(err, io_code(errno), "", "cannot fsync %s: %s", shown, strerror(errno));
+    return srv_error_set(err, srv_ddi_io_code(errno), "", "cannot fsync %s: %s", shown, strerror(errno));
 }
 
-/* Writes data to a new temp file .<base>.tmp-<pid>-<n> of directory dirfd (shown: that directory,
- * relative to the data dir), fsync'd and closed; its name goes to tmp. On failure nothing is left
- * behind. */
-static int write_temp(int dirfd, const char *shown, const char *base, const void *data, size_t len,
+int srv_ddi_write_temp(int dirfd, const char *shown, const char *base, const void *data, size_t len,
                       char tmp[TEMP_NAME_MAX], srv_error *err)
 {
-    unsigned n = atomic_fetch_add(&temp_counter, 1);
+    unsigned n = atomic_fetch_add(&srv_ddi_temp_counter, 1);
     snprintf(tmp, TEMP_NAME_MAX, ".%s" TEMP_MARK "%ld-%u", base, (long)getpid(), n);
     int fd = srv_fs_openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (fd < 0)
-        return srv_error_set(err, io_code(errno), "", "cannot create a temp file for %s/%s: %s",
-                             shown, base, strerror(errno));
+        return srv_error_set(err, srv_ddi_io_code(errno), "", "cannot create a temp file for %s%s%s: %s",
+                             shown, shown[0] ? "/" : "", base, strerror(errno));
     const char *p = data;
     size_t done = 0;
     const char *step = NULL;
@@ -240,8 +220,8 @@ static int write_temp(int dirfd, const char *shown, const char *base, const void
         return 0;
     srv_fs_unlinkat(dirfd, tmp, 0);
     tmp[0] = '\0';
-    return srv_error_set(err, io_code(e), "", "cannot %s %s/%s (a temp file): %s", step, shown,
-                         base, strerror(e));
+    return srv_error_set(err, srv_ddi_io_code(e), "", "cannot %s %s%s%s (a temp file): %s", step,
+                         shown, shown[0] ? "/" : "", base, strerror(e));
 }
 
 /* Makes `name` a directory inside dirfd unless it is one; never follows a link. For the data dir's
@@ -265,7 +245,7 @@ static int ensure_subdir(int dirfd, const char *name, const char *shown, srv_err
     return srv_error_set(err, SRV_E_INTERNAL, "",
                          "%s is %s, not a directory (attnd does not follow links inside its data "
                          "dir: point --data-dir at the real directory instead)",
-                         shown, kind_of(st.st_mode));
+                         shown, srv_ddi_kind_of(st.st_mode));
 }
 
 /* Checks that layers/ can be written by writing (and removing) a file there: what a write needs,
@@ -276,7 +256,7 @@ static int probe_write(srv_datadir *dd, srv_error *err)
 {
     char name[TEMP_NAME_MAX];
     snprintf(name, sizeof name, ".attnd-probe" TEMP_MARK "%ld-%u", (long)getpid(),
-             atomic_fetch_add(&temp_counter, 1));
+             atomic_fetch_add(&srv_ddi_temp_counter, 1));
     int fd = srv_fs_openat(dd->layers_fd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
                            0600);
     if (fd >= 0) {
@@ -292,8 +272,7 @@ static int probe_write(srv_datadir *dd, srv_error *err)
                          strerror(errno));
 }
 
-/* The error of a change refused because the data dir is read-only. */
-static int refuse_change(const srv_datadir *dd, srv_error *err)
+int srv_ddi_refuse_change(const srv_datadir *dd, srv_error *err)
 {
     if (dd->ro_fs)
         return srv_error_set(err, SRV_E_UNAVAILABLE, "",
@@ -309,7 +288,7 @@ srv_datadir *srv_datadir_open(const char *path, bool read_only, srv_error *err)
         srv_error_set(err, SRV_E_NOMEM, "", "out of memory");
         return NULL;
     }
-    dd->root_fd = dd->layers_fd = -1;
+    dd->root_fd = dd->layers_fd = dd->lock_fd = -1;
     dd->temp_grace_s = 600;
     dd->read_only = read_only;
     if (!path || !path[0]) {
@@ -342,7 +321,7 @@ srv_datadir *srv_datadir_open(const char *path, bool read_only, srv_error *err)
         bool other = (errno == ELOOP || errno == ENOTDIR) &&
                      fstatat(dd->root_fd, "layers", &st, AT_SYMLINK_NOFOLLOW) == 0;
         srv_error_set(err, SRV_E_INTERNAL, "", "data dir %s: cannot read %s: %s%s", path,
-                      dd->layers, other ? kind_of(st.st_mode) : strerror(errno),
+                      dd->layers, other ? srv_ddi_kind_of(st.st_mode) : strerror(errno),
                       other ? " (attnd does not follow links inside its data dir: point "
                               "--data-dir at the real directory instead)"
                             : "");
@@ -367,6 +346,8 @@ void srv_datadir_free(srv_datadir *dd)
         return;
     if (dd->layers_fd >= 0)
         close(dd->layers_fd);
+    if (dd->lock_fd >= 0)
+        close(dd->lock_fd);
     if (dd->root_fd >= 0)
         close(dd->root_fd);
     free(dd->root);
@@ -379,8 +360,7 @@ static int entry_cmp(const void *a, const void *b)
     return strcmp(((const srv_dd_entry *)a)->name, ((const srv_dd_entry *)b)->name);
 }
 
-/* A readdir stream over dirfd (which stays the caller's), or NULL. */
-static DIR *open_dir_stream(int dirfd)
+DIR *srv_ddi_open_dir_stream(int dirfd)
 {
     int fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0)
@@ -396,7 +376,7 @@ static DIR *open_dir_stream(int dirfd)
 int srv_datadir_list(srv_datadir *dd, srv_dd_entry **out, srv_error *err)
 {
     *out = NULL;
-    DIR *d = open_dir_stream(dd->layers_fd);
+    DIR *d = srv_ddi_open_dir_stream(dd->layers_fd);
     if (!d)
         return srv_error_set(err, SRV_E_INTERNAL, "", "cannot read layers/: %s", strerror(errno));
     srv_dd_entry *list = NULL;
@@ -405,7 +385,7 @@ int srv_datadir_list(srv_datadir *dd, srv_dd_entry **out, srv_error *err)
     while ((de = readdir(d)) != NULL) {
         if (!srv_dd_name_valid(de->d_name))
             continue;
-        int lfd = open_layer_dir(dd, de->d_name); /* a link or a file: not a layer (strays) */
+        int lfd = srv_ddi_open_layer_dir(dd, de->d_name); /* a link or a file: not a layer (strays) */
         if (lfd < 0)
             continue;
         struct stat ws, cs;
@@ -427,8 +407,8 @@ int srv_datadir_list(srv_datadir *dd, srv_dd_entry **out, srv_error *err)
         srv_dd_entry *e = &list[n++];
         memset(e, 0, sizeof *e);
         memcpy(e->name, de->d_name, strlen(de->d_name) + 1); /* valid: at most 64 chars */
-        stamp_weights(&e->stamp, hw ? &ws : NULL);
-        stamp_config(&e->stamp, hc ? &cs : NULL);
+        srv_ddi_stamp_weights(&e->stamp, hw ? &ws : NULL);
+        srv_ddi_stamp_config(&e->stamp, hc ? &cs : NULL);
     }
     closedir(d);
     if (n > 1)
@@ -440,7 +420,7 @@ int srv_datadir_list(srv_datadir *dd, srv_dd_entry **out, srv_error *err)
 void srv_datadir_strays(srv_datadir *dd,
                         void (*fn)(const char *name, const char *reason, void *ctx), void *ctx)
 {
-    DIR *d = open_dir_stream(dd->layers_fd);
+    DIR *d = srv_ddi_open_dir_stream(dd->layers_fd);
     if (!d)
         return;
     struct dirent *de;
@@ -464,7 +444,7 @@ void srv_datadir_strays(srv_datadir *dd,
                      de->d_name);
         } else {
             snprintf(reason, sizeof reason, "layers/%.64s is %s, not a directory: not a layer",
-                     de->d_name, kind_of(st.st_mode));
+                     de->d_name, srv_ddi_kind_of(st.st_mode));
         }
         fn(de->d_name, reason, ctx);
     }
@@ -506,10 +486,7 @@ static const char *json_problem(const json_error_t *jerr)
     }
 }
 
-/* Parses config text as a JSON object (duplicate keys refused); NULL with err filled with what is
- * wrong and where (never the text itself: err may reach a client) and log (may be NULL) with the
- * parser's own words, which quote the text. */
-static json_t *config_parse(const char *text, size_t len, const char *shown, srv_error *err,
+json_t *srv_ddi_config_parse(const char *text, size_t len, const char *shown, srv_error *err,
                             srv_error *log)
 {
     json_error_t jerr;
@@ -547,11 +524,9 @@ static int weights_problem(srv_error *err, srv_code code, const char *shown)
     }
 }
 
-/* True when the layer dir holds a config temp file whose content equals want: the trace of a
- * commit that passed its commit point but did not rename config.json (yet). */
-static bool config_temp_matches(int dirfd, const json_t *want)
+bool srv_ddi_config_temp_matches(int dirfd, const json_t *want)
 {
-    DIR *d = open_dir_stream(dirfd);
+    DIR *d = srv_ddi_open_dir_stream(dirfd);
     if (!d)
         return false;
     bool found = false;
@@ -562,10 +537,10 @@ static bool config_temp_matches(int dirfd, const json_t *want)
         char *text;
         size_t len;
         struct stat st;
-        if (read_file_at(dirfd, de->d_name, "a config temp file", SRV_DD_CONFIG_MAX, &text, &len,
+        if (srv_ddi_read_file_at(dirfd, de->d_name, "a config temp file", SRV_DD_CONFIG_MAX, &text, &len,
                          &st, NULL) != 0)
             continue;
-        json_t *c = config_parse(text, len, "a config temp file", NULL, NULL);
+        json_t *c = srv_ddi_config_parse(text, len, "a config temp file", NULL, NULL);
         found = c && json_equal(c, want);
         json_decref(c);
         free(text);
@@ -592,7 +567,7 @@ static int write_config(int dirfd, const char *shown, const json_t *config, srv_
         text = t2;
         text[len] = '\n';
         text[len + 1] = '\0';
-        rc = write_temp(dirfd, shown, CONFIG_FILE, text, len + 1, tmp, err);
+        rc = srv_ddi_write_temp(dirfd, shown, CONFIG_FILE, text, len + 1, tmp, err);
     }
     free(text);
     if (rc != 0)
@@ -600,10 +575,10 @@ static int write_config(int dirfd, const char *shown, const json_t *config, srv_
     if (srv_fs_renameat(dirfd, tmp, dirfd, CONFIG_FILE) != 0) {
         int e = errno;
         srv_fs_unlinkat(dirfd, tmp, 0);
-        return srv_error_set(err, io_code(e), "", "cannot rename a temp file to %s/" CONFIG_FILE
+        return srv_error_set(err, srv_ddi_io_code(e), "", "cannot rename a temp file to %s/" CONFIG_FILE
                              ": %s", shown, strerror(e));
     }
-    return fsync_dir(dirfd, shown, err);
+    return srv_ddi_fsync_dir(dirfd, shown, err);
 }
 
 /* Turns err's message into "<prefix>: <message>" (cut to fit). */
@@ -638,7 +613,7 @@ static int read_once(srv_datadir *dd, const char *name, int64_t max_elements, sr
     snprintf(dshown, sizeof dshown, "layers/%s", name);
     snprintf(wshown, sizeof wshown, "layers/%s/" WEIGHTS_FILE, name);
     snprintf(cshown, sizeof cshown, "layers/%s/" CONFIG_FILE, name);
-    int dirfd = open_layer_dir(dd, name);
+    int dirfd = srv_ddi_open_layer_dir(dd, name);
     if (dirfd < 0) {
         struct stat st;
         if (errno == ENOENT)
@@ -646,7 +621,7 @@ static int read_once(srv_datadir *dd, const char *name, int64_t max_elements, sr
         if ((errno == ELOOP || errno == ENOTDIR) &&
             fstatat(dd->layers_fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0)
             return srv_error_set(err, SRV_E_BAD_REQUEST, "", "%s is %s, not a layer directory%s",
-                                 dshown, kind_of(st.st_mode),
+                                 dshown, srv_ddi_kind_of(st.st_mode),
                                  S_ISLNK(st.st_mode) ? " (links are not followed)" : "");
         return srv_error_set(err, SRV_E_INTERNAL, "", "cannot open %s: %s", dshown,
                              strerror(errno));
@@ -655,10 +630,10 @@ static int read_once(srv_datadir *dd, const char *name, int64_t max_elements, sr
     /* a weights file holds at most SRV_ST_MAX_TENSORS tensors of max_elements F64 each */
     uint64_t wcap = (uint64_t)max_elements * 8;
     wcap = wcap > SIZE_MAX / 16 ? SIZE_MAX / 2 : wcap * 16 + SRV_ST_MAX_HEADER + 8;
-    int wr = read_file_at(dirfd, WEIGHTS_FILE, wshown, (size_t)wcap, &wbuf, &wlen, &ws, err);
+    int wr = srv_ddi_read_file_at(dirfd, WEIGHTS_FILE, wshown, (size_t)wcap, &wbuf, &wlen, &ws, err);
     if (wr < 0)
         goto error;
-    int cr = read_file_at(dirfd, CONFIG_FILE, cshown, SRV_DD_CONFIG_MAX, &cbuf, &clen, &cs, err);
+    int cr = srv_ddi_read_file_at(dirfd, CONFIG_FILE, cshown, SRV_DD_CONFIG_MAX, &cbuf, &clen, &cs, err);
     if (cr < 0)
         goto error;
     if (wr == 1 && cr == 1) {
@@ -687,14 +662,14 @@ static int read_once(srv_datadir *dd, const char *name, int64_t max_elements, sr
     }
     const char *mtext = srv_st_meta(&out->weights, "attnd.config");
     if (mtext) {
-        meta_config = config_parse(mtext, strlen(mtext), "its attnd.config metadata", err, log);
+        meta_config = srv_ddi_config_parse(mtext, strlen(mtext), "its attnd.config metadata", err, log);
         if (!meta_config) {
             prefix_message(err, wshown);
             prefix_message(log, wshown);
             goto error;
         }
     }
-    if (cr == 0 && !(file_config = config_parse(cbuf, clen, cshown, err, log)) && !meta_config)
+    if (cr == 0 && !(file_config = srv_ddi_config_parse(cbuf, clen, cshown, err, log)) && !meta_config)
         goto error;
 
     if (!meta_config) {
@@ -705,12 +680,12 @@ static int read_once(srv_datadir *dd, const char *name, int64_t max_elements, sr
         }
         out->config = file_config;
         file_config = NULL;
-        stamp_config(&out->stamp, &cs);
+        srv_ddi_stamp_config(&out->stamp, &cs);
     } else if (file_config && json_equal(file_config, meta_config)) {
         out->config = file_config;
         file_config = NULL;
-        stamp_config(&out->stamp, &cs);
-    } else if (!file_config || config_temp_matches(dirfd, meta_config)) {
+        srv_ddi_stamp_config(&out->stamp, &cs);
+    } else if (!file_config || srv_ddi_config_temp_matches(dirfd, meta_config)) {
         /* the commit reached weights.safetensors but not config.json: complete it */
         if (err)
             memset(err, 0, sizeof *err); /* a damaged config.json is what we are repairing */
@@ -723,7 +698,7 @@ static int read_once(srv_datadir *dd, const char *name, int64_t max_elements, sr
         if (!dd->read_only && write_config(dirfd, dshown, out->config, err) != 0)
             goto error;
         if (fstatat(dirfd, CONFIG_FILE, &ns, AT_SYMLINK_NOFOLLOW) == 0)
-            stamp_config(&out->stamp, &ns);
+            srv_ddi_stamp_config(&out->stamp, &ns);
     } else {
         /* config.json changed under us (a writer renamed it just now): start again */
         if (fstatat(dirfd, CONFIG_FILE, &again, AT_SYMLINK_NOFOLLOW) != 0 ||
@@ -735,9 +710,9 @@ static int read_once(srv_datadir *dd, const char *name, int64_t max_elements, sr
         out->config = file_config;
         file_config = NULL;
         out->hand_edited = true;
-        stamp_config(&out->stamp, &cs);
+        srv_ddi_stamp_config(&out->stamp, &cs);
     }
-    stamp_weights(&out->stamp, &ws);
+    srv_ddi_stamp_weights(&out->stamp, &ws);
     const char *version = srv_st_meta(&out->weights, "attnd.version");
     snprintf(out->version, sizeof out->version, "%s", version ? version : "");
     json_decref(file_config);
@@ -792,10 +767,10 @@ static int open_for_change(srv_datadir *dd, const char *name, bool create, bool 
         if (srv_fs_mkdirat(dd->layers_fd, name, 0755) == 0)
             *created = true;
         else if (errno != EEXIST)
-            return srv_error_set(err, io_code(errno), "", "cannot create layers/%s: %s", name,
+            return srv_error_set(err, srv_ddi_io_code(errno), "", "cannot create layers/%s: %s", name,
                                  strerror(errno));
     }
-    int fd = open_layer_dir(dd, name);
+    int fd = srv_ddi_open_layer_dir(dd, name);
     if (fd < 0) {
         int e = errno;
         struct stat st;
@@ -803,8 +778,8 @@ static int open_for_change(srv_datadir *dd, const char *name, bool create, bool 
             return srv_error_set(err, SRV_E_LAYER_NOT_FOUND, "", "layers/%s does not exist", name);
         if ((e == ELOOP || e == ENOTDIR) &&
             fstatat(dd->layers_fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0)
-            return not_a_layer_dir(err, name, st.st_mode);
-        return srv_error_set(err, io_code(e), "", "cannot open layers/%s: %s", name,
+            return srv_ddi_not_a_layer_dir(err, name, st.st_mode);
+        return srv_error_set(err, srv_ddi_io_code(e), "", "cannot open layers/%s: %s", name,
                              strerror(e));
     }
     if (*created && srv_fs_fsync(dd->layers_fd) != 0) {
@@ -812,7 +787,7 @@ static int open_for_change(srv_datadir *dd, const char *name, bool create, bool 
         close(fd);
         srv_fs_unlinkat(dd->layers_fd, name, AT_REMOVEDIR);
         *created = false;
-        return srv_error_set(err, io_code(e), "", "cannot fsync layers/: %s", strerror(e));
+        return srv_error_set(err, srv_ddi_io_code(e), "", "cannot fsync layers/: %s", strerror(e));
     }
     return fd;
 }
@@ -834,7 +809,7 @@ int srv_datadir_write(srv_datadir *dd, const char *name, const json_t *config,
     if (!json_is_object(config))
         return srv_error_set(err, SRV_E_INTERNAL, "", "srv_datadir_write: config not an object");
     if (dd->read_only)
-        return refuse_change(dd, err);
+        return srv_ddi_refuse_change(dd, err);
     snprintf(shown, sizeof shown, "layers/%s", name);
 
     mtext = json_dumps(config, JSON_COMPACT | JSON_SORT_KEYS);
@@ -862,11 +837,11 @@ int srv_datadir_write(srv_datadir *dd, const char *name, const json_t *config,
     dirfd = open_for_change(dd, name, true, &created, err);
     if (dirfd < 0)
         goto out;
-    if (write_temp(dirfd, shown, WEIGHTS_FILE, wbuf.data, wbuf.len, wtmp, err) != 0 ||
-        write_temp(dirfd, shown, CONFIG_FILE, ctext, clen, ctmp, err) != 0)
+    if (srv_ddi_write_temp(dirfd, shown, WEIGHTS_FILE, wbuf.data, wbuf.len, wtmp, err) != 0 ||
+        srv_ddi_write_temp(dirfd, shown, CONFIG_FILE, ctext, clen, ctmp, err) != 0)
         goto out;
     if (srv_fs_renameat(dirfd, wtmp, dirfd, WEIGHTS_FILE) != 0) {
-        srv_error_set(err, io_code(errno), "", "cannot rename a temp file to %s/" WEIGHTS_FILE
+        srv_error_set(err, srv_ddi_io_code(errno), "", "cannot rename a temp file to %s/" WEIGHTS_FILE
                       ": %s", shown, strerror(errno));
         goto out;
     }
@@ -874,17 +849,17 @@ int srv_datadir_write(srv_datadir *dd, const char *name, const json_t *config,
     wtmp[0] = '\0';
     created = false;
     rc = 0;
-    if (fsync_dir(dirfd, shown, err) != 0) {
+    if (srv_ddi_fsync_dir(dirfd, shown, err) != 0) {
         rc = 1; /* durable only once the directory is: the next write or reader tries again */
     } else if (srv_fs_renameat(dirfd, ctmp, dirfd, CONFIG_FILE) != 0) {
-        srv_error_set(err, io_code(errno), "", "cannot rename a temp file to %s/" CONFIG_FILE
+        srv_error_set(err, srv_ddi_io_code(errno), "", "cannot rename a temp file to %s/" CONFIG_FILE
                       ": %s (the next reader completes it from the weights)", shown,
                       strerror(errno));
         ctmp[0] = '\0'; /* the temp is what a reader repairs from: keep it */
         rc = 1;
     } else {
         ctmp[0] = '\0';
-        if (fsync_dir(dirfd, shown, err) != 0)
+        if (srv_ddi_fsync_dir(dirfd, shown, err) != 0)
             rc = 1;
     }
     if (rc == 1)
@@ -893,9 +868,9 @@ int srv_datadir_write(srv_datadir *dd, const char *name, const json_t *config,
         struct stat ws, cs;
         memset(stamp, 0, sizeof *stamp);
         if (fstatat(dirfd, WEIGHTS_FILE, &ws, AT_SYMLINK_NOFOLLOW) == 0)
-            stamp_weights(stamp, &ws);
+            srv_ddi_stamp_weights(stamp, &ws);
         if (fstatat(dirfd, CONFIG_FILE, &cs, AT_SYMLINK_NOFOLLOW) == 0)
-            stamp_config(stamp, &cs);
+            srv_ddi_stamp_config(stamp, &cs);
     }
 
 out:
@@ -924,14 +899,14 @@ int srv_datadir_entry(srv_datadir *dd, const char *name, srv_error *err)
         return errno == ENOENT ? 0
                                : srv_error_set(err, SRV_E_INTERNAL, "", "cannot read layers/%s: %s",
                                                name, strerror(errno));
-    return S_ISDIR(st.st_mode) ? 1 : not_a_layer_dir(err, name, st.st_mode);
+    return S_ISDIR(st.st_mode) ? 1 : srv_ddi_not_a_layer_dir(err, name, st.st_mode);
 }
 
 /* Unlinks everything in the directory dirfd (subdirectories too, to depth levels; links are
  * unlinked, never followed); errors ignored. */
 static void empty_dir(int dirfd, int depth)
 {
-    DIR *d = open_dir_stream(dirfd);
+    DIR *d = srv_ddi_open_dir_stream(dirfd);
     if (!d)
         return;
     struct dirent *de;
@@ -954,7 +929,7 @@ static void empty_dir(int dirfd, int depth)
  * it is gone. */
 static int remove_tree(srv_datadir *dd, const char *name)
 {
-    int fd = open_layer_dir(dd, name);
+    int fd = srv_ddi_open_layer_dir(dd, name);
     if (fd < 0)
         return 0;
     empty_dir(fd, 4);
@@ -969,7 +944,7 @@ int srv_datadir_remove(srv_datadir *dd, const char *name, srv_error *err)
         return srv_error_set(err, SRV_E_BAD_NAME, "", "\"%.80s\" is not a valid layer name",
                              name);
     if (dd->read_only)
-        return refuse_change(dd, err);
+        return srv_ddi_refuse_change(dd, err);
     bool created;
     int fd = open_for_change(dd, name, false, &created, err);
     if (fd < 0) {
@@ -980,14 +955,14 @@ int srv_datadir_remove(srv_datadir *dd, const char *name, srv_error *err)
         return -1;
     }
     struct stat held, moved;
-    unsigned n = atomic_fetch_add(&temp_counter, 1);
+    unsigned n = atomic_fetch_add(&srv_ddi_temp_counter, 1);
     snprintf(gone, sizeof gone, DELETED_PREFIX "%s-%ld-%u", name, (long)getpid(), n);
     if (fstat(fd, &held) != 0 || srv_fs_renameat(dd->layers_fd, name, dd->layers_fd, gone) != 0) {
         int e = errno;
         close(fd);
         if (e == ENOENT)
             return 0;
-        return srv_error_set(err, io_code(e), "", "cannot remove layers/%s: %s", name,
+        return srv_error_set(err, srv_ddi_io_code(e), "", "cannot remove layers/%s: %s", name,
                              strerror(e));
     }
     /* the directory opened above is the one that moved; if the name was swapped for a link in
@@ -1001,7 +976,7 @@ int srv_datadir_remove(srv_datadir *dd, const char *name, srv_error *err)
                              name);
     }
     int rc = 0;
-    if (fsync_dir(dd->layers_fd, "layers/", err) != 0) {
+    if (srv_ddi_fsync_dir(dd->layers_fd, "layers/", err) != 0) {
         prefix_message(err, "the layer is removed but the removal may not be durable yet");
         rc = 1;
     }
@@ -1022,7 +997,7 @@ int srv_datadir_clean(srv_datadir *dd)
 {
     if (dd->read_only)
         return 0;
-    DIR *d = open_dir_stream(dd->layers_fd);
+    DIR *d = srv_ddi_open_dir_stream(dd->layers_fd);
     if (!d)
         return 0;
     int removed = 0;
@@ -1040,10 +1015,10 @@ int srv_datadir_clean(srv_datadir *dd)
         }
         if (!srv_dd_name_valid(de->d_name))
             continue;
-        int lfd = open_layer_dir(dd, de->d_name);
+        int lfd = srv_ddi_open_layer_dir(dd, de->d_name);
         if (lfd < 0)
             continue;
-        DIR *ld = open_dir_stream(lfd);
+        DIR *ld = srv_ddi_open_dir_stream(lfd);
         struct dirent *fe;
         while (ld && (fe = readdir(ld)) != NULL) {
             struct stat fs;

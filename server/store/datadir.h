@@ -3,6 +3,8 @@
  *
  * Layout: <dir>/layers/<name>/config.json          the layer's config, the object PUT takes as "config"
  *         <dir>/layers/<name>/weights.safetensors  its parameters under torch's state_dict names
+ *         <dir>/layers/<name>/.attnd-version       the version of a layer written by hand (below)
+ *         <dir>/attnd.lock, <dir>/attnd.counter    one change at a time, versions (below)
  * A directory written by hand (a torch state_dict saved as safetensors, plus config.json) is a layer
  * like one written by attnd. Hidden entries (names starting with '.') are never layers: they hold
  * temp files (".<file>.tmp-<pid>-<n>") and deleted layers (".deleted-<name>-<pid>-<n>").
@@ -68,6 +70,7 @@ typedef struct srv_datadir {
     char *layers;      /* owned: <root>/layers (for logs and inotify)                        */
     int root_fd;       /* the data dir, opened once (its own path may be a link)             */
     int layers_fd;     /* <root>/layers, opened O_NOFOLLOW: every file below is reached from it */
+    int lock_fd;       /* <root>/attnd.lock once a change took it (srv_datadir_lock), or -1  */
     int temp_grace_s;  /* temps/deleted dirs younger than this are left alone (default 600) */
     bool read_only;    /* never write (no crash repair on disk either)                      */
     bool ro_fs;        /* read_only because the file system is (found at open): writes get 503 */
@@ -81,6 +84,52 @@ typedef struct srv_datadir {
  * operator at start) on failure. Free with srv_datadir_free. */
 srv_datadir *srv_datadir_open(const char *path, bool read_only, srv_error *err);
 void srv_datadir_free(srv_datadir *dd);
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Replicas: one writer at a time, versions that never repeat (dd_versions.c)                      */
+/*
+ * Every process that shares a data dir (replicas behind a load balancer, on one machine or on an
+ * NFS volume) takes <root>/attnd.lock - an open file description (OFD) byte-range lock, which NFSv4
+ * carries to the server - for each change: the If-Match check against the version on disk, the
+ * write and the new version then happen as one step across all of them, so of two writers
+ * conditional on the same version exactly one wins. Versions come from <root>/attnd.counter, read
+ * and advanced under the lock and fsync'd before the layer that uses it is written: they never
+ * repeat or go backwards, across replicas and restarts. A layer attnd wrote carries its version in
+ * its weights ("attnd.version"); one written or edited by hand gets one the first time a replica
+ * loads it, recorded next to its files in layers/<name>/.attnd-version with the stamp of the files
+ * it is for, so every replica reads the same version for the same files.
+ */
+
+#define SRV_DD_NO_VERSION UINT64_MAX /* the layer exists but no version names it (see below) */
+#define SRV_DD_LOCK_WAIT_MS 30000    /* how long a change waits for another replica's          */
+
+/* Takes the data dir's lock for one change, waiting up to SRV_DD_LOCK_WAIT_MS for another process
+ * that holds it. Returns 0, or -1 with err: SRV_E_UNAVAILABLE (held too long, or the lock file
+ * cannot be used), the refusal of a read-only data dir. */
+int srv_datadir_lock(srv_datadir *dd, srv_error *err);
+void srv_datadir_unlock(srv_datadir *dd);
+
+/* The version layer name has on disk now, as every replica reads it: 0 when there is no layer of
+ * that name (no directory, or one holding neither file); the weights' attnd.version when attnd
+ * wrote it and config.json is still the config written with it; else the version recorded for
+ * exactly these files in .attnd-version, or SRV_DD_NO_VERSION when none is (written or edited by
+ * hand and not loaded since, or damaged). Call it with the lock held. Returns 0, or -1 with err:
+ * SRV_E_CONFLICT when name is not a layer directory (a link, a file), an I/O error. */
+int srv_datadir_version(srv_datadir *dd, const char *name, uint64_t *version, srv_error *err);
+
+/* A new version, greater than floor and than every version any process sharing the data dir gave:
+ * attnd.counter advanced and made durable first. Call it with the lock held. Returns 0, or -1
+ * with err (the disk's refusal: 507 full, 503 otherwise). */
+int srv_datadir_next_version(srv_datadir *dd, uint64_t floor, uint64_t *out, srv_error *err);
+
+/* The version of layer name's files as read with stamp, for a layer attnd did not version (written
+ * or edited by hand): the one recorded for exactly these files, or a new one (> floor) recorded now
+ * (takes the lock). 0 when none can be recorded (a read-only data dir: the caller numbers it
+ * itself), with err saying why when it was an error. */
+uint64_t srv_datadir_adopt(srv_datadir *dd, const char *name, const srv_dd_stamp *stamp,
+                           uint64_t floor, srv_error *err);
+
+/* ---------------------------------------------------------------------------------------------- */
 
 /* True when name is a valid layer name: 1-64 of [A-Za-z0-9._-], not starting with '.'. */
 bool srv_dd_name_valid(const char *name);

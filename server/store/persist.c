@@ -109,16 +109,6 @@ static void set_damaged(srv_persist *p, const char *name, const char *reason)
     pthread_mutex_unlock(&p->damaged_lock);
 }
 
-static bool is_damaged(srv_persist *p, const char *name)
-{
-    bool found = false;
-    pthread_mutex_lock(&p->damaged_lock);
-    for (int i = 0; !found && i < p->ndamaged; i++)
-        found = strcmp(p->damaged[i].name, name) == 0;
-    pthread_mutex_unlock(&p->damaged_lock);
-    return found;
-}
-
 /* Records (stamp != NULL) or forgets the stamp of layer name on disk. Caller holds p->lock. */
 static void set_known(srv_persist *p, const char *name, const srv_dd_stamp *stamp)
 {
@@ -149,20 +139,29 @@ static const srv_known *find_known(const srv_persist *p, const char *name)
     return NULL;
 }
 
-/* The version stored with a layer attnd wrote ("attnd.version"), or 0 (written by hand, or not
- * a plain number up to 2^53, which a JSON client reads exactly): the registry then gives one. */
-static uint64_t disk_version(const srv_dd_layer *dl)
+/* The version of a layer read from disk, the same for every replica that reads these files: the
+ * one attnd stored with it ("attnd.version", a plain number up to 2^53, which a JSON client reads
+ * exactly), unless config.json was edited by hand since; else the one recorded for these files, or
+ * a new one recorded now (datadir.h, "Replicas"); 0 (the registry numbers it) when the data dir
+ * cannot record one. Caller holds p->lock. */
+static uint64_t layer_version(srv_persist *p, srv_registry *reg, const char *name,
+                              const srv_dd_layer *dl)
 {
     const char *t = dl->version;
     uint64_t v = 0;
-    if (!t[0] || strlen(t) > 16)
-        return 0;
-    for (; *t; t++) {
-        if (*t < '0' || *t > '9')
-            return 0;
+    bool plain = t[0] && strlen(t) <= 16;
+    for (; plain && *t; t++) {
+        plain = *t >= '0' && *t <= '9';
         v = v * 10 + (uint64_t)(*t - '0');
     }
-    return v <= ((uint64_t)1 << 53) ? v : 0;
+    if (plain && v && v <= ((uint64_t)1 << 53) && !dl->hand_edited)
+        return v;
+    srv_error e = {0};
+    v = srv_datadir_adopt(p->dd, name, &dl->stamp, srv_registry_last_version(reg), &e);
+    if (!v && e.code != SRV_OK)
+        srv_log(p->log_format, "warn", "layer '%s': no version recorded in %s (%s); this replica "
+                "numbers it itself", name, p->dd->root, e.message);
+    return v;
 }
 
 /* Reads and builds layer name from disk. Caller holds p->lock. On failure err says what is wrong
@@ -252,7 +251,8 @@ int srv_persist_load_all(srv_persist *p, srv_registry *reg, const mha_limits *li
         srv_error e = {0}, log = {0};
         srv_layer *l = load_one(p, list[i].name, limits, &dl, &e, &log);
         set_known(p, list[i].name, l ? &dl.stamp : &list[i].stamp);
-        if (l && srv_registry_put_version(reg, l, disk_version(&dl), 0, NULL, &e) == 0) {
+        if (l && srv_registry_put_version(reg, l, layer_version(p, reg, list[i].name, &dl), 0, NULL,
+                                          &e) == 0) {
             loaded++;
             set_damaged(p, list[i].name, NULL);
             srv_log(p->log_format, "info", "loaded layer '%s' from %s/layers%s%s", list[i].name,
@@ -282,7 +282,8 @@ int srv_persist_reload(srv_persist *p, srv_registry *reg, const char *name,
     int rc;
     srv_layer *l = load_one(p, name, limits, &dl, &e, NULL);
     if (l) {
-        rc = srv_registry_put_version(reg, l, disk_version(&dl), 0, NULL, &e) == 0 ? 1 : -1;
+        uint64_t v = layer_version(p, reg, name, &dl);
+        rc = srv_registry_put_version(reg, l, v, 0, NULL, &e) == 0 ? 1 : -1;
         if (rc == 1) {
             set_damaged(p, name, NULL);
             set_known(p, name, &dl.stamp);
@@ -334,7 +335,8 @@ int srv_persist_sync(srv_persist *p, srv_registry *reg, const mha_limits *limits
         srv_dd_layer dl;
         srv_error e = {0}, log = {0};
         srv_layer *l = load_one(p, list[i].name, limits, &dl, &e, &log);
-        if (l && srv_registry_put_version(reg, l, disk_version(&dl), 0, NULL, &e) == 0) {
+        if (l && srv_registry_put_version(reg, l, layer_version(p, reg, list[i].name, &dl), 0, NULL,
+                                          &e) == 0) {
             set_known(p, list[i].name, &dl.stamp);
             set_damaged(p, list[i].name, NULL);
             srv_log(p->log_format, "info", "layer '%s' (re)loaded from the data dir", list[i].name);
@@ -373,95 +375,133 @@ int srv_persist_sync(srv_persist *p, srv_registry *reg, const mha_limits *limits
     return changes;
 }
 
-/* The If-Match check before touching the disk (the registry checks again when publishing). */
-static int check_version(srv_registry *reg, const char *name, uint64_t if_version, srv_error *err)
+/* The If-Match / If-None-Match check of a change of layer name, now at version cur (0: there is
+ * none; SRV_DD_NO_VERSION: it exists, but no version names it). 0, or -1 with a 409 saying why. */
+static int check_version(const char *name, uint64_t cur, uint64_t if_version, srv_error *err)
 {
-    if (!if_version)
-        return 0;
-    srv_layer *cur = srv_registry_get(reg, name, NULL);
-    uint64_t v = cur ? cur->version : 0;
-    srv_layer_release(cur);
-    if (v == if_version || (if_version == SRV_IF_ABSENT && !v))
+    bool exists = cur != 0;
+    if (!if_version || (if_version == SRV_IF_ABSENT && !exists) ||
+        (if_version == SRV_IF_EXISTS && exists) || (exists && cur == if_version))
         return 0;
     if (if_version == SRV_IF_ABSENT)
         return srv_error_set(err, SRV_E_CONFLICT, "If-None-Match",
-                             "If-None-Match: * asks for a new layer, and layer '%s' exists (version "
-                             "%llu)", name, (unsigned long long)v);
-    if (!v)
+                             "If-None-Match: * asks for a new layer, and layer '%s' exists", name);
+    if (!exists)
+        return if_version == SRV_IF_EXISTS
+                   ? srv_error_set(err, SRV_E_CONFLICT, "If-Match",
+                                   "If-Match: * asks for an existing layer, and there is no layer "
+                                   "called '%s'", name)
+                   : srv_error_set(err, SRV_E_CONFLICT, "If-Match",
+                                   "layer '%s' does not exist, so it cannot be at version %llu",
+                                   name, (unsigned long long)if_version);
+    if (cur == SRV_DD_NO_VERSION)
         return srv_error_set(err, SRV_E_CONFLICT, "If-Match",
-                             "layer '%s' does not exist, so it cannot be at version %llu", name,
-                             (unsigned long long)if_version);
+                             "layer '%s' in the data dir changed by hand (or is damaged) and has "
+                             "no version yet: read it again once it is loaded, or change it "
+                             "without If-Match", name);
     return srv_error_set(err, SRV_E_CONFLICT, "If-Match",
                          "layer '%s' is at version %llu, not %llu; read it again and retry", name,
-                         (unsigned long long)v, (unsigned long long)if_version);
+                         (unsigned long long)cur, (unsigned long long)if_version);
 }
 
-int srv_persist_put(srv_persist *p, srv_registry *reg, srv_layer *l, uint64_t if_version,
-                    bool *replaced, srv_error *err)
+/* The version of layer name in memory (0: none). */
+static uint64_t memory_version(srv_registry *reg, const char *name)
 {
-    pthread_mutex_lock(&p->lock);
-    int rc = check_version(reg, l->name, if_version, err);
-    uint64_t version = 0; /* with a data dir: reserved now, stored with the layer */
-    if (rc == 0 && p->dd) {
+    srv_layer *cur = srv_registry_get(reg, name, NULL);
+    uint64_t v = cur ? cur->version : 0;
+    srv_layer_release(cur);
+    return v;
+}
+
+/* Writes l to the data dir if its version there meets if_version, under the data dir's lock (one
+ * change at a time across every process sharing it), with a new version from its counter
+ * (*version). *existed tells whether there was a layer of that name on disk (with a version: one
+ * that is served, not a damaged one). Caller holds p->lock.
+ * 0, or -1 with err: 409, 503, 507. */
+static int save(srv_persist *p, srv_registry *reg, srv_layer *l, uint64_t if_version,
+                uint64_t *version, bool *existed, srv_error *err)
+{
+    srv_error e = {0};
+    uint64_t cur = 0;
+    if (srv_datadir_lock(p->dd, &e) != 0)
+        return srv_error_set(err, e.code, "", "layer '%s' not saved: %s", l->name, e.message);
+    int rc = srv_datadir_version(p->dd, l->name, &cur, err) != 0 ||
+                     check_version(l->name, cur, if_version, err) != 0 ||
+                     srv_datadir_next_version(p->dd, srv_registry_last_version(reg), version,
+                                              &e) != 0
+                 ? -1
+                 : 0;
+    *existed = cur != 0 && cur != SRV_DD_NO_VERSION; /* a layer another replica serves */
+    if (rc == 0) {
         srv_st_view v[MHA_MAX_PARAMS];
         int n = srv_weights_views(l->layer, v);
-        srv_error e = {0};
         srv_dd_stamp stamp;
         char vtext[24];
-        version = srv_registry_next_version(reg);
-        snprintf(vtext, sizeof vtext, "%llu", (unsigned long long)version);
+        snprintf(vtext, sizeof vtext, "%llu", (unsigned long long)*version);
         int w = srv_datadir_write(p->dd, l->name, l->config, v, n, vtext, &stamp, &e);
         if (w >= 0) {
             set_known(p, l->name, &stamp);
             if (w == 1) /* committed: served and answered as written; the log says the rest */
                 srv_log(p->log_format, "warn", "layer '%s' saved to %s: %s", l->name, p->dd->root,
                         e.message);
-        } else if (e.code == SRV_E_CONFLICT) {
-            srv_log(p->log_format, "error", "layer '%s' not saved: %s", l->name, e.message);
-            rc = srv_error_set(err, e.code, e.field, "%s", e.message);
         } else {
-            srv_log(p->log_format, "error", "layer '%s' not saved to %s, the old one is kept: %s",
-                    l->name, p->dd->root, e.message);
-            rc = srv_error_set(err, e.code, "",
-                               "could not save layer '%s' to the data dir (%s); the layer is "
-                               "unchanged", l->name, e.message);
+            rc = -1;
         }
     }
+    srv_datadir_unlock(p->dd);
+    if (rc < 0 && e.code != SRV_OK) { /* the disk refused (a conflict is answered as is) */
+        srv_log(p->log_format, "error", "layer '%s' not saved to %s, the old one is kept: %s",
+                l->name, p->dd->root, e.message);
+        if (e.code == SRV_E_CONFLICT)
+            srv_error_set(err, e.code, e.field, "%s", e.message);
+        else
+            srv_error_set(err, e.code, "",
+                          "could not save layer '%s' to the data dir (%s); the layer is unchanged",
+                          l->name, e.message);
+    }
+    return rc;
+}
+
+int srv_persist_put(srv_persist *p, srv_registry *reg, srv_layer *l, uint64_t if_version,
+                    bool *replaced, srv_error *err)
+{
+    pthread_mutex_lock(&p->lock);
+    uint64_t version = 0; /* with a data dir: the counter's, stored with the layer */
+    bool existed = false;
+    int rc = p->dd ? save(p, reg, l, if_version, &version, &existed, err)
+                   : check_version(l->name, memory_version(reg, l->name), if_version, err);
     if (rc == 0) {
-        rc = srv_registry_put_version(reg, l, version, if_version, replaced, err);
+        /* with a data dir the condition was checked on disk, which every replica shares; memory
+         * may be behind it (another replica's change not followed yet): publish unconditionally */
+        rc = srv_registry_put_version(reg, l, version, p->dd ? 0 : if_version, replaced, err);
         if (rc == 0)
             set_damaged(p, l->name, NULL);
+        if (rc == 0 && replaced)
+            *replaced = *replaced || existed;
     }
     pthread_mutex_unlock(&p->lock);
     return rc;
 }
 
-int srv_persist_delete(srv_persist *p, srv_registry *reg, const char *name, uint64_t if_version,
-                       srv_error *err)
+/* Removes layer name from the data dir if its version there meets if_version, under the lock
+ * (see save). Caller holds p->lock. 0, or -1 with err: 404, 409, 503. */
+static int unsave(srv_persist *p, const char *name, uint64_t if_version, srv_error *err)
 {
-    pthread_mutex_lock(&p->lock);
-    srv_layer *cur = srv_registry_get(reg, name, NULL);
-    bool served = cur != NULL;
-    srv_layer_release(cur);
     srv_error e = {0};
-    /* on disk, a name that is not a layer directory (a link, a file) is a conflict: never touched */
-    int entry = p->dd ? srv_datadir_entry(p->dd, name, &e) : 0;
-    int rc;
-    if (entry < 0)
-        rc = srv_error_set(err, e.code, e.field, "%s", e.message);
-    else if (served)
-        rc = check_version(reg, name, if_version, err);
-    else if (entry == 1 && !if_version && is_damaged(p, name))
-        rc = 0; /* a damaged layer is not served but may be deleted (from disk) all the same */
-    else
+    uint64_t cur = 0;
+    if (srv_datadir_lock(p->dd, &e) != 0)
+        return srv_error_set(err, e.code, "", "layer '%s' not deleted: %s", name, e.message);
+    int rc = srv_datadir_version(p->dd, name, &cur, err);
+    if (rc == 0 && !cur)
         rc = srv_error_set(err, SRV_E_LAYER_NOT_FOUND, "name", "no layer called '%s'", name);
-    if (rc == 0 && p->dd) {
-        memset(&e, 0, sizeof e);
+    if (rc == 0)
+        rc = check_version(name, cur, if_version, err);
+    if (rc == 0) {
         int r = srv_datadir_remove(p->dd, name, &e);
-        if (r == 1) {
+        if (r == 1)
             srv_log(p->log_format, "warn", "layer '%s' deleted from %s: %s", name, p->dd->root,
                     e.message);
-        } else if (r < 0) {
+        if (r < 0) {
             srv_log(p->log_format, "error", "layer '%s' not deleted from %s: %s", name,
                     p->dd->root, e.message);
             rc = e.code == SRV_E_CONFLICT
@@ -472,9 +512,22 @@ int srv_persist_delete(srv_persist *p, srv_registry *reg, const char *name, uint
                                      name, e.message);
         }
     }
+    srv_datadir_unlock(p->dd);
+    return rc;
+}
+
+int srv_persist_delete(srv_persist *p, srv_registry *reg, const char *name, uint64_t if_version,
+                       srv_error *err)
+{
+    pthread_mutex_lock(&p->lock);
+    /* with a data dir, what is on disk decides (a damaged layer, one another replica made); a
+     * name that is not a layer directory there is a conflict that touches nothing */
+    int rc = p->dd ? unsave(p, name, if_version, err)
+                   : check_version(name, memory_version(reg, name), if_version, err);
+    if (rc == 0 && !p->dd && !memory_version(reg, name))
+        rc = srv_error_set(err, SRV_E_LAYER_NOT_FOUND, "name", "no layer called '%s'", name);
     if (rc == 0) {
-        if (served)
-            rc = srv_registry_delete(reg, name, if_version, err);
+        srv_registry_delete(reg, name, 0, NULL); /* absent from memory: nothing to do */
         set_damaged(p, name, NULL);
         set_known(p, name, NULL);
     }

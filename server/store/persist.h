@@ -4,8 +4,10 @@
  * Every change of a layer (PUT layer, PUT weights, DELETE) goes through srv_persist_put /
  * srv_persist_delete, which write the disk first and publish to the registry only when the write
  * succeeded: a failed write answers 5xx and leaves the old layer served (memory and disk agree).
- * Changes are serialised by one lock (they are rare; reads and forward passes never take it), so
- * an If-Match check, the disk write and the publish happen as one step.
+ * Changes are serialised by one lock (they are rare; reads and forward passes never take it) and,
+ * with a data dir, by the data dir's lock across every process sharing it (datadir.h, "Replicas"):
+ * the If-Match check against the version on disk, the new version, the write and the publish
+ * happen as one step, whichever replica a writer goes through.
  *
  * At start srv_persist_load_all reads every layer directory; a layer that cannot be loaded
  * (damaged or half-written file, config that does not fit its weights) is logged with the reason,

@@ -129,9 +129,20 @@ srv_layer *srv_registry_get(srv_registry *reg, const char *name, srv_error *err)
     return l;
 }
 
+/* True when a layer at version cur (0: none) meets the condition if_version (registry.h). */
+static bool version_holds(uint64_t if_version, uint64_t cur)
+{
+    return !if_version || (if_version == SRV_IF_ABSENT && !cur) ||
+           (if_version == SRV_IF_EXISTS && cur) || (cur && cur == if_version);
+}
+
 static int version_conflict(srv_error *err, const char *name, uint64_t if_version,
                             const srv_layer *cur)
 {
+    if (if_version == SRV_IF_EXISTS)
+        return srv_error_set(err, SRV_E_CONFLICT, "If-Match",
+                             "If-Match: * asks for an existing layer, and there is no layer "
+                             "called '%s'", name);
     if (if_version == SRV_IF_ABSENT)
         return srv_error_set(err, SRV_E_CONFLICT, "If-None-Match",
                              "If-None-Match: * asks for a new layer, and layer '%s' exists (version "
@@ -143,6 +154,14 @@ static int version_conflict(srv_error *err, const char *name, uint64_t if_versio
     return srv_error_set(err, SRV_E_CONFLICT, "If-Match",
                          "layer '%s' is at version %llu, not %llu; read it again and retry", name,
                          (unsigned long long)cur->version, (unsigned long long)if_version);
+}
+
+uint64_t srv_registry_last_version(srv_registry *reg)
+{
+    pthread_mutex_lock(&reg->lock);
+    uint64_t v = reg->last_version;
+    pthread_mutex_unlock(&reg->lock);
+    return v;
 }
 
 uint64_t srv_registry_next_version(srv_registry *reg)
@@ -166,8 +185,7 @@ int srv_registry_put_version(srv_registry *reg, srv_layer *l, uint64_t version,
     pthread_mutex_lock(&reg->lock);
     int i = find(reg, l->name);
     srv_layer *old = i >= 0 ? reg->items[i] : NULL;
-    if (if_version == SRV_IF_ABSENT ? old != NULL
-                                    : if_version && (!old || old->version != if_version)) {
+    if (!version_holds(if_version, old ? old->version : 0)) {
         rc = version_conflict(err, l->name, if_version, old);
         goto out;
     }
@@ -212,7 +230,7 @@ int srv_registry_delete(srv_registry *reg, const char *name, uint64_t if_version
     int i = find(reg, name);
     if (i < 0) {
         rc = srv_error_set(err, SRV_E_LAYER_NOT_FOUND, "name", "no layer called '%s'", name);
-    } else if (if_version && reg->items[i]->version != if_version) {
+    } else if (!version_holds(if_version, reg->items[i]->version)) {
         rc = version_conflict(err, name, if_version, reg->items[i]);
     } else {
         srv_layer *old = reg->items[i];

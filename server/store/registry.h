@@ -55,12 +55,17 @@ srv_layer *srv_registry_get(srv_registry *reg, const char *name, srv_error *err)
 /* Publishes l under l->name, replacing any entry of that name atomically; the registry takes its own
  * reference (the caller keeps and must release theirs). Sets l->version (and l->created from the
  * replaced entry). if_version: 0 = unconditional; SRV_IF_ABSENT = only when there is no entry yet
- * (If-None-Match: *); otherwise the put happens only when the current entry's version equals it
+ * (If-None-Match: *); SRV_IF_EXISTS = only when there is one (If-Match: *); otherwise the put
+ * happens only when the current entry's version equals it
  * (SRV_E_CONFLICT otherwise, or when there is no entry). *replaced (may be NULL) tells whether an
  * entry was replaced. Returns 0 or -1. */
-#define SRV_IF_ABSENT UINT64_MAX
+#define SRV_IF_ABSENT UINT64_MAX        /* If-None-Match: *                                  */
+#define SRV_IF_EXISTS (UINT64_MAX - 1)  /* If-Match: * (whatever version)                     */
 int srv_registry_put(srv_registry *reg, srv_layer *l, uint64_t if_version, bool *replaced,
                      srv_error *err);
+
+/* The highest version this registry gave or was given (0: none yet). */
+uint64_t srv_registry_last_version(srv_registry *reg);
 
 /* Reserves a new version number (never given out again by this registry), for a put that must
  * know its version before it publishes (the data dir stores it with the layer). */

@@ -186,11 +186,12 @@ static void test_faults(void)
         CHECK(leftovers(layers) == 0, "%s: no temp file, no empty directory left", c->what);
     }
 
-    /* after the commit point: the directory fsync after the rename (the third fsync of a
-     * replacement: weights temp, config temp, directory) fails; the layer is written */
+    /* after the commit point: the directory fsync after the rename (the fifth fsync of a
+     * replacement: the version counter's temp and the data dir, the weights temp, the config
+     * temp, then the layer's directory) fails; the layer is written */
     hc_request(d, "PUT", "/v1/layers/b", NULL, layer_body(6), -1, NULL, &r);
     hc_response_free(&r);
-    srv_fs_fail(SRV_FS_FSYNC, NULL, 2, 1, EIO);
+    srv_fs_fail(SRV_FS_FSYNC, NULL, 4, 1, EIO);
     hc_request(d, "PUT", "/v1/layers/b", NULL, layer_body(7), -1, NULL, &r);
     CHECK(srv_fs_failed(SRV_FS_FSYNC) == 1, "the fsync after the commit failed");
     srv_fs_fail_clear();
