@@ -32,6 +32,8 @@ srv_app *srv_app_create(const srv_options *opt, const srv_route *routes, srv_err
     mha_error me = {0};
     app->registry = srv_registry_create();
     app->pool = mha_pool_create(opt->blas_threads, &me);
+    if (app->registry)
+        srv_registry_set_weights_limit(app->registry, opt->max_weights_bytes);
     if (!app->registry || !app->pool) {
         srv_error_from_mha(err, &me, "");
         srv_error_set(err, SRV_E_NOMEM, "", "out of memory starting the engine");
@@ -42,7 +44,13 @@ srv_app *srv_app_create(const srv_options *opt, const srv_route *routes, srv_err
     if (opt->demo) {
         mha_config cfg;
         mha_config_init(&cfg, 64, 4);
-        srv_layer *l = srv_layer_build_init("demo", &cfg, &app->limits, "xavier_uniform", 0, err);
+        int64_t bytes = srv_layer_bytes(&cfg);
+        srv_layer *l =
+            srv_registry_reserve(app->registry, "demo", bytes, err) < 0
+                ? NULL
+                : srv_layer_charge(srv_layer_build_init("demo", &cfg, &app->limits,
+                                                        "xavier_uniform", 0, err),
+                                   app->registry, bytes);
         if (!l || srv_registry_put(app->registry, l, 0, NULL, err) < 0) {
             srv_layer_release(l);
             srv_app_free(app);

@@ -61,6 +61,10 @@ static const opt_spec specs[] = {
     {"max-trace-elements", I64(max_trace_elements, 1, INT64_C(1) << 32), "N",
      "largest trace, all stages together, in elements (413 past it)"},
     {"max-json-depth", INT(max_json_depth, 2, 1000), "N", "deepest nesting of a request body"},
+    {"max-weights-bytes", I64(max_weights_bytes, 1, INT64_C(1) << 50), "BYTES",
+     "all layers' weights held in memory together, the one being created included; past it a PUT "
+     "gets 507 before anything is allocated. The default is a quarter of the memory of this "
+     "machine or container:"},
     {"log-format", OPT_LOGFMT, offsetof(srv_options, log_format), 0, 0, 0, "text|json|off",
      "one line per request on stderr, as text or JSON"},
     {"demo", BOOL(demo), NULL, "create a demo layer \"demo\" (E=64, H=4, seed 0) at start"},
@@ -104,6 +108,10 @@ void srv_options_default(srv_options *opt)
     opt->max_tensor_elements = INT64_C(1) << 26;    /* 256 MiB of float32           */
     opt->max_trace_elements = INT64_C(1) << 24;     /* 64 MiB of float32            */
     opt->max_json_depth = 32;
+    /* a quarter of what this process may use (the smaller of the machine's RAM and its cgroup's
+     * limit); --help shows the figure */
+    int64_t mem = srv_memory_limit_bytes();
+    opt->max_weights_bytes = mem > 0 ? mem / 4 : INT64_C(4) << 30;
     opt->log_format = SRV_LOG_TEXT;
     opt->drain_timeout = 30;
 }

@@ -381,6 +381,21 @@ const char *srv_st_meta(const srv_st *st, const char *key)
     return st->metadata ? json_string_value(json_object_get(st->metadata, key)) : NULL;
 }
 
+json_t *srv_st_header(const uint8_t *buf, size_t len)
+{
+    if (len < 8)
+        return NULL;
+    uint64_t hlen = le64(buf);
+    if (hlen > SRV_ST_MAX_HEADER || hlen > len - 8)
+        return NULL;
+    json_t *root = json_loadb((const char *)buf + 8, (size_t)hlen, JSON_REJECT_DUPLICATES, NULL);
+    if (!json_is_object(root)) {
+        json_decref(root);
+        return NULL;
+    }
+    return root;
+}
+
 static int view_cmp(const void *a, const void *b)
 {
     const srv_st_view *const *x = a, *const *y = b;

@@ -64,6 +64,11 @@ const srv_st_tensor *srv_st_find(const srv_st *st, const char *name);
 /* A metadata value (borrowed string, lives as long as st), or NULL when absent. */
 const char *srv_st_meta(const srv_st *st, const char *key);
 
+/* The header of a safetensors file, buf[0..len) or a prefix of it holding the whole header, as a
+ * JSON object (new reference), or NULL when it is not one; nothing else is checked (srv_st_parse
+ * does). For a look at __metadata__ before the tensors are read (what a layer will cost). */
+json_t *srv_st_header(const uint8_t *buf, size_t len);
+
 /* One float32 tensor to write (everything borrowed). */
 typedef struct srv_st_view {
     const char *name;

@@ -13,7 +13,8 @@
  *      --max-body-bytes and the body budget for chunked bodies (413 / 503 at the body's end), and
  *      shown to the route's stream observer (the hooks') as they come;
  *   3. body complete: srv_http_dispatch runs the handler, on this thread or, for heavy routes with
- *      big bodies, on a worker while the connection is suspended (worker.c); the response body
+ *      big bodies and worker routes, on a worker while the connection is suspended (worker.c); the
+ *      response body
  *      buffer is handed to libmicrohttpd without a copy (reply.c); once the handler has run, the
  *      body and its share of the budget are given back;
  *   4. on_completed: the access log line and the counters (reply.c), the context is freed.
@@ -468,7 +469,10 @@ enum MHD_Result srv_http_on_request(void *cls, struct MHD_Connection *conn, cons
         c->done = NULL;
         return ok;
     }
-    if ((c->req.route->flags & SRV_ROUTE_HEAVY) && c->body.len >= OFFLOAD_MIN_BODY && srv_http_offload(c))
+    unsigned flags = c->req.route->flags;
+    if ((((flags & SRV_ROUTE_HEAVY) && c->body.len >= OFFLOAD_MIN_BODY) ||
+         (flags & SRV_ROUTE_WORKER)) &&
+        srv_http_offload(c))
         return MHD_YES;
 
     srv_response resp;

@@ -168,10 +168,10 @@ static int read_weights_meta(int dirfd, json_t **meta, struct stat *st)
         goto out;
     for (int i = 0; i < 8; i++)
         hlen |= (uint64_t)len8[i] << (8 * i);
-    if (hlen > SRV_ST_MAX_HEADER || hlen + 8 > (uint64_t)st->st_size || !(h = malloc(hlen + 1)) ||
-        pread(fd, h, hlen, 8) != (ssize_t)hlen)
+    if (hlen > SRV_ST_MAX_HEADER || hlen + 8 > (uint64_t)st->st_size || !(h = malloc(hlen + 8)) ||
+        pread(fd, h, hlen + 8, 0) != (ssize_t)(hlen + 8))
         goto out;
-    json_t *root = json_loadb(h, (size_t)hlen, 0, NULL);
+    json_t *root = srv_st_header((const uint8_t *)h, (size_t)hlen + 8);
     json_t *m = json_object_get(root, "__metadata__");
     if (json_is_object(m))
         *meta = json_incref(m);

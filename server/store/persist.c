@@ -166,13 +166,23 @@ static uint64_t layer_version(srv_persist *p, srv_registry *reg, const char *nam
 
 /* Reads and builds layer name from disk. Caller holds p->lock. On failure err says what is wrong
  * in words fit for /readyz (never the files' contents, redact.h) and log the full story. */
-static srv_layer *load_one(srv_persist *p, const char *name, const mha_limits *limits,
-                           srv_dd_layer *dl, srv_error *err, srv_error *log)
+static srv_layer *load_one(srv_persist *p, srv_registry *reg, const char *name,
+                           const mha_limits *limits, srv_dd_layer *dl, srv_error *err,
+                           srv_error *log)
 {
     if (srv_datadir_read(p->dd, name, limits->max_elements, dl, err, log) < 0)
         return NULL;
     srv_error e = {0};
-    srv_layer *l = srv_persist_build(name, dl->config, &dl->weights, limits, &e);
+    /* the layers' memory (--max-weights-bytes): a layer that does not fit is not loaded */
+    mha_config cfg;
+    int64_t bytes = srv_config_from_json(&cfg, dl->config, limits, "config", NULL) == 0
+                        ? srv_layer_bytes(&cfg)
+                        : 0;
+    srv_layer *l = srv_registry_reserve(reg, name, bytes, &e) < 0
+                       ? NULL
+                       : srv_layer_charge(srv_persist_build(name, dl->config, &dl->weights,
+                                                            limits, &e),
+                                          reg, bytes);
     if (!l) {
         /* say which layer and field: logs and /readyz show only the message */
         char where[96];
@@ -249,7 +259,7 @@ int srv_persist_load_all(srv_persist *p, srv_registry *reg, const mha_limits *li
     for (int i = 0; i < n; i++) {
         srv_dd_layer dl;
         srv_error e = {0}, log = {0};
-        srv_layer *l = load_one(p, list[i].name, limits, &dl, &e, &log);
+        srv_layer *l = load_one(p, reg, list[i].name, limits, &dl, &e, &log);
         set_known(p, list[i].name, l ? &dl.stamp : &list[i].stamp);
         if (l && srv_registry_put_version(reg, l, layer_version(p, reg, list[i].name, &dl), 0, NULL,
                                           &e) == 0) {
@@ -280,7 +290,7 @@ int srv_persist_reload(srv_persist *p, srv_registry *reg, const char *name,
     srv_dd_layer dl;
     srv_error e = {0};
     int rc;
-    srv_layer *l = load_one(p, name, limits, &dl, &e, NULL);
+    srv_layer *l = load_one(p, reg, name, limits, &dl, &e, NULL);
     if (l) {
         uint64_t v = layer_version(p, reg, name, &dl);
         rc = srv_registry_put_version(reg, l, v, 0, NULL, &e) == 0 ? 1 : -1;
@@ -334,7 +344,7 @@ int srv_persist_sync(srv_persist *p, srv_registry *reg, const mha_limits *limits
             continue;
         srv_dd_layer dl;
         srv_error e = {0}, log = {0};
-        srv_layer *l = load_one(p, list[i].name, limits, &dl, &e, &log);
+        srv_layer *l = load_one(p, reg, list[i].name, limits, &dl, &e, &log);
         if (l && srv_registry_put_version(reg, l, layer_version(p, reg, list[i].name, &dl), 0, NULL,
                                           &e) == 0) {
             set_known(p, list[i].name, &dl.stamp);

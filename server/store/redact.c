@@ -30,7 +30,8 @@ static bool field_known(const char *field)
 void srv_redact_build_error(char *out, size_t size, const char *where, const srv_error *e)
 {
     bool weights = strncmp(e->field, "weights", 7) == 0;
-    if (field_known(e->field)) {
+    /* field known: the message names it and numbers; the weights budget's: sizes and the name */
+    if (field_known(e->field) || e->code == SRV_E_INSUFFICIENT_STORAGE) {
         snprintf(out, size, "%s: %s", where, e->message);
         return;
     }

@@ -16,6 +16,11 @@ struct srv_registry {
     srv_layer **items; /* sorted by name */
     int n, cap;
     uint64_t last_version;
+    /* the layers' memory, under its own lock: an entry freed under `lock` (a put replacing the
+     * last reference) gives its bytes back from there (order: lock, then weights_lock) */
+    pthread_mutex_t weights_lock;
+    int64_t weights_limit; /* --max-weights-bytes (0: none)                                     */
+    int64_t weights_held;  /* bytes of every entry alive and every reservation                   */
 };
 
 static double now_unix(void)
@@ -80,14 +85,82 @@ void srv_layer_release(srv_layer *l)
         return;
     mha_layer_free(l->layer);
     json_decref(l->config);
+    if (l->owner)
+        srv_registry_unreserve(l->owner, l->charged);
     free(l);
+}
+
+int64_t srv_layer_bytes(const mha_config *cfg)
+{
+    return mha_param_total(cfg) * (int64_t)sizeof(float);
+}
+
+void srv_registry_set_weights_limit(srv_registry *reg, int64_t limit)
+{
+    pthread_mutex_lock(&reg->weights_lock);
+    reg->weights_limit = limit > 0 ? limit : 0;
+    pthread_mutex_unlock(&reg->weights_lock);
+}
+
+static int find(const srv_registry *reg, const char *name);
+
+int srv_registry_reserve(srv_registry *reg, const char *name, int64_t bytes, srv_error *err)
+{
+    int rc = 0;
+    pthread_mutex_lock(&reg->lock);
+    int i = find(reg, name);
+    int64_t credit = i >= 0 ? reg->items[i]->charged : 0;
+    pthread_mutex_unlock(&reg->lock);
+    pthread_mutex_lock(&reg->weights_lock);
+    int64_t held = reg->weights_held;
+    if (reg->weights_limit && held - credit + bytes > reg->weights_limit)
+        rc = srv_error_set(
+            err, SRV_E_INSUFFICIENT_STORAGE, "",
+            "layer '%s' needs %lld bytes of weights (%lld parameters), and the layers already "
+            "hold %lld%s of --max-weights-bytes %lld: delete a layer, make this one smaller, or "
+            "raise the limit",
+            name, (long long)bytes, (long long)(bytes / (int64_t)sizeof(float)),
+            (long long)(held - credit), credit ? " (not counting the layer it replaces)" : "",
+            (long long)reg->weights_limit);
+    else
+        reg->weights_held += bytes;
+    pthread_mutex_unlock(&reg->weights_lock);
+    return rc;
+}
+
+void srv_registry_unreserve(srv_registry *reg, int64_t bytes)
+{
+    pthread_mutex_lock(&reg->weights_lock);
+    reg->weights_held -= bytes;
+    pthread_mutex_unlock(&reg->weights_lock);
+}
+
+srv_layer *srv_layer_charge(srv_layer *l, srv_registry *reg, int64_t bytes)
+{
+    if (!l) {
+        srv_registry_unreserve(reg, bytes);
+        return NULL;
+    }
+    l->owner = reg;
+    l->charged = bytes;
+    return l;
+}
+
+void srv_registry_weights(srv_registry *reg, int64_t *held, int64_t *limit)
+{
+    pthread_mutex_lock(&reg->weights_lock);
+    *held = reg->weights_held;
+    *limit = reg->weights_limit;
+    pthread_mutex_unlock(&reg->weights_lock);
 }
 
 srv_registry *srv_registry_create(void)
 {
     srv_registry *reg = calloc(1, sizeof *reg);
-    if (reg)
+    if (reg) {
         pthread_mutex_init(&reg->lock, NULL);
+        pthread_mutex_init(&reg->weights_lock, NULL);
+    }
     return reg;
 }
 
@@ -99,6 +172,7 @@ void srv_registry_free(srv_registry *reg)
         srv_layer_release(reg->items[i]);
     free(reg->items);
     pthread_mutex_destroy(&reg->lock);
+    pthread_mutex_destroy(&reg->weights_lock);
     free(reg);
 }
 

@@ -28,6 +28,8 @@ typedef struct srv_layer {
     double created;      /* Unix time (s) the name was first created (kept across replacements)  */
     double updated;      /* Unix time (s) of this version                                         */
     int refs;            /* private: use srv_layer_ref / srv_layer_release                        */
+    struct srv_registry *owner; /* private: the registry its weights are counted in (or NULL)     */
+    int64_t charged;     /* private: bytes counted there, given back when the entry is freed      */
 } srv_layer;
 
 typedef struct srv_registry srv_registry;
@@ -88,5 +90,35 @@ void srv_registry_list_free(srv_layer **list, int n);
 
 /* Number of layers. */
 int srv_registry_count(srv_registry *reg);
+
+/* ---------------------------------------------------------------------------------------------- */
+/* The layers' memory (--max-weights-bytes)                                                        */
+/*
+ * Every layer's weights count against one limit, from before they are allocated until the entry is
+ * freed (an old version a request still holds still counts): a builder reserves the bytes, allocates
+ * only when that succeeds, and hands the reservation to the entry it makes (srv_layer_charge). A
+ * layer that replaces one of the same name is counted as the difference (the old one goes once its
+ * last request ends), so a layer can always be replaced by one of its own size.
+ */
+
+/* What a layer of this config counts: its parameters, 4 bytes each (a checked config). */
+int64_t srv_layer_bytes(const mha_config *cfg);
+
+/* Sets the limit (0: none). */
+void srv_registry_set_weights_limit(srv_registry *reg, int64_t limit);
+
+/* Reserves bytes for a layer about to be built for name. Returns 0, or -1 with err:
+ * SRV_E_INSUFFICIENT_STORAGE (507) naming the layer's size, what is held and the limit. */
+int srv_registry_reserve(srv_registry *reg, const char *name, int64_t bytes, srv_error *err);
+
+/* Gives back bytes reserved for a layer that was not made. */
+void srv_registry_unreserve(srv_registry *reg, int64_t bytes);
+
+/* Hands bytes reserved in reg to l, given back when l is freed; when l is NULL (its build failed)
+ * they are given back now. Returns l. */
+srv_layer *srv_layer_charge(srv_layer *l, srv_registry *reg, int64_t bytes);
+
+/* The bytes held (layers alive and reservations) and the limit (0: none). */
+void srv_registry_weights(srv_registry *reg, int64_t *held, int64_t *limit);
 
 #endif
