@@ -206,13 +206,20 @@ static int64_t reserve_for(srv_app *app, const char *name, const json_t *cfg, sr
 
 /* The config a safetensors body carries in its header's __metadata__["config"], read before its
  * tensors are (new reference), or NULL. */
-static json_t *header_config(const char *body, size_t len)
+static json_t *header_config(srv_app *app, const char *body, size_t len)
 {
-    json_t *h = srv_st_header((const uint8_t *)body, len);
-    const char *text = json_string_value(json_object_get(json_object_get(h, "__metadata__"),
-                                                         "config"));
+    uint64_t hlen;
+    srv_st_header h = {0};
+    srv_st_header_limits lim = {SRV_ST_MAX_HEADER, SRV_ST_MAX_TENSORS, app->limits.max_elements,
+                                false};
+    if (len < 8 || srv_st_header_len((const uint8_t *)body, len, SRV_ST_MAX_HEADER, &hlen, "body",
+                                     NULL) < 0 ||
+        srv_st_header_parse(&h, (const uint8_t *)body + 8, (size_t)hlen, len - 8 - hlen, &lim,
+                            "body", NULL) < 0)
+        return NULL;
+    const char *text = json_string_value(json_object_get(h.metadata, "config"));
     json_t *cfg = text ? json_loads(text, JSON_REJECT_DUPLICATES, NULL) : NULL;
-    json_decref(h);
+    srv_st_header_free(&h);
     return cfg;
 }
 
@@ -220,7 +227,7 @@ srv_layer *srv_layer_from_safetensors(srv_app *app, const char *name, const char
                                       size_t len, srv_error *err)
 {
     /* the layers' memory is checked from the header, before a tensor is decoded */
-    json_t *early = header_config(body, len);
+    json_t *early = header_config(app, body, len);
     int64_t bytes = reserve_for(app, name, early, err);
     json_decref(early);
     if (bytes < 0)

@@ -17,7 +17,8 @@
  * worker (the connection is suspended meanwhile), so a long forward pass or a layer being built
  * does not stall other connections on the same thread.
  *
- * The files: server.c (start, drain, stop), request.c (the life of a request, its body), reply.c
+ * The files: server.c (start, drain, stop), request.c (the life of a request, its body), strict.c
+ * (the request line and headers against the RFCs' MUSTs), reply.c
  * (responses and the access log), route.c (matching), worker.c (the workers), cors.c (CORS),
  * deadline.c (slow clients), body_budget.c (bodies held at once), fdlimit.c (descriptors).
  */
@@ -33,6 +34,7 @@
 #include "base/log.h"
 #include "body_budget.h"
 #include "deadline.h"
+#include "request_id.h"
 
 #define SRV_MAX_PATH_PARAMS 4
 #define SRV_MAX_RESP_HEADERS 12
@@ -50,6 +52,8 @@ typedef struct srv_request {
     const struct srv_route *route;
     struct MHD_Connection *conn; /* for the getters below; handlers do not use it directly       */
     double t_start;           /* srv_now() when the request line arrived                          */
+    const char *id;           /* the request id (request_id.h): the client's X-Request-Id when it
+                               * is sane, else one made here; echoed on the reply and logged      */
     /* on SRV_ROUTE_STREAM routes: what the hooks' stream_open made of the body as it arrived
      * (the API's base64 predecoder, api/body.c), or NULL */
     void *stream;
@@ -102,9 +106,10 @@ enum srv_route_flags {
     SRV_ROUTE_BINARY = 1 << 4,  /* also takes application/octet-stream (safetensors) bodies       */
     SRV_ROUTE_PROBE = 1 << 5,   /* health/metrics probe (for the admit hook: never needs a key)  */
     SRV_ROUTE_STREAM = 1 << 6,  /* large bodies are shown to the hooks' stream as they arrive    */
-    SRV_ROUTE_WORKER = 1 << 7,  /* always runs on a worker, whatever its body's size: it may
-                                 * allocate, compute or wait on the disk for long (a 60-byte PUT
-                                 * can make a 1 GiB layer)                                       */
+    SRV_ROUTE_PUBLIC = 1 << 7,  /* static files anyone may read (the viewer): never need a key   */
+    SRV_ROUTE_WORKER = 1 << 8,  /* always runs on a worker, whatever its body: slow (reads files,
+                                 * builds layers: a 60-byte PUT can make a 1 GiB one, waits on the
+                                 * data dir)                                                    */
 };
 
 typedef struct srv_route {
@@ -139,7 +144,7 @@ typedef struct srv_http_hooks {
     int (*admit)(void *ctx, const srv_request *req, const char *authorization, srv_error *err);
 
     /* Writes the error reply for err in the dialect of req->path (req->route may be NULL: no route
-     * matched). Required. */
+     * matched; req->id is always set, for the body). Required. */
     void (*error_reply)(void *ctx, const srv_request *req, srv_response *resp, const srv_error *err);
 
     /* Counting (each may be NULL): a request began (headers in); a request ended (route: index in

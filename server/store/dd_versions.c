@@ -126,29 +126,9 @@ int srv_datadir_next_version(srv_datadir *dd, uint64_t floor, uint64_t *out, srv
     return 0;
 }
 
-/* The end of the data its tensors cover, by the header root's data_offsets (0 when one is not a
- * pair of numbers). */
-static uint64_t data_end(json_t *root)
-{
-    uint64_t end = 0;
-    const char *k;
-    json_t *t;
-    json_object_foreach(root, k, t)
-    {
-        if (strcmp(k, "__metadata__") == 0)
-            continue;
-        json_t *e = json_array_get(json_object_get(t, "data_offsets"), 1);
-        if (!json_is_integer(e) || json_integer_value(e) < 0)
-            return 0;
-        if ((uint64_t)json_integer_value(e) > end)
-            end = (uint64_t)json_integer_value(e);
-    }
-    return end;
-}
-
 /* The __metadata__ object of the weights file of layer dir dirfd, read from its header only (new
  * reference, or NULL when it has none); *st its stat. Returns 0, 1 when there is no weights file,
- * -1 when it cannot be read as safetensors or its size is not what its header says (truncated). */
+ * -1 when its header is not a valid safetensors header for its size (damaged, truncated). */
 static int read_weights_meta(int dirfd, json_t **meta, struct stat *st)
 {
     *meta = NULL;
@@ -162,22 +142,21 @@ static int read_weights_meta(int dirfd, json_t **meta, struct stat *st)
         return errno == ENOENT ? 1 : -1;
     uint8_t len8[8];
     uint64_t hlen = 0;
-    char *h = NULL;
+    uint8_t *h = NULL;
+    srv_st_header hd = {0};
+    srv_st_header_limits lim = {SRV_ST_MAX_HEADER, SRV_ST_MAX_TENSORS, INT64_MAX / 8, false};
     int rc = -1;
-    if (fstat(fd, st) != 0 || !S_ISREG(st->st_mode) || pread(fd, len8, 8, 0) != 8)
-        goto out;
-    for (int i = 0; i < 8; i++)
-        hlen |= (uint64_t)len8[i] << (8 * i);
-    if (hlen > SRV_ST_MAX_HEADER || hlen + 8 > (uint64_t)st->st_size || !(h = malloc(hlen + 8)) ||
-        pread(fd, h, hlen + 8, 0) != (ssize_t)(hlen + 8))
-        goto out;
-    json_t *root = srv_st_header((const uint8_t *)h, (size_t)hlen + 8);
-    json_t *m = json_object_get(root, "__metadata__");
-    if (json_is_object(m))
-        *meta = json_incref(m);
-    rc = root && 8 + hlen + data_end(root) == (uint64_t)st->st_size ? 0 : -1;
-    json_decref(root);
-out:
+    if (fstat(fd, st) == 0 && S_ISREG(st->st_mode) && pread(fd, len8, 8, 0) == 8 &&
+        srv_st_header_len(len8, (uint64_t)st->st_size, SRV_ST_MAX_HEADER, &hlen, WEIGHTS_FILE,
+                          NULL) == 0 &&
+        (h = malloc(hlen ? hlen : 1)) != NULL && pread(fd, h, hlen, 8) == (ssize_t)hlen &&
+        srv_st_header_parse(&hd, h, (size_t)hlen, (uint64_t)st->st_size - 8 - hlen, &lim,
+                            WEIGHTS_FILE, NULL) == 0) {
+        if (json_is_object(hd.metadata))
+            *meta = json_incref((json_t *)hd.metadata);
+        rc = 0;
+    }
+    srv_st_header_free(&hd);
     free(h);
     close(fd);
     return rc;
