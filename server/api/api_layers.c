@@ -351,7 +351,7 @@ static srv_layer *layer_from_json(srv_app *app, const char *name, const srv_json
         char method[32] = "xavier_uniform";
         uint64_t seed = 0;
         if (!init || parse_init(init, method, sizeof method, &seed, err) == 0)
-            l = srv_layer_build_init(name, &cfg, &app->limits, method, seed, err);
+            l = srv_layer_build_init(name, &cfg, &app->limits, method, seed, app->pool, err);
     }
     return srv_layer_charge(l, app->registry, bytes);
 }

@@ -57,7 +57,7 @@ srv_app *srv_app_create(const srv_options *opt, const srv_route *routes, srv_err
             srv_registry_reserve(app->registry, "demo", bytes, err) < 0
                 ? NULL
                 : srv_layer_charge(srv_layer_build_init("demo", &cfg, &app->limits,
-                                                        "xavier_uniform", 0, err),
+                                                        "xavier_uniform", 0, app->pool, err),
                                    app->registry, bytes);
         if (!l || srv_registry_put(app->registry, l, 0, NULL, err) < 0) {
             srv_layer_release(l);

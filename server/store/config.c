@@ -172,7 +172,7 @@ json_t *srv_config_to_json(const mha_config *cfg)
 }
 
 srv_layer *srv_layer_build_init(const char *name, const mha_config *cfg, const mha_limits *limits,
-                                const char *method, uint64_t seed, srv_error *err)
+                                const char *method, uint64_t seed, mha_pool *pool, srv_error *err)
 {
     mha_error me = {0};
     mha_layer *layer = mha_layer_create(cfg, limits, &me);
@@ -180,7 +180,7 @@ srv_layer *srv_layer_build_init(const char *name, const mha_config *cfg, const m
         srv_error_from_mha(err, &me, "config.");
         return NULL;
     }
-    if (mha_layer_init(layer, method, seed, &me) != MHA_OK) {
+    if (mha_layer_init_pool(layer, method, seed, pool, &me) != MHA_OK) {
         mha_layer_free(layer);
         srv_error_from_mha(err, &me, "init.");
         return NULL;

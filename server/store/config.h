@@ -32,8 +32,9 @@ bool srv_config_field_known(const char *name);
 json_t *srv_config_to_json(const mha_config *cfg);
 
 /* Builds a layer entry named `name` from cfg, initialised with method ("xavier_uniform" or "zeros")
- * and seed. Returns a new entry (one reference, the caller's) or NULL with err filled. */
+ * and seed, on the threads of pool (NULL: the caller's; the values are the same either way).
+ * Returns a new entry (one reference, the caller's) or NULL with err filled. */
 srv_layer *srv_layer_build_init(const char *name, const mha_config *cfg, const mha_limits *limits,
-                                const char *method, uint64_t seed, srv_error *err);
+                                const char *method, uint64_t seed, mha_pool *pool, srv_error *err);
 
 #endif
