@@ -71,8 +71,8 @@ static int parse_body(srv_app *app, const srv_request *req, char *checkpoint, si
 static int reply(srv_response *resp, const srv_layer *l, bool replaced, const char *checkpoint,
                  int64_t layer, const srv_hf_layer *hl, uint64_t bytes_read, srv_error *err)
 {
-    json_t *doc = json_pack("{s:s, s:I, s:O, s:I, s:{s:s, s:I, s:s, s:i, s:I}}", "name", l->name,
-                            "version", (json_int_t)l->version, "config", l->config,
+    json_t *doc = json_pack("{s:s, s:I, s:o, s:I, s:{s:s, s:I, s:s, s:i, s:I}}", "name", l->name,
+                            "version", (json_int_t)l->version, "config", json_deep_copy(l->config),
                             "parameter_count",
                             (json_int_t)mha_param_total(mha_layer_config(l->layer)), "import",
                             "checkpoint", checkpoint, "layer", (json_int_t)layer, "family",

@@ -50,10 +50,13 @@ static json_t *range_json(int64_t lo, int64_t hi)
 }
 
 /* {name, version, config, parameter_count} - the short form used by list and PUT. */
+/* The layer's config is copied, never shared: a JSON value's last reference may be dropped on
+ * another thread (a replica's delete followed by --watch) than the one that wrote it out, and
+ * jansson's reference count does not order the two (the entry's own count does). */
 static json_t *summary_json(const srv_layer *l)
 {
-    return json_pack("{s:s, s:I, s:O, s:I}", "name", l->name, "version", (json_int_t)l->version,
-                     "config", l->config, "parameter_count",
+    return json_pack("{s:s, s:I, s:o, s:I}", "name", l->name, "version", (json_int_t)l->version,
+                     "config", json_deep_copy(l->config), "parameter_count",
                      (json_int_t)mha_param_total(mha_layer_config(l->layer)));
 }
 
@@ -466,7 +469,7 @@ int srv_api_weights_put(void *ctx, const srv_request *req, srv_response *resp, s
     } else if (fill_weights(layer, req->body, req->body_len, "", app, err) < 0) {
         mha_layer_free(layer);
         srv_body_recheck(app, req->body, req->body_len, err);
-    } else if (!(l = srv_layer_new(old->name, layer, json_incref(old->config)))) {
+    } else if (!(l = srv_layer_new(old->name, layer, json_deep_copy(old->config)))) {
         srv_error_set(err, SRV_E_NOMEM, "", "out of memory");
     }
     if (!srv_layer_charge(l, app->registry, bytes))

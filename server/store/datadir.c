@@ -993,15 +993,38 @@ static bool stale(const struct stat *st, time_t now, int grace)
     return now - t >= grace;
 }
 
+/* Removes the stale temp files (".<file>.tmp-<pid>-<n>", regular files only) of directory dirfd;
+ * returns how many. */
+static int clean_temps(int dirfd, time_t now, int grace)
+{
+    DIR *d = srv_ddi_open_dir_stream(dirfd);
+    struct dirent *fe;
+    int removed = 0;
+    while (d && (fe = readdir(d)) != NULL) {
+        struct stat fs;
+        if (fe->d_name[0] != '.' || !strstr(fe->d_name, TEMP_MARK) ||
+            fstatat(dirfd, fe->d_name, &fs, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(fs.st_mode) ||
+            !stale(&fs, now, grace))
+            continue;
+        removed += srv_fs_unlinkat(dirfd, fe->d_name, 0) == 0;
+    }
+    if (d)
+        closedir(d);
+    return removed;
+}
+
 int srv_datadir_clean(srv_datadir *dd)
 {
     if (dd->read_only)
         return 0;
+    time_t now = time(NULL);
+    /* the version counter's temps (dd_versions.c) and the start's write probe, in the data dir
+     * itself and in layers/ */
+    int removed = clean_temps(dd->root_fd, now, dd->temp_grace_s) +
+                  clean_temps(dd->layers_fd, now, dd->temp_grace_s);
     DIR *d = srv_ddi_open_dir_stream(dd->layers_fd);
     if (!d)
-        return 0;
-    int removed = 0;
-    time_t now = time(NULL);
+        return removed;
     struct dirent *de;
     while ((de = readdir(d)) != NULL) {
         struct stat st;
@@ -1018,18 +1041,7 @@ int srv_datadir_clean(srv_datadir *dd)
         int lfd = srv_ddi_open_layer_dir(dd, de->d_name);
         if (lfd < 0)
             continue;
-        DIR *ld = srv_ddi_open_dir_stream(lfd);
-        struct dirent *fe;
-        while (ld && (fe = readdir(ld)) != NULL) {
-            struct stat fs;
-            if (fe->d_name[0] != '.' || !strstr(fe->d_name, TEMP_MARK) ||
-                fstatat(lfd, fe->d_name, &fs, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(fs.st_mode) ||
-                !stale(&fs, now, dd->temp_grace_s))
-                continue;
-            removed += srv_fs_unlinkat(lfd, fe->d_name, 0) == 0;
-        }
-        if (ld)
-            closedir(ld);
+        removed += clean_temps(lfd, now, dd->temp_grace_s);
         close(lfd);
     }
     closedir(d);

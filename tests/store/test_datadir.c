@@ -352,8 +352,13 @@ static void test_remove(srv_datadir *dd)
         hidden |= list[i].name[0] == '.';
     CHECK(!hidden, "hidden dirs never listed");
     free(list);
+    /* a version counter's temp left by a crash, in the data dir itself */
+    char ct[256];
+    snprintf(ct, sizeof ct, "%s/.attnd.counter.tmp-1-1", root);
+    td_put_file(ct, "7\n", 2);
     dd->temp_grace_s = 0;
-    CHECK(srv_datadir_clean(dd) >= 1 && !exists(p), "interrupted delete cleaned");
+    CHECK(srv_datadir_clean(dd) >= 2 && !exists(p) && !exists(ct),
+          "interrupted delete and the counter's temp cleaned");
     dd->temp_grace_s = 600;
 
     CHECK(!srv_dd_name_valid("../x") && !srv_dd_name_valid(".hidden") && !srv_dd_name_valid("") &&

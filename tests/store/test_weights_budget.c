@@ -142,6 +142,12 @@ static void test_accounting(void)
               strstr(reply, "not counting the layer it replaces"),
           "a larger replacement past the limit does not: %s", reply);
     CHECK(simple(d, "GET", "/v1/layers/a") == 200, "a still serves");
+    hc_response m;
+    hc_request(d, "GET", "/metrics", NULL, NULL, 0, NULL, &m);
+    CHECK(m.body && strstr(m.body, "\nattnd_weights_bytes 133120\n") &&
+              strstr(m.body, "\nattnd_weights_bytes_limit 166400\n"),
+          "/metrics shows what is held and the limit");
+    hc_response_free(&m);
 
     /* weights PUT: same size, fits */
     size_t slen;
