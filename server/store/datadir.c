@@ -184,44 +184,76 @@ int srv_ddi_fsync_dir(int dirfd, const char *shown, srv_error *err)
     return srv_error_set(err, srv_ddi_io_code(errno), "", "cannot fsync %s: %s", shown, strerror(errno));
 }
 
-int srv_ddi_write_temp(int dirfd, const char *shown, const char *base, const void *data, size_t len,
-                      char tmp[TEMP_NAME_MAX], srv_error *err)
+int srv_ddi_temp_open(srv_ddi_temp *t, int dirfd, const char *shown, const char *base,
+                      srv_error *err)
 {
+    memset(t, 0, sizeof *t);
+    t->dirfd = dirfd;
+    t->shown = shown;
+    t->base = base;
     unsigned n = atomic_fetch_add(&srv_ddi_temp_counter, 1);
-    snprintf(tmp, TEMP_NAME_MAX, ".%s" TEMP_MARK "%ld-%u", base, (long)getpid(), n);
-    int fd = srv_fs_openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-    if (fd < 0)
-        return srv_error_set(err, srv_ddi_io_code(errno), "", "cannot create a temp file for %s%s%s: %s",
-                             shown, shown[0] ? "/" : "", base, strerror(errno));
+    snprintf(t->name, sizeof t->name, ".%s" TEMP_MARK "%ld-%u", base, (long)getpid(), n);
+    t->fd = srv_fs_openat(dirfd, t->name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                          0644);
+    if (t->fd >= 0)
+        return 0;
+    t->name[0] = '\0';
+    return srv_error_set(err, srv_ddi_io_code(errno), "", "cannot create a temp file for %s%s%s: %s",
+                         shown, shown[0] ? "/" : "", base, strerror(errno));
+}
+
+int srv_ddi_temp_write(void *temp, const void *data, size_t len)
+{
+    srv_ddi_temp *t = temp;
     const char *p = data;
-    size_t done = 0;
-    const char *step = NULL;
-    int e = 0;
-    while (done < len) {
-        ssize_t w = srv_fs_write(fd, p + done, len - done);
+    for (size_t done = 0; !t->step && done < len;) {
+        ssize_t w = srv_fs_write(t->fd, p + done, len - done);
         if (w < 0 && errno == EINTR)
             continue;
         if (w <= 0) {
-            e = w < 0 ? errno : EIO;
-            step = "write";
-            break;
+            t->err_no = w < 0 ? errno : EIO;
+            t->step = "write";
+        } else {
+            done += (size_t)w;
         }
-        done += (size_t)w;
     }
-    if (!step && srv_fs_fsync(fd) != 0) {
-        e = errno;
-        step = "fsync";
+    return t->step ? -1 : 0;
+}
+
+int srv_ddi_temp_close(srv_ddi_temp *t, bool keep, srv_error *err)
+{
+    if (keep && !t->step && srv_fs_fsync(t->fd) != 0) {
+        t->err_no = errno;
+        t->step = "fsync";
     }
-    if (close(fd) != 0 && !step) {
-        e = errno;
-        step = "close";
+    if (close(t->fd) != 0 && keep && !t->step) {
+        t->err_no = errno;
+        t->step = "close";
     }
-    if (!step)
+    t->fd = -1;
+    if (keep && !t->step)
         return 0;
-    srv_fs_unlinkat(dirfd, tmp, 0);
+    srv_fs_unlinkat(t->dirfd, t->name, 0);
+    t->name[0] = '\0';
+    if (!t->step)
+        return -1; /* given up by the caller, who says why */
+    return srv_error_set(err, srv_ddi_io_code(t->err_no), "", "cannot %s %s%s%s (a temp file): %s",
+                         t->step, t->shown, t->shown[0] ? "/" : "", t->base,
+                         strerror(t->err_no));
+}
+
+int srv_ddi_write_temp(int dirfd, const char *shown, const char *base, const void *data,
+                       size_t len, char tmp[TEMP_NAME_MAX], srv_error *err)
+{
+    srv_ddi_temp t;
     tmp[0] = '\0';
-    return srv_error_set(err, srv_ddi_io_code(e), "", "cannot %s %s%s%s (a temp file): %s", step,
-                         shown, shown[0] ? "/" : "", base, strerror(e));
+    if (srv_ddi_temp_open(&t, dirfd, shown, base, err) != 0)
+        return -1;
+    srv_ddi_temp_write(&t, data, len);
+    if (srv_ddi_temp_close(&t, true, err) != 0)
+        return -1;
+    memcpy(tmp, t.name, TEMP_NAME_MAX);
+    return 0;
 }
 
 /* Makes `name` a directory inside dirfd unless it is one; never follows a link. For the data dir's
@@ -799,10 +831,8 @@ int srv_datadir_write(srv_datadir *dd, const char *name, const json_t *config,
     char shown[80], wtmp[TEMP_NAME_MAX] = "", ctmp[TEMP_NAME_MAX] = "";
     char *ctext = NULL, *mtext = NULL;
     json_t *meta = NULL;
-    srv_buf wbuf;
     int dirfd = -1, rc = -1;
     bool created = false;
-    srv_buf_init(&wbuf);
     if (!srv_dd_name_valid(name))
         return srv_error_set(err, SRV_E_BAD_NAME, "", "\"%.80s\" is not a valid layer name",
                              name);
@@ -822,8 +852,6 @@ int srv_datadir_write(srv_datadir *dd, const char *name, const json_t *config,
         srv_error_set(err, SRV_E_NOMEM, "", "out of memory writing layer %s", name);
         goto out;
     }
-    if (srv_st_write(&wbuf, tensors, n, meta, err) != 0)
-        goto out;
     size_t clen = strlen(ctext);
     char *c2 = realloc(ctext, clen + 2);
     if (!c2) {
@@ -837,8 +865,20 @@ int srv_datadir_write(srv_datadir *dd, const char *name, const json_t *config,
     dirfd = open_for_change(dd, name, true, &created, err);
     if (dirfd < 0)
         goto out;
-    if (srv_ddi_write_temp(dirfd, shown, WEIGHTS_FILE, wbuf.data, wbuf.len, wtmp, err) != 0 ||
-        srv_ddi_write_temp(dirfd, shown, CONFIG_FILE, ctext, clen, ctmp, err) != 0)
+    /* the weights go from the layer's memory to the file through a small block: writing a layer
+     * never holds a second copy of it */
+    srv_ddi_temp wt;
+    if (srv_ddi_temp_open(&wt, dirfd, shown, WEIGHTS_FILE, err) != 0)
+        goto out;
+    srv_error serr = {0};
+    int sr = srv_st_write_stream(srv_ddi_temp_write, &wt, tensors, n, meta, &serr);
+    if (srv_ddi_temp_close(&wt, sr == 0, err) != 0) {
+        if (!wt.step && err) /* the stream itself failed (not the disk): its reason */
+            *err = serr;
+        goto out;
+    }
+    memcpy(wtmp, wt.name, sizeof wtmp);
+    if (srv_ddi_write_temp(dirfd, shown, CONFIG_FILE, ctext, clen, ctmp, err) != 0)
         goto out;
     if (srv_fs_renameat(dirfd, wtmp, dirfd, WEIGHTS_FILE) != 0) {
         srv_error_set(err, srv_ddi_io_code(errno), "", "cannot rename a temp file to %s/" WEIGHTS_FILE
@@ -885,7 +925,6 @@ out:
     json_decref(meta);
     free(mtext);
     free(ctext);
-    srv_buf_free(&wbuf);
     return rc;
 }
 

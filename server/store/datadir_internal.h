@@ -65,8 +65,28 @@ int srv_ddi_read_file_at(int dirfd, const char *file, const char *shown, size_t 
 /* fsync of an open directory; -1 with err naming shown. */
 int srv_ddi_fsync_dir(int dirfd, const char *shown, srv_error *err);
 
-/* Writes data to a new temp file .<base>.tmp-<pid>-<n> of directory dirfd (shown: that directory
- * relative to the data dir, "" for the data dir itself), fsync'd and closed; its name goes to tmp.
+/* A temp file being written: .<base>.tmp-<pid>-<n> in directory dirfd (shown: that directory
+ * relative to the data dir, "" for the data dir itself). */
+typedef struct srv_ddi_temp {
+    int dirfd, fd;
+    char name[TEMP_NAME_MAX];
+    const char *shown, *base;
+    const char *step; /* the step that failed ("write"), or NULL */
+    int err_no;       /* its errno                                */
+} srv_ddi_temp;
+
+/* Creates the temp file. 0, or -1 with err (nothing left behind). */
+int srv_ddi_temp_open(srv_ddi_temp *t, int dirfd, const char *shown, const char *base,
+                      srv_error *err);
+
+/* Appends data (an srv_st_sink: t is the srv_ddi_temp). 0, or -1 once a write failed (kept in t). */
+int srv_ddi_temp_write(void *t, const void *data, size_t len);
+
+/* keep: fsyncs and closes it, 0 (t->name is its name); else, or when any step failed, removes it:
+ * -1 with err naming the failed step (err untouched when nothing failed: the caller gave up). */
+int srv_ddi_temp_close(srv_ddi_temp *t, bool keep, srv_error *err);
+
+/* Writes data to a new temp file (open, write, close), fsync'd and closed; its name goes to tmp.
  * On failure nothing is left behind. */
 int srv_ddi_write_temp(int dirfd, const char *shown, const char *base, const void *data,
                        size_t len, char tmp[TEMP_NAME_MAX], srv_error *err);

@@ -126,8 +126,12 @@ typedef struct fault_case {
 static const fault_case cases[] = {
     {"ENOSPC writing the weights", SRV_FS_WRITE, NULL, 0, ENOSPC, false, false, 507,
      "insufficient_storage", "No space left on device"},
-    {"EDQUOT writing the config", SRV_FS_WRITE, NULL, 1, EDQUOT, false, false, 507,
-     "insufficient_storage", "quota"},
+    /* writes of a replacement of this 4-tensor layer: the version counter's (1), the weights'
+     * 8-byte length, header and each tensor (2-7), config.json (8) */
+    {"EDQUOT partway through the weights", SRV_FS_WRITE, NULL, 2, EDQUOT, false, false, 507,
+     "insufficient_storage", "layers/a/weights.safetensors"},
+    {"ENOSPC writing the config", SRV_FS_WRITE, NULL, 7, ENOSPC, false, false, 507,
+     "insufficient_storage", "layers/a/config.json"},
     {"ENOSPC creating a temp file", SRV_FS_OPEN, ".weights", 0, ENOSPC, false, false, 507,
      "insufficient_storage", "layers/a/weights.safetensors"},
     {"ENOSPC creating a new layer's directory", SRV_FS_MKDIR, "n", 0, ENOSPC, true, false, 507,
