@@ -112,10 +112,11 @@ static bool same_bits(const mha_layer *layer, const float *want)
 }
 
 static void test_layer(const char *what, int64_t E, int64_t H, int64_t kdim, int64_t vdim,
-                       bool bias, bool bias_kv, mha_pool *pools[], int npools)
+                       bool bias, bool bias_kv, int64_t kv_heads, mha_pool *pools[], int npools)
 {
     mha_config cfg;
     mha_config_init(&cfg, E, H);
+    cfg.num_kv_heads = kv_heads;
     cfg.kdim = kdim;
     cfg.vdim = vdim;
     cfg.bias = bias;
@@ -179,13 +180,14 @@ int main(void)
     if (!CHECK(npools == 4, "pools of 1..4 threads: %s", err.message))
         return check_report();
     /* small: drawn in order */
-    test_layer("E=8 H=2", 8, 2, 0, 0, true, false, pools, npools);
-    test_layer("E=6 H=3 kdim=5 vdim=7 bias_kv", 6, 3, 5, 7, true, true, pools, npools);
+    test_layer("E=8 H=2", 8, 2, 0, 0, true, false, 0, pools, npools);
+    test_layer("E=6 H=3 kdim=5 vdim=7 bias_kv", 6, 3, 5, 7, true, true, 0, pools, npools);
     /* large (over 2^20 parameters): in chunks, on threads */
-    test_layer("E=512 H=8", 512, 8, 0, 0, true, false, pools, npools);
-    test_layer("E=513 H=3 bias_kv", 513, 3, 0, 0, true, true, pools, npools);
-    test_layer("E=600 H=4 kdim=301 vdim=777 bias_kv no bias", 600, 4, 301, 777, false, true, pools,
-               npools);
+    test_layer("E=512 H=8", 512, 8, 0, 0, true, false, 0, pools, npools);
+    test_layer("E=513 H=3 bias_kv", 513, 3, 0, 0, true, true, 0, pools, npools);
+    test_layer("E=600 H=4 kdim=301 vdim=777 bias_kv no bias", 600, 4, 301, 777, false, true, 0,
+               pools, npools);
+    test_layer("E=1024 H=16 num_kv_heads=4 (GQA)", 1024, 16, 0, 0, true, false, 4, pools, npools);
     for (int p = 0; p < npools; p++)
         mha_pool_free(pools[p]);
     return check_report();
