@@ -7,6 +7,7 @@
 #   make tsan       the whole suite under ThreadSanitizer (in build-tsan/; the pool, workers, deadlines)
 #   make bench      engine and HTTP benchmarks (bench/); never part of the tests
 #   make fuzz       build the libFuzzer harnesses in build-fuzz/ (clang; fuzz/run.sh NAME SECONDS runs one)
+#   make fuzz-check every harness on its committed corpus, then a short run each (CI; fuzz/check.sh)
 #   make golden     regenerate tests/golden/ from torch (needs /usr/bin/python3 with torch)
 #   make test-container  build the Docker image with podman and check it (root; scripts/test_container.sh)
 #   make test-scale      three replicas + nginx on loopback, --watch, a replica killed (scripts/test_scale.sh)
@@ -55,7 +56,7 @@ BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 DEB_PKGS  := gcc make libmicrohttpd-dev libjansson-dev libopenblas-dev libcurl4-openssl-dev curl
 DEPS_STAMP := $(BUILD)/.deps-ok
 
-.PHONY: all deps run test asan ubsan tsan bench golden clean format fuzz test-container test-scale bench-scale
+.PHONY: all deps run test asan ubsan tsan bench golden clean format fuzz fuzz-bins fuzz-check soak test-container test-scale bench-scale
 all: $(BUILD)/attnd
 
 deps: $(DEPS_STAMP)
@@ -105,6 +106,17 @@ $(BUILD)/bench/%: $(BUILD)/bench/%.o $(BUILD)/libsrv.a $(BUILD)/libmha.a
 	$(call say,LD,$@)
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LIBS) $(TEST_LIBS)
 
+# libFuzzer harnesses: fuzz/build.sh builds them with BUILD=build-fuzz CC=clang FUZZ=1 (every object
+# instrumented for coverage; each harness linked with libFuzzer's main)
+FUZZ_BIN := $(patsubst fuzz/%.c,$(BUILD)/fuzz/%,$(wildcard fuzz/fuzz_*.c))
+ifneq ($(FUZZ),)
+CFLAGS   += -fsanitize=fuzzer-no-link
+endif
+$(BUILD)/fuzz/%: $(BUILD)/fuzz/%.o $(BUILD)/libsrv.a $(BUILD)/libmha.a
+	$(call say,LD,$@)
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -fsanitize=fuzzer -o $@ $^ $(LIBS)
+fuzz-bins: $(FUZZ_BIN)
+
 run: $(BUILD)/attnd
 	./$(BUILD)/attnd --demo
 
@@ -134,6 +146,9 @@ bench-scale: $(BUILD)/attnd
 
 fuzz:
 	fuzz/build.sh
+
+fuzz-check:
+	fuzz/check.sh
 
 golden:
 	/usr/bin/python3 tests/torch/gen_golden.py
