@@ -81,9 +81,9 @@ srv_http *srv_http_start(const srv_http_config *cfg, const srv_http_hooks *hooks
     h->cfg.host = h->host;
     h->cfg.cors_origin = h->cors_origin;
 
-    struct sockaddr_storage addr;
+    struct sockaddr_storage addr = {0};
     socklen_t alen;
-    if (resolve(h->host, cfg->port, &addr, &alen, err) < 0)
+    if (!cfg->external && resolve(h->host, cfg->port, &addr, &alen, err) < 0)
         goto fail;
 
     /* Workers run heavy handlers; as many as passes may be in flight. */
@@ -100,8 +100,10 @@ srv_http *srv_http_start(const srv_http_config *cfg, const srv_http_hooks *hooks
                      MHD_USE_ITC;
     if (addr.ss_family == AF_INET6)
         flags |= MHD_USE_IPv6;
+    if (cfg->external) /* polled by srv_http_run, level-triggered, on the caller's thread */
+        flags = MHD_USE_NO_LISTEN_SOCKET | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ITC;
     struct MHD_OptionItem ops[] = {
-        {MHD_OPTION_SOCK_ADDR, 0, &addr},
+        {MHD_OPTION_SOCK_ADDR, 0, cfg->external ? NULL : &addr},
         {MHD_OPTION_CONNECTION_TIMEOUT, (intptr_t)cfg->timeout, NULL},
         {MHD_OPTION_CONNECTION_LIMIT, (intptr_t)cfg->max_connections, NULL},
         /* Per-connection buffer for headers and body reads, grown 64 KB at a time while a body
@@ -116,7 +118,7 @@ srv_http *srv_http_start(const srv_http_config *cfg, const srv_http_hooks *hooks
         {MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)on_connection, h->deadlines},
         {MHD_OPTION_LISTENING_ADDRESS_REUSE, 1, NULL},
         {MHD_OPTION_UNESCAPE_CALLBACK, (intptr_t)srv_http_unescape, NULL},
-        {cfg->threads > 1 ? MHD_OPTION_THREAD_POOL_SIZE : MHD_OPTION_END,
+        {cfg->threads > 1 && !cfg->external ? MHD_OPTION_THREAD_POOL_SIZE : MHD_OPTION_END,
          (intptr_t)cfg->threads, NULL},
         {MHD_OPTION_END, 0, NULL},
     };
@@ -140,6 +142,21 @@ fail:
 int srv_http_port(const srv_http *h)
 {
     return h->port;
+}
+
+int srv_http_add_connection(srv_http *h, int fd)
+{
+    struct sockaddr_in peer = {0};
+    peer.sin_family = AF_INET;
+    peer.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    return MHD_add_connection(h->mhd, fd, (const struct sockaddr *)&peer, sizeof peer) == MHD_YES
+               ? 0
+               : -1;
+}
+
+int srv_http_run(srv_http *h, int timeout_ms)
+{
+    return MHD_run_wait(h->mhd, timeout_ms) == MHD_YES ? 0 : -1;
 }
 
 int srv_http_drain(srv_http *h, int deadline_ms)
