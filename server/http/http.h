@@ -204,6 +204,10 @@ int srv_http_add_connection(srv_http *h, int fd);
  * timeout_ms (0: not at all) for something to be. Returns 0 or -1. */
 int srv_http_run(srv_http *h, int timeout_ms);
 
+/* Requests handed to a worker whose connection is not resumed yet: their replies are still to
+ * come (a caller running an external server waits for them before it closes its connections). */
+int srv_http_busy(const srv_http *h);
+
 /* Stops the server (closing every connection) and frees it. Accepts NULL. */
 void srv_http_stop(srv_http *h);
 
