@@ -9,6 +9,9 @@
 #   make fuzz       build the libFuzzer harnesses in build-fuzz/ (clang; fuzz/run.sh NAME SECONDS runs one)
 #   make fuzz-check every harness on its committed corpus, then a short run each (CI; fuzz/check.sh)
 #   make golden     regenerate tests/golden/ from torch (needs /usr/bin/python3 with torch)
+#   make test-ui    the viewer (/ui) in headless Chromium (tests/ui/run_browser.sh; installs chromium, playwright-core)
+#   make test-examples   examples/client.py and client.mjs against a daemon (installs python3-numpy,
+#                        python3-requests, nodejs when missing)
 #   make test-container  build the Docker image with podman and check it (root; scripts/test_container.sh)
 #   make test-scale      three replicas + nginx on loopback, --watch, a replica killed (scripts/test_scale.sh)
 #   make bench-scale     wrk: one replica vs three behind nginx (scripts/bench_scale.sh)
@@ -16,7 +19,7 @@
 #
 # Sources are found by wildcard: lib/*.c -> libmha.a, server/*/*.c (but cmd/main.c) -> libsrv.a,
 # tests/*/test_*.c -> one executable each (tests/support/*.c linked into every one), and
-# tests/*/test_*.sh run as they are. The folders are layers (README.md, "Project layout"):
+# tests/*/test_*.sh run as they are. The folders are layers (docs/design.md, "Project layout"):
 # scripts/check_layers.sh, run by make test (tests/repo/test_layers.sh), keeps them so.
 # BUILD=dir puts every object elsewhere (make asan uses build-asan).
 
@@ -56,7 +59,7 @@ BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 DEB_PKGS  := gcc make libmicrohttpd-dev libjansson-dev libopenblas-dev libcurl4-openssl-dev curl
 DEPS_STAMP := $(BUILD)/.deps-ok
 
-.PHONY: all deps run test asan ubsan tsan bench golden clean format fuzz fuzz-bins fuzz-check soak test-container test-scale bench-scale
+.PHONY: all deps run test asan ubsan tsan bench golden clean format fuzz fuzz-bins fuzz-check soak test-ui test-examples test-container test-scale bench-scale
 all: $(BUILD)/attnd
 
 deps: $(DEPS_STAMP)
@@ -88,6 +91,8 @@ $(BUILD)/%.o: %.c | $(DEPS_STAMP)
 
 # /openapi.yaml is served from a copy built into the binary (server/api/openapi_embed.c uses .incbin)
 $(BUILD)/server/api/openapi_embed.o: openapi.yaml
+# and so are the viewer's files under /ui (server/api/ui_assets.c)
+$(BUILD)/server/api/ui_assets.o: $(wildcard web/*.html web/*.js web/*.css)
 
 $(BUILD)/libmha.a: $(LIB_OBJ)
 	@rm -f $@ && ar rcs $@ $^
@@ -101,6 +106,9 @@ $(BUILD)/attnd: $(BUILD)/server/cmd/main.o $(BUILD)/libsrv.a $(BUILD)/libmha.a
 $(BUILD)/tests/%: $(BUILD)/tests/%.o $(SUP_OBJ) $(BUILD)/libsrv.a $(BUILD)/libmha.a
 	$(call say,LD,$@)
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LIBS) $(TEST_LIBS)
+
+# Test seam: test_app_errors makes start-up steps fail by standing in for the functions they call.
+$(BUILD)/tests/app/test_app_errors: LDFLAGS += -Wl,--wrap=srv_registry_create -Wl,--wrap=mha_pool_create
 
 $(BUILD)/bench/%: $(BUILD)/bench/%.o $(BUILD)/libsrv.a $(BUILD)/libmha.a
 	$(call say,LD,$@)
@@ -136,6 +144,13 @@ tsan:
 
 bench: $(BUILD)/attnd $(BENCH_BIN)
 	@BUILD=$(BUILD) bench/run.sh
+
+# the viewer in headless Chromium (installs chromium, nodejs and playwright-core when missing)
+test-ui: $(BUILD)/attnd
+	@BUILD=$(BUILD) tests/ui/run_browser.sh
+
+test-examples: $(BUILD)/attnd
+	@BUILD=$(BUILD) examples/run.sh
 
 test-container:
 	bash scripts/test_container.sh

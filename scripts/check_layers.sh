@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # check_layers.sh - the layout stays true: every #include in lib/ and server/ goes down the layers,
-# never up or sideways, and no circle of includes exists (README.md, "Project layout").
+# never up or sideways, and no circle of includes exists (docs/design.md, "Project layout").
 #
 #   scripts/check_layers.sh [ROOT]     ROOT defaults to the repository; exits 1 on any violation
 #

@@ -23,7 +23,8 @@ static int admit(void *ctx, const srv_request *req, const char *authorization, s
 {
     srv_app *app = ctx;
     return srv_auth_check(&app->auth, req->route->flags & SRV_ROUTE_CHANGES,
-                          req->route->flags & SRV_ROUTE_PROBE, authorization, err);
+                          req->route->flags & (SRV_ROUTE_PROBE | SRV_ROUTE_PUBLIC), authorization,
+                          err);
 }
 
 static void request_begin(void *ctx)

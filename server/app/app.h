@@ -40,6 +40,10 @@ typedef struct srv_app {
     pthread_cond_t inflight_cond;
     int inflight;
 
+    /* --checkpoints-dir, opened once (-1: imports are off); imports run one at a time */
+    int checkpoints_fd;
+    pthread_mutex_t import_lock;
+
     /* lifecycle: set with __atomic stores, read with __atomic loads */
     bool ready;               /* false until start-up (layers loaded) is complete -> /readyz  */
     bool draining;            /* true once a graceful stop began -> /readyz 503, new work 503 */

@@ -23,6 +23,15 @@
  *   attnd_forward_flops_total                      their FLOPs (mha_flops)
  *   attnd_layers, attnd_layers_damaged, attnd_ready, attnd_draining   gauges given at scrape time
  *   attnd_request_body_bytes, attnd_request_body_bytes_limit        bodies held now, --max-body-memory
+ * Per layer (srv_metrics_render_layers; the counters of store/layer_stats.h, the same numbers as
+ * Triton's statistics extension, GET /v2/models/stats):
+ *   attnd_layer_requests_total{layer,result="success"|"fail"}   forward passes asked of the layer
+ *   attnd_layer_request_duration_seconds{layer}    histogram of its successful requests
+ *   attnd_layer_failed_request_seconds_total{layer}  time of its failed requests
+ *   attnd_layer_phase_seconds_total{layer,phase}   queue, compute_input, compute_infer, compute_output
+ *   attnd_layer_last_request_timestamp_seconds{layer}
+ * Layers are the ones served or unloaded (bounded by the registry); a deleted layer's series end
+ * with it, and a layer created again under its name starts from zero (a counter reset).
  * Routes are the route table's patterns ("/v1/layers/{name}/forward"), never raw paths, so the
  * number of series stays bounded whatever clients send; requests no route matched count under
  * route="unmatched".
@@ -35,6 +44,7 @@
 
 #include "base/buf.h"
 #include "http/deadline.h"
+#include "store/layer_stats.h"
 
 #define SRV_METRICS_MAX_ROUTES 64
 
@@ -80,6 +90,12 @@ typedef struct srv_metrics_gauges {
 
 /* Appends the whole exposition to out. Returns 0, or -1 when out of memory. */
 int srv_metrics_render(srv_buf *out, const srv_metrics *m, const srv_metrics_gauges *g);
+
+/* Appends the per-layer series for n layers (names[i] with the counters snaps[i], the layers
+ * served and unloaded: a bounded set, as the registry is). A deleted layer's series end with it.
+ * Returns 0, or -1 when out of memory. */
+int srv_metrics_render_layers(srv_buf *out, const char *const *names,
+                              const srv_layer_stats_snapshot *snaps, int n);
 
 /* The content type of the exposition. */
 #define SRV_METRICS_CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"

@@ -147,7 +147,7 @@ int srv_buf_json_string(srv_buf *b, const char *s)
     size_t i = 0;
     while (i < n) {
         size_t run = i;
-        while (run < n && p[run] >= 0x20 && p[run] < 0x80 && p[run] != '"' && p[run] != '\\')
+        while (run < n && p[run] >= 0x20 && p[run] < 0x7f && p[run] != '"' && p[run] != '\\')
             run++;
         if (run > i) {
             srv_buf_append(b, p + i, run - i);
@@ -159,7 +159,7 @@ int srv_buf_json_string(srv_buf *b, const char *s)
             char e[2] = {'\\', (char)c};
             srv_buf_append(b, e, 2);
             i++;
-        } else if (c < 0x20) {
+        } else if (c < 0x20 || c == 0x7f) {
             char e[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
             switch (c) {
             case '\n': srv_buf_append(b, "\\n", 2); break;
@@ -172,7 +172,13 @@ int srv_buf_json_string(srv_buf *b, const char *s)
             i++;
         } else {
             size_t len = utf8_seq_len(p + i, n - i);
-            if (len) {
+            if (len == 2 && c == 0xC2 && p[i + 1] < 0xA0) {
+                /* U+0080..U+009F, the C1 controls: escaped as DEL and C0 are, so no JSON text
+                 * attnd writes (a log line on a terminal) carries a raw control character */
+                char e[6] = {'\\', 'u', '0', '0', hex[p[i + 1] >> 4], hex[p[i + 1] & 15]};
+                srv_buf_append(b, e, 6);
+                i += 2;
+            } else if (len) {
                 srv_buf_append(b, p + i, len);
                 i += len;
             } else {

@@ -24,7 +24,8 @@ int srv_buf_append(srv_buf *b, const void *p, size_t n);
 int srv_buf_puts(srv_buf *b, const char *s);
 int srv_buf_putc(srv_buf *b, char c);
 int srv_buf_printf(srv_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* "s" with JSON escapes; bytes that are not valid UTF-8 become U+FFFD, so the output is valid JSON. */
+/* "s" with JSON escapes (every control character, C0, DEL and C1, as \u00XX); bytes that are not
+ * valid UTF-8 become U+FFFD, so the output is valid JSON. */
 int srv_buf_json_string(srv_buf *b, const char *s);
 const char *srv_buf_cstr(srv_buf *b);                  /* NUL-terminated view ("" when empty)   */
 /* Hands the contents (NUL-terminated, malloc'd: caller frees) to the caller and leaves b empty and

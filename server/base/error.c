@@ -39,6 +39,7 @@ static const struct {
     [SRV_E_NOMEM] = {503, "out_of_memory"},
     [SRV_E_UNAVAILABLE] = {503, "unavailable"},
     [SRV_E_NOT_IMPLEMENTED] = {501, "not_implemented"},
+    [SRV_E_URI_TOO_LONG] = {414, "uri_too_long"},
 };
 
 int srv_error_status(srv_code code)
@@ -99,6 +100,8 @@ int srv_error_set(srv_error *err, srv_code code, const char *field, const char *
 
 int srv_error_from_mha(srv_error *err, const mha_error *e, const char *prefix)
 {
+    if (e->status == MHA_OK) /* the engine recorded nothing: leave err to the caller's own error */
+        return -1;
     srv_code code;
     switch (e->status) {
     case MHA_ERR_CONFIG:

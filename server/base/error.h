@@ -35,6 +35,7 @@ typedef enum srv_code {
     SRV_E_NOMEM,            /* 503 out of memory (retry later)                                 */
     SRV_E_UNAVAILABLE,      /* 503 shutting down, not ready, or busy (Retry-After)             */
     SRV_E_NOT_IMPLEMENTED,  /* 501 a transfer coding attnd does not speak (RFC 9112 6.1)        */
+    SRV_E_URI_TOO_LONG,     /* 414 a query with more arguments than attnd reads                */
     SRV_E_COUNT
 } srv_code;
 
@@ -56,7 +57,8 @@ int srv_error_status(srv_code code);
 const char *srv_error_name(srv_code code);
 
 /* Turns an engine error into a daemon error (config -> 422, shape -> 400, limit -> 413, ...);
- * returns -1. `prefix` is put before the engine's field name ("config." or "weights."), may be "". */
+ * returns -1. `prefix` is put before the engine's field name ("config." or "weights."), may be "".
+ * An engine error that holds nothing (MHA_OK) sets nothing, so it never hides the real one. */
 struct mha_error;
 int srv_error_from_mha(srv_error *err, const struct mha_error *e, const char *prefix);
 

@@ -16,7 +16,8 @@
  * SRV_ROUTE_HEAVY with a large body run on a worker (the connection is suspended meanwhile), so a
  * long forward pass does not stall other connections on the same thread.
  *
- * The files: server.c (start, drain, stop), request.c (the life of a request, its body), reply.c
+ * The files: server.c (start, drain, stop), request.c (the life of a request, its body), strict.c
+ * (the request line and headers against the RFCs' MUSTs), reply.c
  * (responses and the access log), route.c (matching), worker.c (the workers), cors.c (CORS),
  * deadline.c (slow clients), body_budget.c (bodies held at once), fdlimit.c (descriptors).
  */
@@ -32,6 +33,7 @@
 #include "base/log.h"
 #include "body_budget.h"
 #include "deadline.h"
+#include "request_id.h"
 
 #define SRV_MAX_PATH_PARAMS 4
 #define SRV_MAX_RESP_HEADERS 12
@@ -49,6 +51,8 @@ typedef struct srv_request {
     const struct srv_route *route;
     struct MHD_Connection *conn; /* for the getters below; handlers do not use it directly       */
     double t_start;           /* srv_now() when the request line arrived                          */
+    const char *id;           /* the request id (request_id.h): the client's X-Request-Id when it
+                               * is sane, else one made here; echoed on the reply and logged      */
     /* on SRV_ROUTE_STREAM routes: what the hooks' stream_open made of the body as it arrived
      * (the API's base64 predecoder, api/body.c), or NULL */
     void *stream;
@@ -101,6 +105,8 @@ enum srv_route_flags {
     SRV_ROUTE_BINARY = 1 << 4,  /* also takes application/octet-stream (safetensors) bodies       */
     SRV_ROUTE_PROBE = 1 << 5,   /* health/metrics probe (for the admit hook: never needs a key)  */
     SRV_ROUTE_STREAM = 1 << 6,  /* large bodies are shown to the hooks' stream as they arrive    */
+    SRV_ROUTE_PUBLIC = 1 << 7,  /* static files anyone may read (the viewer): never need a key   */
+    SRV_ROUTE_WORKER = 1 << 8,  /* always runs on a worker: slow whatever its body (reads files) */
 };
 
 typedef struct srv_route {
@@ -135,7 +141,7 @@ typedef struct srv_http_hooks {
     int (*admit)(void *ctx, const srv_request *req, const char *authorization, srv_error *err);
 
     /* Writes the error reply for err in the dialect of req->path (req->route may be NULL: no route
-     * matched). Required. */
+     * matched; req->id is always set, for the body). Required. */
     void (*error_reply)(void *ctx, const srv_request *req, srv_response *resp, const srv_error *err);
 
     /* Counting (each may be NULL): a request began (headers in); a request ended (route: index in

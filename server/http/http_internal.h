@@ -40,8 +40,10 @@ struct srv_http {
 
 struct req_ctx {
     srv_http *h;
+    bool started;        /* the access callback has seen it (the log callback creates it)      */
     srv_request req;
     char method[16];
+    char id[SRV_REQUEST_ID_MAX + 1]; /* req.id points here                                    */
     char *path;          /* owned copy: libmicrohttpd's url is not ours to keep               */
     char *params;        /* owned, as long as path: the values of the path's placeholders      */
     srv_buf body;
@@ -59,6 +61,12 @@ struct req_ctx {
     double queued_at;    /* srv_now() when handed to the workers                               */
     int status;
     size_t bytes_in, bytes_out;
+    /* the request target as libmicrohttpd's URI log callback saw it (strict.c) */
+    const char *target;  /* in libmicrohttpd's read buffer; only compared, never read after    */
+    size_t target_len;   /* its strlen then                                                    */
+    int target_bad;      /* its first control byte, DEL or space, or -1                        */
+    size_t target_bad_at;
+    int query_args;      /* arguments in its query                                             */
 };
 
 /* request.c: libmicrohttpd's access and completion callbacks (cls = the srv_http), and the one
@@ -72,6 +80,23 @@ void srv_http_on_completed(void *cls, struct MHD_Connection *conn, void **con_cl
                            enum MHD_RequestTerminationCode toe);
 size_t srv_http_unescape(void *cls, struct MHD_Connection *conn, char *s);
 void srv_http_dispatch(req_ctx *c, srv_response *resp);
+
+/* A query with more arguments than this is answered 414 (no route reads more than 3). */
+#define SRV_HTTP_MAX_QUERY_ARGS 64
+
+/* request.c: libmicrohttpd's URI log callback (cls = the srv_http): creates the request's context
+ * when its request line arrives, and hands the target to strict.c. */
+void *srv_http_on_target(void *cls, const char *uri, struct MHD_Connection *conn);
+
+/* strict.c: what the target holds (control bytes, spaces, query arguments), from the URI log
+ * callback, before libmicrohttpd parses it; a query past SRV_HTTP_MAX_QUERY_ARGS is cut off there.
+ * Then, from the first access callback (method, url and version as libmicrohttpd passes them):
+ * 0, or -1 with err (400 for a method that is not a token, a control byte, space or NUL in the
+ * target, a header name that is not a token, a control byte or NUL in a header value, a folded
+ * header, two Host headers; 414 for too many query arguments). */
+void srv_http_target_seen(req_ctx *c, const char *uri);
+int srv_http_check_syntax(req_ctx *c, const char *method, const char *url, const char *version,
+                          srv_error *err);
 
 /* reply.c: a response's life (init, free), queueing it on c's connection (the body buffer is
  * handed over without a copy; close adds Connection: close), and an error reply in the dialect of

@@ -1,8 +1,10 @@
 /*
  * request.c - the life of a request, from its headers to its completion (see http.h).
  *
- * One req_ctx per request, created on the first callback, freed in on_completed:
- *   1. headers in: check Host (400), match the route (404 / 405 + Allow), let the admit hook decide
+ * One req_ctx per request, created when its request line arrives (libmicrohttpd's URI log
+ * callback, which also lets strict.c see the target as sent), freed in on_completed:
+ *   1. headers in: hold the request line and headers to the RFCs' MUSTs (strict.c: 400, 414),
+ *      check Host (400), match the route (404 / 405 + Allow), let the admit hook decide
  *      (401 / 403: the API key), check its query arguments (400), the body's framing and size
  *      against the limits (501 for a transfer coding other than chunked, 400 for Content-Lengths
  *      that disagree, 411, 413 from Content-Length, 415 for the type or a Content-Encoding),
@@ -363,6 +365,16 @@ static const char *origin_form(const char *url)
     return p ? p : "/";
 }
 
+void *srv_http_on_target(void *cls, const char *uri, struct MHD_Connection *conn)
+{
+    req_ctx *c = calloc(1, sizeof *c);
+    if (!c)
+        return NULL; /* the access callback tries again, without strict.c's view of the target */
+    c->h = cls;
+    srv_http_target_seen(c, uri);
+    return c;
+}
+
 enum MHD_Result srv_http_on_request(void *cls, struct MHD_Connection *conn, const char *url,
                                     const char *method, const char *version,
                                     const char *upload_data, size_t *upload_data_size,
@@ -371,33 +383,35 @@ enum MHD_Result srv_http_on_request(void *cls, struct MHD_Connection *conn, cons
     srv_http *h = cls;
     req_ctx *c = *con_cls;
 
-    if (!c) {
-        c = calloc(1, sizeof *c);
-        if (!c)
+    if (!c || !c->started) {
+        if (!c && !(c = calloc(1, sizeof *c)))
             return MHD_NO;
+        *con_cls = c;
+        c->h = h;
         c->path = strdup(origin_form(url));
         c->params = malloc(strlen(url) + 1);
-        if (!c->path || !c->params) {
-            free(c->path);
-            free(c->params);
-            free(c);
-            return MHD_NO;
-        }
-        c->h = h;
+        if (!c->path || !c->params)
+            return MHD_NO; /* on_completed frees what was made */
+        c->started = true;
         snprintf(c->method, sizeof c->method, "%s", method);
         c->req.method = c->method;
         c->req.path = c->path;
         c->req.conn = conn;
         c->req.t_start = srv_now();
+        srv_request_id_take(MHD_lookup_connection_value(conn, MHD_HEADER_KIND, SRV_REQUEST_ID_HEADER),
+                            c->id);
+        c->req.id = c->id;
         c->no_host = strcmp(version, MHD_HTTP_VERSION_1_1) == 0 &&
                      !MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST);
         c->limit = h->cfg.max_body_bytes;
         srv_buf_init(&c->body);
-        *con_cls = c;
         __atomic_add_fetch(&h->active, 1, __ATOMIC_SEQ_CST);
         if (h->hooks.request_begin)
             h->hooks.request_begin(h->hooks.ctx);
         srv_deadlines_request_begin(conn);
+        srv_error err = {0};
+        if (srv_http_check_syntax(c, method, url, version, &err) < 0)
+            return srv_http_queue_error(c, &err, NULL, true);
         return on_headers(c);
     }
 
@@ -471,7 +485,10 @@ enum MHD_Result srv_http_on_request(void *cls, struct MHD_Connection *conn, cons
         c->done = NULL;
         return ok;
     }
-    if ((c->req.route->flags & SRV_ROUTE_HEAVY) && c->body.len >= SRV_OFFLOAD_MIN_BODY && srv_http_offload(c))
+    unsigned flags = c->req.route->flags;
+    if (((flags & SRV_ROUTE_WORKER) ||
+         ((flags & SRV_ROUTE_HEAVY) && c->body.len >= SRV_OFFLOAD_MIN_BODY)) &&
+        srv_http_offload(c))
         return MHD_YES;
 
     srv_response resp;
@@ -491,6 +508,14 @@ void srv_http_on_completed(void *cls, struct MHD_Connection *conn, void **con_cl
     if (!c)
         return;
     *con_cls = NULL;
+    if (!c->started) {
+        /* libmicrohttpd refused the request before its access callback (431, 505, ...), or
+         * could not begin it: nothing was counted, logged or held for it */
+        free(c->path);
+        free(c->params);
+        free(c);
+        return;
+    }
     /* a request that ended without a reply is logged with status 0 (client gone, idle timeout),
      * or 408 when deadline.c cut it off */
     int status = c->responded ? c->status : srv_deadlines_timed_out(conn) ? 408 : 0;
@@ -515,4 +540,3 @@ void srv_http_on_completed(void *cls, struct MHD_Connection *conn, void **con_cl
         pthread_mutex_unlock(&h->lock);
     }
 }
-

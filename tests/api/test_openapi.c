@@ -3,7 +3,8 @@
  *
  *  - every route of the route table (server/api/routes.c) is a path + method of openapi.yaml's `paths`;
  *  - every path + method of openapi.yaml is served by an in-process daemon (not 404 or 405, and
- *    never a 5xx), with a layer created for the {name} parameters and its version for {version};
+ *    never a 5xx), with a layer created for the {name} parameters, its version for {version} and
+ *    attnd.js for the viewer's {asset};
  *  - GET /openapi.yaml answers the repository's file byte for byte.
  *
  * No YAML library: only the layout of `paths` is read, the way openapi.yaml writes it (a path as a
@@ -88,7 +89,7 @@ static bool in_route_table(const char *method, const char *path)
     return false;
 }
 
-/* path with {name} -> layer and {version} -> version, into out. */
+/* path with {name} -> layer, {version} -> version and {asset} -> a file of the viewer, into out. */
 static void instantiate(char *out, size_t size, const char *path, const char *layer,
                         const char *version)
 {
@@ -100,6 +101,8 @@ static void instantiate(char *out, size_t size, const char *path, const char *la
             sub = layer, skip = 6;
         else if (strncmp(p, "{version}", 9) == 0)
             sub = version, skip = 9;
+        else if (strncmp(p, "{asset}", 7) == 0)
+            sub = "attnd.js", skip = 7;
         if (sub) {
             o += (size_t)snprintf(out + o, size - o, "%s", sub);
             p += skip;

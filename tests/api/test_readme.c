@@ -1,18 +1,23 @@
 /*
- * test_readme.c - README.md stays true: its curl walk-through runs, and its flags table is --help's.
+ * test_readme.c - the README and docs/ stay true: their curl examples run, the flags table is --help's,
+ * and every link between them lands.
  *
- * Walk-through: every ```sh block of the sections RUN_HEADINGS (the walk-through, and the others whose
- * commands need no daemon flags) is run in order, as written, by bash in a temporary directory against
- * one in-process daemon started as `make run` starts one (--demo), with localhost:8080 rewritten to
- * the daemon's port. curl is wrapped (-sS, a time limit, the status printed after the body); every curl
- * must answer 2xx. The lines starting with '#' under a command are the output the README shows; each
+ * Examples: every ```sh block of the sections RUN_SECTIONS (the README's walk-through, and the sections of
+ * docs/ whose commands need no daemon flags) is run in order, as written, by bash in a temporary directory
+ * against one in-process daemon started as `make run` starts one (--demo), with localhost:8080 rewritten
+ * to the daemon's port. curl is wrapped (-sS, a time limit, the status printed after the body); every curl
+ * must answer 2xx. The lines starting with '#' under a command are the output the document shows; each
  * "key": value pair shown there (strings without "...", integers, arrays of integers) must be a pair
- * of some object in the real answer, and each bare "key" shown must be a key in it. So the README may
- * elide (`...`), but not show a field, a name or a shape the daemon does not give.
+ * of some object in the real answer, and each bare "key" shown must be a key in it; and every run of
+ * numbers shown in an array (the values of a tensor, a shape) must be printed so, digit for digit and
+ * in that order, in the real answer. So a document may elide (`...`), but not show a field, a name, a
+ * shape or a number the daemon does not give.
  *
- * Links: every in-page link (#anchor) names a heading, as GitHub makes anchors.
+ * Links: in README.md and the Markdown files of docs/, every relative link names a file of the repository and, with an
+ * #anchor into a Markdown file, one of its headings, as GitHub makes anchors; the README links every
+ * file of docs/; no document names a document that is not in the repository.
  *
- * Flags: the table of the section FLAGS_HEADING lists exactly the flags srv_options_usage prints
+ * Flags: the table of the section FLAGS_SECTION lists exactly the flags srv_options_usage prints
  * (`attnd --help`), each once.
  *
  * Needs bash and curl (the Makefile's DEB_PKGS installs curl); traffic goes to 127.0.0.1 only.
@@ -21,17 +26,24 @@
 #include "http_client.h"
 
 #include <ctype.h>
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
-static const char *const RUN_HEADINGS[] = {
-    "## A walk through the API with curl",
-    "## Open Inference Protocol (`/v2`, KServe v2 / Triton)",
-    "## Weights as safetensors",
+typedef struct doc_section {
+    const char *file;    /* from the repository root */
+    const char *heading; /* the whole heading line   */
+} doc_section;
+
+static const doc_section RUN_SECTIONS[] = {
+    {"README.md", "## A walk through the API with curl"},
+    {"docs/api.md", "## Open Inference Protocol (`/v2`, KServe v2 / Triton)"},
+    {"docs/api.md", "## Weights as safetensors"},
 };
-#define FLAGS_HEADING "## Configuration"
+static const doc_section FLAGS_SECTION = {"docs/configuration.md", "## Flags"};
 #define MAX_CMDS 64
 
 typedef struct cmd {
@@ -194,28 +206,101 @@ static void check_shown(const char *what, const char *shown, const json_t *real)
         }
         if (want) {
             char *wt = json_dumps(want, JSON_ENCODE_ANY | JSON_COMPACT);
-            CHECK(has_pair(real, key, want), "README %s shows \"%s\": %s, the daemon gives no such pair",
+            CHECK(has_pair(real, key, want), "%s shows \"%s\": %s, the daemon gives no such pair",
                   what, key, wt ? wt : "?");
             free(wt);
             json_decref(want);
         } else {
-            CHECK(has_pair(real, key, NULL), "README %s shows the field \"%s\", the daemon gives none",
+            CHECK(has_pair(real, key, NULL), "%s shows the field \"%s\", the daemon gives none",
                   what, key);
         }
         p = after + 1;
     }
 }
 
-static void test_walkthrough(const char *md)
+/* A number as printed: a JSON number outside strings, or the string "-inf" (a float mask's, a
+ * masked score's). */
+typedef struct num_tok {
+    const char *p;
+    size_t n;
+    bool joined; /* only array punctuation and white space since the previous number */
+} num_tok;
+
+/* The numbers of text in order, into toks (malloc'd; caller frees); returns how many. In shown
+ * text (shown), each line's note after three spaces ("shape [N=1, L=3, E=4]") is not part of it. */
+static size_t numbers(const char *text, bool shown, num_tok **toks)
+{
+    size_t n = 0, cap = 64;
+    *toks = malloc(cap * sizeof **toks);
+    bool joined = false, in_str = false;
+    for (const char *p = text; *p;) {
+        if (shown && !in_str && p[0] == ' ' && p[1] == ' ' && p[2] == ' ' && p > text &&
+            p[-1] != '\n' && p[-1] != ' ') { /* a note: skip to the end of the line */
+            p = strchr(p, '\n') ? strchr(p, '\n') : p + strlen(p);
+            continue;
+        }
+        size_t len = 0;
+        if (!in_str && strncmp(p, "\"-inf\"", 6) == 0)
+            len = 6;
+        else if (!in_str && (isdigit((unsigned char)*p) || (*p == '-' && isdigit((unsigned char)p[1]))))
+            len = strspn(p, "0123456789-+.eE");
+        if (len) {
+            if (n == cap)
+                *toks = realloc(*toks, (cap *= 2) * sizeof **toks);
+            (*toks)[n++] = (num_tok){p, len, joined};
+            joined = true;
+            p += len;
+            continue;
+        }
+        if (*p == '"') {
+            in_str = !in_str;
+            joined = false;
+        } else if (in_str || !strchr("[],\n\t #", *p)) {
+            joined = false;
+        }
+        p++;
+    }
+    return n;
+}
+
+/* The digits: every run of numbers the document shows in an array (a tensor's values, a shape) with
+ * nothing elided between them is in the daemon's answer as it is printed there, in that order. */
+static void check_digits(const char *what, const char *shown, const char *real)
+{
+    num_tok *s, *r;
+    size_t ns = numbers(shown, true, &s), nr = numbers(real, false, &r);
+    for (size_t i = 0; i < ns;) {
+        size_t len = 1;
+        while (i + len < ns && s[i + len].joined)
+            len++;
+        if (len >= 2) {
+            bool found = false;
+            for (size_t k = 0; k + len <= nr && !found; k++) {
+                found = true;
+                for (size_t j = 0; j < len && found; j++)
+                    found = s[i + j].n == r[k + j].n && !memcmp(s[i + j].p, r[k + j].p, s[i + j].n);
+            }
+            CHECK(found, "%s shows the numbers %.*s..., which the daemon does not print so: %.300s",
+                  what, (int)(s[i + len - 1].p + s[i + len - 1].n - s[i].p), s[i].p, real);
+        }
+        i += len;
+    }
+    free(s);
+    free(r);
+}
+
+static void test_walkthrough(void)
 {
     static cmd cmds[MAX_CMDS];
     int n = 0;
-    for (size_t h = 0; h < sizeof RUN_HEADINGS / sizeof *RUN_HEADINGS; h++) {
+    for (size_t h = 0; h < sizeof RUN_SECTIONS / sizeof *RUN_SECTIONS; h++) {
         size_t len = 0;
-        const char *sec = section(md, RUN_HEADINGS[h], &len);
-        CHECK(sec != NULL, "README.md has the section '%s'", RUN_HEADINGS[h]);
+        char *md = check_read_file(RUN_SECTIONS[h].file, NULL);
+        const char *sec = md ? section(md, RUN_SECTIONS[h].heading, &len) : NULL;
+        CHECK(sec != NULL, "%s has the section '%s'", RUN_SECTIONS[h].file, RUN_SECTIONS[h].heading);
         if (sec)
             n += split_commands(sec, len, cmds + n, MAX_CMDS - n);
+        free(md);
     }
     int curls = 0;
     for (int i = 0; i < n; i++)
@@ -282,11 +367,11 @@ static void test_walkthrough(const char *md)
     for (int i = 0; i < n; i++) {
         char *s = starts[i];
         if (!s || !starts[i + 1]) {
-            CHECK(false, "README command %d ran to its end: %.120s", i + 1, cmds[i].text);
+            CHECK(false, "documented command %d ran to its end: %.120s", i + 1, cmds[i].text);
             continue;
         }
         char what[96];
-        snprintf(what, sizeof what, "walk-through command %d (%.40s...)", i + 1, cmds[i].text);
+        snprintf(what, sizeof what, "documented command %d (%.40s...)", i + 1, cmds[i].text);
         char *st = strstr(s, "@@STATUS ");
         if (!strstr(cmds[i].text, "curl ")) {
             CHECK(st == NULL && *s == '\0', "%s prints nothing: %.200s", what, s);
@@ -302,6 +387,7 @@ static void test_walkthrough(const char *md)
             CHECK(real != NULL, "%s answers JSON: %s (%.200s)", what, jerr.text, s);
             if (real)
                 check_shown(what, cmds[i].shown, real);
+            check_digits(what, cmds[i].shown, s);
             json_decref(real);
         }
     }
@@ -324,13 +410,16 @@ static int count_flag(const char *text, size_t len, const char *flag)
     return n;
 }
 
-static void test_flags(const char *md)
+static void test_flags(void)
 {
     size_t len = 0;
-    const char *sec = section(md, FLAGS_HEADING, &len);
-    CHECK(sec != NULL, "README.md has the section '%s'", FLAGS_HEADING);
-    if (!sec)
+    char *md = check_read_file(FLAGS_SECTION.file, NULL);
+    const char *sec = md ? section(md, FLAGS_SECTION.heading, &len) : NULL;
+    CHECK(sec != NULL, "%s has the section '%s'", FLAGS_SECTION.file, FLAGS_SECTION.heading);
+    if (!sec) {
+        free(md);
         return;
+    }
     /* only the first cell of each table row counts (the others may mention flags) */
     char *rows = NULL;
     for (const char *line = sec; line < sec + len;) {
@@ -361,7 +450,7 @@ static void test_flags(const char *md)
         flag[fl] = '\0';
         flags++;
         CHECK(count_flag(rows, strlen(rows), flag) == 1,
-              "README's flags table lists %s (from attnd --help) once (found %d times)", flag,
+              "%s's flags table lists %s (from attnd --help) once (found %d times)", FLAGS_SECTION.file, flag,
               count_flag(rows, strlen(rows), flag));
     }
     CHECK(flags >= 10, "attnd --help lists flags (%d)", flags);
@@ -373,11 +462,12 @@ static void test_flags(const char *md)
         if (fl + 3 >= sizeof flag)
             continue;
         snprintf(flag, sizeof flag, "\n  %.*s ", (int)fl, p);
-        CHECK(strstr(help, flag) != NULL, "README's flags table lists %.*s, attnd --help does not",
-              (int)fl, p);
+        CHECK(strstr(help, flag) != NULL, "%s's flags table lists %.*s, attnd --help does not",
+              FLAGS_SECTION.file, (int)fl, p);
     }
     free(help);
     free(rows);
+    free(md);
 }
 
 /* GitHub's anchor of a heading: lower case, punctuation but '-' and '_' dropped, spaces to '-'. */
@@ -394,39 +484,116 @@ static void slug(char *out, size_t size, const char *heading, size_t len)
     out[o] = '\0';
 }
 
-/* Every in-page link "](#anchor)" names a heading of the README. */
-static void test_anchors(const char *md)
+/* True when the Markdown text md has a heading whose anchor is anchor[0..al). */
+static bool has_anchor(const char *md, const char *anchor, size_t al)
+{
+    bool in_code = false;
+    for (const char *h = md; h; h = strchr(h, '\n') ? strchr(h, '\n') + 1 : NULL) {
+        if (strncmp(h, "```", 3) == 0)
+            in_code = !in_code;
+        if (in_code || h[0] != '#')
+            continue;
+        size_t hashes = strspn(h, "#");
+        if (h[hashes] != ' ')
+            continue;
+        char a[256];
+        slug(a, sizeof a, h + hashes + 1, strcspn(h + hashes + 1, "\n"));
+        if (strlen(a) == al && strncmp(a, anchor, al) == 0)
+            return true;
+    }
+    return false;
+}
+
+/* Checks every relative link "](target)" of the document path (text md): the file it names exists,
+ * and an #anchor names a heading of it. Counts the links to each of docs[0..ndocs) in linked. */
+static int check_links(const char *path, const char *md, char **docs, int ndocs, int *linked)
 {
     int links = 0;
-    for (const char *p = md; (p = strstr(p, "](#"));) {
-        p += 3;
-        size_t al = strcspn(p, ")");
-        bool found = false;
-        for (const char *h = md; h && !found; h = strchr(h, '\n') ? strchr(h, '\n') + 1 : NULL) {
-            if (h[0] != '#')
-                continue;
-            size_t hashes = strspn(h, "#");
-            if (h[hashes] != ' ')
-                continue;
-            char a[256];
-            slug(a, sizeof a, h + hashes + 1, strcspn(h + hashes + 1, "\n"));
-            found = strlen(a) == al && strncmp(a, p, al) == 0;
+    const char *slash = strrchr(path, '/');
+    size_t dir_len = slash ? (size_t)(slash - path + 1) : 0;
+    for (const char *p = md; (p = strstr(p, "]("));) {
+        p += 2;
+        size_t tl = strcspn(p, ") \n");
+        if (tl == 0 || strncmp(p, "http://", 7) == 0 || strncmp(p, "https://", 8) == 0 ||
+            strncmp(p, "mailto:", 7) == 0)
+            continue;
+        char target[512];
+        const char *hash = memchr(p, '#', tl);
+        size_t fl = hash ? (size_t)(hash - p) : tl;
+        if (fl == 0)
+            snprintf(target, sizeof target, "%s", path);
+        else
+            snprintf(target, sizeof target, "%.*s%.*s", (int)dir_len, path, (int)fl, p);
+        /* "docs/../README.md" -> "README.md" (one level is all the documents need) */
+        char *up = strstr(target, "/../");
+        if (up) {
+            char *start = up;
+            while (start > target && start[-1] != '/')
+                start--;
+            memmove(start, up + 4, strlen(up + 4) + 1);
         }
         links++;
-        CHECK(found, "README link #%.*s names no heading", (int)al, p);
+        struct stat st;
+        CHECK(stat(target, &st) == 0, "%s links %.*s, which is not in the repository", path, (int)tl, p);
+        for (int i = 0; i < ndocs; i++)
+            if (strcmp(target, docs[i]) == 0 && strcmp(path, "README.md") == 0)
+                linked[i]++;
+        size_t l = strlen(target);
+        if (hash && l > 3 && strcmp(target + l - 3, ".md") == 0) {
+            char *other = strcmp(target, path) == 0 ? NULL : check_read_file(target, NULL);
+            const char *text = other ? other : md;
+            CHECK(has_anchor(text, hash + 1, tl - fl - 1), "%s links %.*s, a heading %s does not have",
+                  path, (int)tl, p, target);
+            free(other);
+        }
     }
-    CHECK(links > 0, "README has in-page links (%d)", links);
+    return links;
+}
+
+/* README.md and the Markdown files of docs/: links land, the README links every document, and nothing names a
+ * document outside the repository. */
+static void test_links(void)
+{
+    char *docs[64];
+    int ndocs = 0;
+    docs[ndocs++] = strdup("README.md");
+    DIR *dir = opendir("docs");
+    CHECK(dir != NULL, "docs/ exists");
+    for (struct dirent *e; dir && (e = readdir(dir)) && ndocs < 64;) {
+        size_t l = strlen(e->d_name);
+        if (l > 3 && strcmp(e->d_name + l - 3, ".md") == 0) {
+            char path[300];
+            snprintf(path, sizeof path, "docs/%s", e->d_name);
+            docs[ndocs++] = strdup(path);
+        }
+    }
+    if (dir)
+        closedir(dir);
+    CHECK(ndocs >= 5, "docs/ holds the documentation (%d files)", ndocs - 1);
+    int linked[64] = {0}, links = 0;
+    for (int i = 0; i < ndocs; i++) {
+        char *md = check_read_file(docs[i], NULL);
+        CHECK(md != NULL, "%s is readable", docs[i]);
+        if (!md)
+            continue;
+        links += check_links(docs[i], md, docs, ndocs, linked);
+        static const char *const outside[] = {"SPEC", "peer kit", "/work/"};
+        for (size_t o = 0; o < sizeof outside / sizeof *outside; o++)
+            CHECK(strstr(md, outside[o]) == NULL, "%s names \"%s\", a document outside the repository",
+                  docs[i], outside[o]);
+        free(md);
+    }
+    for (int i = 1; i < ndocs; i++)
+        CHECK(linked[i] > 0, "README.md links %s", docs[i]);
+    CHECK(links > 10, "the documents link each other (%d links)", links);
+    for (int i = 0; i < ndocs; i++)
+        free(docs[i]);
 }
 
 int main(void)
 {
-    char *md = check_read_file("README.md", NULL);
-    CHECK(md != NULL, "README.md is readable from the repository root");
-    if (!md)
-        return check_report();
-    test_flags(md);
-    test_anchors(md);
-    test_walkthrough(md);
-    free(md);
+    test_flags();
+    test_links();
+    test_walkthrough();
     return check_report();
 }

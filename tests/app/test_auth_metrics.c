@@ -54,15 +54,40 @@ static void test_auth(void)
           "read-only refuses changes with 403 even with the key");
     CHECK(srv_auth_check(&a, false, false, NULL, &err) == 0, "read-only allows reads");
 
-    /* key file: first line, trailing white space dropped */
+    /* key file: the first line without its line end ("\n" or "\r\n"), nothing else trimmed */
     char path[] = "/tmp/attnd-test-key-XXXXXX";
     int fd = mkstemp(path);
-    CHECK(fd >= 0 && write(fd, "filekey \r\nsecond line\n", 22) == 22, "key file written");
+    CHECK(fd >= 0 && write(fd, "filekey\r\nsecond line\n", 21) == 21, "key file written");
     close(fd);
     memset(&err, 0, sizeof err);
     CHECK(srv_auth_init(&a, path, "envkey", false, false, &err) == 0 &&
               strcmp(a.key, "filekey") == 0,
-          "key file wins over the env, first line trimmed (%s)", a.key);
+          "key file wins over the env, first line without its CR LF (%s)", a.key);
+    static const struct {
+        const char *text;
+        size_t len;
+        bool ok;
+        const char *key; /* when ok */
+    } files[] = {
+        {"k e y\n", 6, true, "k e y"},        {"key", 3, true, "key"},
+        {"key \n", 5, false, NULL},           {" key\n", 5, false, NULL},
+        {"key\t\n", 5, false, NULL},          {"\tkey\n", 5, false, NULL},
+        {"key\r\r\n", 6, false, NULL},        {"ke\x01y\n", 5, false, NULL},
+        {"ke\0y\n", 5, false, NULL},          {"\nkey\n", 5, false, NULL},
+    };
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        fd = open(path, O_WRONLY | O_TRUNC);
+        CHECK(write(fd, files[i].text, files[i].len) == (ssize_t)files[i].len, "key file %zu", i);
+        close(fd);
+        memset(&err, 0, sizeof err);
+        int rc = srv_auth_init(&a, path, "", false, false, &err);
+        if (files[i].ok)
+            CHECK(rc == 0 && !strcmp(a.key, files[i].key), "key file %zu: key '%s' (%s)", i, a.key,
+                  err.message);
+        else
+            CHECK(rc == -1 && strstr(err.message, path), "key file %zu refused, naming it: %s", i,
+                  err.message);
+    }
     fd = open(path, O_WRONLY | O_TRUNC);
     close(fd);
     memset(&err, 0, sizeof err);
@@ -72,6 +97,21 @@ static void test_auth(void)
     CHECK(srv_auth_init(&a, "/nonexistent/key", "", false, false, &err) == -1 &&
               strstr(err.message, "/nonexistent/key"),
           "missing key file refused: %s", err.message);
+
+    /* the key from the environment or the flag: taken as it is, refused when no client could
+     * ever send it */
+    static const char *const bad_keys[] = {" s3cret", "s3cret ", "s3cret\t", "s3\ncret", "s3cret\r",
+                                           "\x7fs3cret", " "};
+    for (size_t i = 0; i < sizeof bad_keys / sizeof bad_keys[0]; i++) {
+        memset(&err, 0, sizeof err);
+        CHECK(srv_auth_init(&a, NULL, bad_keys[i], false, false, &err) == -1 &&
+                  strstr(err.message, "ATTND_API_KEY") &&
+                  (strstr(err.message, "space") || strstr(err.message, "control character")),
+              "key %zu refused: %s", i, err.message);
+    }
+    memset(&err, 0, sizeof err);
+    CHECK(srv_auth_init(&a, NULL, "s3 cr\xc3\xa9t", false, false, &err) == 0,
+          "inner spaces and UTF-8 are fine: a client can send them (%s)", err.message);
 
     CHECK(srv_auth_equal("abc", 3, "abc", 3) && !srv_auth_equal("abd", 3, "abc", 3) &&
               !srv_auth_equal("", 0, "abc", 3) && !srv_auth_equal("abc\0", 4, "abc", 3),

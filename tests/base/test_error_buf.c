@@ -2,12 +2,14 @@
  * test_error_buf.c - the error table (code -> status, name), first-error-wins and safe truncation
  * of messages, and the growable buffer with its JSON string escaping.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/buf.h"
 #include "base/error.h"
 #include "check.h"
+#include "mha.h"
 
 static void test_table(void)
 {
@@ -29,6 +31,7 @@ static void test_table(void)
         {SRV_E_INVALID_CONFIG, 422, "invalid_config"},
         {SRV_E_INTERNAL, 500, "internal"},          {SRV_E_NOMEM, 503, "out_of_memory"},
         {SRV_E_UNAVAILABLE, 503, "unavailable"},    {SRV_E_NOT_IMPLEMENTED, 501, "not_implemented"},
+        {SRV_E_URI_TOO_LONG, 414, "uri_too_long"},
     };
     size_t n = sizeof want / sizeof want[0];
     CHECK(n == SRV_E_COUNT - 1, "every code has a row in this test (%zu vs %d)", n, SRV_E_COUNT - 1);
@@ -72,6 +75,27 @@ static void test_set(void)
           "field truncated on a boundary: %zu", fl);
 }
 
+/* An engine error that holds nothing sets nothing: the caller's own error is the one reported. */
+static void test_from_mha(void)
+{
+    srv_error err = {0};
+    mha_error none = {0};
+    CHECK(srv_error_from_mha(&err, &none, "") == -1 && err.code == SRV_OK && err.message[0] == '\0',
+          "an empty engine error is not recorded (code %d, '%s')", err.code, err.message);
+    srv_error_set(&err, SRV_E_NOMEM, "", "out of memory creating the registry");
+    CHECK(err.code == SRV_E_NOMEM && strstr(err.message, "registry"),
+          "the caller's error after it is the one kept: %s", err.message);
+
+    srv_error e2 = {0};
+    mha_error shape = {.status = MHA_ERR_SHAPE};
+    snprintf(shape.field, sizeof shape.field, "query");
+    snprintf(shape.message, sizeof shape.message, "query has 3 features");
+    srv_error_from_mha(&e2, &shape, "x.");
+    CHECK(e2.code == SRV_E_SHAPE && strcmp(e2.field, "x.query") == 0 &&
+              strcmp(e2.message, "query has 3 features") == 0,
+          "an engine error keeps its message and gets the prefix: %s %s", e2.field, e2.message);
+}
+
 static void test_buf(void)
 {
     srv_buf b;
@@ -104,6 +128,12 @@ static void test_buf(void)
           "json string escapes, invalid UTF-8 replaced: %s", srv_buf_cstr(&b));
     srv_buf_free(&b);
 
+    /* DEL and the C1 controls (U+0080..U+009F) are escaped too; U+00A0 and up stay as they are */
+    srv_buf_json_string(&b, "\x7f\xc2\x80\xc2\x9b\xc2\x9f\xc2\xa0");
+    CHECK(strcmp(srv_buf_cstr(&b), "\"\\u007f\\u0080\\u009b\\u009f\xc2\xa0\"") == 0,
+          "json string: DEL and C1 escaped: %s", srv_buf_cstr(&b));
+    srv_buf_free(&b);
+
     b.failed = true;
     CHECK(srv_buf_puts(&b, "x") == -1 && srv_buf_steal(&b, NULL) == NULL, "failed buffer stays failed");
     srv_buf_free(&b);
@@ -113,6 +143,7 @@ int main(void)
 {
     test_table();
     test_set();
+    test_from_mha();
     test_buf();
     return check_report();
 }

@@ -1,0 +1,584 @@
+// Browser checks of the viewer (/ui) and of /ui/attnd.js: headless Chromium driven by
+// playwright-core, against daemons this script starts on free ports.
+//
+//   node tests/ui/browser/check_ui.mjs --attnd build/attnd --chromium /usr/bin/chromium \
+//        --playwright build/ui-node/node_modules/playwright-core [--screenshot docs/viewer.png]
+//
+// When the daemon does not serve /ui (an older build), web/ is served from here on another
+// port and the page is pointed at the daemon with ?api= (the daemon then runs with --cors-origin).
+// Ends with "N passed, N failed". Every check is named; a failure says what differed.
+
+import {spawn} from "node:child_process";
+import {createServer} from "node:http";
+import {readFile, writeFile, mkdtemp, rm, stat} from "node:fs/promises";
+import {tmpdir} from "node:os";
+import path from "node:path";
+import {fileURLToPath, pathToFileURL} from "node:url";
+import {decodeTensor} from "../../../web/attnd.js";
+import {f32} from "../../../web/format.js";
+import {luminance} from "../../../web/colormap.js";
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const repo = path.resolve(here, "../../..");
+const args = Object.fromEntries(process.argv.slice(2).reduce((acc, a, i, all) => (a.startsWith("--") ? [...acc, [a.slice(2), all[i + 1]]] : acc), []));
+const ATTND = path.resolve(repo, args.attnd || "build/attnd");
+const CHROMIUM = args.chromium || "/usr/bin/chromium";
+const PLAYWRIGHT = path.resolve(repo, args.playwright || "build/ui-node/node_modules/playwright-core");
+const SCREENSHOT = args.screenshot ? path.resolve(repo, args.screenshot) : null;
+
+let passed = 0, failed = 0;
+function check(name, ok, detail = "") {
+  if (ok) passed++;
+  else failed++;
+  const quiet = ok && (detail.includes("\n") || detail.length > 100); // a passing check's long detail is noise
+  console.log(`${ok ? "ok  " : "FAIL"} ${name}${!ok && detail ? `\n     ${detail}` : detail && !quiet ? `  (${detail})` : ""}`);
+}
+async function step(name, fn) {
+  try {
+    await fn();
+  } catch (e) {
+    check(name, false, short(String((e && e.stack) || e), 1500));
+  }
+}
+/** Long texts (URLs with 1000 tokens) cut for the log. */
+function short(text, n = 160) {
+  return text.length > n ? `${text.slice(0, n)}…` : text;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Daemons and the static server
+
+const children = [];
+function startDaemon(extra, env = {}) {
+  return new Promise((resolve, reject) => {
+    const p = spawn(ATTND, ["--port", "0", ...extra], {env: {...process.env, ...env}, stdio: ["ignore", "ignore", "pipe"]});
+    children.push(p);
+    let err = "";
+    const timer = setTimeout(() => reject(new Error(`attnd did not report its port: ${err}`)), 15000);
+    let found = false;
+    p.stderr.on("data", (d) => { // read on to the end (one line per request), keep only the start
+      if (found) return;
+      err += d;
+      const m = /listening on (http:\/\/[0-9.]+:\d+)/.exec(err);
+      if (m) {
+        found = true;
+        clearTimeout(timer);
+        resolve(m[1]);
+      }
+    });
+    p.on("exit", (code) => reject(new Error(`attnd exited with ${code}: ${err}`)));
+  });
+}
+
+const TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8", ".css": "text/css; charset=utf-8"};
+function startStatic() {
+  const server = createServer(async (req, res) => {
+    // the daemon's layout: /ui is the page, /ui/NAME its files
+    const p = new URL(req.url, "http://x").pathname;
+    const name = p === "/ui" ? "index.html" : p.startsWith("/ui/") ? p.slice(4) : "";
+    if (!/^[a-z0-9_]+\.(html|js|css)$/.test(name)) return res.writeHead(404).end();
+    try {
+      const body = await readFile(path.join(repo, "web", name));
+      res.writeHead(200, {"Content-Type": TYPES[path.extname(name)]}).end(body);
+    } catch (e) {
+      res.writeHead(404).end();
+    }
+  });
+  return new Promise((resolve) => server.listen(0, "127.0.0.1", () => resolve([server, `http://127.0.0.1:${server.address().port}`])));
+}
+
+async function api(base, method, p, body, headers = {}) {
+  const res = await fetch(base + p, {method, headers: {"Content-Type": "application/json", ...headers}, body: body && JSON.stringify(body)});
+  const text = await res.text();
+  return {status: res.status, text, json: text ? JSON.parse(text) : null, headers: res.headers};
+}
+
+// ---------------------------------------------------------------------------------------------
+
+const {chromium} = await import(pathToFileURL(path.join(PLAYWRIGHT, "index.mjs")).href);
+const profile = await mkdtemp(path.join(tmpdir(), "attnd-ui-"));
+let browser;
+try {
+  const main = await startDaemon(["--demo", "--cors-origin", "*"]);
+  const probe = await fetch(`${main}/ui`);
+  const served = probe.status === 200;
+  let staticServer = null, uiBase;
+  if (served) uiBase = `${main}/ui`;
+  else {
+    const [srv, base] = await startStatic();
+    staticServer = srv;
+    uiBase = `${base}/ui`;
+  }
+  console.log(`attnd ${main}; the page from ${served ? "the daemon's /ui" : `web/ at ${uiBase} (this attnd has no /ui)`}`);
+  const pageUrl = (daemon, query = "") => {
+    const q = new URLSearchParams(query);
+    if (!served) q.set("api", daemon);
+    else if (daemon !== main) throw new Error("served mode uses each daemon's own /ui");
+    return `${uiBase}${q.toString() ? `?${q}` : ""}`;
+  };
+  const pageUrlFor = (daemon, query) => (served ? `${daemon}/ui${query ? `?${query}` : ""}` : pageUrl(daemon, query));
+
+  // one persistent profile, fresh for this run, in the headless mode that works on this machine
+  const context = await chromium.launchPersistentContext(profile, {
+    executablePath: CHROMIUM, headless: true, viewport: {width: 1400, height: 1000}, acceptDownloads: true,
+    args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+           "--disable-component-update", "--disable-sync"],
+  });
+  browser = context;
+  const origins = new Set([new URL(main).origin, new URL(uiBase).origin]);
+  const foreign = [];
+  const consoleErrors = [];
+  context.on("request", (r) => {
+    const u = r.url();
+    if (u.startsWith("data:") || u.startsWith("blob:")) return;
+    if (!origins.has(new URL(u).origin)) foreign.push(u);
+  });
+  const open = async (url, {expectErrors = null} = {}) => {
+    const page = await context.newPage();
+    page.on("console", (m) => {
+      if (m.type() !== "error") return;
+      if (expectErrors && expectErrors.test(m.text())) return;
+      consoleErrors.push(`${short(url)}: ${m.text()}`);
+    });
+    page.on("pageerror", (e) => consoleErrors.push(`${short(url)}: ${e.message}`));
+    await page.goto(url);
+    return page;
+  };
+  const settled = (page) => page.waitForFunction(() => /drawn in/.test(document.querySelector("#status")?.textContent || ""), null, {timeout: 20000});
+
+  // ---- the default page: maps follow the API's weights
+  await step("heatmaps", async () => {
+    const page = await context.newPage();
+    const errors = [];
+    page.on("console", (m) => m.type() === "error" && errors.push(m.text()));
+    page.on("pageerror", (e) => errors.push(e.message));
+    const forwards = [];
+    page.on("response", async (r) => {
+      if (!r.url().endsWith("/forward")) return;
+      forwards.push({request: JSON.parse(r.request().postData()), reply: await r.json()});
+    });
+    await page.goto(pageUrl(main, "layer=demo"));
+    await settled(page);
+    check("the page loads with no console error", errors.length === 0, errors.join("; "));
+    const heads = await page.$$eval("canvas[data-head]", (cs) => cs.map((c) => c.dataset.head));
+    check('maps carry data-head="0".."H-1" and "mean"', JSON.stringify(heads) === JSON.stringify(["0", "1", "2", "3", "mean"]), heads.join(","));
+    const perHead = forwards.find((f) => f.request.average_attn_weights === false);
+    const mean = forwards.find((f) => f.request.average_attn_weights === true);
+    const w = decodeTensor(perHead.reply.attn_weights), m = decodeTensor(mean.reply.attn_weights);
+    const [H, L, S] = w.shape;
+    let bad = [];
+    const hiAll = Math.max(...w.data, ...m.data);
+    for (const head of [...Array(H).keys(), "mean"]) {
+      const px = await pixels(page, `canvas[data-head="${head}"]`);
+      if (px.width !== S || px.height !== L) bad.push(`${head}: canvas ${px.width}x${px.height}, want ${S}x${L}`);
+      const vals = head === "mean" ? m.data : w.data.subarray(head * L * S, (head + 1) * L * S);
+      for (let i = 0; i < L; i++) {
+        const row = Array.from(vals.subarray(i * S, (i + 1) * S));
+        const lum = row.map((_, j) => luminance(px.rgb(j, i)));
+        const brightest = lum.indexOf(Math.max(...lum)), largest = row.indexOf(Math.max(...row));
+        // equal colours are a tie of one colour step (the scale has 256)
+        if (brightest !== largest && row[largest] - row[brightest] > hiAll / 255) bad.push(`${head} row ${i}: brightest key ${brightest}, largest weight at ${largest}`);
+        // and the order of every pair of cells that are clearly apart follows the weights
+        for (let j = 1; j < S; j++)
+          if (Math.abs(row[j] - row[0]) > (2 * hiAll) / 255 && Math.sign(lum[j] - lum[0]) !== Math.sign(row[j] - row[0])) bad.push(`${head} (${i}, ${j}) brightness out of order`);
+      }
+    }
+    check("the brightest cell of each row is the row's largest weight (every head and the mean)", bad.length === 0, bad.slice(0, 5).join("; "));
+
+    // hover shows the number the API returned, as the API writes it
+    const nested = await api(main, "POST", "/v1/layers/demo/forward", {...perHead.request, encoding: "nested"});
+    const text = nested.text;
+    const row2 = /"attn_weights":\[\[(\[[^\]]*\]),(\[[^\]]*\]),(\[[^\]]*\])/.exec(text);
+    const written = row2[3].slice(1, -1).split(",")[1]; // head 0, query 2, key 1, as the API wrote it
+    const box = await page.locator('canvas[data-head="0"]').boundingBox();
+    await page.mouse.move(box.x + (1.5 * box.width) / S, box.y + (2.5 * box.height) / L);
+    const tip = await page.textContent("#tip");
+    check("hover shows the weight exactly as the API wrote it", tip.includes(`weight ${written}`) && written === f32(w.data[2 * S + 1]), `tooltip "${tip}", API "${written}"`);
+
+    // click (and keyboard) enlarge
+    await page.locator('canvas[data-head="2"]').first().focus();
+    await page.keyboard.press("Enter");
+    await page.waitForSelector('canvas[data-zoom="1"][data-head="2"]');
+    check("Enter on a focused map enlarges it, and the URL says so", /[?&]head=2/.test(page.url()), page.url());
+    if (SCREENSHOT) {
+      const exists = await stat(SCREENSHOT).then(() => true, () => false);
+      if (!exists || process.env.UPDATE_SCREENSHOT === "1") {
+        await page.mouse.move(0, 0);
+        await page.evaluate(() => (document.querySelector("#status").textContent = ""));
+        await page.screenshot({path: SCREENSHOT});
+        console.log(`     screenshot written: ${path.relative(repo, SCREENSHOT)}`);
+      }
+    }
+    await page.close();
+  });
+
+  await step("causal", async () => {
+    const page = await open(pageUrl(main, "layer=demo&causal=1&q=a+b+c+d+e+f"));
+    await settled(page);
+    let bad = [];
+    for (const head of ["0", "1", "2", "3", "mean"]) {
+      const px = await pixels(page, `canvas[data-head="${head}"]`);
+      for (let i = 0; i < px.height; i++)
+        for (let j = 0; j < px.width; j++) {
+          const a = px.alpha(j, i);
+          if ((j > i && a !== 0) || (j <= i && a !== 255)) bad.push(`${head} (${i}, ${j}) alpha ${a}`);
+        }
+    }
+    check("a causal input leaves the upper triangle empty (and fills the rest)", bad.length === 0, bad.slice(0, 5).join("; "));
+    // a padded key: its column empty on every map
+    await page.click('#pad-chips button:nth-child(2)');
+    await page.waitForFunction(() => /[?&]pad=1/.test(location.search));
+    await settled(page);
+    await page.waitForTimeout(300);
+    const px = await pixels(page, 'canvas[data-head="1"]');
+    const col = Array.from({length: px.height}, (_, i) => px.alpha(1, i));
+    check("clicking a key masks it: its column is empty", col.every((a) => a === 0), col.join(","));
+    await page.close();
+  });
+
+  await step("lines", async () => {
+    const page = await open(pageUrl(main, "layer=demo&view=lines"));
+    await settled(page);
+    const colours = await page.$$eval("[data-line-head]", (bs) => bs.map((b) => b.dataset.color));
+    const countColours = async () => {
+      const px = await pixels(page, "canvas[data-lines]");
+      return colours.map((c) => {
+        const want = [1, 3, 5].map((k) => parseInt(c.slice(k, k + 2), 16));
+        let n = 0;
+        for (let i = 0; i < px.data.length; i += 4) {
+          const a = px.data[i + 3];
+          if (a < 140) continue;
+          if (Math.abs(px.data[i] - want[0]) + Math.abs(px.data[i + 1] - want[1]) + Math.abs(px.data[i + 2] - want[2]) < 40) n++;
+        }
+        return n;
+      });
+    };
+    const counts = await countColours();
+    check("the line view draws H colours", colours.length === 4 && new Set(colours).size === 4 && counts.every((n) => n > 20), `pixels per head colour: ${counts}`);
+    await page.click('[data-line-head="0"]');
+    await page.waitForFunction(() => /[?&]heads=1,2,3(&|$)/.test(decodeURIComponent(location.search)));
+    await settled(page);
+    const after = await countColours();
+    check("toggling a head off removes its colour", after[0] < counts[0] / 10 && after[1] > 20, `before ${counts}, after ${after}`);
+    await page.hover(".lines .col.left .tok >> nth=3");
+    const hovered = await countColours();
+    check("hovering a token leaves only its lines", hovered.slice(1).reduce((a, b) => a + b, 0) < after.slice(1).reduce((a, b) => a + b, 0) / 2, `${after} -> ${hovered}`);
+    await page.close();
+  });
+
+  await step("trace", async () => {
+    const page = await context.newPage();
+    let traceReply = null;
+    page.on("response", async (r) => {
+      if (r.url().endsWith("/trace")) traceReply = await r.json();
+    });
+    page.on("console", (m) => m.type() === "error" && consoleErrors.push(`trace page: ${m.text()}`));
+    await page.goto(pageUrl(main, "layer=demo&view=trace&qi=3&kj=1&causal=1"));
+    await page.waitForSelector('[data-neuron="score"]', {timeout: 20000});
+    const names = ["q_proj", "k_proj", "v_proj", "q_heads", "k_heads", "v_heads", "scores", "attn_weights", "head_outputs", "concat", "output"];
+    const shown = await page.$$eval("[data-stage]", (els) => els.map((e) => [e.dataset.stage, e.querySelector(".shape").textContent]));
+    const missing = names.filter((n) => {
+      const s = traceReply.stages.find((x) => x.name === n), el = shown.find(([name]) => name === n);
+      return !s || !el || (el[1].match(/\d+/g) || []).join() !== s.shape.join();
+    });
+    check("the trace shows every stage with its shape", shown.length >= 11 && missing.length === 0, `missing or wrong: ${missing}; shown ${JSON.stringify(shown)}`);
+    const canvases = await page.$$eval("[data-stage] canvas", (cs) => cs.length);
+    check("each stage is drawn", canvases >= 11, `${canvases} canvases`);
+
+    const st = Object.fromEntries(traceReply.stages.map((s) => [s.name, {shape: s.shape, axes: s.axes, data: decodeTensor(s.tensor).data}]));
+    const dims = (s) => Object.fromEntries(s.axes.map((a, k) => [a, s.shape[k]])); // by axis name
+    const {H, L, S} = dims(st.scores), D = dims(st.q_heads).D;
+    check("the trace's weights are per head, as the viewer asks", st.attn_weights.axes.includes("H"), st.attn_weights.axes.join(""));
+    const i = 3, j = 1;
+    let bad = [];
+    for (let head = 0; head < H; head++) {
+      const score = await page.textContent(`[data-neuron="score"][data-neuron-head="${head}"]`);
+      const weight = await page.textContent(`[data-neuron="weight"][data-neuron-head="${head}"]`);
+      if (score !== f32(st.scores.data[((head * L) + i) * S + j])) bad.push(`head ${head} score ${score}`);
+      if (weight !== f32(st.attn_weights.data[((head * L) + i) * S + j])) bad.push(`head ${head} weight ${weight}`);
+      const q = await page.$$eval(`[data-neuron="q"][data-neuron-head="${head}"] span`, (s) => s.map((x) => x.dataset.v));
+      const k = await page.$$eval(`[data-neuron="k"][data-neuron-head="${head}"] span`, (s) => s.map((x) => x.dataset.v));
+      for (let d = 0; d < D; d++) {
+        if (q[d] !== f32(st.q_heads.data[((head * L) + i) * D + d])) bad.push(`head ${head} q[${d}] ${q[d]}`);
+        if (k[d] !== f32(st.k_heads.data[((head * S) + j) * D + d])) bad.push(`head ${head} k[${d}] ${k[d]}`);
+      }
+    }
+    check("the neuron view's numbers equal the trace's (q_i, k_j, score, weight; every head)", bad.length === 0, bad.slice(0, 5).join("; "));
+    // picking another pair from the scores map
+    const scoresMap = page.locator('[data-stage="scores"] canvas').first();
+    const box = await scoresMap.boundingBox();
+    await scoresMap.click({position: {x: (0.5 * box.width) / S, y: (5.5 * box.height) / L}});
+    await page.waitForFunction(() => /[?&]qi=5/.test(location.search) && !/[?&]kj=/.test(location.search));
+    await page.waitForFunction(() => document.querySelector("#neuron-q")?.value === "5");
+    const s5 = await page.textContent('[data-neuron="score"][data-neuron-head="0"]');
+    check("clicking a score picks that query and key for the neuron view", s5 === f32(st.scores.data[5 * S]), s5);
+    await page.close();
+  });
+
+  await step("deep links", async () => {
+    const page = await open(pageUrl(main, "layer=demo"));
+    await settled(page);
+    await page.click("#causal");
+    await page.waitForFunction(() => /causal=1/.test(location.search));
+    await page.fill("#q-text", "deep links keep the view");
+    await page.waitForFunction(() => /q=deep/.test(location.search), null, {timeout: 5000});
+    await page.click("#pad-chips button:nth-child(3)");
+    await page.selectOption("#cmap", "cividis");
+    await page.click('canvas[data-head="1"]');
+    await page.waitForFunction(() => /head=1/.test(location.search) && /pad=2/.test(location.search) && /cmap=cividis/.test(location.search));
+    await settled(page);
+    await page.waitForTimeout(300);
+    const url = page.url();
+    const before = await page.evaluate(() => JSON.stringify(window.attndViewer.state));
+    const px1 = await pixels(page, 'canvas[data-head="1"]');
+    const copy = await open(url);
+    await settled(copy);
+    const after = await copy.evaluate(() => JSON.stringify(window.attndViewer.state));
+    const px2 = await pixels(copy, 'canvas[data-head="1"]');
+    check("a deep link reproduces the state", before === after, `${before}\n     ${after}`);
+    check("... and the same pixels", px1.data.length > 0 && Buffer.from(px1.data).equals(Buffer.from(px2.data)));
+    check("... with the zoomed map open", (await copy.$('canvas[data-zoom="1"][data-head="1"]')) !== null);
+    // back goes to the previous view
+    await copy.click("#tab-trace");
+    await copy.waitForSelector("[data-stage]");
+    await copy.goBack();
+    await copy.waitForFunction(() => document.querySelector("#view").dataset.view === "heads");
+    check("Back returns to the previous view", (await copy.getAttribute("#tab-heads", "aria-selected")) === "true");
+    await page.close();
+    await copy.close();
+  });
+
+  await step("export", async () => {
+    const page = await open(pageUrl(main, "layer=demo"));
+    await settled(page);
+    const [png] = await Promise.all([page.waitForEvent("download"), page.click("#export-png")]);
+    const bytes = await readFile(await png.path());
+    const sig = bytes.subarray(0, 8).equals(Buffer.from([137, 80, 78, 71, 13, 10, 26, 10]));
+    const w = bytes.readUInt32BE(16), hgt = bytes.readUInt32BE(20);
+    check("PNG export produces an image", sig && w > 100 && hgt > 100, `${bytes.length} bytes, ${w}x${hgt}, ${png.suggestedFilename()}`);
+    const [js] = await Promise.all([page.waitForEvent("download"), page.click("#export-json")]);
+    const data = JSON.parse(await readFile(await js.path(), "utf8"));
+    check("JSON export holds the view's numbers", data.layer === "demo" && data.attn_weights.shape.join() === "4,10,10" && data.attn_weights.data.length === 4);
+    await page.close();
+  });
+
+  await step("client", async () => {
+    const page = await open(pageUrl(main, "layer=demo"), {expectErrors: /status of 400/}); // the error provoked below
+    await settled(page);
+    const mod = `${uiBase}/attnd.js`;
+    const r = await page.evaluate(async ({mod, base}) => {
+      const {Client} = await import(mod);
+      const c = new Client(base);
+      // values whose bits a decimal or a float64 detour would change
+      const bits = new Uint32Array([0x00000001, 0x80000000, 0x3eaaaaab, 0x3dcccccd, 0x00800000, 0xbf800001, 0x33d6bf95, 0x4b800001]);
+      const E = 4, W = new Float32Array(3 * E * E), b = new Float32Array(3 * E), O = new Float32Array(E * E), ob = new Float32Array(E);
+      const f = new Float32Array(bits.buffer);
+      for (let i = 0; i < W.length; i++) W[i] = f[i % 8] / (i + 1) || f[i % 8];
+      W.set(f, 0);
+      O.set(f, 8);
+      await c.put("roundtrip", {config: {embed_dim: E, num_heads: 2}, weights: {in_proj_weight: {data: W, shape: [3 * E, E]}, in_proj_bias: {data: b, shape: [3 * E]},
+                                                                            "out_proj.weight": {data: O, shape: [E, E]}, "out_proj.bias": {data: ob, shape: [E]}}});
+      const back = await c.weights("roundtrip");
+      const same = (x, y) => x.length === y.length && new Uint32Array(x.buffer, x.byteOffset, x.length).every((v, i) => v === new Uint32Array(y.buffer, y.byteOffset, y.length)[i]);
+      const q = new Float32Array([1, -0, 2.5e-38, 3]);
+      const out = await c.forward("roundtrip", {query: {data: q, shape: [1, E]}, needWeights: true});
+      let err = null;
+      try {
+        await c.forward("roundtrip", {query: {data: q, shape: [2, 2]}});
+      } catch (e) {
+        err = {name: e.name, status: e.status, code: e.code, field: e.field, message: e.message};
+      }
+      await c.delete("roundtrip");
+      return {w: same(back.in_proj_weight.data, W), o: same(back["out_proj.weight"].data, O), isF32: back.in_proj_weight.data instanceof Float32Array,
+              outShape: out.output.shape, outIsF32: out.output.data instanceof Float32Array, err};
+    }, {mod, base: served ? undefined : main});
+    check("the JS client round-trips a Float32Array bit for bit (PUT weights, GET weights)", r.w && r.o && r.isF32, JSON.stringify(r));
+    check("the JS client's forward returns Float32Arrays of the API's shape", r.outIsF32 && r.outShape.join() === "1,4", JSON.stringify(r.outShape));
+    check("the JS client's errors carry status, code and field", r.err && r.err.name === "AttndError" && r.err.status === 400 && r.err.code === "shape_mismatch" && r.err.field === "query", JSON.stringify(r.err));
+    await page.close();
+  });
+
+  await step("readme example", async () => {
+    // the README's page that draws one head, as written there (the daemon's address rewritten),
+    // from another origin (about:blank): the import and the calls go through --cors-origin
+    const readme = await readFile(path.join(repo, "README.md"), "utf8");
+    const html = /```html\n([\s\S]*?)```/.exec(readme)[1].replaceAll("http://127.0.0.1:8080", main); // its one html block
+    const page = await context.newPage();
+    const errors = [];
+    page.on("console", (m) => m.type() === "error" && errors.push(m.text()));
+    page.on("pageerror", (e) => errors.push(e.message));
+    await page.setContent(html);
+    await page.waitForFunction(() => document.getElementById("map").width !== 300, null, {timeout: 15000}); // 300: not drawn yet
+    await page.waitForTimeout(200);
+    const px = await pixels(page, "#map");
+    const rows = Array.from({length: px.height}, (_, i) => Array.from({length: px.width}, (_, j) => px.rgb(j, i)[0] / 255).reduce((a, b) => a + b, 0));
+    check("the README's example page draws head 0 (each row's lightness sums to 1)", errors.length === 0 && px.width === 6 && px.height === 6 &&
+          rows.every((r) => Math.abs(r - 1) < 0.05), `errors ${errors.join("; ")}; ${px.width}x${px.height}, row sums ${rows.map((r) => r.toFixed(3))}`);
+    await page.close();
+  });
+
+  await step("big input", async () => {
+    const made = await api(main, "PUT", "/v1/layers/wide", {config: {embed_dim: 64, num_heads: 16}, init: {method: "xavier_uniform", seed: 3}});
+    if (made.status !== 201 && made.status !== 200) throw new Error(`PUT wide: ${made.status} ${made.text}`);
+    const words = Array.from({length: 512}, (_, i) => `w${i % 97}`).join(" ");
+    const page = await open(pageUrl(main, `layer=wide&q=${encodeURIComponent(words)}`));
+    await settled(page);
+    const maps = await page.$$eval("canvas[data-head]", (cs) => cs.map((c) => `${c.width}x${c.height}`));
+    const ms = await page.evaluate(() => window.attndViewer.lastDrawMs);
+    check("L = S = 512, H = 16: all 17 maps drawn", maps.length === 17 && maps.every((m) => m === "512x512"), `${maps.length} maps; drawn in ${Math.round(ms)} ms`);
+    console.log(`     (measured, not asserted: 16 heads of 512 x 512 and their mean drawn in ${Math.round(ms)} ms)`);
+    const tooBig = Array.from({length: 1100}, (_, i) => `t${i % 50}`).join(" "); // 16 x 1100 x 1100 weights
+    await page.goto(pageUrl(main, `layer=wide&q=${encodeURIComponent(tooBig)}`));
+    await page.waitForFunction(() => !document.querySelector("#message").hidden);
+    const msg = await page.textContent("#message");
+    check("a request too large to draw is refused with a message, not sent", /Too large to draw/.test(msg), msg);
+    await page.close();
+  });
+
+  await step("inputs", async () => {
+    // cross-attention: 3 queries, 5 keys
+    const page = await open(pageUrl(main, "layer=demo&q=a+b+c&k=v+w+x+y+z"));
+    await settled(page);
+    const sizes = await page.$$eval("canvas[data-head]", (cs) => cs.map((c) => `${c.width}x${c.height}`));
+    check("key/value tokens make a cross-attention map (3 queries x 5 keys)", sizes.length === 5 && sizes.every((x) => x === "5x3"), sizes.join(","));
+    // a pasted JSON input: 4 rows of the layer's 64 features
+    await page.check('input[name="input-mode"][value="custom"]');
+    const rows = Array.from({length: 4}, (_, i) => Array.from({length: 64}, (_, d) => Math.sin(i * 64 + d)));
+    await page.fill("#json-text", JSON.stringify(rows));
+    const reply = page.waitForResponse((r) => r.url().endsWith("/forward") && JSON.parse(r.request().postData()).average_attn_weights === false);
+    await page.click("#json-apply");
+    const sent = JSON.parse((await reply).request().postData());
+    await page.waitForFunction(() => document.querySelector('canvas[data-head="0"]')?.width === 4);
+    const q = decodeTensor(sent.query);
+    check("a pasted JSON input is sent as it was given (4 x 64, bit for bit as float32)", q.shape.join() === "4,64" && q.data.every((v, i) => v === Math.fround(rows[Math.floor(i / 64)][i % 64])), q.shape.join());
+    await page.fill("#json-text", "[[1, 2], [3]]");
+    await page.click("#json-apply");
+    check("a malformed paste is refused with a message", /ragged/.test(await page.textContent("#message")));
+    await page.close();
+  });
+
+  await step("parameters", async () => {
+    const page = await open(pageUrl(main, "layer=demo&view=params"));
+    await page.waitForSelector("[data-param] canvas", {timeout: 20000});
+    const params = await page.$$eval("[data-param]", (els) => els.map((e) => e.dataset.param));
+    const boxes = await page.$$eval('[data-param="in_proj_weight"] .box', (bs) => bs.length);
+    const outBoxes = await page.$$eval('[data-param="out_proj.weight"] .box', (bs) => bs.length);
+    const total = await page.getAttribute("[data-total]", "data-total");
+    const text = await page.textContent(".count-section");
+    check("parameters drawn under torch's names", params.join() === "in_proj_weight,in_proj_bias,out_proj.weight,out_proj.bias", params.join());
+    check("each head's q, k, v rows and out_proj columns outlined", boxes === 12 && outBoxes === 4, `${boxes} in_proj, ${outBoxes} out_proj`);
+    check("the parameter count and its formula, with the answer for H", total === "16640" && /3E·E \+ 3E \+ E·E \+ E = 16,640/.test(text) && /Does H change the parameter count\? No/.test(text), text.slice(0, 300));
+    await page.close();
+  });
+
+  await step("compare", async () => {
+    const page = await context.newPage();
+    page.on("console", (m) => m.type() === "error" && consoleErrors.push(`compare page: ${m.text()}`));
+    const outputs = {};
+    page.on("response", async (r) => {
+      const m = /\/v1\/layers\/([^/]+)\/forward$/.exec(r.url());
+      if (m && JSON.parse(r.request().postData()).average_attn_weights === false) outputs[m[1]] = decodeTensor((await r.json()).output);
+    });
+    await page.goto(pageUrl(main, "layer=demo&view=compare&cmp=2"));
+    await page.waitForSelector(".answer[data-max-diff]", {timeout: 30000});
+    const diff = Number(await page.getAttribute(".answer", "data-max-diff"));
+    const other = await api(main, "GET", "/v1/layers/demo.h2");
+    const demo = await api(main, "GET", "/v1/layers/demo");
+    const w1 = await api(main, "GET", "/v1/layers/demo/weights?encoding=base64"), w2 = await api(main, "GET", "/v1/layers/demo.h2/weights?encoding=base64");
+    const same = Object.keys(w1.json).every((k) => w1.json[k].base64 === w2.json[k].base64);
+    check("compare serves the same weights with H=2 as a second layer", other.status === 200 && other.json.config.num_heads === 2 && same && other.json.parameter_count === demo.json.parameter_count);
+    const maps = await page.$$eval(".compare [data-layer]", (cols) => cols.map((c) => c.querySelectorAll("canvas[data-head]").length));
+    const a = outputs.demo.data, b = outputs["demo.h2"].data;
+    const want = Math.max(...Array.from(a, (v, i) => Math.abs(v - b[i])));
+    check("... side by side (4 maps and 2 maps) with the difference of the two outputs the API returned", maps.join() === "4,2" && want > 0 && Math.abs(diff - want) <= 1e-6 * want, `maps ${maps}, shown ${diff}, from the API ${want}`);
+    await page.close();
+  });
+
+  await step("upload and delete", async () => {
+    await api(main, "PUT", "/v1/layers/up", {config: {embed_dim: 64, num_heads: 4}, init: {method: "xavier_uniform", seed: 9}});
+    const file = await (await fetch(`${main}/v1/layers/demo/weights`, {headers: {Accept: "application/octet-stream"}})).arrayBuffer();
+    const dir = await mkdtemp(path.join(tmpdir(), "attnd-ui-st-"));
+    const f = path.join(dir, "demo.safetensors");
+    await writeFile(f, Buffer.from(file));
+    const page = await open(pageUrl(main, "layer=up"));
+    await settled(page);
+    await page.click("#upload-details summary");
+    await page.setInputFiles('#upload-form [name="file"]', f);
+    await page.click('#upload-form button[type="submit"]');
+    await page.waitForFunction(() => /replaced the weights of up/.test(document.querySelector("#notice").textContent));
+    const a = await api(main, "GET", "/v1/layers/up/weights?encoding=base64"), b = await api(main, "GET", "/v1/layers/demo/weights?encoding=base64");
+    check("a safetensors file uploaded from the page replaces the layer's weights", Object.keys(b.json).every((k) => a.json[k].base64 === b.json[k].base64));
+    page.once("dialog", (d) => d.accept());
+    await page.click("#delete-layer");
+    await page.waitForFunction(() => /deleted up/.test(document.querySelector("#notice").textContent));
+    check("deleting from the page removes the layer", (await api(main, "GET", "/v1/layers/up")).status === 404);
+    await rm(dir, {recursive: true, force: true});
+    await page.close();
+  });
+
+  await step("theme and keyboard", async () => {
+    const page = await open(pageUrl(main, "layer=demo"));
+    await settled(page);
+    const bg = () => page.evaluate(() => getComputedStyle(document.body).backgroundColor);
+    const light = await bg();
+    await page.click("#theme-button"); // auto -> light
+    await page.click("#theme-button"); // light -> dark
+    const dark = await bg();
+    check("the dark theme changes the page's colours", light !== dark && (await page.getAttribute("html", "data-theme")) === "dark", `${light} -> ${dark}`);
+    await page.click("#theme-button");
+    // tabs are reachable and switch with arrow keys
+    await page.focus("#tab-heads");
+    await page.keyboard.press("ArrowRight");
+    await page.waitForFunction(() => document.querySelector("#view").dataset.view === "lines");
+    check("arrow keys move along the view tabs", /view=lines/.test(page.url()));
+    await page.close();
+  });
+
+  // ---- a daemon with an API key and a small trace limit
+  await step("api key and 413", async () => {
+    const restricted = await startDaemon(["--demo", "--cors-origin", "*", "--api-key", "open-sesame", "--max-trace-elements", "3000"]);
+    origins.add(new URL(restricted).origin); // the second page's own origin
+    const page = await open(pageUrlFor(restricted, "layer=demo"), {expectErrors: /status of 40[13]|status of 413/});
+    await settled(page);
+    await page.click("#create-details summary");
+    await page.fill('#create-form [name="name"]', "keyed");
+    await page.click('#create-form button[type="submit"]');
+    await page.waitForSelector("#key-dialog[open]");
+    await page.fill("#key-input", "wrong-key");
+    await page.click("#key-ok");
+    await page.waitForSelector("#key-dialog[open]"); // asked again: the wrong key was refused
+    await page.fill("#key-input", "open-sesame");
+    await page.click("#key-ok");
+    await page.waitForSelector('#layer-list [data-layer="keyed"]');
+    const stored = await page.evaluate((origin) => [sessionStorage.getItem(`attnd.apiKey ${origin}`),
+      JSON.stringify(Object.keys(localStorage).filter((k) => /key/i.test(k)))], new URL(restricted).origin);
+    const listed = await api(restricted, "GET", "/v1/layers/keyed");
+    check("the API key prompt: asked on 401, asked again for a wrong key, the change made with the right one", listed.status === 200);
+    check("the key is kept in this tab's sessionStorage only, for that daemon", stored[0] === "open-sesame" && stored[1] === "[]", JSON.stringify(stored));
+
+    await page.click("#tab-trace");
+    await page.waitForSelector(".view .message");
+    const msg = await page.textContent(".view .message");
+    check("a 413 from the daemon is shown as a message", /413/.test(msg) && /too_large/.test(msg) && /max-trace-elements/.test(msg), msg);
+    await page.close();
+  });
+
+  check("no request went to another origin", foreign.length === 0, foreign.slice(0, 5).join(" "));
+  check("no console error on any page", consoleErrors.length === 0, consoleErrors.slice(0, 5).join("\n     "));
+  if (staticServer) staticServer.close();
+} catch (e) {
+  check("the browser checks ran", false, (e && e.stack) || String(e));
+} finally {
+  if (browser) await browser.close().catch(() => {});
+  for (const p of children) p.kill("SIGTERM");
+  await rm(profile, {recursive: true, force: true});
+}
+console.log(`\n${passed} passed, ${failed} failed`);
+process.exit(failed ? 1 : 0);
+
+/** The pixels of the first canvas matching sel: {width, height, data, rgb(x, y), alpha(x, y)}. */
+async function pixels(page, sel) {
+  const r = await page.$eval(sel, (c) => ({width: c.width, height: c.height, data: Array.from(c.getContext("2d").getImageData(0, 0, c.width, c.height).data)}));
+  const at = (x, y) => (y * r.width + x) * 4;
+  return {...r, data: Uint8Array.from(r.data), rgb: (x, y) => r.data.slice(at(x, y), at(x, y) + 3), alpha: (x, y) => r.data[at(x, y) + 3]};
+}

@@ -1,0 +1,238 @@
+// Unit tests of web/attnd.js under node's test runner: the wire format (base64 bit for bit),
+// request bodies, typed errors, trace axes, with a fake fetch (no daemon, no browser).
+import {test} from "node:test";
+import assert from "node:assert/strict";
+import {Client, AttndError, Stage, base64Encode, base64Decode, encodeTensor, decodeTensor, tensor, numel, TRACE_STAGES}
+  from "../../../web/attnd.js";
+
+/** A fetch that records requests and answers with reply(url, init) -> {status, body, headers}. */
+function fakeFetch(reply) {
+  const calls = [];
+  const fn = async (url, init) => {
+    calls.push({url, init, json: typeof init.body === "string" ? JSON.parse(init.body) : null});
+    const r = await reply(url, init, calls.length - 1);
+    const body = typeof r.body === "string" ? r.body : JSON.stringify(r.body);
+    return new Response(r.status === 204 ? null : body, {status: r.status || 200, headers: r.headers || {"Content-Type": "application/json"}});
+  };
+  fn.calls = calls;
+  return fn;
+}
+
+const b64 = (f32) => Buffer.from(f32.buffer, f32.byteOffset, f32.byteLength).toString("base64");
+
+test("base64 of every length agrees with node's Buffer, both ways", () => {
+  for (let n = 0; n < 70; n++) {
+    const bytes = Uint8Array.from({length: n}, (_, i) => (i * 73 + n * 31) & 255);
+    const text = base64Encode(bytes);
+    assert.equal(text, Buffer.from(bytes).toString("base64"));
+    assert.deepEqual(base64Decode(text), bytes);
+  }
+  const big = Uint8Array.from({length: 200003}, (_, i) => (i * 2654435761) >>> 24);
+  assert.equal(base64Encode(big), Buffer.from(big).toString("base64"));
+});
+
+test("base64 decoding refuses characters outside the alphabet and bad lengths", () => {
+  assert.throws(() => base64Decode("ab$d"), /character/);
+  assert.throws(() => base64Decode("abcde"), /length/);
+});
+
+test("a Float32Array survives encode and decode bit for bit, special values included", () => {
+  const bits = new Uint32Array([0x00000000, 0x80000000, 0x00000001, 0x007fffff, 0x3f800000, 0x7f7fffff,
+                                0xff800000, 0x7f800000, 0x7fc00001, 0xbf9d70a4, 0x33d6bf95]);
+  const f = new Float32Array(bits.buffer);
+  const wire = encodeTensor(tensor(f, [11]));
+  assert.deepEqual(wire, {shape: [11], dtype: "float32", base64: b64(f)});
+  const back = decodeTensor(JSON.parse(JSON.stringify(wire)));
+  assert.deepEqual(new Uint32Array(back.data.buffer, back.data.byteOffset, 11), bits);
+  assert.deepEqual(back.shape, [11]);
+});
+
+test("bool masks go as one byte per element", () => {
+  const wire = encodeTensor({data: Uint8Array.from([1, 0, 0, 1]), shape: [2, 2], dtype: "bool"});
+  assert.deepEqual(wire, {shape: [2, 2], dtype: "bool", base64: Buffer.from([1, 0, 0, 1]).toString("base64")});
+  assert.deepEqual(decodeTensor(wire).data, Uint8Array.from([1, 0, 0, 1]));
+});
+
+test("nested arrays and API tensor objects are sent as they are", () => {
+  assert.deepEqual(encodeTensor([[1, 2], [3, 4]]), [[1, 2], [3, 4]]);
+  assert.deepEqual(encodeTensor({shape: [2], data: [1, 2]}), {shape: [2], data: [1, 2]});
+});
+
+test("tensor() checks that data fills the shape", () => {
+  assert.throws(() => tensor(new Float32Array(5), [2, 3]), /holds 6/);
+  assert.equal(numel([2, 3, 4]), 24);
+});
+
+test("decodeTensor reads nested, flat, -inf strings, int32, float16 and bfloat16", () => {
+  assert.deepEqual(decodeTensor([[1, "-inf"], [0.5, 2]]), {data: Float32Array.from([1, -Infinity, 0.5, 2]), shape: [2, 2], dtype: "float32"});
+  assert.deepEqual(decodeTensor({shape: [3], data: [1, 2, 3], dtype: "float32"}).data, Float32Array.from([1, 2, 3]));
+  const i32 = Int32Array.from([7, -1, 4096]);
+  assert.deepEqual(decodeTensor({shape: [3], dtype: "int32", base64: Buffer.from(i32.buffer).toString("base64")}).data, i32);
+  const half = Uint16Array.from([0x3c00, 0xc000, 0x0001, 0x7c00]); // 1, -2, 2^-24, inf
+  const h = decodeTensor({shape: [4], dtype: "float16", base64: Buffer.from(half.buffer).toString("base64")});
+  assert.deepEqual(Array.from(h.data), [1, -2, 2 ** -24, Infinity]);
+  const bf = Uint16Array.from([0x3f80, 0xbfc0]); // 1, -1.5
+  assert.deepEqual(Array.from(decodeTensor({shape: [2], dtype: "bfloat16", base64: Buffer.from(bf.buffer).toString("base64")}).data), [1, -1.5]);
+  assert.throws(() => decodeTensor({shape: [3], dtype: "float32", base64: "AAAA"}), /needs 12/);
+});
+
+test("forward sends base64 under the API's names and returns Float32Arrays", async () => {
+  const out = Float32Array.from([0.25, -1.5, 3e-8, 7]);
+  const w = Float32Array.from([0.5, 0.5, 1, 0]);
+  const fetch = fakeFetch(() => ({body: {output: {shape: [2, 2], dtype: "float32", base64: b64(out)},
+                                        attn_weights: {shape: [1, 2, 2], dtype: "float32", base64: b64(w)}}}));
+  const c = new Client("http://attnd.test:8080/", {fetch});
+  const q = Float32Array.from([1, 2, 3, 4]);
+  const r = await c.forward("my.layer", {query: {data: q, shape: [2, 2]}, isCausal: true, needWeights: true,
+                                         averageAttnWeights: false, keyPaddingMask: {data: Uint8Array.from([0, 1]), shape: [2], dtype: "bool"},
+                                         weights_select: {heads: [0]}});
+  const call = fetch.calls[0];
+  assert.equal(call.url, "http://attnd.test:8080/v1/layers/my.layer/forward");
+  assert.equal(call.init.method, "POST");
+  assert.equal(call.init.headers["Content-Type"], "application/json");
+  assert.deepEqual(call.json, {encoding: "base64", query: {shape: [2, 2], dtype: "float32", base64: b64(q)}, is_causal: true,
+                               need_weights: true, average_attn_weights: false,
+                               key_padding_mask: {shape: [2], dtype: "bool", base64: "AAE="}, weights_select: {heads: [0]}});
+  assert.ok(r.output.data instanceof Float32Array);
+  assert.deepEqual(r.output.data, out);
+  assert.deepEqual(r.attnWeights.shape, [1, 2, 2]);
+  assert.deepEqual(r.attnWeights.data, w);
+});
+
+test("layer names are escaped in paths; describe passes L, S, N", async () => {
+  const fetch = fakeFetch(() => ({body: {name: "x"}}));
+  const c = new Client("", {fetch});
+  await c.describe("a b", {L: 128, S: 64});
+  assert.equal(fetch.calls[0].url, "/v1/layers/a%20b?L=128&S=64");
+  await c.describe("demo");
+  assert.equal(fetch.calls[1].url, "/v1/layers/demo");
+});
+
+test("errors carry the API's status, code, message, field and request id", async () => {
+  const fetch = fakeFetch(() => ({status: 400, body: {error: {code: "shape_mismatch", message: "query has 3 features", field: "query", request_id: "r-1"}}}));
+  const c = new Client("", {fetch});
+  await assert.rejects(c.forward("demo", {query: [[1, 2, 3]]}), (e) => {
+    assert.ok(e instanceof AttndError);
+    assert.ok(e instanceof Error);
+    assert.deepEqual([e.status, e.code, e.message, e.field, e.requestId], [400, "shape_mismatch", "query has 3 features", "query", "r-1"]);
+    return true;
+  });
+});
+
+test("a 413 is a typed error too", async () => {
+  const fetch = fakeFetch(() => ({status: 413, body: {error: {code: "too_large", message: "the trace would hold 73728000 numbers", field: "query"}}}));
+  await assert.rejects(new Client("", {fetch}).trace("demo", {query: [[1]]}), {name: "AttndError", status: 413, code: "too_large"});
+});
+
+test("a reply that is not JSON, a /v2-style error and a failed connection are typed as well", async () => {
+  const html = fakeFetch(() => ({status: 502, body: "<html>bad gateway</html>", headers: {"Content-Type": "text/html"}}));
+  await assert.rejects(new Client("", {fetch: html}).list(), {status: 502, code: "http_502"});
+  const v2 = fakeFetch(() => ({status: 400, body: {error: "unknown model"}}));
+  await assert.rejects(new Client("", {fetch: v2}).list(), {status: 400, code: "http_400", message: "unknown model"});
+  const down = async () => { throw new TypeError("fetch failed"); };
+  await assert.rejects(new Client("http://127.0.0.1:1", {fetch: down}).list(), {status: 0, code: "network"});
+});
+
+test("the API key is a Bearer token; If-Match and If-None-Match are quoted tags", async () => {
+  const fetch = fakeFetch((url, init) => ({status: init.method === "DELETE" ? 204 : 201, body: {name: "x"}}));
+  const c = new Client("", {fetch, apiKey: "s3cret"});
+  await c.put("x", {config: {embed_dim: 4, num_heads: 2}, weights: {"out_proj.bias": Float32Array.from([1, 2, 3, 4])}}, {ifNoneMatch: "*"});
+  await c.delete("x", {ifMatch: 7});
+  assert.equal(fetch.calls[0].init.headers.Authorization, "Bearer s3cret");
+  assert.equal(fetch.calls[0].init.headers["If-None-Match"], "*");
+  assert.deepEqual(fetch.calls[0].json.weights["out_proj.bias"], {shape: [4], dtype: "float32", base64: b64(Float32Array.from([1, 2, 3, 4]))});
+  assert.equal(fetch.calls[1].init.headers["If-Match"], '"7"');
+  assert.equal(fetch.calls[1].init.method, "DELETE");
+});
+
+test("safetensors uploads go as application/octet-stream", async () => {
+  const fetch = fakeFetch(() => ({body: {name: "x"}}));
+  const c = new Client("", {fetch});
+  const bytes = Uint8Array.from([8, 0, 0, 0, 0, 0, 0, 0, 123, 125, 32, 32, 32, 32, 32, 32]);
+  await c.putSafetensors("x", bytes);
+  await c.putWeights("x", bytes);
+  assert.equal(fetch.calls[0].init.headers["Content-Type"], "application/octet-stream");
+  assert.equal(fetch.calls[0].init.body, bytes);
+  assert.equal(fetch.calls[1].url, "/v1/layers/x/weights");
+});
+
+test("weights() decodes every parameter", async () => {
+  const wgt = Float32Array.from({length: 12}, (_, i) => i / 7);
+  const fetch = fakeFetch(() => ({body: {in_proj_weight: {shape: [3, 4], dtype: "float32", base64: b64(wgt)}}}));
+  const w = await new Client("", {fetch}).weights("demo");
+  assert.equal(fetch.calls[0].url, "/v1/layers/demo/weights?encoding=base64");
+  assert.deepEqual(w.in_proj_weight.data, wgt);
+});
+
+// a trace reply of the given stages, shapes and (optionally) axes
+function traceReply(stages) {
+  return {stages: stages.map(([name, shape, axes]) => {
+    const n = numel(shape);
+    const data = Float32Array.from({length: n}, (_, i) => i);
+    return {name, shape, ...(axes ? {axes} : {}), tensor: {shape, dtype: "float32", base64: b64(data)}};
+  })};
+}
+
+test("trace stages without axes get the documented layout from their name", async () => {
+  const fetch = fakeFetch(() => ({body: traceReply([["q_proj", [1, 3, 4]], ["q_heads", [1, 2, 3, 2]], ["scores", [1, 2, 3, 5]], ["output", [3, 4]], ["mystery", [2, 2]]])}));
+  const t = await new Client("", {fetch}).trace("demo", {query: [[1, 2, 3, 4]]});
+  assert.deepEqual(t.stages.map((s) => s.axes && s.axes.join("")), ["NLE", "NHLD", "NHLS", "LE", null]);
+  assert.ok(t.stages.every((s) => !s.axesGiven));
+  const scores = t.stage("scores");
+  assert.equal(scores.get({H: 1, L: 2, S: 4}), 1 * 15 + 2 * 5 + 4);
+  assert.equal(scores.size("S"), 5);
+  assert.equal(scores.size("E"), 1);
+  assert.throws(() => scores.get({S: 5}), /outside/);
+  assert.equal(t.stage("output").get({L: 2, E: 3}), 11);
+});
+
+test("axes sent by the daemon are believed, whatever the order", async () => {
+  const fetch = fakeFetch(() => ({body: traceReply([["output", [3, 1, 4], ["L", "N", "E"]], ["k_heads", [1, 1, 5, 2], ["N", "K", "S", "D"]]])}));
+  const t = await new Client("", {fetch}).trace("demo", {query: [[1]]});
+  const out = t.stage("output");
+  assert.ok(out.axesGiven);
+  assert.equal(out.get({L: 2, N: 0, E: 1}), 2 * 4 + 1);
+  assert.deepEqual(t.stage("k_heads").axes, ["N", "K", "S", "D"]);
+});
+
+test('a "stages" selection is sent, and filtered here when the daemon does not know it', async () => {
+  const all = traceReply(TRACE_STAGES.map((n) => [n, [1, 1, 1]]));
+  const old = fakeFetch((url, init) => JSON.parse(init.body).stages
+    ? {status: 400, body: {error: {code: "unknown_field", message: "unknown field 'stages'", field: "stages"}}}
+    : {body: all});
+  const c = new Client("", {fetch: old});
+  const t = await c.trace("demo", {query: [[1]]}, {stages: ["scores", "attn_weights"]});
+  assert.deepEqual(t.stages.map((s) => s.name), ["scores", "attn_weights"]);
+  assert.equal(old.calls.length, 2);
+  await c.trace("demo", {query: [[1]]}, {stages: ["output"]}); // remembered: one request
+  assert.equal(old.calls.length, 3);
+  assert.equal(old.calls[2].json.stages, undefined);
+
+  const fresh = fakeFetch(() => ({body: traceReply([["scores", [1, 1, 1, 1]]])}));
+  const t2 = await new Client("", {fetch: fresh}).trace("demo", {query: [[1]]}, {stages: ["scores"]});
+  assert.deepEqual(fresh.calls[0].json.stages, ["scores"]);
+  assert.equal(t2.stages.length, 1);
+});
+
+test("Stage indexes row-major over its axes", () => {
+  const s = new Stage("x", [2, 3], ["L", "E"], Float32Array.from([0, 1, 2, 3, 4, 5]), true);
+  assert.equal(s.get({L: 1, E: 2}), 5);
+  assert.equal(s.index({}), 0);
+});
+
+test("without a base, a module loaded from a file talks to the same origin (relative paths)", async () => {
+  const fetch = fakeFetch(() => ({body: {layers: []}}));
+  const c = new Client(undefined, {fetch});
+  assert.equal(c.base, "");
+  assert.deepEqual(await c.list(), []);
+  assert.equal(fetch.calls[0].url, "/v1/layers");
+});
+
+test("X-Request-Id is sent only when asked for", async () => {
+  const fetch = fakeFetch(() => ({body: {layers: []}}));
+  await new Client("", {fetch}).list();
+  assert.equal(fetch.calls[0].init.headers["X-Request-Id"], undefined);
+  let n = 0;
+  await new Client("", {fetch, requestId: () => `req-${++n}`}).list();
+  assert.equal(fetch.calls[1].init.headers["X-Request-Id"], "req-1");
+});

@@ -1,0 +1,558 @@
+// app.js - the viewer: state (kept in the URL), the requests it makes through attnd.js, and the
+// views it draws. Every number shown comes from the public /v1 API.
+
+import {Client, AttndError} from "./attnd.js";
+import {parseState, stateQuery, DEFAULTS, VIEWS} from "./state.js";
+import {splitTokens, tokenInputs, parsePasted, squeeze} from "./tokens.js";
+import {parseNpy} from "./npy.js";
+import {headColours} from "./colormap.js";
+import {count, bytesText} from "./format.js";
+import {h, $, $$} from "./dom.js";
+import {download} from "./export.js";
+import {initLayersPanel, renderLayerList, askKey} from "./layers.js";
+import {renderHeads} from "./view_heads.js";
+import {renderLines} from "./view_lines.js";
+import {renderTrace} from "./view_trace.js";
+import {renderParams} from "./view_params.js";
+import {renderCompare} from "./view_compare.js";
+
+// Past these the page says the request is too large instead of freezing the tab.
+export const MAX_WEIGHTS_DRAWN = 1 << 24; // per-head attention weights (H * L * S) of one pass
+export const MAX_TRACE_ASKED = 1 << 25; // numbers in a trace (the daemon has its own limit too)
+
+const RENDER = {heads: renderHeads, lines: renderLines, trace: renderTrace, params: renderParams, compare: renderCompare};
+// State members that change the request (the others only change the drawing).
+const INPUT_KEYS = ["layer", "q", "k", "seed", "scale", "pos", "causal", "pad", "rpos"];
+
+const params = new URLSearchParams(location.search);
+
+// The daemon: the one that served the page, or (for development, web/ served elsewhere) ?api=URL.
+// The API key is kept per daemon origin, so a link naming another daemon never receives a key
+// typed for this one (and /ui's Content-Security-Policy keeps the page on its own origin anyway).
+const apiBase = params.get("api") || undefined;
+const apiOrigin = apiBase ? new URL(apiBase, location.href).origin : location.origin;
+const KEY_ITEM = `attnd.apiKey ${apiOrigin}`;
+
+const app = {
+  client: new Client(apiBase, {apiKey: sessionStorage.getItem(KEY_ITEM)}),
+  apiOrigin,
+  state: parseState(location.search),
+  layers: [], // GET /v1/layers
+  layer: null, // {name, info: describe's answer, cfg}
+  custom: null, // a pasted or .npy input: {query, key?, value?}, not in the URL
+  input: null, // {request, qLabels, kLabels, L, S, H, empty}
+  result: null, // {weights [H,L,S], mean [L,S], output, ms}
+  view: null, // what the current view's render returned: {exportCanvas, exportData}
+  generation: 0,
+  cache: new Map(), // trace / weights promises, by what they depend on
+};
+window.attndViewer = app; // for the browser tests and for curious users in the console
+
+// ---------------------------------------------------------------------------------------------
+// Messages
+
+function message(text) {
+  const m = $("#message");
+  m.textContent = text || "";
+  m.hidden = !text;
+}
+
+function status(text) {
+  $("#status").textContent = text || "";
+}
+
+/** Text of an error for the page: the API's code, message and field, and what to do about 413. */
+function errorText(e) {
+  if (!(e instanceof AttndError)) return String(e && e.message ? e.message : e);
+  let t = `${e.status ? `HTTP ${e.status} ` : ""}${e.code}: ${e.message}`;
+  if (e.field) t += ` (field ${e.field})`;
+  if (e.status === 413) t += "\nThe request is too large for this daemon: shorten the input, or raise the daemon's limit.";
+  return t;
+}
+
+/** A confirmation that stays a few seconds (layer created, link copied, ...). */
+let noticeTimer = null;
+function notice(text) {
+  const n = $("#notice");
+  n.textContent = text;
+  n.hidden = false;
+  clearTimeout(noticeTimer);
+  noticeTimer = setTimeout(() => (n.hidden = true), 8000);
+}
+
+app.message = message;
+app.notice = notice;
+app.status = status;
+app.errorText = errorText;
+
+// ---------------------------------------------------------------------------------------------
+// Requests, with the API key asked for when the daemon wants one
+
+app.call = async function call(fn) {
+  for (;;) {
+    try {
+      return await fn(app.client);
+    } catch (e) {
+      if (e instanceof AttndError && e.status === 401) {
+        const given = await askKey(app, e.message);
+        if (given) continue;
+      }
+      throw e;
+    }
+  }
+};
+
+app.setKey = function setKey(key) {
+  if (key) sessionStorage.setItem(KEY_ITEM, key);
+  else sessionStorage.removeItem(KEY_ITEM);
+  app.client.apiKey = key || null;
+  $("#key-button").textContent = key ? "API key ✓" : "API key";
+};
+
+// ---------------------------------------------------------------------------------------------
+// State and URL
+
+/** The page's URL for a state (the development ?api= kept). */
+function urlFor(state) {
+  const q = new URLSearchParams(stateQuery(state));
+  if (apiBase) q.set("api", apiBase);
+  const text = q.toString();
+  return location.pathname + (text ? `?${text}` : "");
+}
+
+/** Redraws, reruns or reloads as much as the change from before to app.state needs. */
+function follow(before) {
+  const changed = Object.keys(app.state).filter((k) => JSON.stringify(before[k]) !== JSON.stringify(app.state[k]));
+  if (!changed.length) return;
+  syncControls();
+  if (changed.includes("layer")) loadLayer();
+  else if (changed.some((k) => INPUT_KEYS.includes(k))) schedule();
+  else render();
+}
+
+/** Changes the state; the URL follows (replaced, or pushed for a new layer or view). */
+app.setState = function setState(patch, {push = false} = {}) {
+  const before = app.state;
+  app.state = {...before, ...patch};
+  const url = urlFor(app.state);
+  if (url !== location.pathname + location.search) history[push ? "pushState" : "replaceState"](null, "", url);
+  follow(before);
+};
+
+window.addEventListener("popstate", () => {
+  const before = app.state;
+  app.state = parseState(location.search);
+  follow(before);
+});
+
+// ---------------------------------------------------------------------------------------------
+// The input: tokens (or a pasted tensor) to the request's tensors, labels and masks
+
+function buildInput() {
+  const s = app.state, info = app.layer.info, cfg = app.layer.cfg;
+  let query, key, value, qLabels, kLabels;
+  if (app.custom) {
+    ({query, key, value} = app.custom);
+    qLabels = Array.from({length: query.shape[0]}, (_, i) => String(i));
+    kLabels = key ? Array.from({length: key.shape[0]}, (_, i) => String(i)) : qLabels;
+  } else {
+    const qt = splitTokens(s.q), kt = splitTokens(s.k);
+    if (!qt.length) throw new Error("type at least one query token");
+    const t = tokenInputs(cfg, qt, kt, {seed: s.seed, scale: s.scale, positions: s.pos});
+    ({query, key, value} = t);
+    qLabels = qt;
+    kLabels = t.keyTokens;
+  }
+  const L = query.shape[0], S0 = kLabels.length;
+  const extra = [];
+  if (cfg.add_bias_kv) extra.push("⟨bias_k⟩");
+  if (cfg.add_zero_attn) extra.push("⟨zero⟩");
+  const S = S0 + extra.length;
+  const H = cfg.num_heads;
+  const causal = s.causal ?? !!cfg.is_causal;
+  const pad = s.pad.filter((j) => j < S0);
+
+  const request = {query, isCausal: causal};
+  if (key) request.key = key;
+  if (value) request.value = value;
+  if (pad.length) {
+    const m = new Uint8Array(S0);
+    for (const j of pad) m[j] = 1;
+    request.keyPaddingMask = {data: m, shape: [S0], dtype: "bool"};
+  }
+  if (cfg.rope) request.positions = Array.from({length: L}, (_, i) => s.rpos + i);
+
+  return {request, qLabels, kLabels: kLabels.concat(extra), L, S, S0, H, causal, pad, info};
+}
+
+// ---------------------------------------------------------------------------------------------
+// Loading a layer, running the pass, drawing
+
+async function refreshLayers() {
+  app.layers = await app.call((c) => c.list());
+  renderLayerList(app);
+  return app.layers;
+}
+app.refreshLayers = refreshLayers;
+
+async function loadLayer() {
+  const gen = ++app.generation;
+  app.layer = null;
+  app.result = null;
+  app.custom = null;
+  setInputMode("words");
+  message("");
+  try {
+    if (!app.layers.length) await refreshLayers();
+    let name = app.state.layer;
+    if (!name) {
+      if (!app.layers.length) {
+        status("");
+        $("#view").replaceChildren(h("p", {}, "No layers yet: create one on the left (or start attnd with --demo)."));
+        return;
+      }
+      name = (app.layers.find((l) => l.name === "demo") || app.layers[0]).name;
+      app.state = {...app.state, layer: name};
+      history.replaceState(null, "", urlFor(app.state));
+    }
+    const info = await app.call((c) => c.describe(name));
+    if (gen !== app.generation) return;
+    app.layer = {name, info, cfg: info.config};
+    renderLayerList(app);
+    renderLayerSummary();
+    renderLayerOptions();
+    syncControls();
+    await run();
+  } catch (e) {
+    if (gen !== app.generation) return;
+    if (e instanceof AttndError && e.status === 404) {
+      message(`There is no layer "${app.state.layer}" on this daemon (${e.message}). Pick one on the left.`);
+      $("#view").replaceChildren();
+    } else message(errorText(e));
+  }
+}
+app.loadLayer = loadLayer;
+
+/** What the request depends on, as text (for caches). */
+function inputKey() {
+  return JSON.stringify(INPUT_KEYS.map((k) => app.state[k])) + (app.custom ? `:custom${app.custom.id}` : "");
+}
+app.inputKey = inputKey;
+
+let customCount = 0;
+let timer = null;
+function schedule() {
+  clearTimeout(timer);
+  timer = setTimeout(run, 120);
+}
+app.rerun = schedule;
+
+/** The forward pass twice at once: per-head weights and their mean (both as the API gives them). */
+async function run() {
+  if (!app.layer) return;
+  const gen = ++app.generation;
+  let input;
+  try {
+    input = buildInput();
+  } catch (e) {
+    message(e.message);
+    return;
+  }
+  app.input = input;
+  renderPadChips();
+  const {H, L, S} = input;
+  if (H * L * S > MAX_WEIGHTS_DRAWN) {
+    app.result = null;
+    message(`Too large to draw here: ${H} heads × ${L} queries × ${S} keys = ${count(H * L * S)} weights ` +
+            `(${bytesText(4 * H * L * S)}), past this page's limit of ${count(MAX_WEIGHTS_DRAWN)}. Shorten the input.`);
+    $("#view").replaceChildren();
+    return;
+  }
+  status("computing…");
+  const t0 = performance.now();
+  try {
+    const [perHead, avg] = await Promise.all([
+      app.call((c) => c.forward(app.layer.name, {...input.request, needWeights: true, averageAttnWeights: false})),
+      app.call((c) => c.forward(app.layer.name, {...input.request, needWeights: true, averageAttnWeights: true})),
+    ]);
+    if (gen !== app.generation) return;
+    const w = perHead.attnWeights;
+    // the daemon's shapes are the truth: [H, L, S] for an unbatched request
+    const shape = w.shape.length === 4 ? w.shape.slice(1) : w.shape;
+    app.result = {weights: {data: w.data, shape}, mean: {data: avg.attnWeights.data, shape: shape.slice(1)},
+                  output: perHead.output, ms: performance.now() - t0};
+    if (shape[0] !== H || shape[1] !== L || shape[2] !== S) {
+      input.H = shape[0];
+      input.S = shape[2];
+    }
+    message("");
+    render();
+  } catch (e) {
+    if (gen !== app.generation) return;
+    app.result = null;
+    status("");
+    message(errorText(e));
+    $("#view").replaceChildren();
+  }
+}
+
+/** Draws the current view (no request unless the view needs its own: trace, parameters, compare). */
+function render() {
+  const s = app.state;
+  for (const b of $$(".tabs button")) {
+    const sel = b.dataset.view === s.view;
+    b.setAttribute("aria-selected", String(sel));
+    b.tabIndex = sel ? 0 : -1;
+  }
+  const root = $("#view");
+  if (!app.layer || !app.result) return;
+  const t0 = performance.now();
+  root.setAttribute("aria-labelledby", `tab-${s.view}`);
+  root.dataset.view = s.view;
+  const out = RENDER[s.view](app, root);
+  const {H, L, S} = app.input;
+  const done = (view) => {
+    app.lastDrawMs = performance.now() - t0;
+    app.view = view || null;
+    status(`${app.layer.name}: ${H} heads × ${L} queries × ${S} keys · forward ${Math.round(app.result.ms)} ms · drawn in ${Math.round(app.lastDrawMs)} ms`);
+  };
+  if (out && typeof out.then === "function") { // views that make their own requests (trace, parameters, compare)
+    app.view = null;
+    status(`${app.layer.name}: ${H} heads × ${L} queries × ${S} keys · forward ${Math.round(app.result.ms)} ms · loading…`);
+    const gen = app.generation;
+    out.then((v) => gen === app.generation && root.dataset.view === s.view && done(v));
+  } else done(out);
+}
+app.render = render;
+
+/** A trace of the current input (cached until the input changes). */
+app.trace = function trace() {
+  const key = `trace:${app.layer.name}:${app.layer.info.version}:${inputKey()}`;
+  if (!app.cache.has(key)) {
+    const {H, L, S, info} = app.input;
+    const E = info.config.embed_dim, hd = info.head_dim || E / H;
+    const estimate = 3 * L * E + 2 * S * E + 3 * L * H * hd + 2 * S * H * hd + 2 * H * L * S;
+    if (estimate > MAX_TRACE_ASKED)
+      return Promise.reject(new Error(`A trace of this input would hold about ${count(estimate)} numbers (${bytesText(4 * estimate)}): too large to draw here. Shorten the input.`));
+    // per head: the trace's attn_weights follows average_attn_weights, as forward's does
+    app.cache.set(key, app.call((c) => c.trace(app.layer.name, {...app.input.request, averageAttnWeights: false})));
+  }
+  const p = app.cache.get(key);
+  p.catch(() => app.cache.delete(key));
+  return p;
+};
+
+/** The layer's parameters (cached per version). */
+app.weights = function weights(name = app.layer.name, version = app.layer.info.version) {
+  const key = `weights:${name}:${version}`;
+  if (!app.cache.has(key)) app.cache.set(key, app.call((c) => c.weights(name)));
+  const p = app.cache.get(key);
+  p.catch(() => app.cache.delete(key));
+  return p;
+};
+
+app.headColours = () => headColours(app.input ? app.input.H : 1);
+
+// ---------------------------------------------------------------------------------------------
+// Controls
+
+function renderLayerSummary() {
+  const {info} = app.layer, c = info.config;
+  const extras = Object.entries(c)
+    .filter(([k, v]) => !["embed_dim", "num_heads", "kdim", "vdim", "bias", "batch_first", "dropout", "add_bias_kv", "add_zero_attn"].includes(k) && v != null && v !== false)
+    .map(([k, v]) => `${k}=${JSON.stringify(v)}`);
+  $("#layer-summary").title = $("#layer-summary").textContent =
+    `E=${c.embed_dim} · H=${c.num_heads} · head_dim=${info.head_dim ?? c.embed_dim / c.num_heads}` +
+    (c.kdim !== c.embed_dim || c.vdim !== c.embed_dim ? ` · kdim=${c.kdim} vdim=${c.vdim}` : "") +
+    (c.add_bias_kv ? " · add_bias_kv" : "") + (c.add_zero_attn ? " · add_zero_attn" : "") +
+    (extras.length ? ` · ${extras.join(" ")}` : "") +
+    ` · ${count(info.parameter_count)} parameters · version ${info.version}`;
+}
+
+/** Options a request can set that only some layers have (rotary positions). */
+function renderLayerOptions() {
+  const box = $("#layer-options");
+  box.replaceChildren();
+  const cfg = app.layer.cfg;
+  if (cfg.rope) {
+    const input = h("input", {type: "number", min: "0", value: String(app.state.rpos), id: "rpos"});
+    input.addEventListener("change", () => app.setState({rpos: Math.max(0, parseInt(input.value, 10) || 0)}));
+    box.append(h("label", {}, "first query position (rotary) ", input));
+  }
+}
+
+function renderPadChips() {
+  const box = $("#pad-chips");
+  const {kLabels, S0, pad} = app.input;
+  box.replaceChildren(...kLabels.slice(0, S0).map((w, j) =>
+    h("button", {type: "button", class: "chip", "aria-pressed": String(pad.includes(j)), title: `key ${j}: click to ${pad.includes(j) ? "unmask" : "mask"}`,
+                 onclick: () => app.togglePad(j)}, w)));
+}
+
+app.togglePad = function togglePad(j) {
+  const pad = app.state.pad.includes(j) ? app.state.pad.filter((x) => x !== j) : [...app.state.pad, j].sort((a, b) => a - b);
+  app.setState({pad});
+};
+
+function syncControls() {
+  const s = app.state;
+  if (!app.custom) {
+    if ($("#q-text") !== document.activeElement) $("#q-text").value = s.q;
+    if ($("#k-text") !== document.activeElement) $("#k-text").value = s.k;
+  }
+  $("#seed").value = String(s.seed);
+  $("#scale").value = String(s.scale);
+  $("#pos").checked = s.pos;
+  $("#causal").checked = s.causal ?? !!(app.layer && app.layer.cfg.is_causal);
+  $("#cmap").value = s.cmap;
+  $("#vmax").value = s.vmax;
+  const sel = $("#layer-select");
+  if (sel.value !== s.layer) sel.value = s.layer;
+}
+
+function setInputMode(mode) {
+  for (const r of $$('input[name="input-mode"]')) r.checked = r.value === mode;
+  $("#words-input").hidden = mode !== "words";
+  $("#custom-input").hidden = mode !== "custom";
+}
+
+function useCustom(parts) {
+  const cfg = app.layer.cfg;
+  const E = cfg.embed_dim;
+  if (parts.query.shape[1] !== E) throw new Error(`the query has ${parts.query.shape[1]} features, the layer's embed_dim is ${E}`);
+  app.custom = {query: parts.query, key: parts.key || app.custom?.key, value: parts.value || app.custom?.value, id: ++customCount};
+  schedule();
+}
+
+function bindControls() {
+  let typing = null;
+  const onText = () => {
+    clearTimeout(typing);
+    typing = setTimeout(() => app.setState({q: $("#q-text").value, k: $("#k-text").value, pad: []}), 300);
+  };
+  $("#q-text").addEventListener("input", onText);
+  $("#k-text").addEventListener("input", onText);
+  $("#seed").addEventListener("change", (e) => app.setState({seed: Math.max(0, parseInt(e.target.value, 10) || 0)}));
+  $("#scale").addEventListener("change", (e) => {
+    const v = Number(e.target.value);
+    app.setState({scale: v > 0 && v <= 1000 ? v : 1});
+  });
+  $("#pos").addEventListener("change", (e) => app.setState({pos: e.target.checked}));
+  $("#causal").addEventListener("change", (e) => app.setState({causal: e.target.checked}));
+  $("#cmap").addEventListener("change", (e) => app.setState({cmap: e.target.value}));
+  $("#vmax").addEventListener("change", (e) => app.setState({vmax: e.target.value}));
+  $("#layer-select").addEventListener("change", (e) => app.setState({...resetFor(e.target.value)}, {push: true}));
+
+  for (const r of $$('input[name="input-mode"]'))
+    r.addEventListener("change", () => {
+      setInputMode(r.value);
+      if (r.value === "words" && app.custom) {
+        app.custom = null;
+        schedule();
+      }
+    });
+  $("#json-apply").addEventListener("click", () => {
+    try {
+      useCustom(parsePasted($("#json-text").value));
+      message("");
+    } catch (e) {
+      message(`The pasted input: ${e.message}`);
+    }
+  });
+  const npy = (which) => async (ev) => {
+    const f = ev.target.files[0];
+    if (!f) return;
+    try {
+      const t = squeeze(parseNpy(await f.arrayBuffer()), f.name);
+      useCustom(which === "query" ? {query: t} : {query: app.custom?.query || requireQuery(), key: t});
+      message("");
+    } catch (e) {
+      message(`${f.name}: ${e.message}`);
+    }
+  };
+  $("#npy-query").addEventListener("change", npy("query"));
+  $("#npy-key").addEventListener("change", npy("key"));
+
+  const tabs = $$(".tabs button");
+  tabs.forEach((b, i) => {
+    b.addEventListener("click", () => app.setState({view: b.dataset.view}, {push: true}));
+    b.addEventListener("keydown", (ev) => { // arrow keys move along the tab list
+      const d = ev.key === "ArrowRight" ? 1 : ev.key === "ArrowLeft" ? -1 : 0;
+      if (!d) return;
+      const next = tabs[(i + d + tabs.length) % tabs.length];
+      next.focus();
+      next.click();
+    });
+  });
+
+  $("#export-png").addEventListener("click", exportPNG);
+  $("#export-json").addEventListener("click", exportJSON);
+  $("#copy-link").addEventListener("click", async () => {
+    try {
+      await navigator.clipboard.writeText(location.href);
+      notice("link copied");
+    } catch (e) {
+      notice(`the link to this view: ${location.href}`);
+    }
+  });
+  const themes = ["auto", "light", "dark"];
+  const setTheme = (t) => {
+    document.documentElement.dataset.theme = t;
+    $("#theme-button").textContent = `Theme: ${t}`;
+    localStorage.setItem("attnd.theme", t);
+  };
+  setTheme(themes.includes(localStorage.getItem("attnd.theme")) ? localStorage.getItem("attnd.theme") : "auto");
+  $("#theme-button").addEventListener("click", () => {
+    setTheme(themes[(themes.indexOf(document.documentElement.dataset.theme) + 1) % 3]);
+    render(); // canvases drawn with theme colours
+  });
+}
+
+function requireQuery() {
+  const t = tokenInputs(app.layer.cfg, splitTokens(app.state.q), [], {seed: app.state.seed, scale: app.state.scale, positions: app.state.pos});
+  return t.query;
+}
+
+/** The state for a newly chosen layer: same tokens and view, selections reset. */
+function resetFor(layer) {
+  return {layer, pad: [], head: null, qi: 0, kj: 0, heads: null, cmp: null, rpos: 0};
+}
+app.resetFor = resetFor;
+
+// ---------------------------------------------------------------------------------------------
+// Export
+
+async function exportPNG() {
+  if (!app.view || !app.view.exportCanvas) return notice("nothing to export yet");
+  const canvas = await app.view.exportCanvas();
+  canvas.toBlob((blob) => download(blob, `attnd-${app.layer.name}-${app.state.view}.png`), "image/png");
+}
+
+async function exportJSON() {
+  if (!app.view || !app.view.exportData) return notice("nothing to export yet");
+  const data = {layer: app.layer.name, version: app.layer.info.version, config: app.layer.cfg, view: app.state.view,
+                link: location.href, input: {queries: app.input.qLabels, keys: app.input.kLabels, causal: app.input.causal, padded_keys: app.input.pad},
+                ...(await app.view.exportData())};
+  download(new Blob([JSON.stringify(data)], {type: "application/json"}), `attnd-${app.layer.name}-${app.state.view}.json`);
+}
+
+// ---------------------------------------------------------------------------------------------
+
+async function start() {
+  bindControls();
+  initLayersPanel(app);
+  app.setKey(sessionStorage.getItem(KEY_ITEM));
+  if (apiOrigin !== location.origin) $("#layer-summary").before(h("span", {class: "muted", title: "this page talks to another daemon (?api=)"}, `daemon ${apiOrigin}`));
+  if (!VIEWS.includes(app.state.view)) app.state.view = DEFAULTS.view;
+  syncControls();
+  try {
+    await refreshLayers();
+  } catch (e) {
+    message(errorText(e));
+    return;
+  }
+  await loadLayer();
+}
+
+start();
+
