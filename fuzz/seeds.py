@@ -82,14 +82,26 @@ def b64_values(t):
     return list(struct.unpack(f"<{len(raw) // 4}f", raw))
 
 
-def safetensors(tensors, metadata=None):
-    """A safetensors file of float32 tensors: [(name, shape, values)]."""
+def pack(dtype, values):
+    if dtype == "F32":
+        return struct.pack(f"<{len(values)}f", *values)
+    if dtype == "F64":
+        return struct.pack(f"<{len(values)}d", *values)
+    if dtype == "F16":
+        return struct.pack(f"<{len(values)}e", *values)
+    if dtype == "BF16":  # the top half of the float32 (values here are exact in bfloat16)
+        return b"".join(struct.pack("<f", v)[2:] for v in values)
+    raise ValueError(dtype)
+
+
+def safetensors(tensors, metadata=None, dtype="F32"):
+    """A safetensors file of tensors [(name, shape, values)], all of one dtype."""
     header, data = {}, b""
     if metadata is not None:
         header["__metadata__"] = metadata
     for name, shape, values in sorted(tensors):
-        raw = struct.pack(f"<{len(values)}f", *values)
-        header[name] = {"dtype": "F32", "shape": shape, "data_offsets": [len(data), len(data) + len(raw)]}
+        raw = pack(dtype, values)
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [len(data), len(data) + len(raw)]}
         data += raw
     h = json.dumps(header, separators=(",", ":")).encode()
     h += b" " * (-len(h) % 8)
@@ -361,6 +373,54 @@ def predecode_seeds():
 
 
 # ---------------------------------------------------------------------------------------------
+# fuzz_weights_put: a byte (bit 7: weights of existing layer bits 0-1; else a new layer), a file
+
+WP_LAYERS = [{"embed_dim": 8, "num_heads": 2},  # fuzz_weights_put.c's four existing layers
+             {"embed_dim": 6, "num_heads": 3, "kdim": 4, "vdim": 5, "add_bias_kv": True},
+             {"embed_dim": 4, "num_heads": 2, "bias": False, "add_zero_attn": True},
+             {"embed_dim": 3, "num_heads": 1}]
+
+
+def weights_put_seeds():
+    H = "weights_put"
+    for i, cfg in enumerate(WP_LAYERS):
+        for dt in ("F32", "F16", "BF16", "F64"):
+            params = layer_params(cfg, 0.25)
+            seed(H, f"weights_{i}_{dt}", bytes([0x80 | i]) + safetensors(params, {"format": "pt"}, dt))
+            seed(H, f"layer_{i}_{dt}", bytes([i]) + safetensors(params, {"config": json.dumps(cfg)}, dt))
+        # one parameter short, one too many, one of the wrong shape
+        params = layer_params(cfg, 0.5)
+        seed(H, f"weights_{i}_missing", bytes([0x80 | i]) + safetensors(params[1:]))
+        seed(H, f"weights_{i}_extra", bytes([0x80 | i]) + safetensors(params + [("bias_k", [1, 1, 2], [0.0, 1.0])]))
+        n, shape, v = params[0]
+        seed(H, f"weights_{i}_shape", bytes([0x80 | i]) + safetensors([(n, [len(v)], v)] + params[1:]))
+    seed(H, "layer_meta_empty", b"\x00" + safetensors(layer_params(WP_LAYERS[0]), {}))
+    seed(H, "layer_config_not_object", b"\x00" + safetensors(layer_params(WP_LAYERS[0]), {"config": "[8, 2]"}))
+    for fname, data in st_files():
+        seed(H, "weights_" + fname, b"\x80" + data)
+        seed(H, "layer_" + fname, b"\x00" + data)
+
+
+# ---------------------------------------------------------------------------------------------
+# fuzz_headers: a header value, NUL, a key
+
+def headers_seeds():
+    H = "headers"
+    for i, v in enumerate([
+            "application/json", "application/octet-stream;q=0.9, application/json;q=0.8",
+            'text/html;level=1;q=0, text/html;charset="utf-8,x";q=0.001, */*;q=0.1',
+            ",, application/json ;q=1.000 , application/octet-stream; q=0.5 ;x=y,",
+            "application/octet-stream;q=1.0001, application/json;q=.5, text/html;q=",
+            '"7", W/"8",, 9', " , 18446744073709551615, 18446744073709551616", '"07", "7"', "W/7 ,",
+            "Bearer k3y-Secret_0", "bearer    k3y-Secret_0 \t", "Bearer  k3y-Secret_0x", "Basic k3y-Secret_0",
+            "Bearer\tk3y-Secret_0"]):
+        seed(H, f"value_{i}", v)
+    for i, (v, k) in enumerate([("Bearer a b", "a b"), ("Bearer  x", " x"), ("Bearer x", "x\t"),
+                                ("Bearer \u00e9t\u00e9", "\u00e9t\u00e9"), ("Bearer ", "")]):
+        seed(H, f"key_{i}", v.encode() + b"\0" + k.encode())
+
+
+# ---------------------------------------------------------------------------------------------
 
 def main():
     if len(sys.argv) != 2:
@@ -368,6 +428,8 @@ def main():
     out = sys.argv[1]
     http_seeds()
     predecode_seeds()
+    weights_put_seeds()
+    headers_seeds()
     for harness, files in OUT.items():
         d = os.path.join(out, harness)
         os.makedirs(d, exist_ok=True)
