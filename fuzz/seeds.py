@@ -421,6 +421,25 @@ def headers_seeds():
 
 
 # ---------------------------------------------------------------------------------------------
+# fuzz_options: NUL-separated arguments (ATTND_X=v: the environment)
+
+def options_seeds():
+    H = "options"
+    text = open(os.path.join(ROOT, "docs/configuration.md")).read()
+    flags = sorted(set(re.findall(r"--[a-z][a-z-]+[a-z]", text)) - {"--some-name", "--ulimit"})
+    values = ["64M", "2s", "500ms", "0", "1", "true", "off", "json", "0.0.0.0", "/tmp/x", "16384", "1T"]
+    for i, f in enumerate(flags):
+        v = values[i % len(values)]
+        seed(H, f"flag_{f[2:]}", f"{f}={v}")
+        seed(H, f"flag2_{f[2:]}", f"{f}\0{values[(i + 5) % len(values)]}")
+        seed(H, f"twin_{f[2:]}", "ATTND_" + f[2:].upper().replace("-", "_") + "=" + v)
+    for i, line in enumerate(re.findall(r"^\s*attnd( --[^\n`|]*)$", text, re.M)):
+        seed(H, f"doc_{i}", "\0".join(line.split()))
+    seed(H, "units", "--max-body-bytes=1KiB\0--max-body-memory\0002G\0--timeout=3000ms\0--watch-interval-ms=1s")
+    seed(H, "less", "--max-body-memory=1M\0--max-body-bytes=2M")
+
+
+# ---------------------------------------------------------------------------------------------
 
 def main():
     if len(sys.argv) != 2:
@@ -430,6 +449,7 @@ def main():
     predecode_seeds()
     weights_put_seeds()
     headers_seeds()
+    options_seeds()
     for harness, files in OUT.items():
         d = os.path.join(out, harness)
         os.makedirs(d, exist_ok=True)
