@@ -440,6 +440,34 @@ def options_seeds():
 
 
 # ---------------------------------------------------------------------------------------------
+# fuzz_hf_checkpoint: a byte (layer, confined), then files "NAME\0" + 3-byte length + bytes
+
+def hf_seeds():
+    H = "hf_checkpoint"
+
+    def files(fs):
+        return b"".join(n.encode() + b"\0" + struct.pack("<I", len(d))[:3] + d for n, d in fs)
+
+    cases_ = json.load(open(os.path.join(ROOT, "tests/data/hf/cases.json")))["cases"]
+    for c in cases_:
+        d = os.path.join(ROOT, "tests/data/hf", c["checkpoint"])
+        fs = [(n, open(os.path.join(d, n), "rb").read()) for n in sorted(os.listdir(d))
+              if n != "reference.safetensors"]
+        for confined in (0, 8):
+            seed(H, f"{c['checkpoint']}_{confined}", bytes([c["layer"] | confined]) + files(fs))
+    bert = os.path.join(ROOT, "tests/data/hf/bert_base")
+    cfg = open(os.path.join(bert, "config.json"), "rb").read()
+    model = open(os.path.join(bert, "model.safetensors"), "rb").read()
+    seed(H, "link_config_out", b"\x09" + files([("@config.json", b"../../outside/config.json"), ("model.safetensors", model)]))
+    seed(H, "link_model_out", b"\x09" + files([("config.json", cfg), ("@model.safetensors", b"../../outside/model.safetensors")]))
+    seed(H, "link_model_abs", b"\x09" + files([("config.json", cfg), ("@model.safetensors", b"/etc/passwd")]))
+    seed(H, "link_inside", b"\x09" + files([("config.json", cfg), ("blob", model), ("@model.safetensors", b"blob")]))
+    seed(H, "index_out", b"\x09" + files([("config.json", cfg), ("model.safetensors.index.json",
+         json.dumps({"weight_map": {"bert.encoder.layer.1.attention.self.query.weight": "../../outside/model.safetensors"}}).encode())]))
+    seed(H, "layer_huge", b"\x10" + files([("config.json", cfg), ("model.safetensors", model)]))
+
+
+# ---------------------------------------------------------------------------------------------
 
 def main():
     if len(sys.argv) != 2:
@@ -450,6 +478,7 @@ def main():
     weights_put_seeds()
     headers_seeds()
     options_seeds()
+    hf_seeds()
     for harness, files in OUT.items():
         d = os.path.join(out, harness)
         os.makedirs(d, exist_ok=True)
