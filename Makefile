@@ -8,6 +8,7 @@
 #   make bench      engine and HTTP benchmarks (bench/); never part of the tests
 #   make fuzz       build the libFuzzer harnesses in build-fuzz/ (clang; fuzz/run.sh NAME SECONDS runs one)
 #   make fuzz-check every harness on its committed corpus, then a short run each (CI; fuzz/check.sh)
+#   make soak       SOAK_MINUTES (10) of mixed load on one daemon: errors, latency, RSS each minute
 #   make golden     regenerate tests/golden/ from torch (needs /usr/bin/python3 with torch)
 #   make test-ui    the viewer (/ui) in headless Chromium (tests/ui/run_browser.sh; installs chromium, playwright-core)
 #   make test-examples   examples/client.py and client.mjs against a daemon (installs python3-numpy,
@@ -166,6 +167,9 @@ fuzz:
 
 fuzz-check:
 	fuzz/check.sh
+
+soak: $(BUILD)/attnd
+	python3 scripts/soak.py --attnd $(BUILD)/attnd --dir $(BUILD)/soak
 
 golden:
 	/usr/bin/python3 tests/torch/gen_golden.py
