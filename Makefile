@@ -5,7 +5,9 @@
 #   make test       build and run every test; ends with "N passed, N failed"
 #   make asan       the whole suite under AddressSanitizer + UBSan (in build-asan/)
 #   make tsan       the whole suite under ThreadSanitizer (in build-tsan/; the pool, workers, deadlines)
-#   make bench      engine and HTTP benchmarks (bench/); never part of the tests
+#   make bench      attnd against the FMA peak, OpenBLAS, torch and ONNX Runtime, then the HTTP
+#                   benchmarks (bench/; installs the peers when missing); never part of the tests
+#   make bench-long the same for L = S = 1024 ... 16384 (N=1, E=1024, H=16): engine and fused ORT
 #   make fuzz       build the libFuzzer harnesses in build-fuzz/ (clang; fuzz/run.sh NAME SECONDS runs one)
 #   make fuzz-check every harness on its committed corpus, then a short run each (CI; fuzz/check.sh)
 #   make soak       SOAK_MINUTES (10) of mixed load on one daemon: errors, latency, RSS each minute
@@ -60,7 +62,7 @@ BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 DEB_PKGS  := gcc make libmicrohttpd-dev libjansson-dev libopenblas-dev libcurl4-openssl-dev curl
 DEPS_STAMP := $(BUILD)/.deps-ok
 
-.PHONY: all deps run test asan ubsan tsan bench golden clean format fuzz fuzz-bins fuzz-check soak test-ui test-examples test-container test-scale bench-scale
+.PHONY: all deps run test asan ubsan tsan bench bench-long golden clean format fuzz fuzz-bins fuzz-check soak test-ui test-examples test-container test-scale bench-scale
 all: $(BUILD)/attnd
 
 deps: $(DEPS_STAMP)
@@ -128,6 +130,9 @@ $(BUILD)/fuzz/%: $(BUILD)/fuzz/%.o $(BUILD)/libsrv.a $(BUILD)/libmha.a
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -fsanitize=fuzzer -o $@ $^ $(LIBS)
 fuzz-bins: $(FUZZ_BIN)
 
+# bench_engine times the attention core by wrapping the pool's parallel-for (see its header)
+$(BUILD)/bench/bench_engine: LDFLAGS += -Wl,--wrap=mha_pool_run,--wrap=mha_pool_run_limit
+
 run: $(BUILD)/attnd
 	./$(BUILD)/attnd --demo
 
@@ -144,7 +149,12 @@ tsan:
 	$(MAKE) BUILD=build-tsan SAN=thread OPT=-O1 test
 
 bench: $(BUILD)/attnd $(BENCH_BIN)
+	@BUILD=$(BUILD) scripts/bench_deps.sh
 	@BUILD=$(BUILD) bench/run.sh
+
+bench-long: $(BUILD)/bench/bench_engine $(BUILD)/bench/fma_peak
+	@BUILD=$(BUILD) scripts/bench_deps.sh
+	@BUILD=$(BUILD) python3 bench/compare.py --long $(LONG_ARGS)
 
 # the viewer in headless Chromium (installs chromium, nodejs and playwright-core when missing)
 test-ui: $(BUILD)/attnd
