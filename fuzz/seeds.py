@@ -246,7 +246,7 @@ def http_seeds():
         inputs = []
         for k in ("query", "key", "value"):
             t = g["inputs"].get(k)
-            if isinstance(t, dict) and "base64" in t:
+            if isinstance(t, dict) and "base64" in t and t.get("dtype", "float32") == "float32":
                 inputs.append({"name": k, "datatype": "FP32", "shape": t["shape"], "data": b64_values(t)})
         if inputs and int(name[:3]) % 4 == 1:
             seed(H, "golden_v2_" + name, put + req("POST", "/v2/models/g/infer", json.dumps({"id": name, "inputs": inputs})))
@@ -468,6 +468,69 @@ def hf_seeds():
 
 
 # ---------------------------------------------------------------------------------------------
+# the older harnesses, from the same sources
+
+def codec_seeds():
+    tensors, bodies, b64 = [], [], []
+    for name, g in golden():
+        bodies.append((name, json.dumps({"config": g["config"], "weights": g["weights"]}).encode()))
+        bodies.append((name + "_in", json.dumps(g["inputs"]).encode()))
+        for k, t in list(g["inputs"].items()) + list(g["weights"].items()):
+            if isinstance(t, dict) and "base64" in t:
+                if len(t["base64"]) < 4096:
+                    b64.append((f"{name}_{k}", t["base64"].encode()))
+                shape = t["shape"]
+                tensors.append((f"{name}_{k}_b64", json.dumps(t).encode()))
+                if t.get("dtype", "float32") != "float32":
+                    continue
+                vals = b64_values(t)
+                if len(vals) <= 512:
+                    tensors.append((f"{name}_{k}_flat", json.dumps({"shape": shape, "data": vals}).encode()))
+    for name, body, exp in cases():
+        bodies.append(("case_" + name, body))
+        try:
+            for k, v in json.loads(body).items():
+                if isinstance(v, (list, dict)):
+                    tensors.append((f"case_{name}_{k}", json.dumps(v).encode()))
+        except (ValueError, AttributeError, UnicodeDecodeError):
+            tensors.append(("case_" + name, body))
+    for i, (name, body) in enumerate(tensors):
+        # rules byte: bool and -inf allowed for masks, default depth, every max_elements
+        seed("tensor_parse", name[:90], bytes([(i % 4) << 5 | 3]) + body)
+    for i, (name, body) in enumerate(bodies):
+        seed("json_scan", name[:90], bytes([(i % 4) | 32 << 2]) + body)
+    for name, text in b64:
+        seed("base64", name[:90], text)
+    for fname, data in st_files():
+        seed("safetensors", fname, data)
+    for name, c, w in datadir_files():
+        seed("datadir", name, struct.pack("<H", len(c)) + c + w)
+        cfg = json.loads(c)
+        meta = {"format": "pt", "attnd.config": json.dumps(cfg, separators=(",", ":"), sort_keys=True),
+                "attnd.version": "3"}
+        seed("datadir", name + "_attnd", struct.pack("<H", len(c)) + c + safetensors(layer_params(cfg), meta))
+        seed("datadir", name + "_repair", b"\0\0" + safetensors(layer_params(cfg), meta))
+    for name, g in golden():
+        inputs = []
+        for k in ("query", "key", "value"):
+            t = g["inputs"].get(k)
+            if isinstance(t, dict) and "base64" in t and len(t["base64"]) < 6000 and \
+                    t.get("dtype", "float32") == "float32":
+                inputs.append((k, t))
+        if not inputs or int(name[:3]) % 3:
+            continue
+        js = json.dumps({"id": name, "inputs": [{"name": k, "datatype": "FP32", "shape": t["shape"],
+                                                   "data": b64_values(t)} for k, t in inputs]}).encode()
+        seed("v2_request", name + "_json", b"\xff\xff" + js)
+        hdr = json.dumps({"inputs": [{"name": k, "datatype": "FP32", "shape": t["shape"],
+                                      "parameters": {"binary_data_size": len(base64.b64decode(t["base64"]))}}
+                                     for k, t in inputs],
+                          "outputs": [{"name": "output", "parameters": {"binary_data": True}}]}).encode()
+        seed("v2_request", name + "_binary", struct.pack("<H", len(hdr)) + hdr
+             + b"".join(base64.b64decode(t["base64"]) for _, t in inputs))
+
+
+# ---------------------------------------------------------------------------------------------
 
 def main():
     if len(sys.argv) != 2:
@@ -479,6 +542,7 @@ def main():
     headers_seeds()
     options_seeds()
     hf_seeds()
+    codec_seeds()
     for harness, files in OUT.items():
         d = os.path.join(out, harness)
         os.makedirs(d, exist_ok=True)
