@@ -129,6 +129,9 @@ $(BUILD)/fuzz/%: $(BUILD)/fuzz/%.o $(BUILD)/libsrv.a $(BUILD)/libmha.a
 	$(call say,LD,$@)
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -fsanitize=fuzzer -o $@ $^ $(LIBS)
 fuzz-bins: $(FUZZ_BIN)
+# fuzz_datadir_tree changes files while the data dir code reads them: its read() and fstatat() calls
+# pass through the harness
+$(BUILD)/fuzz/fuzz_datadir_tree: LDFLAGS += -Wl,--wrap=read,--wrap=fstatat
 
 # bench_engine times the attention core by wrapping the pool's parallel-for (see its header)
 $(BUILD)/bench/bench_engine: LDFLAGS += -Wl,--wrap=mha_pool_run,--wrap=mha_pool_run_limit
