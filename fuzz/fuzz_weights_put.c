@@ -51,9 +51,13 @@ static void start(void)
     c[2].add_zero_attn = true;
     mha_config_init(&c[3], 3, 1);
     for (int i = 0; i < 4; i++) {
-        old[i] = srv_layer_build_init("old", &c[i], &app->limits, "xavier_uniform", (uint64_t)i, &err);
+        mha_error me = {0};
+        mha_layer *l = mha_layer_create(&c[i], &app->limits, &me);
+        if (!l || mha_layer_init(l, "xavier_uniform", (uint64_t)i, &me) != MHA_OK)
+            FAIL("layer %d: %s", i, me.message);
+        old[i] = srv_layer_new("old", l, srv_config_to_json(mha_layer_config(l)));
         if (!old[i])
-            FAIL("layer %d: %s", i, err.message);
+            FAIL("layer %d: out of memory", i);
     }
 }
 
