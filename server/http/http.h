@@ -181,6 +181,10 @@ typedef struct srv_http_config {
     srv_body_budget *bodies;   /* bodies held at once (borrowed; must outlive the server)         */
     const char *cors_origin;   /* allowed browser origins ("" = no CORS): cors.c                  */
     srv_log_format log_format; /* the access log (base/log.h)                                     */
+    bool external;             /* no listening socket and no threads of libmicrohttpd's: the      *
+                                * caller hands connections in (srv_http_add_connection) and runs  *
+                                * the server in its own loop (srv_http_run); host and port unused *
+                                * (in-process fuzzing: fuzz/fuzz_http.c)                          */
 } srv_http_config;
 
 typedef struct srv_http srv_http;
@@ -199,6 +203,19 @@ int srv_http_port(const srv_http *h);
  * flight to complete. Returns the number still in flight (0 = all done). Call srv_http_stop
  * afterwards. */
 int srv_http_drain(srv_http *h, int deadline_ms);
+
+/* A server started with cfg->external: serves the connected stream socket fd (one end of a
+ * socketpair) as a client connection from 127.0.0.1; the server owns fd from then on. Returns 0 or
+ * -1 (refused: connection limit, out of memory; fd is closed). */
+int srv_http_add_connection(srv_http *h, int fd);
+
+/* A server started with cfg->external: does what is ready on its connections, waiting up to
+ * timeout_ms (0: not at all) for something to be. Returns 0 or -1. */
+int srv_http_run(srv_http *h, int timeout_ms);
+
+/* Requests handed to a worker whose connection is not resumed yet: their replies are still to
+ * come (a caller running an external server waits for them before it closes its connections). */
+int srv_http_busy(const srv_http *h);
 
 /* Stops the server (closing every connection) and frees it. Accepts NULL. */
 void srv_http_stop(srv_http *h);

@@ -34,6 +34,7 @@ struct srv_http {
     pthread_t *workers;
     int nworkers;
     req_ctx *jobs_head, *jobs_tail;
+    int busy;             /* handed to a worker and not resumed yet (atomic)           */
     bool stopping;
 };
 

@@ -36,8 +36,11 @@
 
 /* Bodies at least this large on a SRV_ROUTE_HEAVY route run on a worker thread. Below it the
  * handler's work is short (an S request, 19 KB in and 60 KB out, takes a few hundred microseconds
- * in all) and the hop to a worker (suspend, wake, resume) would cost more than it saves. */
-#define OFFLOAD_MIN_BODY 65536
+ * in all) and the hop to a worker (suspend, wake, resume) would cost more than it saves. (The fuzz
+ * build lowers it, so that fuzz_http reaches the workers with small inputs.) */
+#ifndef SRV_OFFLOAD_MIN_BODY
+#define SRV_OFFLOAD_MIN_BODY 65536
+#endif
 
 /* How much of a chunked body past --max-body-bytes (or --max-body-memory) is read (and dropped) so
  * that the client gets its 413 (503); past this the connection is closed instead. */
@@ -485,7 +488,7 @@ enum MHD_Result srv_http_on_request(void *cls, struct MHD_Connection *conn, cons
     }
     unsigned flags = c->req.route->flags;
     if (((flags & SRV_ROUTE_WORKER) ||
-         ((flags & SRV_ROUTE_HEAVY) && c->body.len >= OFFLOAD_MIN_BODY)) &&
+         ((flags & SRV_ROUTE_HEAVY) && c->body.len >= SRV_OFFLOAD_MIN_BODY)) &&
         srv_http_offload(c))
         return MHD_YES;
 

@@ -47,6 +47,7 @@ static void *worker_main(void *arg)
         }
         c->done = resp; /* NULL: out of memory, answered when resumed */
         MHD_resume_connection(c->req.conn);
+        __atomic_sub_fetch(&h->busy, 1, __ATOMIC_RELEASE);
     }
 }
 
@@ -72,6 +73,7 @@ bool srv_http_offload(req_ctx *c)
         return false;
     }
     c->offloaded = true;
+    __atomic_add_fetch(&h->busy, 1, __ATOMIC_RELAXED);
     MHD_suspend_connection(c->req.conn);
     c->next_job = NULL;
     c->queued_at = srv_now();
@@ -83,6 +85,11 @@ bool srv_http_offload(req_ctx *c)
     pthread_cond_signal(&h->jobs);
     pthread_mutex_unlock(&h->lock);
     return true;
+}
+
+int srv_http_busy(const srv_http *h)
+{
+    return __atomic_load_n(&h->busy, __ATOMIC_ACQUIRE);
 }
 
 void srv_http_workers_stop(srv_http *h)
