@@ -9,7 +9,7 @@
 #                   benchmarks (bench/; installs the peers when missing); never part of the tests
 #   make bench-long the same for L = S = 1024 ... 16384 (N=1, E=1024, H=16): engine and fused ORT
 #   make fuzz       build the libFuzzer harnesses in build-fuzz/ (clang; fuzz/run.sh NAME SECONDS runs one)
-#   make golden     regenerate tests/golden/ from torch (needs /usr/bin/python3 with torch)
+#   make golden     regenerate tests/golden/ and tests/golden_select/ from torch (needs /usr/bin/python3 with torch)
 #   make test-ui    the viewer (/ui) in headless Chromium (tests/ui/run_browser.sh; installs chromium, playwright-core)
 #   make test-examples   examples/client.py and client.mjs against a daemon (installs python3-numpy,
 #                        python3-requests, nodejs when missing)
@@ -162,6 +162,7 @@ fuzz:
 
 golden:
 	/usr/bin/python3 tests/torch/gen_golden.py
+	/usr/bin/python3 tests/torch/gen_half.py
 
 format:
 	clang-format -i lib/*.[ch] server/*/*.[ch] tests/*/*.[ch] bench/*.c
