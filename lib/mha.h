@@ -218,6 +218,29 @@ typedef struct mha_mask {       /* a borrowed mask, row-major                   
     int64_t shape[4];
 } mha_mask;
 
+/* Choosing which weights come back (SPEC §2, "Choosing which weights come back"): instead of torch's
+ * [N,H,L,S] (or averaged [N,L,S]) weights, the chosen heads, query rows and keys only, or per row the
+ * k largest weights, or the map pooled over blocks. The output of the pass is the same, bit for bit,
+ * whatever is chosen; the chosen numbers are those of the full map (the same float32 values, bit for
+ * bit, for a slice; top-k and pooling are taken over them). */
+typedef enum mha_pool_op { MHA_POOL_MEAN = 0, MHA_POOL_MAX = 1 } mha_pool_op;
+
+typedef struct mha_select {
+    int64_t nheads;            /* 0: every head, in order                                        */
+    const int64_t *heads;      /* [nheads] distinct heads in [0,H), in the order they come back   */
+    bool has_queries;          /* false: every query row                                         */
+    int64_t queries[2];        /* [start, stop) over L, non-empty                                */
+    bool has_keys;             /* false: every key                                               */
+    int64_t keys[2];           /* [start, stop) over S (the appended keys count), non-empty      */
+    bool has_top_k;            /* false: the map                                                 */
+    int64_t top_k;             /* k >= 1: per row the k largest (min(k, S') of them), largest
+                                * first, ties to the lower key index                             */
+    bool has_pool;             /* false: not pooled. Not with top_k                              */
+    int64_t pool[2];           /* {a, b} >= 1: the map reduced over blocks of a rows x b keys (an
+                                * edge block over the cells it holds)                           */
+    mha_pool_op pool_op;       /* mean (default) or max over a block                             */
+} mha_select;
+
 typedef struct mha_inputs {
     mha_tensor query;           /* [N,L,E] / [L,N,E] !! batch_first / [L,E] unbatched            */
     mha_tensor key;             /* [N,S0,Kd] / [S0,N,Kd] / [S0,Kd]; absent: key = query          */
@@ -227,6 +250,9 @@ typedef struct mha_inputs {
     bool is_causal;             /* key j allowed for query i iff j <= i (merged with the masks)  */
     bool need_weights;          /* default false                                                 */
     bool average_attn_weights;  /* default true                                                  */
+    const mha_select *select;   /* NULL: torch's weights. Else (with need_weights) the weights are
+                                 * this selection; averaged: the mean over the chosen heads. The
+                                 * trace's SCORES and ATTN_WEIGHTS stages take it too (per head) */
 } mha_inputs;
 
 /* What a forward pass will take and give, computed and checked before anything is allocated. */
@@ -238,14 +264,31 @@ typedef struct mha_plan {
     int64_t out_shape[3];
     int64_t out_count;
     int weights_ndim;           /* 0 when !need_weights; averaged [N,L,S] ([L,S]); per head     */
-    int64_t weights_shape[4];   /* [N,H,L,S] ([H,L,S]). Always batch-major, as torch returns it. */
+    int64_t weights_shape[4];   /* [N,H,L,S] ([H,L,S]). Always batch-major, as torch returns it.
+                                 * With a selection: [N,h',L',S'] ([N,L',S'] averaged; no N
+                                 * unbatched), the last two [L',k'] with top_k, [⌈L'/a⌉,⌈S'/b⌉]
+                                 * pooled                                                         */
     int64_t weights_count;
+    /* The selection (in->select) resolved: */
+    bool selected;              /* in->select was given (and checked)                            */
+    int64_t sel_heads;          /* h': heads returned                                            */
+    int64_t sel_q[2], sel_k[2]; /* [start, stop) of the query rows and keys                      */
+    int64_t top_k;              /* k' = min(k, S'), 0 without top_k                              */
+    int64_t pool[2];            /* {a, b}, {0, 0} when not pooled                                */
+    mha_pool_op pool_op;
+    int64_t sel_shape[4];       /* per head, batch-major: [N, h', rows, columns] (the trace's
+                                 * SCORES and ATTN_WEIGHTS stages with a selection)              */
     size_t workspace_bytes;     /* scratch of a pass on one thread (without trace or weights)    */
     double flops;
 } mha_plan;
 
 /* Checks every input against the layer (shapes, ranks, mask types, limits; limits may be NULL) and
- * fills plan. MHA_ERR_SHAPE with err->field = the input and a message naming both shapes. */
+ * fills plan. MHA_ERR_SHAPE with err->field = the input and a message naming both shapes.
+ * A selection (in->select) that breaks a rule is MHA_ERR_VALUE with err->field "select." and the
+ * member at fault ("select.heads", ".queries", ".keys", ".top_k", ".pool", ".pool_op") and a message
+ * that starts with the member's name ("heads[1] is 9, ..."), so that a caller can name it its own
+ * way: a head outside [0,H) or given twice, a range outside its axis or empty, k < 1, a pool size
+ * < 1, top_k and pool together. Past max_elements: MHA_ERR_LIMIT, field "select". */
 mha_status mha_plan_forward(const mha_layer *layer, const mha_inputs *in, const mha_limits *limits,
                             mha_plan *plan, mha_error *err);
 
@@ -257,6 +300,7 @@ mha_status mha_plan_forward(const mha_layer *layer, const mha_inputs *in, const 
  *                                     with bias_k/bias_v and the zero key/value appended
  *   SCORES [N,H,L,S]   (q/sqrt(hd))·kᵀ + merged masks (-inf where masked)
  *   ATTN_WEIGHTS [N,H,L,S]   softmax over keys (0 for fully masked rows)
+ *   (SCORES and ATTN_WEIGHTS with a selection: plan.sel_shape, the selection per head)
  *   HEAD_OUTPUTS [N,H,L,hd]   weights·v
  *   CONCAT [N,L,E]   heads side by side
  *   OUTPUT [N,L,E]   after out_proj */
@@ -278,6 +322,8 @@ int mha_trace_stage_shape(const mha_plan *plan, mha_trace_stage stage, int64_t s
 
 typedef struct mha_trace {
     float *stage[MHA_TRACE_NSTAGES]; /* each NULL (not wanted) or room for its stage's elements  */
+    int32_t *indices[MHA_TRACE_NSTAGES]; /* with a top_k selection: the key indices of SCORES and
+                                          * ATTN_WEIGHTS (same count as the stage), else unused */
 } mha_trace;
 
 /* Runs the forward pass planned by mha_plan_forward (with the same layer and inputs).
@@ -294,6 +340,14 @@ typedef struct mha_trace {
 mha_status mha_forward(const mha_layer *layer, const mha_inputs *in, const mha_plan *plan,
                        float *output, float *attn_weights, const mha_trace *trace, mha_pool *pool,
                        mha_error *err);
+
+/* mha_forward with a selection's top-k indices: topk_indices [plan.weights_count] int32 (absolute
+ * key indices, beside the values in attn_weights) when plan.top_k, else ignored (may be NULL).
+ * A selection also takes memory of its own, about the reply's size in doubles when pooled plus, per
+ * thread, one [rows, S'] block when averaged: MHA_ERR_NOMEM when that fails. */
+mha_status mha_forward_select(const mha_layer *layer, const mha_inputs *in, const mha_plan *plan,
+                              float *output, float *attn_weights, int32_t *topk_indices,
+                              const mha_trace *trace, mha_pool *pool, mha_error *err);
 
 #ifdef __cplusplus
 }
