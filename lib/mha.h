@@ -292,6 +292,14 @@ typedef struct mha_plan {
 mha_status mha_plan_forward(const mha_layer *layer, const mha_inputs *in, const mha_limits *limits,
                             mha_plan *plan, mha_error *err);
 
+/* The weights a selection would return for a pass of these sizes, without its inputs (a layer's
+ * describe): fills plan's sizes (N, L, S0, S, E, H, hd, batched), its selection fields and, as
+ * with need_weights, weights_ndim/shape/count (average: the mean over the chosen heads). Errors as
+ * mha_plan_forward's for a selection; the sizes must be >= 1 (MHA_ERR_SHAPE otherwise). */
+mha_status mha_plan_select(const mha_config *cfg, int64_t N, int64_t L, int64_t S0, bool batched,
+                           bool average, const mha_select *sel, const mha_limits *limits,
+                           mha_plan *plan, mha_error *err);
+
 /* Trace stages, in order of computation. Shapes are always batch-major ([N,...], N = 1 for
  * unbatched input), whatever batch_first says (the API shows them in the request's layout:
  * docs/api.md):

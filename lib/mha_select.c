@@ -27,8 +27,8 @@
 /* ---------------------------------------------------------------------------------------------- */
 /* Plan                                                                                           */
 
-static mha_status check_range(const char *member, const int64_t r[2], int64_t len,
-                              const char *axis, mha_error *err)
+static mha_status check_range(const char *member, const int64_t r[2], int64_t len, const char *axis,
+                              mha_error *err)
 {
     if (r[0] < 0 || r[1] > len || r[0] >= r[1])
         return mha_fail(err, MHA_ERR_VALUE, member[0] == 'q' ? "select.queries" : "select.keys",
@@ -124,10 +124,11 @@ mha_status mha_select_plan(mha_plan *p, const mha_select *sel, bool need_weights
     bool ok = mha_mul_ok(rows, cols, &per_head) && mha_mul_ok(per_head, p->N, &c) &&
               mha_mul_ok(c, p->sel_heads, &per_head);
     if (!ok || per_head > lim->max_elements)
-        return mha_fail(err, MHA_ERR_LIMIT, "select",
-                        "the chosen weights would have more than %lld elements; choose fewer heads, "
-                        "rows or keys, or pool them",
-                        (long long)lim->max_elements);
+        return mha_fail(
+            err, MHA_ERR_LIMIT, "select",
+            "the chosen weights would have more than %lld elements; choose fewer heads, "
+            "rows or keys, or pool them",
+            (long long)lim->max_elements);
     if (!need_weights)
         return MHA_OK;
     int n = 0;
@@ -140,6 +141,31 @@ mha_status mha_select_plan(mha_plan *p, const mha_select *sel, bool need_weights
     p->weights_ndim = n;
     p->weights_count = average ? c : per_head;
     return MHA_OK;
+}
+
+mha_status mha_plan_select(const mha_config *cfg, int64_t N, int64_t L, int64_t S0, bool batched,
+                           bool average, const mha_select *sel, const mha_limits *limits,
+                           mha_plan *plan, mha_error *err)
+{
+    mha_limits def;
+    if (!cfg || !sel || !plan)
+        return mha_fail(err, MHA_ERR_ARG, "select", "plan_select: NULL argument");
+    if (!limits) {
+        mha_limits_default(&def);
+        limits = &def;
+    }
+    if (N < 1 || L < 1 || S0 < 1 || cfg->num_heads < 1)
+        return mha_fail(err, MHA_ERR_SHAPE, "select", "plan_select: N, L, S0 and H must be >= 1");
+    memset(plan, 0, sizeof *plan);
+    plan->batched = batched;
+    plan->N = batched ? N : 1;
+    plan->L = L;
+    plan->S0 = S0;
+    plan->S = S0 + (cfg->add_bias_kv ? 1 : 0) + (cfg->add_zero_attn ? 1 : 0);
+    plan->E = cfg->embed_dim;
+    plan->H = cfg->num_heads;
+    plan->hd = cfg->embed_dim / cfg->num_heads;
+    return mha_select_plan(plan, sel, true, average, limits, err);
 }
 
 /* ---------------------------------------------------------------------------------------------- */
@@ -252,7 +278,7 @@ bool mha_sink_wants_rows(const mha_sink *s, int64_t i0, int64_t m)
 }
 
 /* ---------------------------------------------------------------------------------------------- */
-/* Emit: final values of head slot hs, for rows [r0, r1) of a block whose first chosen row is br0  */
+/* Emit: final values of head slot hs, for rows [r0, r1) of a block whose first chosen row is br0 */
 
 typedef struct rows_view {
     int64_t b, hs;
@@ -554,8 +580,8 @@ void mha_sink_head_begin(mha_sink *s, int slot, int64_t b, int64_t h, int64_t i0
     emit_begin(s, slot, &v);
 }
 
-void mha_sink_feed(mha_sink *s, int slot, int64_t b, int64_t h, int64_t i0, int64_t m,
-                   int64_t key0, int64_t n, const float *P, int64_t ld, const float *scale)
+void mha_sink_feed(mha_sink *s, int slot, int64_t b, int64_t h, int64_t i0, int64_t m, int64_t key0,
+                   int64_t n, const float *P, int64_t ld, const float *scale)
 {
     rows_view v;
     if (s->slot_of_head[h] < 0 || !clip_rows(s, b, s->slot_of_head[h], i0, m, &v))
@@ -580,8 +606,8 @@ void mha_sink_feed(mha_sink *s, int slot, int64_t b, int64_t h, int64_t i0, int6
     }
 }
 
-void mha_sink_fill(mha_sink *s, int slot, int64_t b, int64_t h, int64_t i0, int64_t m,
-                   int64_t key0, int64_t n)
+void mha_sink_fill(mha_sink *s, int slot, int64_t b, int64_t h, int64_t i0, int64_t m, int64_t key0,
+                   int64_t n)
 {
     rows_view v;
     if (s->slot_of_head[h] < 0 || !clip_rows(s, b, s->slot_of_head[h], i0, m, &v))

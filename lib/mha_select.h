@@ -53,23 +53,23 @@ typedef struct mha_sink {
     int64_t k;              /* k' (top-k)                                                 */
     int64_t pa, pb, Lp, Sp; /* pool block a x b; pooled rows ⌈L'/a⌉ and columns ⌈S'/b⌉    */
     mha_pool_op op;
-    float fill;             /* the value of keys given by mha_sink_fill                    */
-    int64_t *slot_of_head;  /* [H]: the output's head slot of head h, -1 not chosen        */
-    int64_t rb;             /* rows per block (the core's)                                 */
+    float fill;            /* the value of keys given by mha_sink_fill                    */
+    int64_t *slot_of_head; /* [H]: the output's head slot of head h, -1 not chosen        */
+    int64_t rb;            /* rows per block (the core's)                                 */
     /* where */
-    float *values;          /* [N,nh,L',S'] map, [N,nh,L',k'] top-k, [N,nh,Lp,Sp] pooled   */
-    int32_t *indices;       /* [N,nh,L',k'] top-k key indices, else NULL                    */
+    float *values;    /* [N,nh,L',S'] map, [N,nh,L',k'] top-k, [N,nh,Lp,Sp] pooled   */
+    int32_t *indices; /* [N,nh,L',k'] top-k key indices, else NULL                    */
     /* per thread (slot) */
-    float *avg;             /* [threads][rb, S'] averaged block, or NULL                   */
-    double *part;           /* [threads][part_rows, Sp] pooled partials, or NULL            */
+    float *avg;   /* [threads][rb, S'] averaged block, or NULL                   */
+    double *part; /* [threads][part_rows, Sp] pooled partials, or NULL            */
     int64_t part_rows;
-    int64_t *heap_size;     /* [threads][rb] top-k heap sizes, or NULL                      */
+    int64_t *heap_size; /* [threads][rb] top-k heap sizes, or NULL                      */
     /* pooled rows that blocks share, combined in row order */
-    int64_t *shared_of;     /* [Lp]: index among the shared pooled rows, -1 when one block  */
+    int64_t *shared_of; /* [Lp]: index among the shared pooled rows, -1 when one block  */
     int64_t nshared;
-    double *acc;            /* [N, nh, nshared, Sp]                                         */
-    int64_t *next_row;      /* [N, nh, nshared]: the next row to add (atomic)               */
-    void *mem;              /* one allocation holding the above                            */
+    double *acc;       /* [N, nh, nshared, Sp]                                         */
+    int64_t *next_row; /* [N, nh, nshared]: the next row to add (atomic)               */
+    void *mem;         /* one allocation holding the above                            */
 } mha_sink;
 
 /* Sets up s for a pass planned as plan (plan.selected) on `threads` threads with blocks of rb rows:
@@ -89,11 +89,11 @@ void mha_sink_begin(mha_sink *s, int slot, int64_t b, int64_t i0, int64_t m);
 void mha_sink_head_begin(mha_sink *s, int slot, int64_t b, int64_t h, int64_t i0, int64_t m);
 /* Keys [key0, key0+n) of rows [i0, i0+m): row r's value of key key0+j is P[r·ld + j]·scale[r]
  * (scale NULL: P[r·ld + j]). */
-void mha_sink_feed(mha_sink *s, int slot, int64_t b, int64_t h, int64_t i0, int64_t m,
-                   int64_t key0, int64_t n, const float *P, int64_t ld, const float *scale);
+void mha_sink_feed(mha_sink *s, int slot, int64_t b, int64_t h, int64_t i0, int64_t m, int64_t key0,
+                   int64_t n, const float *P, int64_t ld, const float *scale);
 /* Keys [key0, key0+n) of rows [i0, i0+m) hold the fill value. */
-void mha_sink_fill(mha_sink *s, int slot, int64_t b, int64_t h, int64_t i0, int64_t m,
-                   int64_t key0, int64_t n);
+void mha_sink_fill(mha_sink *s, int slot, int64_t b, int64_t h, int64_t i0, int64_t m, int64_t key0,
+                   int64_t n);
 void mha_sink_head_end(mha_sink *s, int slot, int64_t b, int64_t h, int64_t i0, int64_t m);
 void mha_sink_end(mha_sink *s, int slot, int64_t b, int64_t i0, int64_t m);
 

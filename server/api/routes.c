@@ -22,7 +22,9 @@ const srv_route srv_routes[] = {
     {"GET", "/ui/{asset}", srv_api_ui_asset, SRV_ROUTE_PUBLIC, NULL},
 
     {"GET", "/v1/layers", srv_api_layers_list, 0, ""},
-    {"GET", "/v1/layers/{name}", srv_api_layer_get, 0, "L S N"},
+    {"GET", "/v1/layers/{name}", srv_api_layer_get, 0,
+     "L S N weights_heads weights_queries weights_keys weights_top_k weights_pool weights_pool_op "
+     "weights_dtype average_attn_weights"},
     {"PUT", "/v1/layers/{name}", srv_api_layer_put,
      BODY_JSON | SRV_ROUTE_BINARY | SRV_ROUTE_CHANGES | SRV_ROUTE_HEAVY, ""},
     {"DELETE", "/v1/layers/{name}", srv_api_layer_delete, SRV_ROUTE_CHANGES, ""},

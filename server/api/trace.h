@@ -17,7 +17,8 @@
  * Every stage names its axes, one letter per dimension, from one legend:
  *   N batch, L query positions (target), S key positions (source: the keys given in k_proj and
  *   v_proj; from k_heads on with the bias_k key and the zero key appended), E embed_dim, H heads,
- *   D head_dim.
+ *   D head_dim; K the k strongest keys of a top-k selection (weights_select: scores and
+ *   attn_weights then hold the selection, scores per head).
  */
 #ifndef ATTND_TRACE_H
 #define ATTND_TRACE_H

@@ -3,7 +3,8 @@
  * x.bfloat16(), bit for bit, on the table tests/torch/gen_half.py wrote (tests/golden_select/
  * half.json: every boundary, tie and subnormal of both formats, infinities, random bit patterns and
  * attention-weight-like values). Then the way back: every float16 and bfloat16 bit pattern decodes
- * to a float32 that converts back to the same bits (NaNs to the quiet NaN), and the names and sizes.
+ * to a float32 that converts back to the same bits (NaNs to the quiet NaN), and the names and
+ * sizes.
  */
 #include <math.h>
 #include <stdio.h>
@@ -69,13 +70,15 @@ static void check_torch_table(void)
         srv_f32_to_half_array(h, x, n, SRV_WIRE_F16);
         srv_f32_round_array(r, x, n, SRV_WIRE_F16);
         for (size_t i = 0; i < n; i++)
-            if (!isnan(x[i]) && (h[i] != f16[i] || memcmp(&r[i], &(float){srv_f16_to_f32(f16[i])}, 4)))
+            if (!isnan(x[i]) &&
+                (h[i] != f16[i] || memcmp(&r[i], &(float){srv_f16_to_f32(f16[i])}, 4)))
                 bad++;
         srv_f32_to_half_array(h, x, n, SRV_WIRE_BF16);
         memcpy(r, x, n * 4);
         srv_f32_round_array(r, r, n, SRV_WIRE_BF16); /* in place */
         for (size_t i = 0; i < n; i++)
-            if (!isnan(x[i]) && (h[i] != bf16[i] || memcmp(&r[i], &(float){srv_bf16_to_f32(bf16[i])}, 4)))
+            if (!isnan(x[i]) &&
+                (h[i] != bf16[i] || memcmp(&r[i], &(float){srv_bf16_to_f32(bf16[i])}, 4)))
                 bad++;
         CHECK(bad == 0, "the array conversions agree with torch (%d differ)", bad);
         free(h);
@@ -93,7 +96,8 @@ static void check_round_trips(void)
     for (uint32_t v = 0; v < 65536; v++) {
         uint16_t h = (uint16_t)v;
         float f = srv_f16_to_f32(h), g = srv_bf16_to_f32(h);
-        bool nan16 = (h & 0x7C00) == 0x7C00 && (h & 0x3FF), nanbf = (h & 0x7F80) == 0x7F80 && (h & 0x7F);
+        bool nan16 = (h & 0x7C00) == 0x7C00 && (h & 0x3FF),
+             nanbf = (h & 0x7F80) == 0x7F80 && (h & 0x7F);
         uint16_t back = srv_f32_to_f16(f), backbf = srv_f32_to_bf16(g);
         if (nan16 ? !(isnan(f) && back == ((h & 0x8000) | 0x7E00)) : back != h)
             bad16++;
@@ -120,7 +124,8 @@ static void check_names(void)
     CHECK(!strcmp(srv_wire_dtype_v2_name(SRV_WIRE_BF16), "BF16") &&
               !strcmp(srv_wire_dtype_name(SRV_WIRE_F16), "float16"),
           "names");
-    CHECK(srv_wire_dtype_size(SRV_WIRE_F16) == 2 && srv_wire_dtype_size(SRV_WIRE_F32) == 4, "sizes");
+    CHECK(srv_wire_dtype_size(SRV_WIRE_F16) == 2 && srv_wire_dtype_size(SRV_WIRE_F32) == 4,
+          "sizes");
 }
 
 int main(void)

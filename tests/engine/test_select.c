@@ -2,11 +2,12 @@
  * test_select.c - the weights a selection returns (mha_select, lib/mha_select.c) against the full
  * map of the same pass: random layers (every option, masks with fully masked rows, causal, both
  * layouts, unbatched; head_dim on and off the AVX-512 kernels) and random selections (heads in any
- * order or all, query and key ranges or all, the appended keys included; map, top-k, pooled mean and
- * max; per head and averaged), each run without a pool and on two threads:
+ * order or all, query and key ranges or all, the appended keys included; map, top-k, pooled mean
+ * and max; per head and averaged), each run without a pool and on two threads:
  *   - the output is bit for bit the output of the pass without weights;
  *   - a slice is the full map's numbers, bit for bit; averaged, the chosen heads' sum in head order
- *     divided by their count (the full averaged map itself, bit for bit, when every head is chosen);
+ *     divided by their count (the full averaged map itself, bit for bit, when every head is
+ * chosen);
  *   - top-k is the first k of a stable descending sort of the slice (ties to the lower key index),
  *     values and indices exactly;
  *   - a pooled block is the mean (to 1e-6) or the max (exactly) of the cells it holds;
@@ -155,7 +156,7 @@ static void free_case(tcase *tc)
 }
 
 /* ---------------------------------------------------------------------------------------------- */
-/* The reference: a selection made from the full per-head map F [N,H,L,S]                          */
+/* The reference: a selection made from the full per-head map F [N,H,L,S] */
 
 typedef struct selection {
     mha_select sel;
@@ -216,7 +217,8 @@ static void ref_select(float *vals, int32_t *idx, const float *F, const mha_plan
                        const selection *s, bool average)
 {
     const int64_t N = plan->N, H = plan->H, L = plan->L, S = plan->S;
-    const int64_t q0 = plan->sel_q[0], q1 = plan->sel_q[1], k0 = plan->sel_k[0], k1 = plan->sel_k[1];
+    const int64_t q0 = plan->sel_q[0], q1 = plan->sel_q[1], k0 = plan->sel_k[0],
+                  k1 = plan->sel_k[1];
     const int64_t Lq = q1 - q0, Sk = k1 - k0, nh = plan->sel_heads, oh = average ? 1 : nh;
     int64_t hs_list[64];
     for (int64_t i = 0; i < nh; i++)
@@ -316,8 +318,8 @@ static bool run_selection(const tcase *tc, const selection *s, mha_pool *pool, c
     in.select = &s->sel;
     mha_plan plan;
     mha_error err = {0};
-    if (!CHECK(mha_plan_forward(tc->layer, &in, NULL, &plan, &err) == MHA_OK,
-               "plan of %s | %s: %s", tc->desc, s->desc, err.message))
+    if (!CHECK(mha_plan_forward(tc->layer, &in, NULL, &plan, &err) == MHA_OK, "plan of %s | %s: %s",
+               tc->desc, s->desc, err.message))
         return false;
     const int64_t n = plan.weights_count;
     int64_t tn;
@@ -339,9 +341,9 @@ static bool run_selection(const tcase *tc, const selection *s, mha_pool *pool, c
     int32_t *twant_i = plan.top_k ? malloc((size_t)tn * 4) : NULL;
     for (int64_t i = 0; i < n; i++)
         w[i] = NAN;
-    bool ok = CHECK(mha_forward_select(tc->layer, &in, &plan, out, w, wi, &tr, pool, &err) ==
-                        MHA_OK,
-                    "forward of %s | %s: %s", tc->desc, s->desc, err.message);
+    bool ok =
+        CHECK(mha_forward_select(tc->layer, &in, &plan, out, w, wi, &tr, pool, &err) == MHA_OK,
+              "forward of %s | %s: %s", tc->desc, s->desc, err.message);
     ok = ok && CHECK(same_bits(out, out_nw, plan.out_count, 4),
                      "the output changed with the selection: %s | %s", tc->desc, s->desc);
     ref_select(want, want_i, full, &plan, s, s->average);
@@ -369,8 +371,10 @@ static bool run_selection(const tcase *tc, const selection *s, mha_pool *pool, c
                            favg + (b * plan.L + plan.sel_q[0] + i) * plan.S + plan.sel_k[0],
                            (size_t)Sk * 4))
                     bad = i;
-        ok = CHECK(bad < 0, "averaged over every head differs from the full averaged map at row "
-                            "%lld: %s | %s", (long long)bad, tc->desc, s->desc);
+        ok = CHECK(bad < 0,
+                   "averaged over every head differs from the full averaged map at row "
+                   "%lld: %s | %s",
+                   (long long)bad, tc->desc, s->desc);
     }
     /* the trace's stages, per head */
     for (int st = 0; ok && st < 2; st++) {
@@ -502,7 +506,8 @@ static void test_rules(void)
     s.keys[1] = 6; /* the zero key counts: accepted */
     mha_plan plan;
     in.select = &s;
-    CHECK(mha_plan_forward(layer, &in, NULL, &plan, &err) == MHA_OK && plan.weights_count == 2 * 4 * 5 * 6,
+    CHECK(mha_plan_forward(layer, &in, NULL, &plan, &err) == MHA_OK &&
+              plan.weights_count == 2 * 4 * 5 * 6,
           "keys [0, 6) with the appended zero key is taken: %s", err.message);
     s.keys[0] = 4;
     s.keys[1] = 3;
