@@ -163,6 +163,7 @@ fuzz:
 golden:
 	/usr/bin/python3 tests/torch/gen_golden.py
 	/usr/bin/python3 tests/torch/gen_half.py
+	/usr/bin/python3 tests/torch/gen_select_golden.py
 
 format:
 	clang-format -i lib/*.[ch] server/*/*.[ch] tests/*/*.[ch] bench/*.c
