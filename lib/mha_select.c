@@ -164,7 +164,8 @@ mha_status mha_plan_select(const mha_config *cfg, int64_t N, int64_t L, int64_t 
     plan->S = S0 + (cfg->add_bias_kv ? 1 : 0) + (cfg->add_zero_attn ? 1 : 0);
     plan->E = cfg->embed_dim;
     plan->H = cfg->num_heads;
-    plan->hd = cfg->embed_dim / cfg->num_heads;
+    plan->hd = mha_config_head_dim(cfg);
+    plan->Hkv = mha_config_kv_heads(cfg);
     return mha_select_plan(plan, sel, true, average, limits, err);
 }
 

@@ -72,13 +72,16 @@ void srv_trace_stage_view(const mha_plan *plan, bool batch_first, bool average, 
         const char *axes = average ? "NLS" : "NHLS";
         snprintf(v->axes, sizeof v->axes, "%s", plan->batched ? axes : axes + 1);
         if (plan->top_k) /* the last axis is the k strongest keys */
-            v->axes[strlen(v->axes) - 1] = 'K';
+            v->axes[strlen(v->axes) - 1] = 'T';
         v->count = plan->weights_count;
         return;
     }
     int64_t e[4];
     int nd = mha_trace_stage_shape(plan, s, e, &v->count);
     const char *axes = engine_axes[s];
+    /* grouped-query attention: k_heads and v_heads hold the num_kv_heads kv heads (K), not H */
+    if ((s == MHA_TRACE_K_HEADS || s == MHA_TRACE_V_HEADS) && plan->Hkv != plan->H)
+        axes = "NKSD";
     if (!plan->batched) { /* unbatched in, unbatched out: N (1) is dropped */
         v->ndim = nd - 1;
         memcpy(v->shape, e + 1, (size_t)(nd - 1) * sizeof *e);
@@ -99,7 +102,7 @@ void srv_trace_stage_view(const mha_plan *plan, bool batch_first, bool average, 
         snprintf(v->axes, sizeof v->axes, "%s", axes);
     }
     if (s == MHA_TRACE_SCORES && plan->top_k)
-        v->axes[strlen(v->axes) - 1] = 'K';
+        v->axes[strlen(v->axes) - 1] = 'T';
 }
 
 const float *srv_trace_stage_data(const srv_trace_stage *v, const float *src, float **copy)

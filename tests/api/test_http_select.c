@@ -485,8 +485,8 @@ static void replay(srv_daemon *d, const golden_case *c, int index)
                 }
                 const json_t *axes = json_object_get(stage, "axes");
                 const char *last = json_string_value(json_array_get(axes, json_array_size(axes) - 1));
-                CHECK(last && last[0] == (topk ? 'K' : 'S'), "%s: last axis %s", sw,
-                      topk ? "K" : "S");
+                CHECK(last && last[0] == (topk ? 'T' : 'S'), "%s: last axis %s", sw,
+                      topk ? "T" : "S");
                 tj_free(&tv);
                 tj_free(&ti);
             }
