@@ -15,8 +15,9 @@
  * rounded as torch rounds (codec/half.h, held to torch by test_half). Then every rule of the
  * selection as a 400 (or a 413 past the size limit) on /v1, /v2 and describe, and describe's sizes.
  *
- * Optional arguments: another directory of cases, and the directory of their selections (default
- * tests/golden and tests/golden_select; a case's selections are the file of the same name).
+ * The variant cases (tests/golden_variants/: head_dim, grouped-query, RoPE, ALiBi, windows,
+ * positions) likewise, with tests/golden_select_variants/. Optional arguments: another directory of
+ * cases and the directory of their selections (a case's selections are the file of the same name).
  */
 #include <inttypes.h>
 #include <math.h>
@@ -259,6 +260,27 @@ static void v2_body(bytes *body, long *header_len, const golden_case *c, const j
             else
                 b_printf(body, "%s%.9g", sep, (double)t->data[e]);
         }
+        b_printf(body, "]}");
+    }
+    const golden_positions *pos[2] = {&c->positions, &c->key_positions};
+    static const char *const pos_names[2] = {"positions", "key_positions"};
+    for (int i = 0; i < 2; i++) { /* the variant cases' positions, INT64 */
+        const golden_positions *p = pos[i];
+        if (!p->present)
+            continue;
+        const int64_t count = p->shape[0] * (p->ndim == 2 ? p->shape[1] : 1);
+        b_printf(body, ",{\"name\":\"%s\",\"datatype\":\"INT64\",\"shape\":[%" PRId64,
+                 pos_names[i], p->shape[0]);
+        if (p->ndim == 2)
+            b_printf(body, ",%" PRId64, p->shape[1]);
+        if (binary) {
+            b_printf(body, "],\"parameters\":{\"binary_data_size\":%" PRId64 "}}", count * 8);
+            b_add(&bin, p->data, (size_t)count * 8);
+            continue;
+        }
+        b_printf(body, "],\"data\":[");
+        for (int64_t e = 0; e < count; e++)
+            b_printf(body, e ? ",%" PRId64 : "%" PRId64, p->data[e]);
         b_printf(body, "]}");
     }
     b_printf(body, "]}");
@@ -505,6 +527,20 @@ static void replay(srv_daemon *d, const golden_case *c, int index)
 static void replay_one(golden_case *c, int index, void *d)
 {
     replay(d, c, index);
+    golden_free(c);
+}
+
+/* The variant cases that have selections (the large ones carry no trace, so none). */
+static void replay_only_selected(golden_case *c, int index, void *d)
+{
+    char sel_path[512];
+    const char *base = strrchr(c->path, '/');
+    snprintf(sel_path, sizeof sel_path, "%s/%s", select_dir, base ? base + 1 : c->path);
+    FILE *f = fopen(sel_path, "r");
+    if (f) {
+        fclose(f);
+        replay(d, c, 1000 + index);
+    }
     golden_free(c);
 }
 
@@ -778,11 +814,16 @@ int main(int argc, char **argv)
     srv_daemon *d = hc_start(&opt);
     if (!CHECK(d != NULL, "daemon"))
         return check_report();
-    if (argc > 2)
-        select_dir = argv[2];
     test_rules(d);
     test_describe(d);
-    golden_each(argc > 1 ? argv[1] : "tests/golden", replay_one, d);
+    if (argc > 2) {
+        select_dir = argv[2];
+        golden_each(argv[1], replay_one, d);
+    } else {
+        golden_each("tests/golden", replay_one, d);
+        select_dir = "tests/golden_select_variants"; /* head_dim, GQA, RoPE, ALiBi, windows */
+        golden_each("tests/golden_variants", replay_only_selected, d);
+    }
     hc_stop(d);
     test_limits();
     return check_report();

@@ -3,8 +3,10 @@
 
 Run with Debian's python3 and torch 1.13 (`make golden` runs it, or
 `/usr/bin/python3 tests/torch/gen_select_golden.py`). For every golden case of tests/golden/ (every
-layer config and mask combination the parity tests cross) it writes tests/golden_select/<case>.json
-with a few selections of that case's attention weights and what torch says they are:
+layer config and mask combination the parity tests cross) it writes tests/golden_select/<case>.json,
+and for every case of tests/golden_variants/ (head_dim, grouped-query, RoPE, ALiBi, windows,
+positions) tests/golden_select_variants/<case>.json, with a few selections of that case's attention
+weights and what torch says they are:
 
     {"case": "040_opts_bias1_bkv0_za0_masks.json", "torch_version",
      "selections": [{"weights_select": {...}, "average_attn_weights": bool,
@@ -18,7 +20,10 @@ T is attnd's base64 tensor form (float32; "dtype": "int32" for indices), shaped 
 
 Where the numbers come from: the case's per-head weights and scores, recomputed here with torch ops in
 torch 1.13's order (torch_stages.attention_stages, with the case's masks merged as torch 2.x does) and
-checked against the case file's own trace where it has one. Then, with torch:
+checked against the case file's own trace where it has one. For the variant cases, the case file's
+trace itself (torch ops written from Hugging Face's conventions, torch_stages.variant_stages; per query
+head, so grouped-query layers give one map per query head); the four large variant cases carry no
+trace and are left out. Then, with torch:
   - the slice: weights[:, heads][:, :, q0:q1, k0:k1]; averaged: its sum over the chosen heads / h'
     (torch's own averaging, sum / num_heads);
   - top-k: the first k of torch.sort(slice, descending=True, stable=True): ties go to the lower key
@@ -191,16 +196,25 @@ def select(full, sel, average):
     return x.contiguous()
 
 
-def main():
-    out_dir = os.path.join(TESTS, "golden_select")
+def file_heads(case):
+    """The per-head weights and scores of the case file's trace ([N,H,L,S], batch-major)."""
+    batched = len(case["inputs"]["query"]["shape"]) == 3
+    return dec(case["trace"]["attn_weights"]), dec(case["trace"]["scores"]), batched
+
+
+def write_dir(cases, out_name, from_file):
+    out_dir = os.path.join(TESTS, out_name)
     os.makedirs(out_dir, exist_ok=True)
     for old in glob.glob(os.path.join(out_dir, "[0-9]*.json")):
         os.remove(old)
-    paths = sorted(glob.glob(os.path.join(TESTS, "golden", "*.json")))
+    paths = sorted(glob.glob(os.path.join(TESTS, cases, "*.json")))
+    written = 0
     for path in paths:
         case = json.load(open(path))
         fname = os.path.basename(path)
-        w, s, batched = torch_heads(case)
+        if from_file and "trace" not in case:
+            continue
+        w, s, batched = file_heads(case) if from_file else torch_heads(case)
         N, H, L, S = w.shape
         rng = random.Random(zlib.crc32(fname.encode()))
         selections = []
@@ -219,7 +233,13 @@ def main():
         with open(os.path.join(out_dir, fname), "w") as f:
             json.dump(doc, f, indent=1)
             f.write("\n")
-    print("wrote %d files to %s" % (len(paths), out_dir))
+        written += 1
+    print("wrote %d files to %s" % (written, out_dir))
+
+
+def main():
+    write_dir("golden", "golden_select", False)
+    write_dir("golden_variants", "golden_select_variants", True)
 
 
 if __name__ == "__main__":
