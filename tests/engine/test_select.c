@@ -13,7 +13,8 @@
  *   - a pooled block is the mean (to 1e-6) or the max (exactly) of the cells it holds;
  *   - two threads give the same bits as one (pooled means included);
  *   - the trace's scores and weights stages take the selection, per head, from the full trace.
- * Then the plan's rules: each bad selection is refused naming its member.
+ * The layers include today's models' (head_dim, grouped-query, RoPE, ALiBi, windows: keys skipped on
+ * either side of a block). Then the plan's rules: each bad selection is refused naming its member.
  */
 #include "check.h"
 #include "mha.h"
@@ -90,6 +91,14 @@ static void make_case(tcase *tc, bool big)
     cfg.add_bias_kv = rnd_int(0, 2) == 0;
     cfg.add_zero_attn = rnd_int(0, 2) == 0;
     cfg.batch_first = rnd_int(0, 1);
+    if (rnd_int(0, 2) == 0) { /* today's models: head_dim, grouped-query, RoPE, ALiBi, a window */
+        cfg.head_dim = rnd_int(0, 1) ? 16 : 2 * rnd_int(1, 4);
+        cfg.num_kv_heads = cfg.num_heads % 2 == 0 && rnd_int(0, 1) ? cfg.num_heads / 2 : 1;
+        cfg.rope = rnd_int(0, 1);
+        cfg.rope_theta = 10000.0;
+        cfg.alibi = rnd_int(0, 2) == 0;
+        cfg.window = rnd_int(0, 1) ? rnd_int(1, big ? 150 : 12) : 0;
+    }
     mha_error err;
     tc->layer = mha_layer_create(&cfg, NULL, &err);
     mha_layer_init(tc->layer, "xavier_uniform", rnd(), &err);
@@ -139,10 +148,12 @@ static void make_case(tcase *tc, bool big)
     }
     tc->in.is_causal = rnd_int(0, 2) == 0;
     snprintf(tc->desc, sizeof tc->desc,
-             "E=%lld H=%lld bias_kv=%d zero_attn=%d bf=%d batched=%d N=%lld L=%lld S0=%lld "
-             "self=%d masks=%d causal=%d",
-             (long long)E, (long long)cfg.num_heads, cfg.add_bias_kv, cfg.add_zero_attn, bf,
-             batched, (long long)N, (long long)L, (long long)S0, self, masks, tc->in.is_causal);
+             "E=%lld H=%lld hd=%lld Hkv=%lld rope=%d alibi=%d window=%lld bias_kv=%d zero_attn=%d "
+             "bf=%d batched=%d N=%lld L=%lld S0=%lld self=%d masks=%d causal=%d",
+             (long long)E, (long long)cfg.num_heads, (long long)cfg.head_dim,
+             (long long)cfg.num_kv_heads, cfg.rope, cfg.alibi, (long long)cfg.window,
+             cfg.add_bias_kv, cfg.add_zero_attn, bf, batched, (long long)N, (long long)L,
+             (long long)S0, self, masks, tc->in.is_causal);
 }
 
 static void free_case(tcase *tc)
