@@ -76,15 +76,36 @@ static int read_forward(const srv_app *app, const srv_request *req, const srv_js
     return 0;
 }
 
-/* Reads a forward body into args and enc. */
-static int parse_forward(const srv_app *app, const srv_request *req, srv_forward_args *args,
-                         srv_encoding *enc, srv_error *err)
+/* --max-request-flops from the shapes that query and key declare (the flat and base64 forms do),
+ * before their data is decoded: 0, or -1 with err (413 too_costly). Nested tensors, and shapes that
+ * do not fit the layer, are left to the pass's own checks. */
+static int check_cost_early(const srv_app *app, const mha_config *cfg, const srv_json_member *m,
+                            int n, srv_error *err)
+{
+    const srv_json_member *qm = NULL, *km = NULL;
+    for (int i = 0; i < n; i++) {
+        if (!strcmp(m[i].key, "query"))
+            qm = &m[i];
+        else if (!strcmp(m[i].key, "key") && !srv_member_is_null(&m[i]))
+            km = &m[i];
+    }
+    int64_t q[SRV_TENSOR_MAX_DIMS], k[SRV_TENSOR_MAX_DIMS];
+    int qn = 0, kn = 0;
+    if (!qm || !srv_tensor_peek_shape(qm->value, qm->value_len, q, &qn) ||
+        (km && !srv_tensor_peek_shape(km->value, km->value_len, k, &kn)))
+        return 0;
+    return srv_forward_check_cost(app, cfg, qn, q, kn, km ? k : NULL, err);
+}
+
+/* Reads a forward body for a layer of config cfg into args and enc. */
+static int parse_forward(const srv_app *app, const mha_config *cfg, const srv_request *req,
+                         srv_forward_args *args, srv_encoding *enc, srv_error *err)
 {
     srv_json_member m[SRV_BODY_MAX_MEMBERS];
     int n = srv_body_scan_request(app, req, forward_tensors, m, err);
     if (n < 0)
         return -1;
-    if (read_forward(app, req, m, n, args, enc, err) < 0)
+    if (check_cost_early(app, cfg, m, n, err) < 0 || read_forward(app, req, m, n, args, enc, err) < 0)
         return srv_body_recheck(app, req->body, req->body_len, err);
     return 0;
 }
@@ -180,7 +201,7 @@ static int run(srv_app *app, const srv_request *req, srv_response *resp, bool tr
     srv_forward_result r = {0};
     int rc = -1;
     double t0 = srv_now();
-    if (parse_forward(app, req, &args, &enc, err) < 0)
+    if (parse_forward(app, mha_layer_config(layer->layer), req, &args, &enc, err) < 0)
         goto out;
     double t1 = srv_now();
     if (srv_forward_run(app, layer, &args, trace, &r, err) < 0)

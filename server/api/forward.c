@@ -164,6 +164,49 @@ static int check_finite(const srv_forward_result *r, srv_error *err)
                          "scale them down", what, (long long)at);
 }
 
+/* 413 too_costly for a pass of flops on N batches of L queries and S0 keys. */
+static int too_costly(const srv_app *app, double flops, int64_t N, int64_t L, int64_t S0,
+                      const mha_config *cfg, srv_error *err)
+{
+    if (flops <= (double)app->opt.max_request_flops)
+        return 0;
+    return srv_error_set(err, SRV_E_TOO_COSTLY, "query",
+                         "this pass would cost %.3g FLOPs (N=%lld, L=%lld, S=%lld on embed_dim %lld), "
+                         "over the limit of %.3g (--max-request-flops, about a minute of one core); "
+                         "send a shorter sequence or a smaller batch",
+                         flops, (long long)N, (long long)L, (long long)S0,
+                         (long long)cfg->embed_dim, (double)app->opt.max_request_flops);
+}
+
+int srv_forward_check_cost(const srv_app *app, const mha_config *cfg, int q_ndim, const int64_t *q,
+                           int k_ndim, const int64_t *k, srv_error *err)
+{
+    if (!k) {
+        k = q;
+        k_ndim = q_ndim;
+    }
+    /* Shapes that are not a pass's (rank, features, batch, or a tensor over its size limit) are
+     * judged later by the parse and the plan, which say what is wrong: that comes first. */
+    const int64_t kd = k == q || !cfg->kdim ? cfg->embed_dim : cfg->kdim;
+    if (q_ndim < 2 || q_ndim > 3 || k_ndim != q_ndim || q[q_ndim - 1] != cfg->embed_dim ||
+        k[k_ndim - 1] != kd)
+        return 0;
+    int64_t qn = 1, kn = 1;
+    for (int d = 0; d < q_ndim; d++)
+        if (q[d] <= 0 || k[d] <= 0 || __builtin_mul_overflow(qn, q[d], &qn) ||
+            __builtin_mul_overflow(kn, k[d], &kn))
+            return 0;
+    if (qn > app->opt.max_tensor_elements || kn > app->opt.max_tensor_elements)
+        return 0;
+    const bool batched = q_ndim == 3, bf = cfg->batch_first;
+    const int64_t N = batched ? q[bf ? 0 : 1] : 1;
+    const int64_t L = batched ? q[bf ? 1 : 0] : q[0];
+    const int64_t S0 = batched ? k[bf ? 1 : 0] : k[0];
+    if (batched && k[bf ? 0 : 1] != N)
+        return 0;
+    return too_costly(app, mha_flops(cfg, N, L, S0), N, L, S0, cfg, err);
+}
+
 int srv_forward_run(srv_app *app, const srv_layer *layer, const srv_forward_args *a, bool trace,
                     srv_forward_result *out, srv_error *err)
 {
@@ -185,6 +228,9 @@ int srv_forward_run(srv_app *app, const srv_layer *layer, const srv_forward_args
     mha_error me = {0};
     if (mha_plan_forward(layer->layer, &in, &app->limits, &out->plan, &me) != MHA_OK)
         return srv_error_from_mha(err, &me, "");
+    if (too_costly(app, out->plan.flops, out->plan.N, out->plan.L, out->plan.S0,
+                   mha_layer_config(layer->layer), err) < 0)
+        return -1;
 
     mha_trace tr;
     memset(&tr, 0, sizeof tr);

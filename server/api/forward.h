@@ -42,13 +42,22 @@ typedef struct srv_forward_result {
 } srv_forward_result;
 
 /* Runs args through layer. With trace, every stage of SPEC §2 is kept too; a trace larger than
- * --max-trace-elements (all stages together) is refused with SRV_E_TOO_LARGE before anything is
- * allocated. Fills out (zeroed first; free with srv_forward_result_free) and returns 0, or -1 with
+ * --max-trace-elements (all stages together) is refused with SRV_E_TOO_LARGE, and a pass whose
+ * FLOPs pass --max-request-flops with SRV_E_TOO_COSTLY, before anything is allocated. Fills out (zeroed first; free with srv_forward_result_free) and returns 0, or -1 with
  * err filled: 400 shape/value errors naming the input, 413 limits, 503 when the in-flight cap stays
  * full for --queue-wait-ms or memory runs out. */
 int srv_forward_run(srv_app *app, const srv_layer *layer, const srv_forward_args *args, bool trace,
                     srv_forward_result *out, srv_error *err);
 
 void srv_forward_result_free(srv_forward_result *r); /* accepts NULL and zeroed results */
+
+/* The cost limit (--max-request-flops) for a pass on a layer of config cfg whose query has shape
+ * q[0, q_ndim) and key k[0, k_ndim) (k NULL: key = query), as far as the shapes tell before any
+ * tensor is decoded: -1 with err (SRV_E_TOO_COSTLY, 413, naming the estimate and the limit) when
+ * the pass's FLOPs (mha_flops, describe's formula) pass the limit, else 0 (also when the shapes do
+ * not fit the layer: the pass's own checks say why later). srv_forward_run checks its plan the
+ * same way, whatever the API; this lets a handler refuse before it decodes. */
+int srv_forward_check_cost(const srv_app *app, const mha_config *cfg, int q_ndim, const int64_t *q,
+                           int k_ndim, const int64_t *k, srv_error *err);
 
 #endif

@@ -61,6 +61,9 @@ static const opt_spec specs[] = {
     {"max-trace-elements", I64(max_trace_elements, 1, INT64_C(1) << 32), "N",
      "largest trace, all stages together, in elements (413 past it)"},
     {"max-json-depth", INT(max_json_depth, 2, 1000), "N", "deepest nesting of a request body"},
+    {"max-request-flops", I64(max_request_flops, 1, INT64_C(1) << 62), "FLOPS",
+     "a forward or trace estimated (from its shapes, as describe's FLOPs) to cost more is refused "
+     "with 413 too_costly before it runs; the default is about a minute of one core"},
     {"log-format", OPT_LOGFMT, offsetof(srv_options, log_format), 0, 0, 0, "text|json|off",
      "one line per request on stderr, as text or JSON"},
     {"demo", BOOL(demo), NULL, "create a demo layer \"demo\" (E=64, H=4, seed 0) at start"},
@@ -109,6 +112,11 @@ void srv_options_default(srv_options *opt)
     opt->max_tensor_elements = INT64_C(1) << 26;    /* 256 MiB of float32           */
     opt->max_trace_elements = INT64_C(1) << 24;     /* 64 MiB of float32            */
     opt->max_json_depth = 32;
+    /* About a minute of one core: the demo layer (E=64, H=4: head_dim 16, the engine's least
+     * efficient shape) ran at 54 GFLOP/s on one Zen 4 core at L = S = 16384 (best of repeated runs,
+     * 2026-11-25), 3.2e12 in 60 s; layers with head_dim 64 run 2-3 times faster (docs/benchmarks.md),
+     * so this takes them 20-30 s. */
+    opt->max_request_flops = INT64_C(3000000000000);
     opt->log_format = SRV_LOG_TEXT;
     opt->drain_timeout = 30;
 }

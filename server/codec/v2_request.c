@@ -458,7 +458,9 @@ static int v2_parse_input(srv_v2_request *req, int64_t binsize[SRV_V2_IN_COUNT],
     if (!data)
         return srv_error_set(err, SRV_E_MISSING_FIELD, nm,
                              "input '%s' has neither \"data\" nor parameters.binary_data_size", nm);
-    return v2_parse_json_data(in, id, data->value, data->value_len, max_elements, err);
+    in->data_text = data->value; /* read once every input's shape is known */
+    in->data_len = data->value_len;
+    return 0;
 }
 
 static int v2_parse_inputs(srv_v2_request *req, int64_t binsize[SRV_V2_IN_COUNT], const char *text,
@@ -715,6 +717,14 @@ void srv_v2_request_free(srv_v2_request *req)
 int srv_v2_request_parse(srv_v2_request *req, const char *body, size_t body_len, size_t header_len,
                          int64_t max_elements, srv_error *err)
 {
+    return srv_v2_request_parse_checked(req, body, body_len, header_len, max_elements, NULL, NULL,
+                                        err);
+}
+
+int srv_v2_request_parse_checked(srv_v2_request *req, const char *body, size_t body_len,
+                                 size_t header_len, int64_t max_elements, srv_v2_shapes_check check,
+                                 void *cls, srv_error *err)
+{
     memset(req, 0, sizeof *req);
     req->average_attn_weights = true;
     if (header_len > body_len)
@@ -795,6 +805,16 @@ int srv_v2_request_parse(srv_v2_request *req, const char *body, size_t body_len,
         srv_error_set(err, SRV_E_BAD_REQUEST, "outputs",
                       "output 'attn_weights' is asked for but parameters.need_weights is false");
         goto error;
+    }
+    /* every shape is known, no data read yet: the caller may refuse the request here */
+    if (check && check(cls, req, err) < 0)
+        goto error;
+    for (int k = 0; k < req->ninputs; k++) {
+        int input = req->input_order[k];
+        srv_v2_input *in = &req->inputs[input];
+        if (in->data_text &&
+            v2_parse_json_data(in, input, in->data_text, in->data_len, max_elements, err) < 0)
+            goto error;
     }
     if (v2_attach_binary(req, binsize, body, body_len, header_len, err) < 0)
         goto error;
