@@ -266,10 +266,11 @@ int srv_metrics_render(srv_buf *b, const srv_metrics *m, const srv_metrics_gauge
     header(b, "attnd_draining", "gauge", "1 once a graceful stop (SIGTERM) began.");
     srv_buf_printf(b, "attnd_draining %d\n", g->draining ? 1 : 0);
     header(b, "attnd_request_body_bytes", "gauge",
-           "Request body bytes held now, all connections together (reserved from Content-Length).");
+           "Request body bytes held now, all connections together (counted as they arrive, in "
+           "steps of 256 KiB).");
     srv_buf_printf(b, "attnd_request_body_bytes %lld\n", (long long)g->body_bytes);
     header(b, "attnd_request_body_bytes_limit", "gauge",
-           "--max-body-memory: bodies that would pass it get 503 before they are read.");
+           "--max-body-memory: bodies that would pass it get 503.");
     srv_buf_printf(b, "attnd_request_body_bytes_limit %lld\n", (long long)g->body_bytes_limit);
     return b->failed ? -1 : 0;
 }

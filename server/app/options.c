@@ -53,8 +53,9 @@ static const opt_spec specs[] = {
     {"max-body-bytes", I64(max_body_bytes, 1, INT64_C(1) << 40), "BYTES",
      "largest request body (413 past it, sent before the body is read)"},
     {"max-body-memory", I64(max_body_memory, 0, INT64_C(1) << 50), "BYTES",
-     "request bodies held at once, all connections together; a body that does not fit gets 503 + "
-     "Retry-After before it is read (0: half the memory of the machine or container, at least "
+     "request bodies held at once, all connections together, counted as their bytes arrive; a body "
+     "that does not fit gets 503 + Retry-After, and one client address may hold a quarter while "
+     "others hold bodies too (0: half the memory of the machine or container, at least "
      "--max-body-bytes)"},
     {"max-tensor-elements", I64(max_tensor_elements, 1, INT64_C(1) << 32), "N",
      "largest tensor (input, output, weights or parameter), in elements"},

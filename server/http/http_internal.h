@@ -21,6 +21,7 @@ struct srv_http {
     char host[256];           /* cfg.host points here                                       */
     char cors_origin[512];    /* cfg.cors_origin points here                                */
     srv_deadlines *deadlines; /* per-phase deadlines of every connection (deadline.h)       */
+    srv_body_clients *clients; /* each client address's share of cfg.bodies (body_budget.h)   */
     int port;
 
     pthread_mutex_t lock;
@@ -49,8 +50,11 @@ struct req_ctx {
     bool responded;      /* a response was queued                                              */
     bool no_host;        /* an HTTP/1.1 request without Host (400, RFC 9112 3.2)               */
     bool too_large;      /* a chunked body went over the limit: the rest is read and dropped   */
-    bool over_budget;    /* a chunked body grew past --max-body-memory: the same, then 503     */
+    int over_budget;     /* a body grew past --max-body-memory (SRV_BODY_FULL) or its address's
+                          * share (SRV_BODY_OVER_SHARE): the rest is read and dropped, then 503 */
+    int64_t length;      /* Content-Length, 0 when chunked or none                             */
     int64_t reserved;    /* bytes of the body budget (cfg.bodies) this request holds           */
+    srv_body_client client; /* whose share of the budget the body counts in                     */
     size_t dropped;      /* bytes read and dropped since over_budget                            */
     bool offloaded;      /* the handler runs (or ran) on a worker                              */
     double t_body;       /* srv_now() when the body was complete (the handler's start)         */
