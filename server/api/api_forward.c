@@ -201,12 +201,17 @@ static int run(srv_app *app, const srv_request *req, srv_response *resp, bool tr
     srv_forward_result r = {0};
     int rc = -1;
     double t0 = srv_now();
+    args.cancel = req->gone;
     if (parse_forward(app, mha_layer_config(layer->layer), req, &args, &enc, err) < 0)
         goto out;
     double t1 = srv_now();
     if (srv_forward_run(app, layer, &args, trace, &r, err) < 0)
         goto out;
     double t2 = srv_now();
+    if (srv_request_gone(req)) { /* nobody will read the reply: do not write it */
+        srv_error_set(err, SRV_E_CANCELLED, "", "the client hung up");
+        goto out;
+    }
     /* the inputs are not needed any more: give their memory back before writing the reply */
     srv_forward_args_free(&args);
     srv_forward_args_init(&args);

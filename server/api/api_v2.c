@@ -173,6 +173,7 @@ int srv_v2_infer(void *ctx, const srv_request *req, srv_response *resp, srv_erro
         goto done;
     srv_forward_args args;
     v2_forward_args(&args, &vr);
+    args.cancel = req->gone;
     if (srv_forward_run(app, l, &args, false, &fr, err) < 0)
         goto done;
     srv_v2_result res[SRV_V2_OUT_COUNT];

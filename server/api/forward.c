@@ -78,30 +78,56 @@ static int to_mask(mha_mask *out, const srv_tensor *t, const char *field, srv_er
     return 0;
 }
 
-/* Takes a slot under --max-inflight, waiting up to --queue-wait-ms. *alone tells whether no other
- * pass is in flight. */
-static int inflight_enter(srv_app *app, bool *alone, srv_error *err)
+/* How often a pass waiting for a slot looks whether its client is still there. */
+#define GONE_CHECK_MS 50
+
+static bool gone(const int *cancel)
+{
+    return cancel && __atomic_load_n(cancel, __ATOMIC_RELAXED);
+}
+
+/* now + ms as a CLOCK_REALTIME deadline. */
+static struct timespec after_ms(long ms)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    t.tv_sec += ms / 1000;
+    t.tv_nsec += (ms % 1000) * 1000000L;
+    if (t.tv_nsec >= 1000000000L) {
+        t.tv_sec++;
+        t.tv_nsec -= 1000000000L;
+    }
+    return t;
+}
+
+/* Takes a slot under --max-inflight, waiting up to --queue-wait-ms, and no longer once the client
+ * is gone (cancel). *alone tells whether no other pass is in flight. */
+static int inflight_enter(srv_app *app, const int *cancel, bool *alone, srv_error *err)
 {
     int rc = 0;
     pthread_mutex_lock(&app->inflight_lock);
     if (app->inflight >= app->opt.max_inflight) {
-        struct timespec until;
-        clock_gettime(CLOCK_REALTIME, &until);
-        long ms = app->opt.queue_wait_ms;
-        until.tv_sec += ms / 1000;
-        until.tv_nsec += (ms % 1000) * 1000000L;
-        if (until.tv_nsec >= 1000000000L) {
-            until.tv_sec++;
-            until.tv_nsec -= 1000000000L;
+        const struct timespec until = after_ms(app->opt.queue_wait_ms);
+        /* in steps, so a wait whose client hung up ends within GONE_CHECK_MS */
+        while (app->inflight >= app->opt.max_inflight && rc == 0 && !gone(cancel)) {
+            struct timespec step = after_ms(GONE_CHECK_MS);
+            bool last = step.tv_sec > until.tv_sec ||
+                        (step.tv_sec == until.tv_sec && step.tv_nsec >= until.tv_nsec);
+            rc = pthread_cond_timedwait(&app->inflight_cond, &app->inflight_lock,
+                                        last ? &until : &step);
+            if (rc == ETIMEDOUT && !last)
+                rc = 0;
         }
-        while (app->inflight >= app->opt.max_inflight && rc == 0)
-            rc = pthread_cond_timedwait(&app->inflight_cond, &app->inflight_lock, &until);
         if (app->inflight < app->opt.max_inflight)
             rc = 0;
     }
-    if (rc == 0)
+    bool left = gone(cancel);
+    if (rc == 0 && !left)
         *alone = ++app->inflight == 1;
     pthread_mutex_unlock(&app->inflight_lock);
+    if (left)
+        return srv_error_set(err, SRV_E_CANCELLED, "",
+                             "the client hung up while its pass waited for a slot");
     if (rc != 0)
         return srv_error_set(err, SRV_E_UNAVAILABLE, "",
                              "busy: %d forward passes in flight (--max-inflight); retry shortly",
@@ -224,6 +250,7 @@ int srv_forward_run(srv_app *app, const srv_layer *layer, const srv_forward_args
     in.is_causal = a->is_causal;
     in.need_weights = a->need_weights;
     in.average_attn_weights = a->average_attn_weights;
+    in.cancel = a->cancel; /* the engine stops between blocks once the client hangs up */
 
     mha_error me = {0};
     if (mha_plan_forward(layer->layer, &in, &app->limits, &out->plan, &me) != MHA_OK)
@@ -267,7 +294,7 @@ int srv_forward_run(srv_app *app, const srv_layer *layer, const srv_forward_args
     }
 
     bool alone = false;
-    if (inflight_enter(app, &alone, err) < 0) {
+    if (inflight_enter(app, a->cancel, &alone, err) < 0) {
         srv_forward_result_free(out);
         return -1;
     }

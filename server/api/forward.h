@@ -26,6 +26,8 @@ typedef struct srv_forward_args {
     bool is_causal;              /* default false                                           */
     bool need_weights;           /* default false                                           */
     bool average_attn_weights;   /* default true                                            */
+    const int *cancel;           /* the request's gone flag (srv_request.gone) or NULL: once it
+                                  * is set, a wait for a slot or the pass itself stops          */
 } srv_forward_args;
 
 /* Zeroes args and sets the defaults above. */
@@ -43,9 +45,11 @@ typedef struct srv_forward_result {
 
 /* Runs args through layer. With trace, every stage of SPEC §2 is kept too; a trace larger than
  * --max-trace-elements (all stages together) is refused with SRV_E_TOO_LARGE, and a pass whose
- * FLOPs pass --max-request-flops with SRV_E_TOO_COSTLY, before anything is allocated. Fills out (zeroed first; free with srv_forward_result_free) and returns 0, or -1 with
- * err filled: 400 shape/value errors naming the input, 413 limits, 503 when the in-flight cap stays
- * full for --queue-wait-ms or memory runs out. */
+ * FLOPs pass --max-request-flops with SRV_E_TOO_COSTLY, before anything is allocated. Fills out
+ * (zeroed first; free with srv_forward_result_free) and returns 0, or -1 with err filled: 400
+ * shape/value errors naming the input, 413 limits, 503 when the in-flight cap stays full for
+ * --queue-wait-ms or memory runs out, SRV_E_CANCELLED when args->cancel is set while the pass
+ * waits for a slot or runs (its slot and outputs are given back at once). */
 int srv_forward_run(srv_app *app, const srv_layer *layer, const srv_forward_args *args, bool trace,
                     srv_forward_result *out, srv_error *err);
 

@@ -45,6 +45,7 @@ struct srv_metrics {
     atomic_int_fast64_t in_flight;
     atomic_uint_fast64_t bytes_in, bytes_out;
     atomic_uint_fast64_t passes[2]; /* forward, trace                                          */
+    atomic_uint_fast64_t cancelled; /* requests ended with 499: their client hung up mid-work    */
     atomic_uint_fast64_t flops;
     atomic_int_fast64_t connections;
     atomic_uint_fast64_t cuts[SRV_CUT_COUNT];
@@ -84,7 +85,9 @@ static int status_slot(int status)
         if (STATUSES[i] == status)
             return i;
     int cls = status / 100;
-    if (cls < 1 || cls > 5) /* 0: the client went away (or timed out) before an answer */
+    /* 0: the client went away (or timed out) before an answer; 499: the same, and the work for
+     * it was stopped */
+    if (cls < 1 || cls > 5 || status == 499)
         return SLOT_ABORTED;
     return NSTATUS + cls - 1;
 }
@@ -96,6 +99,8 @@ void srv_metrics_request_end(srv_metrics *m, int route, int status, double secon
         return;
     route_counters *r = &m->routes[route >= 0 && route < m->nroutes ? route : SRV_METRICS_MAX_ROUTES];
     atomic_fetch_add_explicit(&r->requests[status_slot(status)], 1, memory_order_relaxed);
+    if (status == 499)
+        atomic_fetch_add_explicit(&m->cancelled, 1, memory_order_relaxed);
     if (!(seconds >= 0)) /* NaN or a clock step backwards */
         seconds = 0;
     int b = 0;
@@ -247,6 +252,10 @@ int srv_metrics_render(srv_buf *b, const srv_metrics *m, const srv_metrics_gauge
     for (int k = 0; k < SRV_CUT_COUNT; k++)
         srv_buf_printf(b, "attnd_http_connections_closed_total{reason=\"%s\"} %llu\n", CUT_NAMES[k],
                        (unsigned long long)get(&m->cuts[k]));
+    header(b, "attnd_requests_cancelled_total", "counter",
+           "Requests whose client hung up while they were handled, and whose work was stopped "
+           "(a forward pass cut short, a wait for a slot or a worker given up); logged as 499.");
+    srv_buf_printf(b, "attnd_requests_cancelled_total %llu\n", (unsigned long long)get(&m->cancelled));
     header(b, "attnd_forward_passes_total", "counter",
            "Attention forward passes run, by endpoint kind.");
     srv_buf_printf(b, "attnd_forward_passes_total{kind=\"forward\"} %llu\n",

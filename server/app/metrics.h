@@ -19,6 +19,9 @@
  *                                                  (deadline.h): header_timeout, body_too_slow,
  *                                                  half_closed (idle after the client's FIN),
  *                                                  reply_too_slow
+ *   attnd_requests_cancelled_total                 requests whose client hung up while they were
+ *                                                  handled and whose work stopped (status 499,
+ *                                                  counted as code="aborted" above)
  *   attnd_forward_passes_total{kind="forward"|"trace"}  engine passes run
  *   attnd_forward_flops_total                      their FLOPs (mha_flops)
  *   attnd_layers, attnd_layers_damaged, attnd_ready, attnd_draining   gauges given at scrape time
@@ -51,7 +54,8 @@ void srv_metrics_free(srv_metrics *m); /* accepts NULL */
 void srv_metrics_request_begin(srv_metrics *m);
 
 /* A request was answered (in flight - 1): route is its index in the table, or -1 when no route
- * matched; status the HTTP status; seconds from arrival to answer; bytes of body in and out. */
+ * matched; status the HTTP status (0: no answer; 499: its client hung up and its work stopped,
+ * counted as cancelled too); seconds from arrival to answer; bytes of body in and out. */
 void srv_metrics_request_end(srv_metrics *m, int route, int status, double seconds,
                              uint64_t bytes_in, uint64_t bytes_out);
 

@@ -20,7 +20,9 @@
  *   3. body complete: srv_http_dispatch runs the handler, on this thread or, for heavy routes with
  *      big bodies, on a worker while the connection is suspended (worker.c); the response body
  *      buffer is handed to libmicrohttpd without a copy (reply.c); once the handler has run, the
- *      body and its share of the budget are given back;
+ *      body and its share of the budget are given back. A client that hangs up meanwhile is seen
+ *      by deadline.c (srv_request.gone): a handler that stops for it (SRV_E_CANCELLED), or a job
+ *      dropped from the worker queue, gets no reply and its connection is closed;
  *   4. on_completed: the access log line and the counters (reply.c), the context is freed.
  * Each step also tells deadline.c the request's phase (headers in, body bytes, handled, done), so a
  * client too slow with its headers or body is cut off (--header-timeout, --min-body-rate).
@@ -55,6 +57,11 @@
 const char *srv_request_header(const srv_request *req, const char *name)
 {
     return MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND, name);
+}
+
+bool srv_request_gone(const srv_request *req)
+{
+    return req->gone && __atomic_load_n(req->gone, __ATOMIC_RELAXED);
 }
 
 const char *srv_request_query(const srv_request *req, const char *name)
@@ -215,8 +222,11 @@ void srv_http_dispatch(req_ctx *c, srv_response *resp)
     srv_error err = {0};
     c->req.body = c->body.data ? c->body.data : "";
     c->req.body_len = c->body.len;
-    if (c->req.route->handler(c->h->hooks.ctx, &c->req, resp, &err) < 0)
+    if (c->req.route->handler(c->h->hooks.ctx, &c->req, resp, &err) < 0) {
+        if (err.code == SRV_E_CANCELLED) /* the client hung up and the handler stopped for it */
+            c->cancelled = true;
         srv_http_error_reply(c, resp, &err);
+    }
     /* the reply is built and holds no pointer into the body: its memory and its share of
      * --max-body-memory go back now, not when the client has read the reply (a client's next
      * request must not find its last body still counted) */
@@ -427,7 +437,7 @@ enum MHD_Result srv_http_on_request(void *cls, struct MHD_Connection *conn, cons
         __atomic_add_fetch(&h->active, 1, __ATOMIC_SEQ_CST);
         if (h->hooks.request_begin)
             h->hooks.request_begin(h->hooks.ctx);
-        srv_deadlines_request_begin(conn);
+        c->req.gone = srv_deadlines_request_begin(conn, strcmp(version, MHD_HTTP_VERSION_1_1) == 0);
         srv_error err = {0};
         if (srv_http_check_syntax(c, method, url, version, &err) < 0)
             return srv_http_queue_error(c, &err, NULL, true);
@@ -493,6 +503,8 @@ enum MHD_Result srv_http_on_request(void *cls, struct MHD_Connection *conn, cons
         return srv_http_queue_error(c, &err, NULL, true);
     }
     if (c->offloaded) {
+        if (c->cancelled) /* its client hung up: nothing to send, the connection closes */
+            return MHD_NO;
         if (!c->done) {
             if (c->req.route == NULL) /* cannot happen: offloaded requests have a route */
                 return MHD_NO;
@@ -512,7 +524,7 @@ enum MHD_Result srv_http_on_request(void *cls, struct MHD_Connection *conn, cons
     srv_response resp;
     srv_http_response_init(&resp);
     srv_http_dispatch(c, &resp);
-    enum MHD_Result ok = srv_http_queue(c, &resp, false);
+    enum MHD_Result ok = c->cancelled ? MHD_NO : srv_http_queue(c, &resp, false);
     srv_http_response_free(&resp);
     return ok;
 }
@@ -535,8 +547,12 @@ void srv_http_on_completed(void *cls, struct MHD_Connection *conn, void **con_cl
         return;
     }
     /* a request that ended without a reply is logged with status 0 (client gone, idle timeout),
-     * or 408 when deadline.c cut it off */
-    int status = c->responded ? c->status : srv_deadlines_timed_out(conn) ? 408 : 0;
+     * 408 when deadline.c cut it off, or 499 (nginx's "client closed request") when its client
+     * hung up while it was handled and the work for it stopped */
+    int status = c->responded           ? c->status
+               : c->cancelled           ? 499
+               : srv_deadlines_timed_out(conn) ? 408
+                                        : 0;
     srv_http_log_request(c, status);
     if (c->done) {
         srv_http_response_free(c->done);

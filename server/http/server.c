@@ -93,7 +93,8 @@ srv_http *srv_http_start(const srv_http_config *cfg, const srv_http_hooks *hooks
         goto fail;
     }
     h->deadlines = srv_deadlines_create(cfg->max_connections, cfg->header_timeout,
-                                        cfg->min_body_rate, on_deadline_event, h, err);
+                                        cfg->min_body_rate, on_deadline_event, srv_http_job_gone, h,
+                                        err);
     if (!h->deadlines)
         goto fail;
     h->clients = srv_body_clients_create(cfg->max_connections);
