@@ -5,10 +5,14 @@
 #   make test       build and run every test; ends with "N passed, N failed"
 #   make asan       the whole suite under AddressSanitizer + UBSan (in build-asan/)
 #   make tsan       the whole suite under ThreadSanitizer (in build-tsan/; the pool, workers, deadlines)
-#   make bench      engine and HTTP benchmarks (bench/); never part of the tests
+#   make bench      attnd against the FMA peak, OpenBLAS, torch and ONNX Runtime, then the HTTP
+#                   benchmarks (bench/; installs the peers when missing); never part of the tests
+#   make bench-long the same for L = S = 1024 ... 16384 (N=1, E=1024, H=16): engine and fused ORT
 #   make fuzz       build the libFuzzer harnesses in build-fuzz/ (clang; fuzz/run.sh NAME SECONDS runs one)
 #   make golden     regenerate tests/golden/ from torch (needs /usr/bin/python3 with torch)
 #   make test-ui    the viewer (/ui) in headless Chromium (tests/ui/run_browser.sh; installs chromium, playwright-core)
+#   make test-examples   examples/client.py and client.mjs against a daemon (installs python3-numpy,
+#                        python3-requests, nodejs when missing)
 #   make test-container  build the Docker image with podman and check it (root; scripts/test_container.sh)
 #   make test-scale      three replicas + nginx on loopback, --watch, a replica killed (scripts/test_scale.sh)
 #   make bench-scale     wrk: one replica vs three behind nginx (scripts/bench_scale.sh)
@@ -56,7 +60,7 @@ BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 DEB_PKGS  := gcc make libmicrohttpd-dev libjansson-dev libopenblas-dev libcurl4-openssl-dev curl
 DEPS_STAMP := $(BUILD)/.deps-ok
 
-.PHONY: all deps run test asan ubsan tsan bench golden clean format fuzz test-ui test-container test-scale bench-scale
+.PHONY: all deps run test asan ubsan tsan bench bench-long golden clean format fuzz test-ui test-examples test-container test-scale bench-scale
 all: $(BUILD)/attnd
 
 deps: $(DEPS_STAMP)
@@ -104,9 +108,15 @@ $(BUILD)/tests/%: $(BUILD)/tests/%.o $(SUP_OBJ) $(BUILD)/libsrv.a $(BUILD)/libmh
 	$(call say,LD,$@)
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LIBS) $(TEST_LIBS)
 
+# Test seam: test_app_errors makes start-up steps fail by standing in for the functions they call.
+$(BUILD)/tests/app/test_app_errors: LDFLAGS += -Wl,--wrap=srv_registry_create -Wl,--wrap=mha_pool_create
+
 $(BUILD)/bench/%: $(BUILD)/bench/%.o $(BUILD)/libsrv.a $(BUILD)/libmha.a
 	$(call say,LD,$@)
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LIBS) $(TEST_LIBS)
+
+# bench_engine times the attention core by wrapping the pool's parallel-for (see its header)
+$(BUILD)/bench/bench_engine: LDFLAGS += -Wl,--wrap=mha_pool_run,--wrap=mha_pool_run_limit
 
 run: $(BUILD)/attnd
 	./$(BUILD)/attnd --demo
@@ -124,11 +134,19 @@ tsan:
 	$(MAKE) BUILD=build-tsan SAN=thread OPT=-O1 test
 
 bench: $(BUILD)/attnd $(BENCH_BIN)
+	@BUILD=$(BUILD) scripts/bench_deps.sh
 	@BUILD=$(BUILD) bench/run.sh
+
+bench-long: $(BUILD)/bench/bench_engine $(BUILD)/bench/fma_peak
+	@BUILD=$(BUILD) scripts/bench_deps.sh
+	@BUILD=$(BUILD) python3 bench/compare.py --long $(LONG_ARGS)
 
 # the viewer in headless Chromium (installs chromium, nodejs and playwright-core when missing)
 test-ui: $(BUILD)/attnd
 	@BUILD=$(BUILD) tests/ui/run_browser.sh
+
+test-examples: $(BUILD)/attnd
+	@BUILD=$(BUILD) examples/run.sh
 
 test-container:
 	bash scripts/test_container.sh

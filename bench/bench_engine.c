@@ -7,6 +7,7 @@
  *   build/bench/bench_engine [--shapes S,M,L,XL,Lseq8,Mseq64] [--threads 1,2] [--min-time SEC]
  *                            [--torch FILE] [--layout bf|sf]
  *   build/bench/bench_engine --core      (prints OpenBLAS's core name and exits; bench/run.sh uses it)
+ *   build/bench/bench_engine --serve     (the engine as a contender of bench/compare.py: see serve())
  *
  * S, M, L, XL are batch_first; Lseq8 is the L request's [8,512,768] query sent to a layer with
  * torch's default batch_first=false: L=8, N=512 (512·12 heads of 8x8 attention, the time in the
@@ -19,6 +20,12 @@
  *
  * FILE holds lines "shape mode threads ms" (bench/torch_time.py writes them); mode is nw0
  * (need_weights off) or nw1 (per-head weights). GFLOP/s use 8NLE² + 4NLSE.
+ *
+ * The attention core's own time (--serve) is taken without a hook in lib/: this program is linked
+ * with -Wl,--wrap=mha_pool_run,--wrap=mha_pool_run_limit (Makefile), so each parallel phase
+ * mha_forward starts passes through the wrappers below, which time it. A pass runs the
+ * in-projection first and the out-projection last; every phase between them (key packing, the
+ * attention) is the core.
  */
 #include "mha.h"
 
@@ -77,6 +84,55 @@ static double median(double *t, int n)
 {
     qsort(t, (size_t)n, sizeof t[0], cmp_double);
     return t[n / 2];
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* The attention core's timer: wrappers around the pool's parallel-for (see the header) */
+
+typedef void (*task_fn)(void *arg, int64_t task, int slot); /* lib/'s mha_task_fn */
+void __real_mha_pool_run(mha_pool *pool, int64_t ntasks, task_fn fn, void *arg);
+void __real_mha_pool_run_limit(mha_pool *pool, int64_t ntasks, task_fn fn, void *arg, int max);
+void __wrap_mha_pool_run(mha_pool *pool, int64_t ntasks, task_fn fn, void *arg);
+void __wrap_mha_pool_run_limit(mha_pool *pool, int64_t ntasks, task_fn fn, void *arg, int max);
+
+enum { max_phases = 16 };
+typedef struct phase_log {
+    int n;
+    double seconds[max_phases]; /* each phase of the passes since phase_log_reset, in order */
+} phase_log;
+static _Thread_local phase_log phases; /* the thread that calls mha_forward writes it */
+
+static void phase_done(double t0)
+{
+    if (phases.n < max_phases)
+        phases.seconds[phases.n] = now() - t0;
+    phases.n++;
+}
+
+void __wrap_mha_pool_run(mha_pool *pool, int64_t ntasks, task_fn fn, void *arg)
+{
+    double t0 = now();
+    __real_mha_pool_run(pool, ntasks, fn, arg);
+    phase_done(t0);
+}
+
+void __wrap_mha_pool_run_limit(mha_pool *pool, int64_t ntasks, task_fn fn, void *arg, int max)
+{
+    double t0 = now();
+    __real_mha_pool_run_limit(pool, ntasks, fn, arg, max);
+    phase_done(t0);
+}
+
+/* Seconds of the core in the one pass logged since phases.n = 0: every phase but the first and
+ * the last; NAN when the pass did not log at least three. */
+static double core_seconds(void)
+{
+    if (phases.n < 3 || phases.n > max_phases)
+        return NAN;
+    double s = 0;
+    for (int i = 1; i < phases.n - 1; i++)
+        s += phases.seconds[i];
+    return s;
 }
 typedef struct sgemm_ctx {
     int n, threads;
@@ -195,6 +251,281 @@ static float *zeroed_floats(int64_t count)
     return p;
 }
 
+/* ---------------------------------------------------------------------------------------------- */
+/* --serve: the engine as a contender of bench/compare.py                                         */
+
+/* count 4-byte words (float32 or int32) of DIR/name into a new array (free() it), or NULL with a
+ * message in why. */
+static void *read_words(const char *dir, const char *name, int64_t count, char *why, size_t wl)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *fp = fopen(path, "rb");
+    float *x = fp ? malloc((size_t)(count > 0 ? count : 1) * sizeof(float)) : NULL;
+    if (!fp || !x || fread(x, sizeof(float), (size_t)count, fp) != (size_t)count) {
+        snprintf(why, wl, "cannot read %lld floats from %s", (long long)count, path);
+        free(x);
+        x = NULL;
+    }
+    if (fp)
+        fclose(fp);
+    return x;
+}
+
+/* Size of DIR/name in 4-byte words, -1 when it cannot be opened. */
+static int64_t file_words(const char *dir, const char *name)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *fp = fopen(path, "rb");
+    if (!fp)
+        return -1;
+    fseek(fp, 0, SEEK_END);
+    long n = ftell(fp);
+    fclose(fp);
+    return n / 4;
+}
+
+typedef struct served {
+    char dir[1024];
+    int64_t N, L, E, H;
+    mha_layer *layer;
+    float *x;     /* [N,L,E]                                            */
+    int32_t *rows; /* [R] flat rows checked against torch                */
+    float *y;     /* [R,E] torch's output on them                       */
+    float *w;     /* [L,L] torch's weights, batch 0 head 0, or NULL     */
+    int64_t R;
+    fwd_ctx f[2][2]; /* [mode][threads-1], planned and allocated on first use */
+    int k[2][2];
+    char check[2][2][128];
+} served;
+
+static void served_free(served *sv)
+{
+    for (int m = 0; m < 2; m++)
+        for (int t = 0; t < 2; t++) {
+            free(sv->f[m][t].out);
+            free(sv->f[m][t].weights);
+        }
+    mha_layer_free(sv->layer);
+    free(sv->x);
+    free(sv->rows);
+    free(sv->y);
+    free(sv->w);
+    memset(sv, 0, sizeof *sv);
+}
+
+/* load DIR N L E H: the layer and x of bench/peer_models.py. Prints the reply. */
+static void serve_load(served *sv, const char *dir, int64_t N, int64_t L, int64_t E, int64_t H)
+{
+    served_free(sv);
+    snprintf(sv->dir, sizeof sv->dir, "%s", dir);
+    sv->N = N, sv->L = L, sv->E = E, sv->H = H;
+    char why[1200] = "";
+    mha_config cfg;
+    mha_config_init(&cfg, E, H);
+    cfg.batch_first = true;
+    mha_error err;
+    sv->layer = mha_layer_create(&cfg, NULL, &err);
+    if (!sv->layer) {
+        printf("{\"error\": \"layer: %s\"}\n", err.message);
+        return;
+    }
+    if (!strcmp(dir, "-")) { /* no torch to make the files: a seeded layer and x, unchecked */
+        if (mha_layer_init(sv->layer, "xavier_uniform", 0, &err) != MHA_OK) {
+            printf("{\"error\": \"init: %s\"}\n", err.message);
+            served_free(sv);
+            return;
+        }
+        sv->x = random_array(N * L * E, 7);
+        printf("{\"ok\": true}\n");
+        return;
+    }
+    static const struct {
+        const char *param, *file;
+        int ndim;
+        int64_t rows_per_E, cols_per_E; /* shape in units of E (cols 0: 1-D) */
+    } params[] = {{"in_proj_weight", "w_in.f32", 2, 3, 1},
+                  {"in_proj_bias", "b_in.f32", 1, 3, 0},
+                  {"out_proj.weight", "w_out.f32", 2, 1, 1},
+                  {"out_proj.bias", "b_out.f32", 1, 1, 0}};
+    for (size_t i = 0; i < sizeof params / sizeof params[0]; i++) {
+        int64_t dims[2] = {params[i].rows_per_E * E, params[i].cols_per_E * E};
+        float *p = read_words(dir, params[i].file, dims[0] * (params[i].ndim == 2 ? dims[1] : 1),
+                              why, sizeof why);
+        mha_status st = p ? mha_layer_set_param(sv->layer, params[i].param, p, params[i].ndim,
+                                                 dims, &err)
+                          : MHA_ERR_ARG;
+        free(p);
+        if (st != MHA_OK) {
+            printf("{\"error\": \"%s\"}\n", p ? err.message : why);
+            served_free(sv);
+            return;
+        }
+    }
+    sv->R = file_words(dir, "rows.i32");
+    sv->x = read_words(dir, "x.f32", N * L * E, why, sizeof why);
+    sv->rows = sv->x && sv->R > 0 ? read_words(dir, "rows.i32", sv->R, why, sizeof why)
+                                  : NULL;
+    sv->y = sv->rows ? read_words(dir, "y.f32", sv->R * E, why, sizeof why) : NULL;
+    if (!sv->y) {
+        printf("{\"error\": \"%s\"}\n", why[0] ? why : "no rows.i32");
+        served_free(sv);
+        return;
+    }
+    if (file_words(dir, "w.f32") == L * L)
+        sv->w = read_words(dir, "w.f32", L * L, why, sizeof why);
+    printf("{\"ok\": true}\n");
+}
+
+/* The pass of (mode, threads), planned, allocated and checked against torch on first use; NULL
+ * with the reason in why when it cannot run. */
+static fwd_ctx *served_pass(served *sv, int mode, int t, mha_pool *pool, char *why, size_t wl)
+{
+    fwd_ctx *f = &sv->f[mode][t - 1];
+    if (f->out)
+        return f;
+    *f = (fwd_ctx){.layer = sv->layer, .pool = pool};
+    f->in.query = (mha_tensor){sv->x, 3, {sv->N, sv->L, sv->E}};
+    f->in.need_weights = mode == 1;
+    f->in.average_attn_weights = false;
+    mha_error err;
+    if (mha_plan_forward(sv->layer, &f->in, NULL, &f->plan, &err) != MHA_OK) {
+        snprintf(why, wl, "plan: %s", err.message);
+        return NULL;
+    }
+    f->out = zeroed_floats(f->plan.out_count);
+    f->weights = mode ? zeroed_floats(f->plan.weights_count) : NULL;
+    forward_once(f);
+    double dy = 0, dw = 0;
+    for (int64_t i = 0; i < sv->R; i++)
+        for (int64_t j = 0; j < sv->E; j++)
+            dy = fmax(dy, fabs(f->out[(int64_t)sv->rows[i] * sv->E + j] - sv->y[i * sv->E + j]));
+    if (mode && sv->w) /* [N,H,L,S]: batch 0, head 0 first */
+        for (int64_t i = 0; i < sv->L * sv->L; i++)
+            dw = fmax(dw, fabs(f->weights[i] - sv->w[i]));
+    if (sv->R == 0)
+        snprintf(sv->check[mode][t - 1], sizeof sv->check[0][0], "{}");
+    else if (mode && sv->w)
+        snprintf(sv->check[mode][t - 1], sizeof sv->check[0][0], "{\"y\": %.3g, \"w\": %.3g}", dy,
+                 dw);
+    else
+        snprintf(sv->check[mode][t - 1], sizeof sv->check[0][0], "{\"y\": %.3g}", dy);
+    double t0 = now();
+    forward_once(f);
+    double once = now() - t0;
+    int k = (int)(0.05 / (once > 1e-7 ? once : 1e-7) + 0.5);
+    sv->k[mode][t - 1] = k < 1 ? 1 : k > 10000 ? 10000 : k;
+    return f;
+}
+
+static void print_list(const char *name, const double *v, int n)
+{
+    printf("\"%s\": [", name);
+    for (int i = 0; i < n; i++)
+        printf("%s%.6g", i ? ", " : "", v[i]);
+    printf("]");
+}
+
+/* time nw0|nw1|sgemm T SAMPLES. Prints the reply. */
+static void serve_time(served *sv, const char *what, int t, int samples, mha_pool *pools[2],
+                       sgemm_ctx *sg)
+{
+    enum { max_samples = 64 };
+    double ms[max_samples], core[max_samples];
+    samples = samples < 1 ? 1 : samples > max_samples ? max_samples : samples;
+    if (t < 1 || t > 2) {
+        printf("{\"error\": \"threads must be 1 or 2\"}\n");
+        return;
+    }
+    if (!strcmp(what, "sgemm")) { /* OpenBLAS's own threads, as a user of OpenBLAS gets them */
+        mha_blas_set_threads(t);
+        sgemm_ctx one = *sg;
+        one.threads = 1;
+        sgemm_once(&one);
+        for (int i = 0; i < samples; i++)
+            ms[i] = sample(sgemm_once, &one, 5) * 1e3;
+        mha_blas_set_threads(1);
+        printf("{\"n\": %d, ", sg->n);
+        print_list("ms", ms, samples);
+        printf("}\n");
+        return;
+    }
+    int mode = !strcmp(what, "nw1") ? 1 : !strcmp(what, "nw0") ? 0 : -1;
+    if (mode < 0 || !sv->layer) {
+        printf("{\"error\": \"%s\"}\n", sv->layer ? "mode must be nw0, nw1 or sgemm" : "no shape loaded");
+        return;
+    }
+    char why[1200];
+    fwd_ctx *f = served_pass(sv, mode, t, pools[t - 1], why, sizeof why);
+    if (!f) {
+        printf("{\"error\": \"%s\"}\n", why);
+        return;
+    }
+    const int k = sv->k[mode][t - 1];
+    for (int i = 0; i < samples; i++) {
+        double c = 0, t0 = now();
+        for (int j = 0; j < k; j++) {
+            phases.n = 0;
+            forward_once(f);
+            c += core_seconds();
+        }
+        ms[i] = (now() - t0) * 1e3 / k;
+        core[i] = c * 1e3 / k;
+    }
+    printf("{");
+    print_list("ms", ms, samples);
+    printf(", ");
+    print_list("core_ms", core, samples);
+    printf(", \"k\": %d, \"flops\": %.6g, \"workspace_bytes\": %zu, \"check\": %s}\n", k,
+           f->plan.flops, f->plan.workspace_bytes, sv->check[mode][t - 1]);
+}
+
+/* Reads commands from stdin, one per line, and answers each with one JSON line on stdout:
+ *   load DIR N L E H      the layer (torch's weights) and x [N,L,E] that bench/peer_models.py wrote
+ *                         (DIR "-": a seeded layer and random x, nothing checked: no torch here)
+ *   time MODE T SAMPLES   MODE nw0 | nw1 (per-head weights) on T = 1 or 2 threads: the first time,
+ *                         the pass is checked against torch (max |diff| on the checked rows, and the
+ *                         weights of batch 0, head 0) and k chosen so that a sample lasts ~50 ms;
+ *                         answers {"ms": [...], "core_ms": [...], "k", "flops", "workspace_bytes",
+ *                         "check"}: each sample the mean of k passes, core_ms the attention core's
+ *                         share; MODE sgemm: a 1024² cblas_sgemm on T OpenBLAS threads ({"n", "ms"})
+ *   quit                                                                                          */
+static int serve(void)
+{
+    mha_blas_set_threads(1); /* the engine parallelises itself */
+    mha_pool *pools[2] = {mha_pool_create(1, NULL), mha_pool_create(2, NULL)};
+    sgemm_ctx sg = {1024, 1, random_array(1024 * 1024, 1), random_array(1024 * 1024, 2),
+                    random_array(1024 * 1024, 3)};
+    static served sv;
+    char blas[256];
+    printf("{\"ready\": true, \"blas\": \"%s\"}\n", mha_blas_describe(blas, sizeof blas));
+    fflush(stdout);
+    char line[8192];
+    while (fgets(line, sizeof line, stdin)) {
+        char cmd[16], arg[1024];
+        long long a, b, c, d;
+        int t, n;
+        if (sscanf(line, "%15s", cmd) != 1 || !strcmp(cmd, "quit"))
+            break;
+        if (!strcmp(cmd, "load") &&
+            sscanf(line, "%*s %1023s %lld %lld %lld %lld", arg, &a, &b, &c, &d) == 5)
+            serve_load(&sv, arg, a, b, c, d);
+        else if (!strcmp(cmd, "time") && sscanf(line, "%*s %15s %d %d", arg, &t, &n) == 3)
+            serve_time(&sv, arg, t, n, pools, &sg);
+        else
+            printf("{\"error\": \"bad command\"}\n");
+        fflush(stdout);
+    }
+    served_free(&sv);
+    mha_pool_free(pools[0]);
+    mha_pool_free(pools[1]);
+    free(sg.a);
+    free(sg.b);
+    free(sg.c);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     const char *shape_list = "S,M,L,XL,Lseq8,Mseq64", *thread_list = "1,2", *torch_file = NULL;
@@ -212,6 +543,8 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--layout") && i + 1 < argc &&
                  (!strcmp(argv[i + 1], "bf") || !strcmp(argv[i + 1], "sf")))
             layout = !strcmp(argv[++i], "bf");
+        else if (!strcmp(argv[i], "--serve"))
+            return serve();
         else if (!strcmp(argv[i], "--core")) {
             mha_blas_info bi;
             mha_blas_get_info(&bi);
@@ -222,7 +555,7 @@ int main(int argc, char **argv)
             fprintf(
                 stderr,
                 "usage: %s [--shapes S,M,L,XL,Lseq8,Mseq64] [--threads 1,2] [--min-time SEC] "
-                "[--torch FILE] [--layout bf|sf] | --core\n",
+                "[--torch FILE] [--layout bf|sf] | --core | --serve\n",
                 argv[0]);
             return 2;
         }

@@ -3,7 +3,7 @@
  *
  * This library knows nothing of HTTP or JSON. It depends on libc, libm, pthreads and cblas.
  * Semantics are those of torch's general path (F.multi_head_attention_forward) with torch 2.x mask
- * merging (see ../SPEC §1 as summarised in README.md), except that a query row whose every key is
+ * merging (README.md, "Coming from torch"), except that a query row whose every key is
  * masked gets weights 0 and head output 0 instead of NaN.
  *
  * Shape legend (outermost dimension first), used in every comment of this library:
@@ -255,8 +255,9 @@ typedef struct mha_plan {
 mha_status mha_plan_forward(const mha_layer *layer, const mha_inputs *in, const mha_limits *limits,
                             mha_plan *plan, mha_error *err);
 
-/* Trace stages, in order of computation (SPEC §2). Shapes are always batch-major ([N,...], N = 1
- * for unbatched input), whatever batch_first says:
+/* Trace stages, in order of computation. Shapes are always batch-major ([N,...], N = 1 for
+ * unbatched input), whatever batch_first says (the API shows them in the request's layout:
+ * docs/api.md):
  *   Q_PROJ [N,L,E], K_PROJ [N,S0,E], V_PROJ [N,S0,E]   after the in-projection (no bias_kv yet)
  *   Q_HEADS [N,H,L,hd], K_HEADS [N,H,S,hd], V_HEADS [N,H,S,hd]   after the split into heads,
  *                                     with bias_k/bias_v and the zero key/value appended

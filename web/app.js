@@ -334,7 +334,8 @@ app.trace = function trace() {
     const estimate = 3 * L * E + 2 * S * E + 3 * L * H * hd + 2 * S * H * hd + 2 * H * L * S;
     if (estimate > MAX_TRACE_ASKED)
       return Promise.reject(new Error(`A trace of this input would hold about ${count(estimate)} numbers (${bytesText(4 * estimate)}): too large to draw here. Shorten the input.`));
-    app.cache.set(key, app.call((c) => c.trace(app.layer.name, app.input.request)));
+    // per head: the trace's attn_weights follows average_attn_weights, as forward's does
+    app.cache.set(key, app.call((c) => c.trace(app.layer.name, {...app.input.request, averageAttnWeights: false})));
   }
   const p = app.cache.get(key);
   p.catch(() => app.cache.delete(key));

@@ -10,6 +10,9 @@
 /* routes.c: every route the daemon serves, ended by an entry with method NULL */
 extern const srv_route srv_routes[];
 
+/* api_index.c: GET / */
+int srv_api_index(void *ctx, const srv_request *req, srv_response *resp, srv_error *err);
+
 /* api_health.c */
 int srv_api_healthz(void *ctx, const srv_request *req, srv_response *resp, srv_error *err);
 int srv_api_readyz(void *ctx, const srv_request *req, srv_response *resp, srv_error *err);
@@ -29,6 +32,9 @@ int srv_api_layer_get(void *ctx, const srv_request *req, srv_response *resp, srv
 int srv_api_layer_delete(void *ctx, const srv_request *req, srv_response *resp, srv_error *err);
 int srv_api_weights_get(void *ctx, const srv_request *req, srv_response *resp, srv_error *err);
 int srv_api_weights_put(void *ctx, const srv_request *req, srv_response *resp, srv_error *err);
+
+/* api_import.c */
+int srv_api_layer_import(void *ctx, const srv_request *req, srv_response *resp, srv_error *err);
 
 /* api_forward.c */
 int srv_api_forward(void *ctx, const srv_request *req, srv_response *resp, srv_error *err);

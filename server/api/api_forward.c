@@ -3,8 +3,8 @@
  *
  * Body: {"query": T, "key": T, "value": T, "key_padding_mask": T, "attn_mask": T, "is_causal": b,
  *        "need_weights": b, "average_attn_weights": b, "encoding": "nested"|"flat"|"base64"}
- * (T in any form of tensor.h; null = absent). The reply is written straight into one buffer that is
- * handed to libmicrohttpd as it is.
+ * (T in any form of tensor.h; null = absent), and for a trace "stages": [names] (trace.h). The
+ * reply is written straight into one buffer that is handed to libmicrohttpd as it is.
  */
 #include <pthread.h>
 #include <string.h>
@@ -18,15 +18,20 @@
 #define FORWARD_FIELDS                                                                            \
     "query, key, value, key_padding_mask, attn_mask, is_causal, need_weights, "                   \
     "average_attn_weights, encoding"
+#define TRACE_FIELDS FORWARD_FIELDS ", stages"
 
 /* The members whose values are tensors: the scan only delimits them, srv_member_tensor checks them. */
 static const char *const forward_tensors[] = {"query", "key", "value", "key_padding_mask",
                                               "attn_mask", NULL};
 
-/* Reads the members m[0..n) of a forward body into args and enc. */
+/* Reads the members m[0..n) of a forward body into args and enc; of a trace's (stages not NULL)
+ * also "stages" (all of them when it is absent). */
 static int read_forward(const srv_app *app, const srv_request *req, const srv_json_member *m,
-                        int n, srv_forward_args *args, srv_encoding *enc, srv_error *err)
+                        int n, srv_forward_args *args, srv_encoding *enc, unsigned *stages,
+                        srv_error *err)
 {
+    if (stages)
+        *stages = SRV_TRACE_ALL;
     for (int i = 0; i < n; i++) {
         const char *k = m[i].key;
         srv_tensor *t = NULL;
@@ -51,8 +56,15 @@ static int read_forward(const srv_app *app, const srv_request *req, const srv_js
             if (srv_member_encoding(&m[i], enc, err) < 0)
                 return -1;
             continue;
+        } else if (stages && !strcmp(k, "stages")) {
+            json_t *v = srv_member_json(&m[i], k, err);
+            int rc = v ? srv_trace_stages_parse(v, stages, err) : -1;
+            json_decref(v);
+            if (rc < 0)
+                return -1;
+            continue;
         } else
-            return srv_body_unknown(err, "", k, FORWARD_FIELDS);
+            return srv_body_unknown(err, "", k, stages ? TRACE_FIELDS : FORWARD_FIELDS);
 
         if (flag && srv_member_bool(&m[i], k, flag, err) < 0)
             return -1;
@@ -67,7 +79,7 @@ static int read_forward(const srv_app *app, const srv_request *req, const srv_js
     }
     if (!args->query.data)
         return srv_error_set(err, SRV_E_MISSING_FIELD, "query", "query is required");
-    /* SPEC §2 defines key and value both left out (self-attention) and value left out (= key);
+    /* The API defines key and value both left out (self-attention) and value left out (= key);
      * value without key is neither, and torch has no such call: most likely a key forgotten */
     if (args->value.data && !args->key.data)
         return srv_error_set(err, SRV_E_MISSING_FIELD, "key",
@@ -97,15 +109,17 @@ static int check_cost_early(const srv_app *app, const mha_config *cfg, const srv
     return srv_forward_check_cost(app, cfg, qn, q, kn, km ? k : NULL, err);
 }
 
-/* Reads a forward body for a layer of config cfg into args and enc. */
+/* Reads a forward body for a layer of config cfg into args and enc (a trace's: stages too). */
 static int parse_forward(const srv_app *app, const mha_config *cfg, const srv_request *req,
-                         srv_forward_args *args, srv_encoding *enc, srv_error *err)
+                         srv_forward_args *args, srv_encoding *enc, unsigned *stages,
+                         srv_error *err)
 {
     srv_json_member m[SRV_BODY_MAX_MEMBERS];
     int n = srv_body_scan_request(app, req, forward_tensors, m, err);
     if (n < 0)
         return -1;
-    if (check_cost_early(app, cfg, m, n, err) < 0 || read_forward(app, req, m, n, args, enc, err) < 0)
+    if (check_cost_early(app, cfg, m, n, err) < 0 ||
+        read_forward(app, req, m, n, args, enc, stages, err) < 0)
         return srv_body_recheck(app, req->body, req->body_len, err);
     return 0;
 }
@@ -189,6 +203,47 @@ static int write_tensor(srv_buf *b, const float *data, int ndim, const int64_t *
     return rc < 0 || j.rc < 0 || b->failed ? -1 : 0;
 }
 
+/* The trace's reply: {"stages": [{"name", "shape", "axes", "tensor"}, ...]}, the stages asked for
+ * in pipeline order, as trace.h shows them. */
+static int write_trace(srv_buf *b, srv_response *resp, const srv_forward_result *r,
+                       bool batch_first, bool average, srv_encoding enc, srv_error *err)
+{
+    srv_trace_stage v[MHA_TRACE_NSTAGES];
+    int64_t total = 0;
+    for (int s = 0; s < MHA_TRACE_NSTAGES; s++)
+        if (r->traced & 1u << s) {
+            srv_trace_stage_view(&r->plan, batch_first, average, (mha_trace_stage)s, &v[s]);
+            total += v[s].count;
+        }
+    srv_response_reserve(resp, estimate(total, enc) + 4096);
+    srv_buf_puts(b, "{\"stages\":[");
+    bool first = true;
+    for (int s = 0; s < MHA_TRACE_NSTAGES; s++) {
+        if (!(r->traced & 1u << s))
+            continue;
+        const float *src = s == MHA_TRACE_OUTPUT         ? r->output
+                           : s == MHA_TRACE_ATTN_WEIGHTS ? r->attn_weights
+                                                         : r->stage[s];
+        float *copy = NULL;
+        const float *data = srv_trace_stage_data(&v[s], src, &copy);
+        if (!data)
+            return srv_error_set(err, SRV_E_NOMEM, "", "out of memory writing the trace; retry later");
+        srv_buf_printf(b, "%s{\"name\":\"%s\",\"shape\":", first ? "" : ",",
+                       mha_trace_stage_name((mha_trace_stage)s));
+        put_shape(b, v[s].ndim, v[s].shape);
+        srv_buf_puts(b, ",\"axes\":[");
+        for (int d = 0; d < v[s].ndim; d++)
+            srv_buf_printf(b, "%s\"%c\"", d ? "," : "", v[s].axes[d]);
+        srv_buf_puts(b, "],\"tensor\":");
+        write_tensor(b, data, v[s].ndim, v[s].shape, enc);
+        srv_buf_putc(b, '}');
+        srv_bigbuf_array_free(copy);
+        first = false;
+    }
+    srv_buf_puts(b, "]}");
+    return 0;
+}
+
 static int run(srv_app *app, const srv_request *req, srv_response *resp, bool trace,
                srv_error *err)
 {
@@ -199,15 +254,19 @@ static int run(srv_app *app, const srv_request *req, srv_response *resp, bool tr
     srv_forward_args_init(&args);
     srv_encoding enc = SRV_ENC_NESTED;
     srv_forward_result r = {0};
+    unsigned stages = 0;
     int rc = -1;
-    double t0 = srv_now();
+    double t0 = srv_now(), t1 = t0, t2 = t0, t3 = t0;
+    bool average = true;
     args.cancel = req->gone;
-    if (parse_forward(app, mha_layer_config(layer->layer), req, &args, &enc, err) < 0)
+    if (parse_forward(app, mha_layer_config(layer->layer), req, &args, &enc,
+                      trace ? &stages : NULL, err) < 0)
         goto out;
-    double t1 = srv_now();
-    if (srv_forward_run(app, layer, &args, trace, &r, err) < 0)
+    t1 = srv_now();
+    if (srv_forward_run(app, layer, &args, stages, &r, err) < 0)
         goto out;
-    double t2 = srv_now();
+    average = args.average_attn_weights;
+    t2 = srv_now();
     if (srv_request_gone(req)) { /* nobody will read the reply: do not write it */
         srv_error_set(err, SRV_E_CANCELLED, "", "the client hung up");
         goto out;
@@ -226,30 +285,17 @@ static int run(srv_app *app, const srv_request *req, srv_response *resp, bool tr
             write_tensor(b, r.attn_weights, r.plan.weights_ndim, r.plan.weights_shape, enc);
         }
         srv_buf_puts(b, "}");
-    } else {
-        int64_t shape[4], count, total = 0;
-        for (int s = 0; s < MHA_TRACE_NSTAGES; s++) {
-            mha_trace_stage_shape(&r.plan, (mha_trace_stage)s, shape, &count);
-            total += count;
-        }
-        srv_response_reserve(resp, estimate(total, enc) + 2048);
-        srv_buf_puts(b, "{\"stages\":[");
-        for (int s = 0; s < MHA_TRACE_NSTAGES; s++) {
-            int nd = mha_trace_stage_shape(&r.plan, (mha_trace_stage)s, shape, &count);
-            srv_buf_printf(b, "%s{\"name\":\"%s\",\"shape\":", s ? "," : "",
-                           mha_trace_stage_name((mha_trace_stage)s));
-            put_shape(b, nd, shape);
-            srv_buf_puts(b, ",\"tensor\":");
-            write_tensor(b, r.stage[s], nd, shape, enc);
-            srv_buf_putc(b, '}');
-        }
-        srv_buf_puts(b, "]}");
+    } else if (write_trace(b, resp, &r, mha_layer_config(layer->layer)->batch_first, average, enc,
+                           err) < 0) {
+        goto out;
     }
+    t3 = srv_now();
     srv_response_timing(resp, "parse", (t1 - t0) * 1e3);
     srv_response_timing(resp, "pass", (t2 - t1) * 1e3);
-    srv_response_timing(resp, "write", (srv_now() - t2) * 1e3);
+    srv_response_timing(resp, "write", (t3 - t2) * 1e3);
     rc = 0;
 out:
+    srv_forward_count(layer, req, rc == 0, rc == 0 ? t1 - t0 : 0, &r, rc == 0 ? t3 - t2 : 0);
     srv_forward_result_free(&r);
     srv_forward_args_free(&args);
     srv_layer_release(layer);

@@ -8,9 +8,11 @@
 
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
+#include "base/sysinfo.h"
 #include "codec/v2_codec.h"
 #include "forward.h"
 #include "store/registry.h"
@@ -19,12 +21,12 @@
 #define ATTND_VERSION "0.0.0"
 #endif
 
-void srv_v2_error_reply(srv_response *resp, const srv_error *err)
+void srv_v2_error_reply(srv_response *resp, const srv_error *err, const char *request_id)
 {
     resp->content_type = "application/json";
     resp->body.len = 0;
     resp->body.failed = false;
-    resp->status = srv_v2_error_write(&resp->body, err);
+    resp->status = srv_v2_error_write(&resp->body, err, request_id);
     if (resp->status == 503)
         srv_response_header(resp, "Retry-After", "1");
 }
@@ -33,7 +35,11 @@ int srv_v2_server_metadata(void *ctx, const srv_request *req, srv_response *resp
 {
     srv_buf_puts(&resp->body, "{\"name\":\"attnd\",\"version\":");
     srv_buf_json_string(&resp->body, ATTND_VERSION);
-    srv_buf_puts(&resp->body, ",\"extensions\":[\"binary_tensor_data\"]}");
+    /* every extension served, as Triton names them; unload_dependents is taken (attnd's models
+     * have no dependents to unload with them) */
+    srv_buf_puts(&resp->body, ",\"extensions\":[\"binary_tensor_data\",\"model_repository\","
+                              "\"model_repository(unload_dependents)\",\"statistics\","
+                              "\"model_configuration\"]}");
     return 0;
 }
 
@@ -55,6 +61,31 @@ int srv_v2_health_ready(void *ctx, const srv_request *req, srv_response *resp, s
     return 0;
 }
 
+/* Why the model called name is not served: 400 when the repository knows it (unloaded, or
+ * damaged in the data dir: not ready), 404 when it does not. Returns -1. */
+static int v2_not_served(srv_app *app, const char *name, srv_error *err)
+{
+    if (!name)
+        name = "";
+    if (srv_registry_is_unloaded(app->registry, name, NULL))
+        return srv_error_set(err, SRV_E_BAD_REQUEST, "name",
+                             "model '%.64s' is not ready: it is unloaded; POST "
+                             "/v2/repository/models/%.64s/load serves it again",
+                             name, name);
+    srv_damaged *damaged;
+    int n = srv_persist_damaged_list(app->persist, &damaged);
+    for (int i = 0; i < n; i++)
+        if (!strcmp(damaged[i].name, name)) {
+            srv_error_set(err, SRV_E_BAD_REQUEST, "name",
+                          "model '%.64s' is not ready: it could not be loaded: %s", name,
+                          damaged[i].reason);
+            break;
+        }
+    free(damaged);
+    return srv_error_set(err, SRV_E_LAYER_NOT_FOUND, "name",
+                         "unknown model '%.64s'; POST /v2/repository/index lists the models", name);
+}
+
 /* The layer the path's {name} names, at the path's {version} when there is one (the only version
  * a model has is its layer's current version counter). A new reference, or NULL with a 404. */
 static srv_layer *v2_model(srv_app *app, const srv_request *req, char version[24], srv_error *err)
@@ -63,8 +94,7 @@ static srv_layer *v2_model(srv_app *app, const srv_request *req, char version[24
     const char *want = srv_request_param(req, "version");
     srv_layer *l = name ? srv_registry_get(app->registry, name, NULL) : NULL;
     if (!l) {
-        srv_error_set(err, SRV_E_LAYER_NOT_FOUND, "name",
-                      "unknown model '%.64s'; GET /v1/layers lists the layers served", name);
+        v2_not_served(app, name, err);
         return NULL;
     }
     snprintf(version, 24, "%" PRIu64, l->version);
@@ -85,9 +115,23 @@ int srv_v2_model_metadata(void *ctx, const srv_request *req, srv_response *resp,
     srv_layer *l = v2_model(app, req, version, err);
     if (!l)
         return -1;
-    srv_v2_metadata_write(&resp->body, l->name, version, mha_layer_config(l->layer));
+    srv_v2_metadata_write(&resp->body, l->name, version, mha_layer_config(l->layer), l->config);
     srv_layer_release(l);
     return 0;
+}
+
+int srv_v2_model_config(void *ctx, const srv_request *req, srv_response *resp, srv_error *err)
+{
+    srv_app *app = ctx;
+    char version[24];
+    srv_layer *l = v2_model(app, req, version, err);
+    if (!l)
+        return -1;
+    int rc = srv_v2_config_write(&resp->body, l->name, mha_layer_config(l->layer), l->config,
+                                 app->opt.max_inflight);
+    srv_layer_release(l);
+    return rc < 0 ? srv_error_set(err, SRV_E_NOMEM, "", "out of memory writing the configuration")
+                  : 0;
 }
 
 int srv_v2_model_ready(void *ctx, const srv_request *req, srv_response *resp, srv_error *err)
@@ -155,6 +199,7 @@ int srv_v2_infer(void *ctx, const srv_request *req, srv_response *resp, srv_erro
     srv_forward_result fr;
     memset(&vr, 0, sizeof vr);
     memset(&fr, 0, sizeof fr);
+    double t0 = srv_now(), t1 = t0, t2 = t0, t3 = t0;
     const char *ce = srv_request_header(req, "Content-Encoding");
     if (ce && strcasecmp(ce, "identity") != 0) {
         /* Triton can take gzip/deflate bodies; attnd does not decompress: say so plainly instead
@@ -174,8 +219,10 @@ int srv_v2_infer(void *ctx, const srv_request *req, srv_response *resp, srv_erro
     srv_forward_args args;
     v2_forward_args(&args, &vr);
     args.cancel = req->gone;
-    if (srv_forward_run(app, l, &args, false, &fr, err) < 0)
+    t1 = srv_now();
+    if (srv_forward_run(app, l, &args, 0, &fr, err) < 0)
         goto done;
+    t2 = srv_now();
     srv_v2_result res[SRV_V2_OUT_COUNT];
     memset(res, 0, sizeof res);
     res[SRV_V2_OUT_OUTPUT].data = fr.output;
@@ -191,8 +238,10 @@ int srv_v2_infer(void *ctx, const srv_request *req, srv_response *resp, srv_erro
         srv_response_header(resp, "Inference-Header-Content-Length", "%zu", json_len);
         resp->content_type = "application/octet-stream";
     }
+    t3 = srv_now();
     rc = 0;
 done:
+    srv_forward_count(l, req, rc == 0, t1 - t0, &fr, t3 - t2);
     srv_forward_result_free(&fr);
     srv_v2_request_free(&vr);
     srv_layer_release(l);

@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "base/bigbuf.h"
+#include "base/sysinfo.h"
 #include "codec/float_parse.h"
 
 /* Passes below this many FLOPs (about a millisecond of one core) run on the calling thread alone. */
@@ -108,6 +109,7 @@ static int inflight_enter(srv_app *app, const int *cancel, bool *alone, srv_erro
     pthread_mutex_lock(&app->inflight_lock);
     if (app->inflight >= app->opt.max_inflight) {
         const struct timespec until = after_ms(app->opt.queue_wait_ms);
+        app->inflight_waiting++;
         /* in steps, so a wait whose client hung up ends within GONE_CHECK_MS */
         while (app->inflight >= app->opt.max_inflight && rc == 0 && !gone(cancel)) {
             struct timespec step = after_ms(GONE_CHECK_MS);
@@ -120,6 +122,7 @@ static int inflight_enter(srv_app *app, const int *cancel, bool *alone, srv_erro
         }
         if (app->inflight < app->opt.max_inflight)
             rc = 0;
+        app->inflight_waiting--;
     }
     bool left = gone(cancel);
     if (rc == 0 && !left)
@@ -165,7 +168,7 @@ static int64_t first_special(const float *p, int64_t count, bool allow_neg_inf)
 }
 
 /* Inputs and weights are finite, yet float32 can overflow on the way (values near 1e19 give
- * q·kT past 3.4e38, then softmax NaN). torch answers NaN there; JSON cannot carry it (SPEC §2), and
+ * q·kT past 3.4e38, then softmax NaN). torch answers NaN there; JSON cannot carry it (docs/api.md), and
  * "nan" strings where a client's schema has numbers are no answer. Refused as a 400 naming the
  * first bad value: the trace's scores may hold -inf (masked keys), nothing else may. */
 static int check_finite(const srv_forward_result *r, srv_error *err)
@@ -176,7 +179,7 @@ static int check_finite(const srv_forward_result *r, srv_error *err)
         what = "output";
     if (!what && (at = first_special(r->attn_weights, r->plan.weights_count, false)) >= 0)
         what = "attn_weights";
-    for (int s = 0; !what && r->traced && s < MHA_TRACE_NSTAGES; s++) {
+    for (int s = 0; !what && s < MHA_TRACE_NSTAGES; s++) {
         int64_t shape[4], count;
         mha_trace_stage_shape(&r->plan, (mha_trace_stage)s, shape, &count);
         if ((at = first_special(r->stage[s], count, s == MHA_TRACE_SCORES)) >= 0)
@@ -233,8 +236,8 @@ int srv_forward_check_cost(const srv_app *app, const mha_config *cfg, int q_ndim
     return too_costly(app, mha_flops(cfg, N, L, S0), N, L, S0, cfg, err);
 }
 
-int srv_forward_run(srv_app *app, const srv_layer *layer, const srv_forward_args *a, bool trace,
-                    srv_forward_result *out, srv_error *err)
+int srv_forward_run(srv_app *app, const srv_layer *layer, const srv_forward_args *a,
+                    unsigned stages, srv_forward_result *out, srv_error *err)
 {
     memset(out, 0, sizeof *out);
     mha_inputs in;
@@ -248,7 +251,8 @@ int srv_forward_run(srv_app *app, const srv_layer *layer, const srv_forward_args
         to_mask(&in.attn_mask, &a->attn_mask, "attn_mask", err) < 0)
         return -1;
     in.is_causal = a->is_causal;
-    in.need_weights = a->need_weights;
+    /* a trace's attn_weights stage is forward's attn_weights (trace.h) */
+    in.need_weights = stages ? (stages & 1u << MHA_TRACE_ATTN_WEIGHTS) != 0 : a->need_weights;
     in.average_attn_weights = a->average_attn_weights;
     in.cancel = a->cancel; /* the engine stops between blocks once the client hangs up */
 
@@ -261,28 +265,35 @@ int srv_forward_run(srv_app *app, const srv_layer *layer, const srv_forward_args
 
     mha_trace tr;
     memset(&tr, 0, sizeof tr);
+    bool trace = stages != 0;
     if (trace) {
-        int64_t total = 0, count;
-        int64_t shape[4];
+        /* the limit counts what the reply holds: the stages asked for, as trace.h shows them */
+        bool batch_first = mha_layer_config(layer->layer)->batch_first;
+        int64_t total = 0;
         for (int s = 0; s < MHA_TRACE_NSTAGES; s++) {
-            mha_trace_stage_shape(&out->plan, (mha_trace_stage)s, shape, &count);
-            if (count > INT64_MAX - total)
-                total = INT64_MAX;
-            else
-                total += count;
+            if (!(stages & 1u << s))
+                continue;
+            srv_trace_stage v;
+            srv_trace_stage_view(&out->plan, batch_first, a->average_attn_weights,
+                                 (mha_trace_stage)s, &v);
+            total = v.count > INT64_MAX - total ? INT64_MAX : total + v.count;
         }
         if (total > app->opt.max_trace_elements)
             return srv_error_set(err, SRV_E_TOO_LARGE, "query",
                                  "the trace would hold %lld numbers, over the limit of %lld "
-                                 "(--max-trace-elements); trace a shorter sequence or batch",
+                                 "(--max-trace-elements); trace a shorter sequence or batch, or "
+                                 "ask for fewer stages (\"stages\": [...])",
                                  (long long)total, (long long)app->opt.max_trace_elements);
         for (int s = 0; s < MHA_TRACE_NSTAGES; s++) {
+            if (!(stages & 1u << s) || s == MHA_TRACE_OUTPUT || s == MHA_TRACE_ATTN_WEIGHTS)
+                continue; /* those two are forward's own buffers */
+            int64_t shape[4], count;
             mha_trace_stage_shape(&out->plan, (mha_trace_stage)s, shape, &count);
             out->stage[s] = tr.stage[s] = alloc_floats(count);
             if (!tr.stage[s])
                 goto nomem;
         }
-        out->traced = true;
+        out->traced = stages;
     }
     out->output = alloc_floats(out->plan.out_count);
     if (!out->output)
@@ -294,18 +305,25 @@ int srv_forward_run(srv_app *app, const srv_layer *layer, const srv_forward_args
     }
 
     bool alone = false;
+    double t_queue = srv_now();
     if (inflight_enter(app, a->cancel, &alone, err) < 0) {
         srv_forward_result_free(out);
         return -1;
     }
+    double t_pass = srv_now();
     /* A pass that runs alone spreads over the engine's pool (--blas-threads); passes that run at
      * the same time take one thread each (their HTTP thread), so the threads computing never
      * outnumber the cores by more than the pool's workers for the moment two passes overlap.
      * Small passes stay on their thread: waking the pool would cost more than it saves. */
     mha_pool *pool = alone && out->plan.flops >= POOL_MIN_FLOPS ? app->pool : NULL;
+    bool engine_stages = false; /* output and attn_weights alone need no engine trace */
+    for (int s = 0; s < MHA_TRACE_NSTAGES; s++)
+        engine_stages |= tr.stage[s] != NULL;
     mha_status st = mha_forward(layer->layer, &in, &out->plan, out->output, out->attn_weights,
-                                trace ? &tr : NULL, pool, &me);
+                                engine_stages ? &tr : NULL, pool, &me);
     inflight_leave(app);
+    out->queue_s = t_pass - t_queue;
+    out->pass_s = srv_now() - t_pass;
     if (st == MHA_OK)
         srv_metrics_forward(app->metrics, trace, out->plan.flops);
     if (st != MHA_OK) {
@@ -321,4 +339,18 @@ int srv_forward_run(srv_app *app, const srv_layer *layer, const srv_forward_args
 nomem:
     srv_forward_result_free(out);
     return srv_error_set(err, SRV_E_NOMEM, "", "out of memory for the outputs; retry later");
+}
+
+void srv_forward_count(const srv_layer *layer, const srv_request *req, bool ok, double input_s,
+                       const srv_forward_result *r, double output_s)
+{
+    double now = srv_now();
+    srv_inference_times t = {.total = now - req->t_start};
+    if (ok) {
+        t.input = input_s;
+        t.queue = r->queue_s;
+        t.infer = r->pass_s;
+        t.output = output_s;
+    }
+    srv_layer_stats_record(layer->stats, ok, &t, now);
 }

@@ -16,6 +16,7 @@
 #include "codec/tensor.h"
 #include "mha.h"
 #include "store/registry.h"
+#include "trace.h"
 
 typedef struct srv_forward_args {
     srv_tensor query;            /* float32 [N,L,E] / [L,N,E] !! batch_first / [L,E]       */
@@ -39,21 +40,35 @@ typedef struct srv_forward_result {
     mha_plan plan;
     float *output;                     /* [plan.out_count], shaped plan.out_shape              */
     float *attn_weights;               /* [plan.weights_count] when need_weights, else NULL    */
-    float *stage[MHA_TRACE_NSTAGES];   /* with trace: each stage (mha_trace_stage_shape)       */
-    bool traced;
+    float *stage[MHA_TRACE_NSTAGES];   /* a trace's stages, batch-major (mha_trace_stage_shape),
+                                        * each NULL unless asked for; never output and
+                                        * attn_weights: those are the two above (trace.h)    */
+    unsigned traced;                   /* the stages of a trace (SRV_TRACE_ALL ...), or 0      */
+    double queue_s;                    /* waited for a slot under --max-inflight (seconds)     */
+    double pass_s;                     /* the engine's pass (seconds)                          */
 } srv_forward_result;
 
-/* Runs args through layer. With trace, every stage of SPEC §2 is kept too; a trace larger than
- * --max-trace-elements (all stages together) is refused with SRV_E_TOO_LARGE, and a pass whose
- * FLOPs pass --max-request-flops with SRV_E_TOO_COSTLY, before anything is allocated. Fills out
- * (zeroed first; free with srv_forward_result_free) and returns 0, or -1 with err filled: 400
- * shape/value errors naming the input, 413 limits, 503 when the in-flight cap stays full for
- * --queue-wait-ms or memory runs out, SRV_E_CANCELLED when args->cancel is set while the pass
- * waits for a slot or runs (its slot and outputs are given back at once). */
-int srv_forward_run(srv_app *app, const srv_layer *layer, const srv_forward_args *args, bool trace,
-                    srv_forward_result *out, srv_error *err);
+/* Runs args through layer. With stages (a trace: bit s for mha_trace_stage s; 0 for a forward
+ * pass), those stages are kept too: attn_weights is then computed as forward computes it with
+ * need_weights (the request's need_weights is not read), output is the output; the others are
+ * the engine's. A trace whose stages together (as trace.h shows them) hold more than
+ * --max-trace-elements numbers is refused with SRV_E_TOO_LARGE, and a pass whose FLOPs pass
+ * --max-request-flops with SRV_E_TOO_COSTLY, before anything is allocated. Fills out (zeroed
+ * first; free with srv_forward_result_free) and returns 0, or -1 with err filled: 400 shape/value
+ * errors naming the input, 413 limits, 503 when the in-flight cap stays full for --queue-wait-ms
+ * or memory runs out, SRV_E_CANCELLED when args->cancel is set while the pass waits for a slot or
+ * runs (its slot and outputs are given back at once). */
+int srv_forward_run(srv_app *app, const srv_layer *layer, const srv_forward_args *args,
+                    unsigned stages, srv_forward_result *out, srv_error *err);
 
 void srv_forward_result_free(srv_forward_result *r); /* accepts NULL and zeroed results */
+
+/* Counts a request that reached layer's forward path, for the statistics extension and /metrics
+ * (store/layer_stats.h): ok or failed, its total time from req->t_start to now, and for a success
+ * its phases: input_s reading the body, r's queue and pass, output_s writing the reply. Lock-free.
+ * Every API calls it once per such request. */
+void srv_forward_count(const srv_layer *layer, const srv_request *req, bool ok, double input_s,
+                       const srv_forward_result *r, double output_s);
 
 /* The cost limit (--max-request-flops) for a pass on a layer of config cfg whose query has shape
  * q[0, q_ndim) and key k[0, k_ndim) (k NULL: key = query), as far as the shapes tell before any

@@ -5,7 +5,7 @@
  * ETag: a layer's version (registry.h) as a strong entity tag, "\"<version>\"", on GET and PUT of
  * a layer and of its weights. If-Match on PUT / DELETE makes the change conditional: "<version>"
  * (W/ prefix tolerated; a comma-separated list: any of them) must be the current version, "*" only
- * asks that the layer exists; anything else is a 409 (SPEC §2; HTTP's usual 412 is not used).
+ * asks that the layer exists; anything else is a 409 (docs/api.md; HTTP's usual 412 is not used).
  * If-None-Match: * on PUT /v1/layers/{name} creates only (409 when the layer exists).
  *
  * PUT /v1/layers/{name} with a safetensors body: the layer's config travels in the file's

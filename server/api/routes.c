@@ -11,6 +11,7 @@
 #define BODY_JSON (SRV_ROUTE_BODY | SRV_ROUTE_JSON)
 
 const srv_route srv_routes[] = {
+    {"GET", "/", srv_api_index, SRV_ROUTE_PUBLIC, NULL}, /* an index of links, as public as /ui */
     {"GET", "/healthz", srv_api_healthz, SRV_ROUTE_PROBE, NULL},
     {"GET", "/readyz", srv_api_readyz, SRV_ROUTE_PROBE, NULL},
     {"GET", "/metrics", srv_api_metrics, SRV_ROUTE_PROBE, NULL},
@@ -26,6 +27,8 @@ const srv_route srv_routes[] = {
      BODY_JSON | SRV_ROUTE_BINARY | SRV_ROUTE_CHANGES | SRV_ROUTE_HEAVY, ""},
     {"DELETE", "/v1/layers/{name}", srv_api_layer_delete, SRV_ROUTE_CHANGES, ""},
     {"GET", "/v1/layers/{name}/weights", srv_api_weights_get, 0, "encoding"},
+    {"POST", "/v1/layers/{name}/import", srv_api_layer_import,
+     BODY_JSON | SRV_ROUTE_CHANGES | SRV_ROUTE_HEAVY | SRV_ROUTE_WORKER, ""},
     {"PUT", "/v1/layers/{name}/weights", srv_api_weights_put,
      BODY_JSON | SRV_ROUTE_BINARY | SRV_ROUTE_CHANGES | SRV_ROUTE_HEAVY, ""},
     {"POST", "/v1/layers/{name}/forward", srv_api_forward,
@@ -38,6 +41,8 @@ const srv_route srv_routes[] = {
     {"GET", "/v2", srv_v2_server_metadata, 0, NULL},
     {"GET", "/v2/health/live", srv_v2_health_live, SRV_ROUTE_PROBE, NULL},
     {"GET", "/v2/health/ready", srv_v2_health_ready, SRV_ROUTE_PROBE, NULL},
+    /* before /v2/models/{name}, which would take "stats" for a model name (as Triton does) */
+    {"GET", "/v2/models/stats", srv_v2_model_stats, 0, NULL},
     {"GET", "/v2/models/{name}", srv_v2_model_metadata, 0, NULL},
     {"GET", "/v2/models/{name}/ready", srv_v2_model_ready, 0, NULL},
     {"POST", "/v2/models/{name}/infer", srv_v2_infer, SRV_ROUTE_BODY | SRV_ROUTE_HEAVY,
@@ -47,6 +52,18 @@ const srv_route srv_routes[] = {
      NULL},
     {"POST", "/v2/models/{name}/versions/{version}/infer", srv_v2_infer,
      SRV_ROUTE_BODY | SRV_ROUTE_HEAVY, NULL},
+    /* Triton's model repository extension (api_v2_repository.c): load reads files, on a worker */
+    {"POST", "/v2/repository/index", srv_v2_repository_index, 0, NULL},
+    {"POST", "/v2/repository/models/{name}/load", srv_v2_repository_load,
+     SRV_ROUTE_CHANGES | SRV_ROUTE_WORKER, NULL},
+    {"POST", "/v2/repository/models/{name}/unload", srv_v2_repository_unload, SRV_ROUTE_CHANGES,
+     NULL},
+    /* Triton's model configuration extension */
+    {"GET", "/v2/models/{name}/config", srv_v2_model_config, 0, NULL},
+    {"GET", "/v2/models/{name}/versions/{version}/config", srv_v2_model_config, 0, NULL},
+    /* Triton's statistics extension (api_v2_stats.c) */
+    {"GET", "/v2/models/{name}/stats", srv_v2_model_stats, 0, NULL},
+    {"GET", "/v2/models/{name}/versions/{version}/stats", srv_v2_model_stats, 0, NULL},
 
     {NULL, NULL, NULL, 0, NULL},
 };

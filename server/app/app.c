@@ -3,9 +3,12 @@
  */
 #include "app.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/log.h"
 #include "base/sysinfo.h"
@@ -22,6 +25,8 @@ srv_app *srv_app_create(const srv_options *opt, const srv_route *routes, srv_err
     app->started = srv_now();
     pthread_mutex_init(&app->inflight_lock, NULL);
     pthread_cond_init(&app->inflight_cond, NULL);
+    pthread_mutex_init(&app->import_lock, NULL);
+    app->checkpoints_fd = -1;
     mha_limits_default(&app->limits);
     app->limits.max_elements = opt->max_tensor_elements;
     app->bodies.limit = opt->max_body_memory > 0 ? opt->max_body_memory
@@ -31,10 +36,14 @@ srv_app *srv_app_create(const srv_options *opt, const srv_route *routes, srv_err
     mha_blas_set_threads(1);
     mha_error me = {0};
     app->registry = srv_registry_create();
+    if (!app->registry) {
+        srv_error_set(err, SRV_E_NOMEM, "", "out of memory creating the layer registry");
+        srv_app_free(app);
+        return NULL;
+    }
     app->pool = mha_pool_create(opt->blas_threads, &me);
-    if (!app->registry || !app->pool) {
+    if (!app->pool) { /* the engine says why: threads that would not start, memory */
         srv_error_from_mha(err, &me, "");
-        srv_error_set(err, SRV_E_NOMEM, "", "out of memory starting the engine");
         srv_app_free(app);
         return NULL;
     }
@@ -83,6 +92,16 @@ srv_app *srv_app_create(const srv_options *opt, const srv_route *routes, srv_err
                 "data dir %s: %d layers loaded, %d damaged (skipped, listed in /readyz)",
                 opt->data_dir, n, bad);
     }
+    if (opt->checkpoints_dir[0]) {
+        /* every import is resolved below this descriptor (store/hf_checkpoint.h) */
+        app->checkpoints_fd = open(opt->checkpoints_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (app->checkpoints_fd < 0) {
+            srv_error_set(err, SRV_E_INTERNAL, "", "cannot open --checkpoints-dir %s: %s",
+                          opt->checkpoints_dir, strerror(errno));
+            srv_app_free(app);
+            return NULL;
+        }
+    }
     if (opt->watch) {
         srv_watch_config wc = {.interval_ms = opt->watch_interval_ms,
                                .no_inotify = opt->watch_poll,
@@ -105,6 +124,9 @@ void srv_app_free(srv_app *app)
     mha_pool_free(app->pool);
     srv_persist_free(app->persist);
     srv_metrics_free(app->metrics);
+    if (app->checkpoints_fd >= 0)
+        close(app->checkpoints_fd);
+    pthread_mutex_destroy(&app->import_lock);
     pthread_cond_destroy(&app->inflight_cond);
     pthread_mutex_destroy(&app->inflight_lock);
     free(app);

@@ -39,6 +39,11 @@ typedef struct srv_app {
     pthread_mutex_t inflight_lock;
     pthread_cond_t inflight_cond;
     int inflight;
+    int inflight_waiting;     /* passes waiting for a slot                                     */
+
+    /* --checkpoints-dir, opened once (-1: imports are off); imports run one at a time */
+    int checkpoints_fd;
+    pthread_mutex_t import_lock;
 
     /* lifecycle: set with __atomic stores, read with __atomic loads */
     bool ready;               /* false until start-up (layers loaded) is complete -> /readyz  */

@@ -26,10 +26,9 @@ static const int STATUSES[] = {200, 201, 204, 400, 401, 403, 404, 405, 408,
 #define NSLOTS (NSTATUS + 6) /* + 1xx..5xx classes for the others, + never answered */
 #define SLOT_ABORTED (NSTATUS + 5)
 
-/* upper bounds of the latency buckets, seconds */
-static const double BUCKETS[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
-                                 0.1,    0.25,  0.5,    1,     2.5,   5,     10};
-#define NBUCKETS (int)(sizeof BUCKETS / sizeof BUCKETS[0])
+/* upper bounds of the latency buckets, seconds: the same for routes and for layers */
+#define BUCKETS srv_latency_buckets
+#define NBUCKETS SRV_LATENCY_NBUCKETS
 
 typedef struct route_counters {
     atomic_uint_fast64_t requests[NSLOTS];
@@ -48,6 +47,7 @@ struct srv_metrics {
     atomic_uint_fast64_t cancelled; /* requests ended with 499: their client hung up mid-work    */
     atomic_uint_fast64_t flops;
     atomic_int_fast64_t connections;
+    atomic_int_fast64_t queued; /* requests waiting for a worker                           */
     atomic_uint_fast64_t cuts[SRV_CUT_COUNT];
 };
 
@@ -118,6 +118,12 @@ void srv_metrics_connection(srv_metrics *m, int delta)
 {
     if (m)
         atomic_fetch_add_explicit(&m->connections, delta, memory_order_relaxed);
+}
+
+void srv_metrics_queued(srv_metrics *m, int delta)
+{
+    if (m)
+        atomic_fetch_add_explicit(&m->queued, delta, memory_order_relaxed);
 }
 
 void srv_metrics_connection_cut(srv_metrics *m, srv_cut_reason reason)
@@ -252,6 +258,17 @@ int srv_metrics_render(srv_buf *b, const srv_metrics *m, const srv_metrics_gauge
     for (int k = 0; k < SRV_CUT_COUNT; k++)
         srv_buf_printf(b, "attnd_http_connections_closed_total{reason=\"%s\"} %llu\n", CUT_NAMES[k],
                        (unsigned long long)get(&m->cuts[k]));
+    header(b, "attnd_http_requests_queued", "gauge",
+           "Requests whose body is in, waiting for a worker (there are --max-inflight).");
+    srv_buf_printf(b, "attnd_http_requests_queued %lld\n",
+                   (long long)atomic_load_explicit(&((srv_metrics *)m)->queued,
+                                                   memory_order_relaxed));
+    header(b, "attnd_forward_passes_running", "gauge",
+           "Forward passes holding one of the --max-inflight slots.");
+    srv_buf_printf(b, "attnd_forward_passes_running %lld\n", (long long)g->passes_running);
+    header(b, "attnd_forward_passes_waiting", "gauge",
+           "Forward passes waiting for a slot (at most --queue-wait-ms).");
+    srv_buf_printf(b, "attnd_forward_passes_waiting %lld\n", (long long)g->passes_waiting);
     header(b, "attnd_requests_cancelled_total", "counter",
            "Requests whose client hung up while they were handled, and whose work was stopped "
            "(a forward pass cut short, a wait for a slot or a worker given up); logged as 499.");
@@ -281,5 +298,86 @@ int srv_metrics_render(srv_buf *b, const srv_metrics *m, const srv_metrics_gauge
     header(b, "attnd_request_body_bytes_limit", "gauge",
            "--max-body-memory: bodies that would pass it get 503.");
     srv_buf_printf(b, "attnd_request_body_bytes_limit %lld\n", (long long)g->body_bytes_limit);
+    return b->failed ? -1 : 0;
+}
+
+/* Seconds from whole nanoseconds, written exactly (the statistics extension shows the same ns). */
+static void put_seconds(srv_buf *b, uint64_t ns)
+{
+    srv_buf_printf(b, "%llu.%09llu", (unsigned long long)(ns / 1000000000u),
+                   (unsigned long long)(ns % 1000000000u));
+}
+
+static void layer_label(srv_buf *b, const char *series, const char *name)
+{
+    srv_buf_printf(b, "%s{layer=\"", series);
+    label_value(b, name);
+    srv_buf_putc(b, '"');
+}
+
+int srv_metrics_render_layers(srv_buf *b, const char *const *names,
+                              const srv_layer_stats_snapshot *snaps, int n)
+{
+    header(b, "attnd_layer_requests_total", "counter",
+           "Forward passes asked of a layer (/v1 forward and trace, /v2 infer), by result: "
+           "inference_stats success and fail of GET /v2/models/stats.");
+    for (int i = 0; i < n; i++) {
+        layer_label(b, "attnd_layer_requests_total", names[i]);
+        srv_buf_printf(b, ",result=\"success\"} %llu\n", (unsigned long long)snaps[i].success_count);
+        layer_label(b, "attnd_layer_requests_total", names[i]);
+        srv_buf_printf(b, ",result=\"fail\"} %llu\n", (unsigned long long)snaps[i].fail_count);
+    }
+    header(b, "attnd_layer_request_duration_seconds", "histogram",
+           "Time of a layer's successful requests, from arrival to the reply built (sum and count: "
+           "inference_stats.success).");
+    for (int i = 0; i < n; i++) {
+        uint64_t cum = 0;
+        for (int k = 0; k <= NBUCKETS; k++) {
+            cum += snaps[i].latency[k];
+            layer_label(b, "attnd_layer_request_duration_seconds_bucket", names[i]);
+            if (k < NBUCKETS)
+                srv_buf_printf(b, ",le=\"%g\"} %llu\n", BUCKETS[k], (unsigned long long)cum);
+            else
+                srv_buf_printf(b, ",le=\"+Inf\"} %llu\n", (unsigned long long)cum);
+        }
+        layer_label(b, "attnd_layer_request_duration_seconds_sum", names[i]);
+        srv_buf_puts(b, "} ");
+        put_seconds(b, snaps[i].success_ns);
+        srv_buf_putc(b, '\n');
+        layer_label(b, "attnd_layer_request_duration_seconds_count", names[i]);
+        srv_buf_printf(b, "} %llu\n", (unsigned long long)cum);
+    }
+    header(b, "attnd_layer_failed_request_seconds_total", "counter",
+           "Time of a layer's failed requests (inference_stats.fail).");
+    for (int i = 0; i < n; i++) {
+        layer_label(b, "attnd_layer_failed_request_seconds_total", names[i]);
+        srv_buf_puts(b, "} ");
+        put_seconds(b, snaps[i].fail_ns);
+        srv_buf_putc(b, '\n');
+    }
+    header(b, "attnd_layer_phase_seconds_total", "counter",
+           "Where a layer's successful requests spent their time: waiting under --max-inflight "
+           "(queue), reading the body (compute_input), the pass (compute_infer), writing the reply "
+           "(compute_output).");
+    static const char *const phases[4] = {"queue", "compute_input", "compute_infer",
+                                          "compute_output"};
+    for (int i = 0; i < n; i++) {
+        const uint64_t ns[4] = {snaps[i].queue_ns, snaps[i].input_ns, snaps[i].infer_ns,
+                                snaps[i].output_ns};
+        for (int k = 0; k < 4; k++) {
+            layer_label(b, "attnd_layer_phase_seconds_total", names[i]);
+            srv_buf_printf(b, ",phase=\"%s\"} ", phases[k]);
+            put_seconds(b, ns[k]);
+            srv_buf_putc(b, '\n');
+        }
+    }
+    header(b, "attnd_layer_last_request_timestamp_seconds", "gauge",
+           "Unix time of a layer's last request (last_inference), 0 before the first.");
+    for (int i = 0; i < n; i++) {
+        layer_label(b, "attnd_layer_last_request_timestamp_seconds", names[i]);
+        srv_buf_printf(b, "} %llu.%03llu\n",
+                       (unsigned long long)(snaps[i].last_inference_ms / 1000),
+                       (unsigned long long)(snaps[i].last_inference_ms % 1000));
+    }
     return b->failed ? -1 : 0;
 }

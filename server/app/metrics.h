@@ -22,10 +22,21 @@
  *   attnd_requests_cancelled_total                 requests whose client hung up while they were
  *                                                  handled and whose work stopped (status 499,
  *                                                  counted as code="aborted" above)
+ *   attnd_http_requests_queued                     requests waiting for a worker
+ *   attnd_forward_passes_running, attnd_forward_passes_waiting   passes holding a slot, waiting
  *   attnd_forward_passes_total{kind="forward"|"trace"}  engine passes run
  *   attnd_forward_flops_total                      their FLOPs (mha_flops)
  *   attnd_layers, attnd_layers_damaged, attnd_ready, attnd_draining   gauges given at scrape time
  *   attnd_request_body_bytes, attnd_request_body_bytes_limit        bodies held now, --max-body-memory
+ * Per layer (srv_metrics_render_layers; the counters of store/layer_stats.h, the same numbers as
+ * Triton's statistics extension, GET /v2/models/stats):
+ *   attnd_layer_requests_total{layer,result="success"|"fail"}   forward passes asked of the layer
+ *   attnd_layer_request_duration_seconds{layer}    histogram of its successful requests
+ *   attnd_layer_failed_request_seconds_total{layer}  time of its failed requests
+ *   attnd_layer_phase_seconds_total{layer,phase}   queue, compute_input, compute_infer, compute_output
+ *   attnd_layer_last_request_timestamp_seconds{layer}
+ * Layers are the ones served or unloaded (bounded by the registry); a deleted layer's series end
+ * with it, and a layer created again under its name starts from zero (a counter reset).
  * Routes are the route table's patterns ("/v1/layers/{name}/forward"), never raw paths, so the
  * number of series stays bounded whatever clients send; requests no route matched count under
  * route="unmatched".
@@ -38,6 +49,7 @@
 
 #include "base/buf.h"
 #include "http/deadline.h"
+#include "store/layer_stats.h"
 
 #define SRV_METRICS_MAX_ROUTES 64
 
@@ -62,6 +74,9 @@ void srv_metrics_request_end(srv_metrics *m, int route, int status, double secon
 /* A client connection opened (delta 1) or closed (-1). */
 void srv_metrics_connection(srv_metrics *m, int delta);
 
+/* A request entered (+1) or left (-1) the queue of work waiting for a worker. */
+void srv_metrics_queued(srv_metrics *m, int delta);
+
 /* The daemon closed a connection for `reason` (http/deadline.h). */
 void srv_metrics_connection_cut(srv_metrics *m, srv_cut_reason reason);
 
@@ -79,11 +94,19 @@ typedef struct srv_metrics_gauges {
     bool draining;
     double start_time;       /* Unix time (s)                                   */
     int64_t body_bytes;      /* request body bytes held now (body_budget.h)     */
+    int64_t passes_running;  /* forward passes holding a slot (--max-inflight)  */
+    int64_t passes_waiting;  /* forward passes waiting for a slot               */
     int64_t body_bytes_limit; /* --max-body-memory                              */
 } srv_metrics_gauges;
 
 /* Appends the whole exposition to out. Returns 0, or -1 when out of memory. */
 int srv_metrics_render(srv_buf *out, const srv_metrics *m, const srv_metrics_gauges *g);
+
+/* Appends the per-layer series for n layers (names[i] with the counters snaps[i], the layers
+ * served and unloaded: a bounded set, as the registry is). A deleted layer's series end with it.
+ * Returns 0, or -1 when out of memory. */
+int srv_metrics_render_layers(srv_buf *out, const char *const *names,
+                              const srv_layer_stats_snapshot *snaps, int n);
 
 /* The content type of the exposition. */
 #define SRV_METRICS_CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"

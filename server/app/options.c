@@ -10,83 +10,114 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "base/sysinfo.h"
 #include "http/fdlimit.h"
 
-typedef enum opt_kind { OPT_STR, OPT_INT, OPT_I64, OPT_BOOL, OPT_LOGFMT } opt_kind;
+typedef enum opt_kind { OPT_STR, OPT_NUM, OPT_BOOL, OPT_LOGFMT } opt_kind;
+
+/* What a number counts, which says the suffixes it takes and how --help shows it. */
+typedef enum opt_unit {
+    U_PLAIN,   /* a whole number                                              */
+    U_BYTES,   /* bytes: K, M, G, T (powers of 1024), optionally + "B"/"iB"     */
+    U_COUNT,   /* a count: K, M, G, T (powers of 1024)                          */
+    U_SECONDS, /* whole seconds: "30", "30s", "30000ms"                         */
+    U_MS,      /* milliseconds: "500", "500ms", "2s"                            */
+} opt_unit;
 
 typedef struct opt_spec {
     const char *name; /* flag without the leading "--"; the twin is ATTND_ + upper(name, '-'→'_') */
     opt_kind kind;
     size_t offset;    /* of the field in srv_options                                             */
-    size_t size;      /* of a string field                                                       */
+    size_t size;      /* of the field (a string's capacity, a number's width: 4 or 8)            */
+    opt_unit unit;
     int64_t min, max; /* accepted range of a number                                              */
     const char *arg;  /* placeholder in --help                                                    */
     const char *help;
+    const char *dflt; /* the default as --help says it, when the field's value would not say it  */
+    const char *zero; /* what 0 means, for a number where 0 is special                           */
 } opt_spec;
 
-#define STR(f) OPT_STR, offsetof(srv_options, f), sizeof(((srv_options *)0)->f), 0, 0
-#define INT(f, lo, hi) OPT_INT, offsetof(srv_options, f), 0, (lo), (hi)
-#define I64(f, lo, hi) OPT_I64, offsetof(srv_options, f), 0, (lo), (hi)
-#define BOOL(f) OPT_BOOL, offsetof(srv_options, f), 0, 0, 1
+#define FIELD(f) offsetof(srv_options, f), sizeof(((srv_options *)0)->f)
+#define STR(f) OPT_STR, FIELD(f), U_PLAIN, 0, 0
+#define NUM(f, unit, lo, hi) OPT_NUM, FIELD(f), (unit), (lo), (hi)
+#define BOOL(f) OPT_BOOL, FIELD(f), U_PLAIN, 0, 1
 
 static const opt_spec specs[] = {
-    {"host", STR(host), "ADDR", "address to listen on (0.0.0.0 for every interface)"},
-    {"port", INT(port, 0, 65535), "N", "TCP port; 0 picks any free port"},
-    {"threads", INT(threads, 1, 1024), "N", "HTTP threads (default: cores)"},
-    {"blas-threads", INT(blas_threads, 1, 1024), "N",
-     "engine threads for a forward pass that runs alone (overlapping passes take one each)"},
-    {"max-inflight", INT(max_inflight, 1, 4096), "N",
-     "forward passes at once; more wait, then get 503 + Retry-After"},
-    {"queue-wait-ms", INT(queue_wait_ms, 0, 600000), "MS",
-     "how long a forward pass waits for a free slot before 503"},
-    {"timeout", INT(timeout, 1, 86400), "SECONDS", "idle connection timeout"},
-    {"max-connections", INT(max_connections, 1, 1000000), "N",
-     "open connections at once; the default is the hard open-files limit less 64, at most 16384"},
-    {"header-timeout", INT(header_timeout, 1, 86400), "SECONDS",
-     "a request's headers must be in within this long of its start (else 408, closed)"},
-    {"min-body-rate", INT(min_body_rate, 0, 1 << 30), "BYTES",
-     "request and reply bodies must move at this many bytes/s on average after --header-timeout "
-     "of grace (0: no minimum)"},
-    {"max-body-bytes", I64(max_body_bytes, 1, INT64_C(1) << 40), "BYTES",
-     "largest request body (413 past it, sent before the body is read)"},
-    {"max-body-memory", I64(max_body_memory, 0, INT64_C(1) << 50), "BYTES",
-     "request bodies held at once, all connections together, counted as their bytes arrive; a body "
-     "that does not fit gets 503 + Retry-After, and one client address may hold a quarter while "
-     "others hold bodies too (0: half the memory of the machine or container, at least "
-     "--max-body-bytes)"},
-    {"max-tensor-elements", I64(max_tensor_elements, 1, INT64_C(1) << 32), "N",
-     "largest tensor (input, output, weights or parameter), in elements"},
-    {"max-trace-elements", I64(max_trace_elements, 1, INT64_C(1) << 32), "N",
-     "largest trace, all stages together, in elements (413 past it)"},
-    {"max-json-depth", INT(max_json_depth, 2, 1000), "N", "deepest nesting of a request body"},
-    {"max-request-flops", I64(max_request_flops, 1, INT64_C(1) << 62), "FLOPS",
+    {"host", STR(host), "ADDR", "address to listen on (0.0.0.0 for every interface)", NULL, NULL},
+    {"port", NUM(port, U_PLAIN, 0, 65535), "N", "TCP port; a port in use is an error", NULL,
+     "any free port"},
+    {"threads", NUM(threads, U_PLAIN, 1, 1024), "N",
+     "HTTP threads (each polls many connections and runs its small passes)", "the number of cores",
+     NULL},
+    {"blas-threads", NUM(blas_threads, U_PLAIN, 1, 1024), "N",
+     "engine threads for a forward pass that runs alone (overlapping passes take one each)",
+     "the number of cores", NULL},
+    {"max-inflight", NUM(max_inflight, U_PLAIN, 1, 4096), "N",
+     "forward passes at once; more wait, then get 503 + Retry-After", "--threads", NULL},
+    {"queue-wait-ms", NUM(queue_wait_ms, U_MS, 0, 600000), "MS",
+     "how long a forward pass waits for a free slot before 503", NULL, "no wait"},
+    {"timeout", NUM(timeout, U_SECONDS, 1, 86400), "SECONDS",
+     "idle connection timeout (between keep-alive requests, or a client not reading)", NULL, NULL},
+    {"max-connections", NUM(max_connections, U_PLAIN, 1, 1000000), "N", "open connections at once",
+     "the hard open-files limit less 64, at most 16384", NULL},
+    {"header-timeout", NUM(header_timeout, U_SECONDS, 1, 86400), "SECONDS",
+     "a request's headers must be in within this long of its start (else 408, closed)", NULL,
+     NULL},
+    {"min-body-rate", NUM(min_body_rate, U_BYTES, 0, 1 << 30), "BYTES",
+     "bytes/s request and reply bodies must average after --header-timeout of grace", NULL,
+     "no minimum"},
+    {"max-body-bytes", NUM(max_body_bytes, U_BYTES, 1, INT64_C(1) << 40), "SIZE",
+     "largest request body (413 past it, sent before the body is read)", NULL, NULL},
+    {"max-body-memory", NUM(max_body_memory, U_BYTES, 0, INT64_C(1) << 50), "SIZE",
+     "request bodies held at once, all connections together, counted as their bytes arrive "
+     "(503 + Retry-After past it; one client address holds at most a quarter while others hold "
+     "bodies too)",
+     NULL,
+     "half the memory of the machine or container, at least --max-body-bytes"},
+    {"max-tensor-elements", NUM(max_tensor_elements, U_COUNT, 1, INT64_C(1) << 32), "N",
+     "largest tensor (input, output, weights or parameter), in elements", NULL, NULL},
+    {"max-trace-elements", NUM(max_trace_elements, U_COUNT, 1, INT64_C(1) << 32), "N",
+     "largest trace, the stages it returns together, in elements (413 past it)", NULL, NULL},
+    {"max-json-depth", NUM(max_json_depth, U_PLAIN, 2, 1000), "N",
+     "deepest nesting of a request body", NULL, NULL},
+    {"max-request-flops", NUM(max_request_flops, U_PLAIN, 1, INT64_C(1) << 62), "FLOPS",
      "a forward or trace estimated (from its shapes, as describe's FLOPs) to cost more is refused "
-     "with 413 too_costly before it runs; the default is about a minute of one core"},
-    {"log-format", OPT_LOGFMT, offsetof(srv_options, log_format), 0, 0, 0, "text|json|off",
-     "one line per request on stderr, as text or JSON"},
-    {"demo", BOOL(demo), NULL, "create a demo layer \"demo\" (E=64, H=4, seed 0) at start"},
-    {"data-dir", STR(data_dir), "DIR", "keep layers in DIR (default: in memory only)"},
-    {"watch", BOOL(watch), NULL, "pick up layers that other replicas write to the data dir"},
-    {"watch-interval-ms", INT(watch_interval_ms, 10, 60000), "MS",
-     "with --watch: rescan the data dir this often even without inotify events"},
+     "with 413 too_costly before it runs (3000000000000 is about a minute of one core)",
+     NULL, NULL},
+    {"log-format", OPT_LOGFMT, FIELD(log_format), U_PLAIN, 0, 0, "text|json|off",
+     "one line per request on stderr, as text or JSON", "text", NULL},
+    {"demo", BOOL(demo), NULL, "create a demo layer \"demo\" (E=64, H=4, seed 0) at start", NULL,
+     NULL},
+    {"data-dir", STR(data_dir), "DIR", "keep layers in DIR", "none (layers in memory only)", NULL},
+    {"watch", BOOL(watch), NULL, "pick up layers that other replicas write to the data dir", NULL,
+     NULL},
+    {"watch-interval-ms", NUM(watch_interval_ms, U_MS, 10, 60000), "MS",
+     "with --watch: rescan the data dir this often even without inotify events", NULL, NULL},
     {"watch-poll", BOOL(watch_poll), NULL,
-     "with --watch: rescan only, no inotify (changes then show within the interval)"},
+     "with --watch: rescan only, no inotify (changes then show within the interval)", NULL, NULL},
     {"api-key-file", STR(api_key_file), "FILE",
      "require the key in FILE for every change: its first line, without the line end and nothing "
      "else trimmed (a key that starts or ends with a space, or holds a control character, is "
-     "refused at start)"},
+     "refused at start)",
+     "none", NULL},
     {"api-key", STR(api_key), "KEY",
      "the API key itself, taken as it is, refused as the file's is (prefer ATTND_API_KEY or a "
-     "file)"},
-    {"cors-origin", STR(cors_origin), "ORIGIN", "allow browser pages from ORIGIN (or *)"},
-    {"read-only", BOOL(read_only), NULL, "refuse every request that changes a layer"},
+     "file)",
+     "none", NULL},
+    {"cors-origin", STR(cors_origin), "ORIGIN", "allow browser pages from ORIGIN (or *)",
+     "none (no CORS headers)", NULL},
+    {"read-only", BOOL(read_only), NULL, "refuse every request that changes a layer", NULL, NULL},
     {"auth-reads", BOOL(auth_reads), NULL,
-     "reads need the API key too (probes and /metrics never do)"},
-    {"drain-timeout", INT(drain_timeout, 0, 3600), "SECONDS",
-     "on SIGTERM/SIGINT, how long requests in flight get to finish"},
+     "reads need the API key too (probes and /metrics never do)", NULL, NULL},
+    {"checkpoints-dir", STR(checkpoints_dir), "DIR",
+     "let POST /v1/layers/{name}/import read Hugging Face checkpoints below DIR", "none (imports off)",
+     NULL},
+    {"drain-timeout", NUM(drain_timeout, U_SECONDS, 0, 3600), "SECONDS",
+     "on SIGTERM/SIGINT, how long requests in flight get to finish", NULL,
+     "close them at once"},
 };
 #define NSPECS (sizeof specs / sizeof specs[0])
 
@@ -143,6 +174,92 @@ static int parse_bool(const char *v, bool *out)
     return 0;
 }
 
+/* n with the largest power-of-1024 suffix that divides it ("256M", "1000"), into out. */
+static void format_size(char *out, size_t size, int64_t n)
+{
+    static const char suffix[] = "KMGT";
+    int k = -1;
+    while (n != 0 && k < 3 && n % 1024 == 0) {
+        n /= 1024;
+        k++;
+    }
+    if (k < 0)
+        snprintf(out, size, "%" PRId64, n);
+    else
+        snprintf(out, size, "%" PRId64 "%c", n, suffix[k]);
+}
+
+/* n in the unit's words for --help and errors ("256M", "30s", "2000ms"). */
+static void format_number(char *out, size_t size, int64_t n, opt_unit unit)
+{
+    if (unit == U_BYTES || unit == U_COUNT)
+        format_size(out, size, n);
+    else if (unit == U_SECONDS)
+        snprintf(out, size, "%" PRId64 "s", n);
+    else if (unit == U_MS)
+        snprintf(out, size, "%" PRId64 "ms", n);
+    else
+        snprintf(out, size, "%" PRId64, n);
+}
+
+/* Parses v as a whole number in unit (suffixes as opt_unit says); false when it is not one. */
+static bool parse_number(const char *v, opt_unit unit, int64_t *out)
+{
+    if (!isdigit((unsigned char)v[0])) /* no sign, no space, no empty value */
+        return false;
+    char *end;
+    errno = 0;
+    long long x = strtoll(v, &end, 10);
+    if (errno)
+        return false;
+    int64_t mul = 1, div = 1;
+    const char *rest = end;
+    if (unit == U_BYTES || unit == U_COUNT) {
+        const char *p = strchr("KMGT", toupper((unsigned char)*rest));
+        if (*rest && p) {
+            for (int64_t k = 0; k <= p - "KMGT"; k++)
+                mul *= 1024;
+            rest++;
+            if (unit == U_BYTES && (!strcasecmp(rest, "iB") || !strcasecmp(rest, "B")))
+                rest += strlen(rest);
+        } else if (unit == U_BYTES && !strcasecmp(rest, "B")) {
+            rest++;
+        }
+    } else if (unit == U_SECONDS) {
+        if (!strcmp(rest, "s"))
+            rest++;
+        else if (!strcmp(rest, "ms"))
+            rest += 2, div = 1000;
+    } else if (unit == U_MS) {
+        if (!strcmp(rest, "ms"))
+            rest += 2;
+        else if (!strcmp(rest, "s"))
+            rest++, mul = 1000;
+    }
+    if (*rest || x % div != 0 || x / div > INT64_MAX / mul)
+        return false;
+    *out = x / div * mul;
+    return true;
+}
+
+/* What a number in unit may look like, for errors. */
+static const char *number_words(opt_unit unit)
+{
+    switch (unit) {
+    case U_BYTES:
+        return "a size in bytes, optionally with K, M, G or T (powers of 1024), as in 64M";
+    case U_COUNT:
+        return "a whole number, optionally with K, M, G or T (powers of 1024), as in 16M";
+    case U_SECONDS:
+        return "whole seconds, as in 30 or 30s (or 30000ms)";
+    case U_MS:
+        return "milliseconds, as in 500 or 500ms, or seconds, as in 2s";
+    case U_PLAIN:
+        break;
+    }
+    return "a whole number";
+}
+
 /* Sets one option from text v; `from` names the flag or variable in errors. */
 static int set_value(srv_options *opt, const opt_spec *s, const char *v, const char *from,
                      srv_error *err)
@@ -171,16 +288,17 @@ static int set_value(srv_options *opt, const opt_spec *s, const char *v, const c
             return srv_error_set(err, SRV_E_BAD_REQUEST, s->name,
                                  "%s: '%s' is not one of text, json, off", from, v);
         return 0;
-    case OPT_INT:
-    case OPT_I64: {
-        char *end;
-        errno = 0;
-        long long x = strtoll(v, &end, 10);
-        if (errno || end == v || *end || x < s->min || x > s->max)
+    case OPT_NUM: {
+        int64_t x;
+        if (!parse_number(v, s->unit, &x) || x < s->min || x > s->max) {
+            char lo[32], hi[32];
+            format_number(lo, sizeof lo, s->min, s->unit);
+            format_number(hi, sizeof hi, s->max, s->unit);
             return srv_error_set(err, SRV_E_BAD_REQUEST, s->name,
-                                 "%s: '%s' is not a whole number in [%" PRId64 ", %" PRId64 "]",
-                                 from, v, s->min, s->max);
-        if (s->kind == OPT_INT)
+                                 "%s: '%s' is not %s, from %s to %s", from, v,
+                                 number_words(s->unit), lo, hi);
+        }
+        if (s->size == sizeof(int))
             *(int *)field = (int)x;
         else
             *(int64_t *)field = x;
@@ -244,7 +362,9 @@ int srv_options_parse(srv_options *opt, int argc, char **argv, srv_error *err)
             v = argv[++i];
         else
             return srv_error_set(err, SRV_E_BAD_REQUEST, s->name, "flag '%s' needs a value", a);
-        if (set_value(opt, s, v, a, err) < 0)
+        char flag[96]; /* "--name", without "=value" */
+        snprintf(flag, sizeof flag, "%.*s", (int)(len + 2 < sizeof flag ? len + 2 : sizeof flag - 1), a);
+        if (set_value(opt, s, v, flag, err) < 0)
             return -1;
         blas_given |= s->offset == offsetof(srv_options, blas_threads);
         inflight_given |= s->offset == offsetof(srv_options, max_inflight);
@@ -256,12 +376,16 @@ int srv_options_parse(srv_options *opt, int argc, char **argv, srv_error *err)
         opt->blas_threads = srv_ncores();
     if (!inflight_given)
         opt->max_inflight = opt->threads;
-    if (opt->max_body_memory && opt->max_body_memory < opt->max_body_bytes)
+    if (opt->max_body_memory && opt->max_body_memory < opt->max_body_bytes) {
+        char memory[32], bytes[32];
+        format_size(memory, sizeof memory, opt->max_body_memory);
+        format_size(bytes, sizeof bytes, opt->max_body_bytes);
         return srv_error_set(err, SRV_E_BAD_REQUEST, "max-body-memory",
-                             "--max-body-memory (%lld) is less than --max-body-bytes (%lld): bodies "
+                             "--max-body-memory (%s) is less than --max-body-bytes (%s): bodies "
                              "between the two could never be read; raise the first or lower the "
-                             "second", (long long)opt->max_body_memory,
-                             (long long)opt->max_body_bytes);
+                             "second",
+                             memory, bytes);
+    }
     return healthcheck ? SRV_OPTIONS_HEALTHCHECK : SRV_OPTIONS_RUN;
 }
 
@@ -272,38 +396,44 @@ void srv_options_usage(void *fp, const char *argv0)
     srv_options_default(&d);
     fprintf(f,
             "usage: %s [flags]\n"
-            "attnd serves torch.nn.MultiheadAttention layers over HTTP (/v1, see /openapi.yaml).\n\n"
+            "attnd serves torch.nn.MultiheadAttention layers over HTTP (/v1, /v2; see /openapi.yaml).\n"
+            "\n"
             "Every flag --some-name can also be set as the environment variable ATTND_SOME_NAME;\n"
-            "the flag wins.\n\n",
+            "the flag wins. Sizes and counts take K, M, G or T (powers of 1024): 64M. Durations\n"
+            "take s or ms: 30s, 500ms; a bare number is in the unit the flag names.\n\n",
             argv0);
-    char twin[96], def[64], left[96];
+    char twin[96], def[160], left[96], num[32];
     for (size_t i = 0; i < NSPECS; i++) {
         const opt_spec *s = &specs[i];
         const char *field = (const char *)&d + s->offset;
-        def[0] = '\0';
-        switch (s->kind) {
-        case OPT_STR:
-            if (*field)
-                snprintf(def, sizeof def, " (default %s)", field);
-            break;
-        case OPT_INT:
-            snprintf(def, sizeof def, " (default %d)", *(const int *)field);
-            break;
-        case OPT_I64:
-            snprintf(def, sizeof def, " (default %" PRId64 ")", *(const int64_t *)field);
-            break;
-        case OPT_LOGFMT:
-            snprintf(def, sizeof def, " (default text)");
-            break;
-        case OPT_BOOL:
-            break;
+        int64_t value = 0;
+        if (s->kind == OPT_NUM)
+            value = s->size == sizeof(int) ? *(const int *)field : *(const int64_t *)field;
+        if (s->dflt && s->kind == OPT_NUM) { /* a default that depends on the machine */
+            format_number(num, sizeof num, value, s->unit);
+            snprintf(def, sizeof def, "default: %s (here %s)", s->dflt, num);
+        } else if (s->dflt)
+            snprintf(def, sizeof def, "default: %s", s->dflt);
+        else if (s->kind == OPT_BOOL)
+            snprintf(def, sizeof def, "default: off");
+        else if (s->kind == OPT_STR)
+            snprintf(def, sizeof def, "default: %s", *field ? field : "none");
+        else if (value == 0 && s->zero)
+            snprintf(def, sizeof def, "default: 0 = %s", s->zero);
+        else {
+            format_number(num, sizeof num, value, s->unit);
+            snprintf(def, sizeof def, "default: %s", num);
+        }
+        if (s->zero && !(value == 0 && !s->dflt && s->kind == OPT_NUM)) {
+            size_t dl = strlen(def);
+            snprintf(def + dl, sizeof def - dl, "; 0 = %s", s->zero);
         }
         twin_name(twin, sizeof twin, s->name);
         snprintf(left, sizeof left, "--%s%s%s", s->name, s->arg ? " " : "", s->arg ? s->arg : "");
-        fprintf(f, "  %-32s %s%s\n  %-32s   [%s]\n", left, s->help, def, "", twin);
+        fprintf(f, "  %-28s %s\n  %-28s   %s  [%s]\n", left, s->help, "", def, twin);
     }
-    fprintf(f, "  %-32s %s\n  %-32s %s\n", "--help", "this text", "--version",
+    fprintf(f, "  %-28s %s\n  %-28s %s\n", "--help", "this text", "--version",
             "print the version and exit");
-    fprintf(f, "  %-32s %s\n", "--healthcheck",
+    fprintf(f, "  %-28s %s\n", "--healthcheck",
             "GET /healthz of the daemon at --host/--port; exit 0 if it answers 200, else 1");
 }

@@ -6,7 +6,7 @@
  * name, kind, field, help); adding a setting is adding a field here and a row there.
  *
  * Defaults are chosen from the number of cores (nproc) so that the threads computing never
- * oversubscribe them (SPEC §4): --threads HTTP threads (= cores) each run their own requests' passes
+ * oversubscribe them: --threads HTTP threads (= cores) each run their own requests' passes
  * on one thread; only a pass that is alone in flight spreads over the engine pool of --blas-threads
  * (= cores) threads. OpenBLAS itself always runs single-threaded inside those threads.
  */
@@ -53,6 +53,7 @@ typedef struct srv_options {
     bool read_only;              /* --read-only, refuse every change                         */
     bool auth_reads;             /* --auth-reads, reads need the API key too (probes never)  */
     int drain_timeout;           /* --drain-timeout, seconds in-flight requests get on SIGTERM */
+    char checkpoints_dir[1024];  /* --checkpoints-dir, what POST .../import may read; "" = off */
 } srv_options;
 
 /* Fills opt with the defaults (threads and blas_threads from the core count). */

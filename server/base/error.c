@@ -102,6 +102,8 @@ int srv_error_set(srv_error *err, srv_code code, const char *field, const char *
 
 int srv_error_from_mha(srv_error *err, const mha_error *e, const char *prefix)
 {
+    if (e->status == MHA_OK) /* the engine recorded nothing: leave err to the caller's own error */
+        return -1;
     srv_code code;
     switch (e->status) {
     case MHA_ERR_CONFIG:

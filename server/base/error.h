@@ -59,7 +59,8 @@ int srv_error_status(srv_code code);
 const char *srv_error_name(srv_code code);
 
 /* Turns an engine error into a daemon error (config -> 422, shape -> 400, limit -> 413, ...);
- * returns -1. `prefix` is put before the engine's field name ("config." or "weights."), may be "". */
+ * returns -1. `prefix` is put before the engine's field name ("config." or "weights."), may be "".
+ * An engine error that holds nothing (MHA_OK) sets nothing, so it never hides the real one. */
 struct mha_error;
 int srv_error_from_mha(srv_error *err, const struct mha_error *e, const char *prefix);
 

@@ -58,7 +58,7 @@ static void put_escaped(srv_buf *b, const char *s, bool quote)
 }
 
 void srv_log_request(srv_log_format fmt, const char *method, const char *path, int status,
-                     size_t bytes_in, size_t bytes_out, double ms)
+                     size_t bytes_in, size_t bytes_out, double ms, const char *request_id)
 {
     if (fmt == SRV_LOG_OFF)
         return;
@@ -71,8 +71,13 @@ void srv_log_request(srv_log_format fmt, const char *method, const char *path, i
         srv_buf_json_string(&b, method);
         srv_buf_puts(&b, ",\"path\":");
         srv_buf_json_string(&b, path);
-        srv_buf_printf(&b, ",\"status\":%d,\"bytes_in\":%zu,\"bytes_out\":%zu,\"ms\":%.3f}", status,
+        srv_buf_printf(&b, ",\"status\":%d,\"bytes_in\":%zu,\"bytes_out\":%zu,\"ms\":%.3f", status,
                        bytes_in, bytes_out, ms);
+        if (request_id) {
+            srv_buf_puts(&b, ",\"request_id\":");
+            srv_buf_json_string(&b, request_id);
+        }
+        srv_buf_putc(&b, '}');
     } else {
         /* method and path are the client's: quoted and escaped */
         srv_buf_printf(&b, "%s ", ts);
@@ -80,6 +85,11 @@ void srv_log_request(srv_log_format fmt, const char *method, const char *path, i
         srv_buf_putc(&b, ' ');
         put_escaped(&b, path, true);
         srv_buf_printf(&b, " %d in=%zu out=%zu %.3fms", status, bytes_in, bytes_out, ms);
+        if (request_id) { /* the HTTP layer lets only sane ids through; still no control bytes */
+            srv_buf_puts(&b, " id=");
+            for (const char *p = request_id; *p; p++)
+                srv_buf_putc(&b, (unsigned char)*p <= 0x20 || *p == 0x7f ? '?' : *p);
+        }
     }
     emit(&b);
 }

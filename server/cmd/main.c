@@ -10,6 +10,7 @@
 #include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -17,6 +18,7 @@
 #include "app/options.h"
 #include "base/log.h"
 #include "healthcheck.h"
+#include "import_cmd.h"
 #include "http/fdlimit.h"
 #include "mha.h"
 
@@ -33,6 +35,8 @@ static void forward_to_main(int sig)
 
 int main(int argc, char **argv)
 {
+    if (argc > 1 && strcmp(argv[1], "import") == 0)
+        return srv_import_main(argc - 1, argv + 1);
     srv_options opt;
     srv_error err = {0};
     int action = srv_options_parse(&opt, argc, argv, &err);
@@ -88,10 +92,11 @@ int main(int argc, char **argv)
         srv_log(opt.log_format, "error", "cannot start: %s", err.message);
         return 1;
     }
+    bool v6 = strchr(opt.host, ':') != NULL; /* an IPv6 address goes in brackets in a URL */
     srv_log(opt.log_format, "info",
-            "attnd %s listening on http://%s:%d (%d HTTP threads, %d engine threads per pass, "
+            "attnd %s listening on http://%s%s%s:%d (%d HTTP threads, %d engine threads per pass, "
             "%d passes in flight, %d connections)",
-            ATTND_VERSION, opt.host, srv_daemon_port(d), opt.threads, opt.blas_threads,
+            ATTND_VERSION, v6 ? "[" : "", opt.host, v6 ? "]" : "", srv_daemon_port(d), opt.threads, opt.blas_threads,
             opt.max_inflight, opt.max_connections);
     mha_blas_info blas; /* a pinned OPENBLAS_CORETYPE weaker than the CPU is worth a warning */
     char blas_line[256];

@@ -24,7 +24,7 @@
  *     once, the same arithmetic lane by lane: ~3.5x the speed of a call per number. Little-endian
  *     only (the digit words are stored as bytes).
  *
- * Output style (documented in SPEC's spirit, JSON-valid, consistent):
+ * Output style (documented in docs/api.md, JSON-valid, consistent):
  *   - plain notation when the decimal exponent e of the first digit is in [-4, 9):
  *       1 -> "1", 0.1 -> "0.1", 123.5 -> "123.5", 0.0001 -> "0.0001", 100000000 -> "100000000"
  *   - otherwise d[.ddd]e<exp> with no '+' and no leading zeros in the exponent:

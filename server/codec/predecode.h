@@ -1,7 +1,7 @@
 /*
  * predecode.h - base64 tensor texts decoded while the request body is still arriving.
  *
- * Why: an L forward request in the base64 form (SPEC §2 tensor form 3) is one 16.8 MB string.
+ * Why: an L forward request in the base64 form (docs/api.md, "Tensors in JSON") is one 16.8 MB string.
  * Decoding it once the body is complete adds its time to the request's, while during the upload
  * the thread receiving the body mostly waits for the client (curl sends 64 KB at a time). So the
  * receiving thread feeds each new chunk to a predecoder, which spots `"base64": "` and decodes the

@@ -21,6 +21,7 @@
 #ifndef ATTND_SAFETENSORS_H
 #define ATTND_SAFETENSORS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -46,6 +47,75 @@ typedef struct srv_st {
     srv_st_tensor *tensors;  /* owned: [n], in the order of their offsets in the file         */
     json_t *metadata;        /* owned reference: the "__metadata__" object (string values), or NULL */
 } srv_st;
+
+/* ---------------------------------------------------------------------------------------------- */
+/* The header alone: what a reader that seeks to the tensors it needs (a model checkpoint of
+ * gigabytes) checks before it reads a byte of data. srv_st_parse runs the same checks.           */
+
+typedef enum srv_st_dtype {
+    SRV_ST_F32, SRV_ST_F16, SRV_ST_BF16, SRV_ST_F64, /* converted to float32                     */
+    SRV_ST_OTHER,                                    /* any other safetensors dtype: sized, never
+                                                      * converted (an int64 buffer, an int8 table) */
+} srv_st_dtype;
+
+typedef struct srv_st_entry {
+    const char *name;     /* borrowed from the header's JSON                                      */
+    srv_st_dtype dtype;
+    char dtype_name[12];  /* as the header spells it: "F32", "BF16", "I64", ...                    */
+    int ndim;
+    int64_t shape[SRV_TENSOR_MAX_DIMS];
+    int64_t count;        /* product of shape (1 for a scalar)                                    */
+    uint64_t begin, end;  /* byte offsets in the data buffer (after the header)                   */
+} srv_st_entry;
+
+typedef struct srv_st_header {
+    json_t *root;            /* owned: the header's JSON (entries borrow their names from it)    */
+    int n;                   /* tensors                                                           */
+    srv_st_entry *entries;   /* owned: [n], sorted by offset                                      */
+    const json_t *metadata;  /* borrowed from root: "__metadata__", or NULL                       */
+    uint64_t data_len;       /* bytes of the data buffer                                          */
+} srv_st_header;
+
+/* What a header parse accepts. */
+typedef struct srv_st_header_limits {
+    uint64_t max_header;  /* bytes of JSON (SRV_ST_MAX_HEADER for request bodies and the data dir) */
+    int max_tensors;      /* tensors in one file (SRV_ST_MAX_TENSORS)                            */
+    int64_t max_elements; /* elements of any one tensor                                           */
+    bool any_dtype;       /* false: only the four float dtypes (a layer's file); true: every dtype
+                           * safetensors defines, for the tiling check (a model's shard)          */
+} srv_st_header_limits;
+
+/* Reads the 8-byte header length from first8 and checks it against a file of file_len bytes and
+ * the limit: *hlen gets it. Returns 0, or -1 with err (SRV_E_BAD_REQUEST: too short, over the
+ * limit, past the end of the file). */
+int srv_st_header_len(const uint8_t *first8, uint64_t file_len, uint64_t max_header,
+                      uint64_t *hlen, const char *field, srv_error *err);
+
+/* Parses the header JSON json[0..hlen) of a file whose data buffer is data_len bytes into out
+ * (zeroed first; owns nothing on error): every entry's dtype, shape and offsets checked, and that
+ * the tensors tile the data buffer exactly (no gap, no overlap, nothing past its end or left over).
+ * Returns 0, or -1 with err (SRV_E_BAD_REQUEST naming the tensor and what is wrong,
+ * SRV_E_TOO_LARGE, SRV_E_NOMEM). */
+int srv_st_header_parse(srv_st_header *out, const uint8_t *json, size_t hlen, uint64_t data_len,
+                        const srv_st_header_limits *limits, const char *field, srv_error *err);
+
+void srv_st_header_free(srv_st_header *h); /* accepts NULL and zeroed headers */
+
+/* The entry called name (borrowed), or NULL. */
+const srv_st_entry *srv_st_header_find(const srv_st_header *h, const char *name);
+
+/* Bytes one element of e takes (1 for the byte-sized dtypes and, rounded up, the sub-byte ones). */
+size_t srv_st_dtype_size(const srv_st_entry *e);
+
+/* Converts elements [first, first + n) of entry e, given as their little-endian bytes
+ * bytes[0 .. n·size), to float32 into out[0..n). F32, F16 and BF16 are exact; F64 rounds to
+ * nearest. Returns 0, or -1 with err: SRV_E_BAD_VALUE for NaN or an infinity (naming the tensor
+ * and element), SRV_E_BAD_REQUEST for a dtype that is not a float. */
+int srv_st_convert(float *out, const srv_st_entry *e, const uint8_t *bytes, int64_t first,
+                   int64_t n, const char *field, srv_error *err);
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Whole files                                                                                    */
 
 /* Parses a safetensors file held in buf[0..len) into out (zeroed first; on error nothing is owned).
  * max_elements (> 0) caps each tensor's element count (SRV_E_TOO_LARGE past it). field names the

@@ -1,5 +1,5 @@
 /*
- * tensor.h - tensors as they travel in requests and responses, and their JSON forms (SPEC §2).
+ * tensor.h - tensors as they travel in requests and responses, and their JSON forms (docs/api.md).
  *
  * Three forms on input, for every tensor field:
  *   1. nested arrays      [[0.1, 0.2], [0.3, 0.4]]         (shape inferred; ragged = 400)

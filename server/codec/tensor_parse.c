@@ -1,5 +1,5 @@
 /*
- * tensor_parse.c - tensors in their three JSON forms (SPEC §2 "Tensors in JSON"), read
+ * tensor_parse.c - tensors in their three JSON forms (docs/api.md, "Tensors in JSON"), read
  * (tensor_write.c writes them).
  *
  * A hot path: tensors are nearly all of a request's bytes (an L forward is a 30 MB body, three

@@ -1,5 +1,5 @@
 /*
- * tensor_write.c - tensors written in their three JSON forms (SPEC §2 "Tensors in JSON"), the
+ * tensor_write.c - tensors written in their three JSON forms (docs/api.md, "Tensors in JSON"), the
  * form a response asks for with "encoding".
  *
  * A hot path: an L response is millions of numbers. Each float is formatted in the shortest

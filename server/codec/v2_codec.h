@@ -3,12 +3,15 @@
  * layers: inference requests in, inference responses and model metadata out. No HTTP here; the
  * handlers in api_v2.c call these with the body and headers they received.
  *
- * A layer is a v2 "model" with five inputs and two outputs (SPEC §3):
+ * A layer is a v2 "model" with five inputs and two outputs (docs/api.md, "Open Inference Protocol"):
  *   inputs   query [N,L,E] FP32, key [N,S0,Kd] FP32, value [N,S0,Vd] FP32,
  *            key_padding_mask [N,S0] BOOL|FP32, attn_mask [L,S0] | [N·H,L,S0] BOOL|FP32
  *            (batched layouts !! [L,N,E] etc. when the layer is not batch_first; unbatched forms
  *            as in /v1); BOOL true = masked; FP32 masks are added to the scores
  *   outputs  output [N,L,E] FP32, attn_weights [N,L,S] | [N,H,L,S] FP32
+ *
+ * The files: v2_request.c reads inference requests, v2_response.c writes inference responses and
+ * the error body, v2_model.c describes the model (its tensors, metadata and configuration).
  *
  * An inference request body is a JSON object, optionally followed by raw tensor bytes (Triton's
  * binary tensor data extension): the header Inference-Header-Content-Length gives the length of the
@@ -26,6 +29,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include <jansson.h>
 
 #include "base/buf.h"
 #include "base/error.h"
@@ -144,17 +149,46 @@ int srv_v2_response_write(srv_buf *b, size_t *json_len, const srv_v2_request *re
                           const char *model_name, const char *model_version,
                           const srv_v2_result results[SRV_V2_OUT_COUNT], srv_error *err);
 
-/* Appends the model metadata object for a layer of config cfg (resolved kdim/vdim):
- *   {"name", "versions": [version], "platform": "attnd_mha",
- *    "inputs": [{"name","datatype","shape"}, ...], "outputs": [...],
- *    "parameters": {"embed_dim", "num_heads", "kdim", "vdim", "batch_first", ...}}
- * Variable dimensions are -1: query [-1,-1,E], key [-1,-1,Kd], value [-1,-1,Vd],
- * key_padding_mask [-1,-1] BOOL, attn_mask [-1,-1] BOOL (the 2-D form; [N·H,L,S0] and FP32 masks
- * are taken too), output [-1,-1,E], attn_weights [-1,-1,-1]. Returns 0 or -1 (out of memory). */
-int srv_v2_metadata_write(srv_buf *b, const char *name, const char *version, const mha_config *cfg);
+/* One tensor of a layer's model signature, as the metadata and the configuration describe it. */
+typedef struct srv_v2_tensor_info {
+    const char *name;     /* static: srv_v2_input_name / srv_v2_output_name                       */
+    const char *datatype; /* "FP32" or "BOOL" (masks take FP32 too)                                */
+    int ndim;
+    int64_t dims[SRV_TENSOR_MAX_DIMS]; /* -1 = variable                                           */
+    bool optional;        /* may be left out of a request                                          */
+} srv_v2_tensor_info;
 
-/* Appends the protocol's error body {"error": "<err->message>"} and returns the HTTP status for
- * err->code (500 for an error that was never set). */
-int srv_v2_error_write(srv_buf *b, const srv_error *err);
+/* The model's inputs (by srv_v2_input_id) and outputs (by srv_v2_output_id) for a layer of config
+ * cfg, the one description metadata and configuration are written from. Variable dimensions are -1:
+ * query [-1,-1,E], key [-1,-1,Kd], value [-1,-1,Vd], key_padding_mask [-1,-1] BOOL, attn_mask
+ * [-1,-1] BOOL (the 2-D form; [N·H,L,S0] and FP32 masks are taken too), output [-1,-1,E],
+ * attn_weights [-1,-1,-1]; every input but query is optional. */
+void srv_v2_model_inputs(const mha_config *cfg, srv_v2_tensor_info in[SRV_V2_IN_COUNT]);
+void srv_v2_model_outputs(const mha_config *cfg, srv_v2_tensor_info out[SRV_V2_OUT_COUNT]);
+
+/* Appends the model metadata object for a layer of config cfg:
+ *   {"name", "versions": [version], "platform": "attnd_mha",
+ *    "inputs": [{"name","datatype","shape"}, ...], "outputs": [...], "parameters": params}
+ * with the tensors of srv_v2_model_inputs/outputs; params is the layer's config object as stored
+ * (every field spelled out; NULL writes {}). Returns 0 or -1 (out of memory). */
+int srv_v2_metadata_write(srv_buf *b, const char *name, const char *version, const mha_config *cfg,
+                          const json_t *params);
+
+/* Appends Triton's model configuration for a layer of config cfg (the model configuration
+ * extension: model_config.proto's ModelConfig as JSON, field names as the proto spells them):
+ * name, platform "attnd_mha" and backend "attnd", version_policy latest 1, max_batch_size 0 (the
+ * batch dimension, when there is one, is part of the dims), input and output with data_type
+ * TYPE_FP32 / TYPE_BOOL, format, dims (-1 = variable) and optional as srv_v2_model_inputs says,
+ * instance_group one group of `instances` CPU instances (the passes run at once, --max-inflight),
+ * default_model_filename "weights.safetensors", parameters: each member of params (the layer's
+ * config object) as {"string_value": its value as text}, and the defaults Triton writes for the
+ * rest (no batching, not decoupled, no response cache). Returns 0 or -1 (out of memory). */
+int srv_v2_config_write(srv_buf *b, const char *name, const mha_config *cfg, const json_t *params,
+                        int instances);
+
+/* Appends the protocol's error body {"error": "<err->message>"}, with "request_id" after it when
+ * request_id is not NULL, and returns the HTTP status for err->code (500 for an error that was
+ * never set). */
+int srv_v2_error_write(srv_buf *b, const srv_error *err, const char *request_id);
 
 #endif

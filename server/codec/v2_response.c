@@ -1,6 +1,6 @@
 /*
  * v2_response.c - Open Inference Protocol replies for attnd's layers (see v2_codec.h): inference
- * responses (JSON, and the binary tensor extension), model metadata, the error body.
+ * responses (JSON, and the binary tensor extension) and the error body.
  *
  * Binary tensors are little-endian by the protocol; this file assumes a little-endian host.
  */
@@ -102,42 +102,15 @@ int srv_v2_response_write(srv_buf *b, size_t *json_len, const srv_v2_request *re
     return 0;
 }
 
-int srv_v2_metadata_write(srv_buf *b, const char *name, const char *version, const mha_config *cfg)
-{
-    int64_t E = cfg->embed_dim;
-    int64_t Kd = cfg->kdim ? cfg->kdim : E, Vd = cfg->vdim ? cfg->vdim : E;
-    srv_buf_puts(b, "{\"name\":");
-    srv_buf_json_string(b, name);
-    srv_buf_puts(b, ",\"versions\":[");
-    srv_buf_json_string(b, version);
-    srv_buf_puts(b, "],\"platform\":\"attnd_mha\",\"inputs\":[");
-    srv_buf_printf(b,
-                   "{\"name\":\"query\",\"datatype\":\"FP32\",\"shape\":[-1,-1,%" PRId64 "]},"
-                   "{\"name\":\"key\",\"datatype\":\"FP32\",\"shape\":[-1,-1,%" PRId64 "]},"
-                   "{\"name\":\"value\",\"datatype\":\"FP32\",\"shape\":[-1,-1,%" PRId64 "]},"
-                   "{\"name\":\"key_padding_mask\",\"datatype\":\"BOOL\",\"shape\":[-1,-1]},"
-                   "{\"name\":\"attn_mask\",\"datatype\":\"BOOL\",\"shape\":[-1,-1]}],",
-                   E, Kd, Vd);
-    srv_buf_printf(b,
-                   "\"outputs\":["
-                   "{\"name\":\"output\",\"datatype\":\"FP32\",\"shape\":[-1,-1,%" PRId64 "]},"
-                   "{\"name\":\"attn_weights\",\"datatype\":\"FP32\",\"shape\":[-1,-1,-1]}],",
-                   E);
-    srv_buf_printf(b,
-                   "\"parameters\":{\"embed_dim\":%" PRId64 ",\"num_heads\":%" PRId64
-                   ",\"kdim\":%" PRId64 ",\"vdim\":%" PRId64 ",\"bias\":%s,\"add_bias_kv\":%s,"
-                   "\"add_zero_attn\":%s,\"batch_first\":%s}}",
-                   E, cfg->num_heads, Kd, Vd, cfg->bias ? "true" : "false",
-                   cfg->add_bias_kv ? "true" : "false", cfg->add_zero_attn ? "true" : "false",
-                   cfg->batch_first ? "true" : "false");
-    return b->failed ? -1 : 0;
-}
-
-int srv_v2_error_write(srv_buf *b, const srv_error *err)
+int srv_v2_error_write(srv_buf *b, const srv_error *err, const char *request_id)
 {
     srv_code code = err->code == SRV_OK ? SRV_E_INTERNAL : err->code;
     srv_buf_puts(b, "{\"error\":");
     srv_buf_json_string(b, err->message[0] ? err->message : srv_error_name(code));
-    srv_buf_putc(b, '}');
+    if (request_id) {
+        srv_buf_puts(b, ",\"request_id\":");
+        srv_buf_json_string(b, request_id);
+    }
+    srv_buf_puts(b, "}\n");
     return srv_error_status(code);
 }

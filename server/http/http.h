@@ -34,6 +34,7 @@
 #include "base/log.h"
 #include "body_budget.h"
 #include "deadline.h"
+#include "request_id.h"
 
 #define SRV_MAX_PATH_PARAMS 4
 #define SRV_MAX_RESP_HEADERS 12
@@ -51,6 +52,8 @@ typedef struct srv_request {
     const struct srv_route *route;
     struct MHD_Connection *conn; /* for the getters below; handlers do not use it directly       */
     double t_start;           /* srv_now() when the request line arrived                          */
+    const char *id;           /* the request id (request_id.h): the client's X-Request-Id when it
+                               * is sane, else one made here; echoed on the reply and logged      */
     /* on SRV_ROUTE_STREAM routes: what the hooks' stream_open made of the body as it arrived
      * (the API's base64 predecoder, api/body.c), or NULL */
     void *stream;
@@ -111,6 +114,7 @@ enum srv_route_flags {
     SRV_ROUTE_PROBE = 1 << 5,   /* health/metrics probe (for the admit hook: never needs a key)  */
     SRV_ROUTE_STREAM = 1 << 6,  /* large bodies are shown to the hooks' stream as they arrive    */
     SRV_ROUTE_PUBLIC = 1 << 7,  /* static files anyone may read (the viewer): never need a key   */
+    SRV_ROUTE_WORKER = 1 << 8,  /* always runs on a worker: slow whatever its body (reads files) */
 };
 
 typedef struct srv_route {
@@ -145,7 +149,7 @@ typedef struct srv_http_hooks {
     int (*admit)(void *ctx, const srv_request *req, const char *authorization, srv_error *err);
 
     /* Writes the error reply for err in the dialect of req->path (req->route may be NULL: no route
-     * matched). Required. */
+     * matched; req->id is always set, for the body). Required. */
     void (*error_reply)(void *ctx, const srv_request *req, srv_response *resp, const srv_error *err);
 
     /* Counting (each may be NULL): a request began (headers in); a request ended (route: index in
@@ -156,6 +160,8 @@ typedef struct srv_http_hooks {
                         uint64_t bytes_out);
     void (*connection)(void *ctx, int delta);
     void (*connection_cut)(void *ctx, srv_cut_reason reason);
+    /* a request entered (+1) or left (-1) the queue of work for the workers (may be NULL) */
+    void (*queued)(void *ctx, int delta);
 
     /* SRV_ROUTE_STREAM routes with bodies of stream_min_body bytes or more: stream_open makes an
      * observer for a body of `length` bytes (NULL: none), stream_feed shows it the body so far

@@ -43,6 +43,7 @@ struct req_ctx {
     bool started;        /* the access callback has seen it (the log callback creates it)      */
     srv_request req;
     char method[16];
+    char id[SRV_REQUEST_ID_MAX + 1]; /* req.id points here                                    */
     char *path;          /* owned copy: libmicrohttpd's url is not ours to keep               */
     char *params;        /* owned, as long as path: the values of the path's placeholders      */
     srv_buf body;

@@ -74,6 +74,15 @@ enum MHD_Result srv_http_queue(req_ctx *c, srv_response *resp, bool close)
         srv_http_error_reply(c, resp, &e);
         len = resp->body.len;
     }
+    if (len && strcmp(resp->content_type, "application/json") == 0 &&
+        resp->body.data[len - 1] != '\n') {
+        /* every JSON reply ends its last line, so a terminal's prompt starts on a line of its own
+         * (writers size their buffers with room to spare: this almost never copies) */
+        if (srv_buf_putc(&resp->body, '\n') == 0)
+            len = resp->body.len;
+        else
+            resp->body.failed = false; /* out of memory for one byte: sent as it is */
+    }
     if (len >= SRV_BIGBUF_MIN_BYTES) {
         /* large: the block goes back to the cache when libmicrohttpd is done with it */
         big_block *blk = malloc(sizeof *blk);
@@ -96,6 +105,7 @@ enum MHD_Result srv_http_queue(req_ctx *c, srv_response *resp, bool close)
     }
     if (!r)
         return MHD_NO;
+    MHD_add_response_header(r, SRV_REQUEST_ID_HEADER, c->id);
     if (len || (resp->status != 204 && resp->status != 304)) /* no content, no type */
         MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, resp->content_type);
     for (int i = 0; i < resp->nheaders; i++)
@@ -143,5 +153,5 @@ void srv_http_log_request(req_ctx *c, int status)
         hk->request_end(hk->ctx, c->req.route ? (int)(c->req.route - hk->routes) : -1, status,
                         ms / 1e3, c->bytes_in, c->bytes_out);
     srv_log_request(c->h->cfg.log_format, c->method, c->path, status, c->bytes_in, c->bytes_out,
-                    ms);
+                    ms, c->id);
 }

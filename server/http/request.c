@@ -430,6 +430,9 @@ enum MHD_Result srv_http_on_request(void *cls, struct MHD_Connection *conn, cons
         c->req.path = c->path;
         c->req.conn = conn;
         c->req.t_start = srv_now();
+        srv_request_id_take(MHD_lookup_connection_value(conn, MHD_HEADER_KIND, SRV_REQUEST_ID_HEADER),
+                            c->id);
+        c->req.id = c->id;
         c->no_host = strcmp(version, MHD_HTTP_VERSION_1_1) == 0 &&
                      !MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST);
         c->limit = h->cfg.max_body_bytes;
@@ -518,7 +521,10 @@ enum MHD_Result srv_http_on_request(void *cls, struct MHD_Connection *conn, cons
         c->done = NULL;
         return ok;
     }
-    if ((c->req.route->flags & SRV_ROUTE_HEAVY) && c->body.len >= OFFLOAD_MIN_BODY && srv_http_offload(c))
+    unsigned flags = c->req.route->flags;
+    if (((flags & SRV_ROUTE_WORKER) ||
+         ((flags & SRV_ROUTE_HEAVY) && c->body.len >= OFFLOAD_MIN_BODY)) &&
+        srv_http_offload(c))
         return MHD_YES;
 
     srv_response resp;

@@ -54,6 +54,60 @@ static int resolve(const char *host, int port, struct sockaddr_storage *out, soc
     return 0;
 }
 
+/* addr as "127.0.0.1:8080" or "[::1]:8080" into out. */
+static void format_address(const struct sockaddr_storage *addr, int port, char *out, size_t size)
+{
+    char ip[INET6_ADDRSTRLEN] = "?";
+    if (addr->ss_family == AF_INET6) {
+        inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)addr)->sin6_addr, ip, sizeof ip);
+        snprintf(out, size, "[%s]:%d", ip, port);
+    } else {
+        inet_ntop(AF_INET, &((const struct sockaddr_in *)addr)->sin_addr, ip, sizeof ip);
+        snprintf(out, size, "%s:%d", ip, port);
+    }
+}
+
+/* Why libmicrohttpd could not listen on addr, which it does not say: the same bind, tried here on a
+ * socket of our own (closed at once), gives the reason. Sets err; returns -1. */
+static int listen_error(const struct sockaddr_storage *addr, socklen_t len, int port,
+                        srv_error *err)
+{
+    char where[INET6_ADDRSTRLEN + 16];
+    format_address(addr, port, where, sizeof where);
+    int e = 0, one = 1;
+    int fd = socket(addr->ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        e = errno;
+    else if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) < 0 ||
+             bind(fd, (const struct sockaddr *)addr, len) < 0 || listen(fd, 1) < 0)
+        e = errno;
+    if (fd >= 0)
+        close(fd);
+    switch (e) {
+    case EADDRINUSE:
+        return srv_error_set(err, SRV_E_UNAVAILABLE, "port",
+                             "address %s is already in use: another process listens there "
+                             "(another attnd?); stop it, or choose another --port",
+                             where);
+    case EACCES:
+        return srv_error_set(err, SRV_E_UNAVAILABLE, "port",
+                             "cannot listen on %s: permission denied (ports below 1024 need root "
+                             "or CAP_NET_BIND_SERVICE)",
+                             where);
+    case EADDRNOTAVAIL:
+        return srv_error_set(err, SRV_E_UNAVAILABLE, "host",
+                             "cannot listen on %s: not an address of this host (--host)", where);
+    case 0:
+        return srv_error_set(err, SRV_E_UNAVAILABLE, "port",
+                             "cannot listen on %s: the HTTP server did not start (out of "
+                             "threads or descriptors?)",
+                             where);
+    default:
+        return srv_error_set(err, SRV_E_UNAVAILABLE, "port", "cannot listen on %s: %s", where,
+                             strerror(e));
+    }
+}
+
 static void free_server(srv_http *h)
 {
     srv_http_workers_stop(h);
@@ -83,7 +137,7 @@ srv_http *srv_http_start(const srv_http_config *cfg, const srv_http_hooks *hooks
     h->cfg.cors_origin = h->cors_origin;
 
     struct sockaddr_storage addr;
-    socklen_t alen;
+    socklen_t alen = 0;
     if (resolve(h->host, cfg->port, &addr, &alen, err) < 0)
         goto fail;
 
@@ -122,20 +176,21 @@ srv_http *srv_http_start(const srv_http_config *cfg, const srv_http_hooks *hooks
         {MHD_OPTION_CONNECTION_MEMORY_INCREMENT, (intptr_t)(64 * 1024), NULL},
         {MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)srv_http_on_completed, h},
         {MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)on_connection, h->deadlines},
-        {MHD_OPTION_LISTENING_ADDRESS_REUSE, 1, NULL},
         {MHD_OPTION_UNESCAPE_CALLBACK, (intptr_t)srv_http_unescape, NULL},
         /* every request's context is made when its request line arrives (strict.c) */
         {MHD_OPTION_URI_LOG_CALLBACK, (intptr_t)srv_http_on_target, h},
         {cfg->threads > 1 ? MHD_OPTION_THREAD_POOL_SIZE : MHD_OPTION_END,
          (intptr_t)cfg->threads, NULL},
+        /* No MHD_OPTION_LISTENING_ADDRESS_REUSE: its 1 is SO_REUSEPORT, which lets a second daemon
+         * bind the same port and take half the connections (a layer PUT to one is "not found" on
+         * the other). Left out, libmicrohttpd sets SO_REUSEADDR only: a restart may bind again
+         * while old connections sit in TIME_WAIT, and a busy port is an error. */
         {MHD_OPTION_END, 0, NULL},
     };
     h->mhd = MHD_start_daemon(flags, (uint16_t)cfg->port, NULL, NULL, srv_http_on_request, h,
                               MHD_OPTION_ARRAY, ops, MHD_OPTION_END);
     if (!h->mhd) {
-        srv_error_set(err, SRV_E_UNAVAILABLE, "port",
-                      "cannot listen on %s port %d (in use, or not an address of this host?)",
-                      h->host, cfg->port);
+        listen_error(&addr, alen, cfg->port, err);
         goto fail;
     }
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(h->mhd, MHD_DAEMON_INFO_BIND_PORT);

@@ -27,6 +27,8 @@ static void *worker_main(void *arg)
         if (!h->jobs_head)
             h->jobs_tail = NULL;
         pthread_mutex_unlock(&h->lock);
+        if (h->hooks.queued)
+            h->hooks.queued(h->hooks.ctx, -1);
 
         if (srv_request_gone(&c->req)) { /* its client hung up while it waited: drop it */
             c->cancelled = true;
@@ -86,6 +88,8 @@ bool srv_http_offload(req_ctx *c)
     else
         h->jobs_head = c;
     h->jobs_tail = c;
+    if (h->hooks.queued) /* under the lock: counted before a worker can take it */
+        h->hooks.queued(h->hooks.ctx, 1);
     pthread_cond_signal(&h->jobs);
     pthread_mutex_unlock(&h->lock);
     return true;
@@ -122,6 +126,8 @@ void srv_http_job_gone(void *cls, struct MHD_Connection *conn)
     }
     pthread_mutex_unlock(&h->lock);
     if (found) {
+        if (h->hooks.queued)
+            h->hooks.queued(h->hooks.ctx, -1);
         found->cancelled = true;
         found->done = NULL;
         MHD_resume_connection(conn);

@@ -18,7 +18,7 @@ static const struct {
     {"embed_dim", K_DIM},     {"num_heads", K_DIM},    {"kdim", K_DIM_OR_NULL},
     {"vdim", K_DIM_OR_NULL},  {"bias", K_BOOL},        {"add_bias_kv", K_BOOL},
     {"add_zero_attn", K_BOOL}, {"batch_first", K_BOOL}, {"dropout", K_DROPOUT},
-    /* SPEC §1 "Beyond torch": known names, not built yet */
+    /* the extensions beyond torch: known names, not built yet */
     {"head_dim", K_EXT},      {"num_kv_heads", K_EXT}, {"rope", K_EXT},
     {"alibi", K_EXT},         {"window", K_EXT},
 };
@@ -142,11 +142,13 @@ int srv_config_from_json(mha_config *cfg, const json_t *obj, const mha_limits *l
 
     mha_error me = {0};
     if (mha_config_check(cfg, limits, &me) != MHA_OK) {
+        /* whatever the engine calls it, a bad config is a 422; an error the caller already holds
+         * stays (first error wins, and err may be NULL) */
         char prefix[80];
+        srv_error engine = {0};
         snprintf(prefix, sizeof prefix, "%s.", field);
-        srv_error_from_mha(err, &me, prefix);
-        err->code = SRV_E_INVALID_CONFIG; /* whatever the engine calls it, a bad config is a 422 */
-        return -1;
+        srv_error_from_mha(&engine, &me, prefix);
+        return srv_error_set(err, SRV_E_INVALID_CONFIG, engine.field, "%s", engine.message);
     }
     return 0;
 }

@@ -2,9 +2,9 @@
  * config.h - layer configs as JSON (PUT's "config", the data dir's config.json) <-> mha_config, and
  * building layers from them.
  *
- * Field names and defaults are torch's (SPEC §1) except batch_first (default true). A config is
+ * Field names and defaults are torch's except batch_first (default true). A config is
  * checked strictly: an unknown field is a 400 naming it, a wrong type or an impossible value a 422
- * naming it ("config.embed_dim"). The extensions of SPEC §1 "Beyond torch" (head_dim, num_kv_heads,
+ * naming it ("config.embed_dim"). The extensions beyond torch (head_dim, num_kv_heads,
  * rope, alibi, window) are known fields: their defaults are accepted, anything else is a 422 saying
  * this build does not have them yet.
  */

@@ -1,5 +1,5 @@
 /*
- * datadir.h - layers kept on disk, so that they outlive the daemon (--data-dir, SPEC §4).
+ * datadir.h - layers kept on disk, so that they outlive the daemon (--data-dir, docs/persistence.md).
  *
  * Layout: <dir>/layers/<name>/config.json          the layer's config, the object PUT takes as "config"
  *         <dir>/layers/<name>/weights.safetensors  its parameters under torch's state_dict names

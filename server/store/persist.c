@@ -385,8 +385,10 @@ int srv_persist_delete(srv_persist *p, srv_registry *reg, const char *name, uint
     for (int i = 0; !cur && i < p->ndamaged; i++)
         damaged |= strcmp(p->damaged[i].name, name) == 0;
     pthread_mutex_unlock(&p->damaged_lock);
+    /* so may an unloaded one (model repository extension): its files, and the registry's record */
+    bool unloaded = !cur && srv_registry_is_unloaded(reg, name, NULL);
     int rc = cur ? check_version(reg, name, if_version, err)
-             : damaged && !if_version
+             : (damaged || unloaded) && !if_version
                  ? 0
                  : srv_error_set(err, SRV_E_LAYER_NOT_FOUND, "name", "no layer called '%s'", name);
     bool served = cur != NULL;
@@ -402,7 +404,7 @@ int srv_persist_delete(srv_persist *p, srv_registry *reg, const char *name, uint
         }
     }
     if (rc == 0) {
-        if (served)
+        if (served || unloaded)
             rc = srv_registry_delete(reg, name, if_version, err);
         set_damaged(p, name, NULL);
         set_known(p, name, NULL);
@@ -426,6 +428,55 @@ int srv_persist_damaged_json(srv_persist *p, srv_buf *out)
     srv_buf_putc(out, ']');
     pthread_mutex_unlock(&p->damaged_lock);
     return n;
+}
+
+int srv_persist_damaged_list(srv_persist *p, srv_damaged **out)
+{
+    pthread_mutex_lock(&p->damaged_lock);
+    int n = p->ndamaged;
+    srv_damaged *list = malloc((size_t)(n ? n : 1) * sizeof *list);
+    if (list && n)
+        memcpy(list, p->damaged, (size_t)n * sizeof *list);
+    pthread_mutex_unlock(&p->damaged_lock);
+    *out = list;
+    return list ? n : -1;
+}
+
+int srv_persist_unload(srv_persist *p, srv_registry *reg, const char *name)
+{
+    pthread_mutex_lock(&p->lock);
+    /* a layer with files is read again by a load; one in memory only is kept to be restored */
+    bool files = p->dd && find_known(p, name);
+    int rc = srv_registry_unload(reg, name, !files);
+    pthread_mutex_unlock(&p->lock);
+    if (rc == 1)
+        srv_log(p->log_format, "info", "layer '%s' unloaded: no longer served%s", name,
+                files ? "; its files stay in the data dir" : "; kept in memory");
+    return rc;
+}
+
+int srv_persist_load(srv_persist *p, srv_registry *reg, const char *name, const mha_limits *limits,
+                     srv_error *err)
+{
+    if (p->dd) {
+        int r = srv_persist_reload(p, reg, name, limits, err);
+        if (r != 0)
+            return r > 0 ? 0 : -1; /* loaded from its files, or they are damaged */
+    }
+    int r = srv_registry_restore(reg, name);
+    if (r < 0)
+        return srv_error_set(err, SRV_E_NOMEM, "", "out of memory loading layer '%s'", name);
+    srv_layer *cur = r == 0 ? srv_registry_get(reg, name, NULL) : NULL;
+    srv_layer_release(cur);
+    if (r == 0 && !cur)
+        return srv_error_set(err, SRV_E_LAYER_NOT_FOUND, "name",
+                             p->dd ? "no layer '%s' in the data dir"
+                                   : "no layer '%s' (there is no data dir to load it from: "
+                                     "--data-dir)",
+                             name);
+    if (r == 1)
+        srv_log(p->log_format, "info", "layer '%s' loaded again from memory", name);
+    return 0; /* restored, or served from memory already: nothing to read */
 }
 
 int srv_persist_damaged_count(srv_persist *p)

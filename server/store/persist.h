@@ -16,6 +16,9 @@
  * process last loaded or wrote (a stamp per layer: inode, size and mtime of both files) and
  * reloads what changed, unpublishes what is gone; a layer this process wrote itself is not
  * reloaded (its version, the ETag a client holds, stays). srv_persist_reload (re)reads one layer.
+ *
+ * Triton's model repository extension: srv_persist_unload stops serving a layer without touching
+ * its files, srv_persist_load reads it again (below).
  */
 #ifndef ATTND_PERSIST_H
 #define ATTND_PERSIST_H
@@ -94,6 +97,26 @@ int srv_persist_put(srv_persist *p, srv_registry *reg, srv_layer *l, uint64_t if
  * or -1 with err (SRV_E_LAYER_NOT_FOUND, SRV_E_CONFLICT, SRV_E_INTERNAL). */
 int srv_persist_delete(srv_persist *p, srv_registry *reg, const char *name, uint64_t if_version,
                        srv_error *err);
+
+/* Stops serving layer name, for Triton's model repository extension (registry.h, "Unloaded
+ * layers"): a layer with files in the data dir is forgotten but for its name, version and
+ * counters (a load reads the files again); a layer in memory only is kept, to be restored. Files
+ * are never touched. An unloaded layer stays unloaded until it is loaded, PUT again, or (--watch)
+ * its files change; deleting it deletes its files. Returns 1 when unloaded, 0 when it was not
+ * served (unknown, damaged, unloaded already), -1 when out of memory. */
+int srv_persist_unload(srv_persist *p, srv_registry *reg, const char *name);
+
+/* Loads layer name, or loads it again: from its files in the data dir (read and checked in full,
+ * the version served before keeps serving when they are damaged), else the entry an unload kept;
+ * a layer served from memory only is loaded already. Returns 0, or -1 with err:
+ * SRV_E_LAYER_NOT_FOUND (not in the data dir nor in memory), a damaged file's error (the reason
+ * /readyz shows), SRV_E_NOMEM. */
+int srv_persist_load(srv_persist *p, srv_registry *reg, const char *name, const mha_limits *limits,
+                     srv_error *err);
+
+/* A copy of the damaged list: *out is a malloc'd array the caller frees. Returns the count, or -1
+ * when out of memory. */
+int srv_persist_damaged_list(srv_persist *p, srv_damaged **out);
 
 /* Appends [{"name": ..., "reason": ...}, ...] for the damaged layers to out; returns their count. */
 int srv_persist_damaged_json(srv_persist *p, srv_buf *out);

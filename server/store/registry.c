@@ -15,6 +15,8 @@ struct srv_registry {
     pthread_mutex_t lock;
     srv_layer **items; /* sorted by name */
     int n, cap;
+    srv_unloaded *unloaded; /* layers unloaded, unordered (few); owns their references */
+    int nunloaded;
     uint64_t last_version;
 };
 
@@ -53,7 +55,9 @@ bool srv_layer_name_valid(const char *name, srv_error *err)
 srv_layer *srv_layer_new(const char *name, mha_layer *layer, json_t *config)
 {
     srv_layer *l = calloc(1, sizeof *l);
-    if (!l || strlen(name) > SRV_LAYER_NAME_MAX) {
+    srv_layer_stats *stats = l ? srv_layer_stats_new() : NULL;
+    if (!stats || strlen(name) > SRV_LAYER_NAME_MAX) {
+        srv_layer_stats_release(stats);
         free(l);
         mha_layer_free(layer);
         json_decref(config);
@@ -62,6 +66,7 @@ srv_layer *srv_layer_new(const char *name, mha_layer *layer, json_t *config)
     strcpy(l->name, name);
     l->layer = layer;
     l->config = config;
+    l->stats = stats;
     l->refs = 1;
     l->created = l->updated = now_unix();
     return l;
@@ -80,6 +85,7 @@ void srv_layer_release(srv_layer *l)
         return;
     mha_layer_free(l->layer);
     json_decref(l->config);
+    srv_layer_stats_release(l->stats);
     free(l);
 }
 
@@ -98,6 +104,7 @@ void srv_registry_free(srv_registry *reg)
     for (int i = 0; i < reg->n; i++)
         srv_layer_release(reg->items[i]);
     free(reg->items);
+    srv_unloaded_free(reg->unloaded, reg->nunloaded);
     pthread_mutex_destroy(&reg->lock);
     free(reg);
 }
@@ -118,13 +125,40 @@ static int find(const srv_registry *reg, const char *name)
     return -lo - 1;
 }
 
+/* Index of name in the unloaded list, or -1. Caller holds the lock. */
+static int find_unloaded(const srv_registry *reg, const char *name)
+{
+    for (int i = 0; i < reg->nunloaded; i++)
+        if (strcmp(reg->unloaded[i].name, name) == 0)
+            return i;
+    return -1;
+}
+
+/* Forgets unloaded entry i, handing its stats reference to *stats (may be NULL: released). Caller
+ * holds the lock. */
+static void drop_unloaded(srv_registry *reg, int i, srv_layer_stats **stats)
+{
+    srv_unloaded *u = &reg->unloaded[i];
+    if (stats)
+        *stats = u->stats;
+    else
+        srv_layer_stats_release(u->stats);
+    srv_layer_release(u->kept);
+    reg->unloaded[i] = reg->unloaded[--reg->nunloaded];
+}
+
 srv_layer *srv_registry_get(srv_registry *reg, const char *name, srv_error *err)
 {
     pthread_mutex_lock(&reg->lock);
     int i = find(reg, name);
     srv_layer *l = i >= 0 ? srv_layer_ref(reg->items[i]) : NULL;
+    bool unloaded = !l && err && find_unloaded(reg, name) >= 0;
     pthread_mutex_unlock(&reg->lock);
-    if (!l)
+    if (unloaded)
+        srv_error_set(err, SRV_E_LAYER_NOT_FOUND, "name",
+                      "layer '%s' is unloaded; POST /v2/repository/models/%s/load serves it again",
+                      name, name);
+    else if (!l)
         srv_error_set(err, SRV_E_LAYER_NOT_FOUND, "name", "no layer called '%s'", name);
     return l;
 }
@@ -182,14 +216,30 @@ int srv_registry_put_version(srv_registry *reg, srv_layer *l, uint64_t version,
         reg->cap = cap;
     }
     if (version) { /* given (from the data dir, or reserved): the counter moves past it */
-        l->version = version;
+        if (l->version != version) /* a restored entry has it already, and may be in use */
+            l->version = version;
         if (version > reg->last_version)
             reg->last_version = version;
     } else {
         l->version = ++reg->last_version;
     }
+    int u = find_unloaded(reg, l->name);
+    if (u >= 0) { /* published again: loaded, and counting where it was */
+        srv_layer_stats *stats;
+        drop_unloaded(reg, u, &stats);
+        if (l->stats != stats) {
+            srv_layer_stats_release(l->stats);
+            l->stats = stats;
+        } else {
+            srv_layer_stats_release(stats);
+        }
+    }
     if (old) {
         l->created = old->created;
+        if (l->stats != old->stats) { /* the name keeps counting where it was */
+            srv_layer_stats_release(l->stats);
+            l->stats = srv_layer_stats_ref(old->stats);
+        }
         reg->items[i] = srv_layer_ref(l);
         srv_layer_release(old); /* frees it only when no request holds it */
     } else {
@@ -209,8 +259,10 @@ int srv_registry_delete(srv_registry *reg, const char *name, uint64_t if_version
 {
     int rc = 0;
     pthread_mutex_lock(&reg->lock);
-    int i = find(reg, name);
-    if (i < 0) {
+    int i = find(reg, name), u = find_unloaded(reg, name);
+    if (i < 0 && u >= 0 && !if_version) {
+        drop_unloaded(reg, u, NULL);
+    } else if (i < 0) {
         rc = srv_error_set(err, SRV_E_LAYER_NOT_FOUND, "name", "no layer called '%s'", name);
     } else if (if_version && reg->items[i]->version != if_version) {
         rc = version_conflict(err, name, if_version, reg->items[i]);
@@ -250,4 +302,89 @@ int srv_registry_count(srv_registry *reg)
     int n = reg->n;
     pthread_mutex_unlock(&reg->lock);
     return n;
+}
+
+int srv_registry_unload(srv_registry *reg, const char *name, bool keep)
+{
+    int rc = 0;
+    pthread_mutex_lock(&reg->lock);
+    int i = find(reg, name);
+    if (i >= 0) {
+        srv_unloaded *g = realloc(reg->unloaded, (size_t)(reg->nunloaded + 1) * sizeof *g);
+        if (!g) {
+            rc = -1;
+        } else {
+            reg->unloaded = g;
+            srv_layer *l = reg->items[i];
+            srv_unloaded *u = &reg->unloaded[reg->nunloaded++];
+            memset(u, 0, sizeof *u);
+            memcpy(u->name, l->name, sizeof u->name);
+            u->version = l->version;
+            u->stats = srv_layer_stats_ref(l->stats);
+            u->kept = keep ? srv_layer_ref(l) : NULL;
+            memmove(reg->items + i, reg->items + i + 1,
+                    (size_t)(reg->n - i - 1) * sizeof *reg->items);
+            reg->n--;
+            srv_layer_release(l); /* the registry's reference; requests holding it finish */
+            rc = 1;
+        }
+    }
+    pthread_mutex_unlock(&reg->lock);
+    return rc;
+}
+
+int srv_registry_restore(srv_registry *reg, const char *name)
+{
+    pthread_mutex_lock(&reg->lock);
+    int u = find_unloaded(reg, name);
+    srv_layer *l = u >= 0 ? srv_layer_ref(reg->unloaded[u].kept) : NULL;
+    pthread_mutex_unlock(&reg->lock);
+    if (!l)
+        return 0;
+    /* the same entry, the same version: nothing about the layer changed */
+    int rc = srv_registry_put_version(reg, l, l->version, 0, NULL, NULL) == 0 ? 1 : -1;
+    srv_layer_release(l);
+    return rc;
+}
+
+int srv_registry_unloaded(srv_registry *reg, srv_unloaded **out)
+{
+    pthread_mutex_lock(&reg->lock);
+    int n = reg->nunloaded;
+    srv_unloaded *list = malloc((size_t)(n ? n : 1) * sizeof *list);
+    for (int i = 0; list && i < n; i++) {
+        list[i] = reg->unloaded[i];
+        srv_layer_stats_ref(list[i].stats);
+        srv_layer_ref(list[i].kept);
+    }
+    pthread_mutex_unlock(&reg->lock);
+    *out = list;
+    if (!list)
+        return -1;
+    for (int i = 1; i < n; i++) /* by name (insertion sort: few) */
+        for (int k = i; k > 0 && strcmp(list[k - 1].name, list[k].name) > 0; k--) {
+            srv_unloaded t = list[k];
+            list[k] = list[k - 1];
+            list[k - 1] = t;
+        }
+    return n;
+}
+
+bool srv_registry_is_unloaded(srv_registry *reg, const char *name, uint64_t *version)
+{
+    pthread_mutex_lock(&reg->lock);
+    int u = find_unloaded(reg, name);
+    if (u >= 0 && version)
+        *version = reg->unloaded[u].version;
+    pthread_mutex_unlock(&reg->lock);
+    return u >= 0;
+}
+
+void srv_unloaded_free(srv_unloaded *list, int n)
+{
+    for (int i = 0; list && i < n; i++) {
+        srv_layer_stats_release(list[i].stats);
+        srv_layer_release(list[i].kept);
+    }
+    free(list);
 }

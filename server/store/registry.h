@@ -16,6 +16,7 @@
 #include <jansson.h>
 
 #include "base/error.h"
+#include "layer_stats.h"
 #include "mha.h"
 
 #define SRV_LAYER_NAME_MAX 64
@@ -27,6 +28,8 @@ typedef struct srv_layer {
     uint64_t version;    /* unique across the registry's life, grows with every put (ETag)      */
     double created;      /* Unix time (s) the name was first created (kept across replacements)  */
     double updated;      /* Unix time (s) of this version                                         */
+    srv_layer_stats *stats; /* owned reference: the name's request counters, shared by its versions
+                             * (a put hands the replaced entry's on); never NULL once published    */
     int refs;            /* private: use srv_layer_ref / srv_layer_release                        */
 } srv_layer;
 
@@ -41,7 +44,8 @@ bool srv_layer_name_valid(const char *name, srv_error *err);
 
 /* Wraps a built layer and its config into a new entry with one reference (the caller's); takes
  * ownership of layer and config (a new reference of json is stolen) even on failure. NULL when out of
- * memory. The entry gets its version when it is put. */
+ * memory. The entry gets its version when it is put, and fresh counters (layer_stats.h) that a put
+ * replacing an entry of the same name swaps for the replaced entry's. */
 srv_layer *srv_layer_new(const char *name, mha_layer *layer, json_t *config);
 
 /* Adds a reference (returns l) / drops one, freeing the entry with the last. Both accept NULL. */
@@ -49,15 +53,15 @@ srv_layer *srv_layer_ref(srv_layer *l);
 void srv_layer_release(srv_layer *l);
 
 /* The entry called name with a new reference the caller must release, or NULL (err filled with
- * SRV_E_LAYER_NOT_FOUND when err is given). */
+ * SRV_E_LAYER_NOT_FOUND when err is given, saying so when the layer is unloaded). */
 srv_layer *srv_registry_get(srv_registry *reg, const char *name, srv_error *err);
 
-/* Publishes l under l->name, replacing any entry of that name atomically; the registry takes its own
- * reference (the caller keeps and must release theirs). Sets l->version (and l->created from the
+/* Publishes l under l->name, replacing any entry of that name atomically (and loading it, when
+ * it was unloaded); the registry takes its own reference (the caller keeps and must release theirs). Sets l->version (and l->created from the
  * replaced entry). if_version: 0 = unconditional; SRV_IF_ABSENT = only when there is no entry yet
  * (If-None-Match: *); otherwise the put happens only when the current entry's version equals it
  * (SRV_E_CONFLICT otherwise, or when there is no entry). *replaced (may be NULL) tells whether an
- * entry was replaced. Returns 0 or -1. */
+ * entry was replaced; l then counts on the replaced entry's stats. Returns 0 or -1. */
 #define SRV_IF_ABSENT UINT64_MAX
 int srv_registry_put(srv_registry *reg, srv_layer *l, uint64_t if_version, bool *replaced,
                      srv_error *err);
@@ -72,8 +76,9 @@ uint64_t srv_registry_next_version(srv_registry *reg);
 int srv_registry_put_version(srv_registry *reg, srv_layer *l, uint64_t version,
                              uint64_t if_version, bool *replaced, srv_error *err);
 
-/* Unlinks the entry called name (requests holding it finish with it). if_version as for put.
- * -1 with SRV_E_LAYER_NOT_FOUND / SRV_E_CONFLICT. */
+/* Unlinks the entry called name (requests holding it finish with it), or forgets it when it is
+ * unloaded (if_version 0 only). if_version as for put. -1 with SRV_E_LAYER_NOT_FOUND /
+ * SRV_E_CONFLICT. */
 int srv_registry_delete(srv_registry *reg, const char *name, uint64_t if_version, srv_error *err);
 
 /* Every entry, sorted by name, each with a new reference: *out is a malloc'd array the caller frees
@@ -83,5 +88,38 @@ void srv_registry_list_free(srv_layer **list, int n);
 
 /* Number of layers. */
 int srv_registry_count(srv_registry *reg);
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Unloaded layers (Triton's model repository extension)                                          */
+/*
+ * An unloaded layer is not served (srv_registry_get, _list and _count do not see it) and not
+ * forgotten: the registry keeps its name, its version and its counters, and for a layer that has
+ * no files to be loaded from again (in memory only) the entry itself. Publishing the name again
+ * (srv_registry_put*, srv_registry_restore) loads it, counting on where it was; deleting the name
+ * forgets it. */
+
+typedef struct srv_unloaded {
+    char name[SRV_LAYER_NAME_MAX + 1];
+    uint64_t version;       /* the version it had                                                */
+    srv_layer_stats *stats; /* owned reference: its counters                                     */
+    srv_layer *kept;        /* owned reference: the entry, for a layer in memory only; or NULL   */
+} srv_unloaded;
+
+/* Stops serving layer name (requests holding it finish with it); keep: hold on to the entry, to
+ * be restored. Returns 1 when it was served and is now unloaded, 0 when it was not served (unknown,
+ * or unloaded already: nothing changes), -1 when out of memory (it is still served). */
+int srv_registry_unload(srv_registry *reg, const char *name, bool keep);
+
+/* Serves again the entry kept by an unload of name (the same version). Returns 1 when it did, 0
+ * when name is not unloaded with its entry kept, -1 when out of memory. */
+int srv_registry_restore(srv_registry *reg, const char *name);
+
+/* Every unloaded layer, sorted by name, each with new references: *out is a malloc'd array the
+ * caller frees with srv_unloaded_free. Returns the count, or -1 when out of memory. */
+int srv_registry_unloaded(srv_registry *reg, srv_unloaded **out);
+void srv_unloaded_free(srv_unloaded *list, int n);
+
+/* True when name is unloaded (*version, may be NULL, gets the version it had). */
+bool srv_registry_is_unloaded(srv_registry *reg, const char *name, uint64_t *version);
 
 #endif

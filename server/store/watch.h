@@ -13,6 +13,11 @@
  * interval_ms (500 by default) is the safety net where inotify says nothing — network file systems
  * such as NFS deliver no events for changes made by other clients — and where it is unavailable.
  *
+ * A layer unloaded through Triton's model repository extension (persist.h, srv_persist_unload)
+ * stays unloaded while its files are unchanged; when another replica writes it (its files change)
+ * the new version is served, as a PUT here would serve it; when another replica deletes it, it is
+ * forgotten.
+ *
  * Never half a layer: srv_persist_sync reads and checks a changed layer in full (the data dir's
  * commit protocol makes weights.safetensors the commit record) before one atomic registry put; a
  * layer that cannot be read is reported (log, /readyz) and the version in memory keeps serving.

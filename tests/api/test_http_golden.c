@@ -4,6 +4,12 @@
  * /forward (answers asked in each of the three encodings, in turn) and /trace, and compare output,
  * attention weights and every trace stage with torch's within the project's tolerance.
  *
+ * The golden trace stages are batch-major ([N,...], as torch computes inside the module); the
+ * trace answers each stage in the request's layout (server/api/trace.h): so torch's stages are put
+ * in that layout here (transposed for batch_first false, N dropped for an unbatched query), and the
+ * trace's output and attn_weights are compared with torch's forward answer to the same inputs (its
+ * attn_weights as with need_weights; averaged over the heads here when the case asks so).
+ *
  * An optional argument names another directory of cases (e.g. tests/torch/golden_random.sh's).
  */
 #include <stdio.h>
@@ -29,6 +35,58 @@ static void compare(const char *what, const char *name, const json_t *got, const
     if (CHECK(same_shape && t.count == want->count, "%s: shape differs from torch's", label))
         check_close_array(__FILE__, __LINE__, label, t.data, want->data, t.count, NULL);
     tj_free(&t);
+}
+
+/* The golden (torch's, batch-major) stage s in the layout the trace answers it (trace.h), with its
+ * axes: into *out (data malloc'd, free with free). */
+static void stage_view(const golden_case *c, int s, golden_tensor *out, char axes[5])
+{
+    static const char *const engine_axes[MHA_TRACE_NSTAGES] = {
+        "NLE", "NSE", "NSE", "NHLD", "NHSD", "NHSD", "NHLS", "NHLS", "NHLD", "NLE", "NLE"};
+    const golden_tensor *g = &c->trace[s];
+    bool batched = c->query.ndim == 3;
+    bool seq = s == MHA_TRACE_Q_PROJ || s == MHA_TRACE_K_PROJ || s == MHA_TRACE_V_PROJ ||
+               s == MHA_TRACE_CONCAT || s == MHA_TRACE_OUTPUT;
+    *out = *g;
+    out->data = malloc((size_t)g->count * sizeof(float));
+    memcpy(out->data, g->data, (size_t)g->count * sizeof(float));
+    snprintf(axes, 5, "%s", engine_axes[s]);
+    if (!batched) {
+        out->ndim = g->ndim - 1;
+        memmove(out->shape, g->shape + 1, (size_t)out->ndim * sizeof *g->shape);
+        memmove(axes, axes + 1, strlen(axes));
+    } else if (!c->config.batch_first && seq) {
+        int64_t N = g->shape[0], X = g->shape[1], C = g->shape[2];
+        for (int64_t n = 0; n < N; n++)
+            for (int64_t x = 0; x < X; x++)
+                memcpy(out->data + (x * N + n) * C, g->data + (n * X + x) * C, (size_t)C * sizeof(float));
+        out->shape[0] = X;
+        out->shape[1] = N;
+        char a = axes[0];
+        axes[0] = axes[1];
+        axes[1] = a;
+    }
+}
+
+/* torch's per-head weights [N,H,L,S] ([H,L,S]) averaged over the heads, as forward averages them. */
+static void average_heads(const golden_tensor *per_head, bool batched, golden_tensor *out)
+{
+    int hi = batched ? 1 : 0;
+    int64_t H = per_head->shape[hi], N = batched ? per_head->shape[0] : 1;
+    int64_t LS = per_head->count / (N * H);
+    *out = *per_head;
+    out->ndim = per_head->ndim - 1;
+    for (int d = hi; d < out->ndim; d++)
+        out->shape[d] = per_head->shape[d + 1];
+    out->count = N * LS;
+    out->data = malloc((size_t)out->count * sizeof(float));
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t i = 0; i < LS; i++) {
+            double sum = 0;
+            for (int64_t h = 0; h < H; h++)
+                sum += per_head->data[(n * H + h) * LS + i];
+            out->data[n * LS + i] = (float)(sum / (double)H);
+        }
 }
 
 /* inputs_json with "encoding" added in front. */
@@ -86,9 +144,38 @@ static void replay(srv_daemon *d, const golden_case *c, int index)
             const char *sn = json_string_value(json_object_get(st, "name"));
             CHECK(sn && !strcmp(sn, golden_stage_name(s)), "%s: stage %d is %s", c->name, s,
                   golden_stage_name(s));
-            if (c->trace[s].present)
-                compare(golden_stage_name(s), c->name, json_object_get(st, "tensor"),
-                        &c->trace[s]);
+            if (!c->trace[s].present)
+                continue;
+            golden_tensor want;
+            char axes[5];
+            stage_view(c, s, &want, axes);
+            if (s == MHA_TRACE_OUTPUT) { /* forward's answer */
+                free(want.data);
+                want = c->output;
+                want.data = NULL;
+            } else if (s == MHA_TRACE_ATTN_WEIGHTS && c->attn_weights.present) {
+                free(want.data);
+                want = c->attn_weights;
+                want.data = NULL;
+            } else if (s == MHA_TRACE_ATTN_WEIGHTS && c->average_attn_weights) {
+                golden_tensor avg;
+                average_heads(&want, c->query.ndim == 3, &avg);
+                free(want.data);
+                want = avg;
+            }
+            if (s == MHA_TRACE_ATTN_WEIGHTS && c->average_attn_weights)
+                snprintf(axes, sizeof axes, "%s", c->query.ndim == 3 ? "NLS" : "LS");
+            const golden_tensor *w = want.data ? &want
+                                     : s == MHA_TRACE_OUTPUT ? &c->output : &c->attn_weights;
+            compare(golden_stage_name(s), c->name, json_object_get(st, "tensor"), w);
+            json_t *shape = json_object_get(st, "shape"), *ax = json_object_get(st, "axes");
+            bool ok = json_array_size(shape) == (size_t)w->ndim && json_array_size(ax) == strlen(axes);
+            for (int k = 0; ok && k < w->ndim; k++)
+                ok = json_integer_value(json_array_get(shape, (size_t)k)) == w->shape[k] &&
+                     json_string_value(json_array_get(ax, (size_t)k)) &&
+                     json_string_value(json_array_get(ax, (size_t)k))[0] == axes[k];
+            CHECK(ok, "%s: %s has shape and axes %s", c->name, golden_stage_name(s), axes);
+            free(want.data);
         }
         json_decref(doc);
     }

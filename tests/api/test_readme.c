@@ -8,8 +8,10 @@
  * to the daemon's port. curl is wrapped (-sS, a time limit, the status printed after the body); every curl
  * must answer 2xx. The lines starting with '#' under a command are the output the document shows; each
  * "key": value pair shown there (strings without "...", integers, arrays of integers) must be a pair
- * of some object in the real answer, and each bare "key" shown must be a key in it. So a document may
- * elide (`...`), but not show a field, a name or a shape the daemon does not give.
+ * of some object in the real answer, and each bare "key" shown must be a key in it; and every run of
+ * numbers shown in an array (the values of a tensor, a shape) must be printed so, digit for digit and
+ * in that order, in the real answer. So a document may elide (`...`), but not show a field, a name, a
+ * shape or a number the daemon does not give.
  *
  * Links: in README.md and the Markdown files of docs/, every relative link names a file of the repository and, with an
  * #anchor into a Markdown file, one of its headings, as GitHub makes anchors; the README links every
@@ -216,6 +218,77 @@ static void check_shown(const char *what, const char *shown, const json_t *real)
     }
 }
 
+/* A number as printed: a JSON number outside strings, or the string "-inf" (a float mask's, a
+ * masked score's). */
+typedef struct num_tok {
+    const char *p;
+    size_t n;
+    bool joined; /* only array punctuation and white space since the previous number */
+} num_tok;
+
+/* The numbers of text in order, into toks (malloc'd; caller frees); returns how many. In shown
+ * text (shown), each line's note after three spaces ("shape [N=1, L=3, E=4]") is not part of it. */
+static size_t numbers(const char *text, bool shown, num_tok **toks)
+{
+    size_t n = 0, cap = 64;
+    *toks = malloc(cap * sizeof **toks);
+    bool joined = false, in_str = false;
+    for (const char *p = text; *p;) {
+        if (shown && !in_str && p[0] == ' ' && p[1] == ' ' && p[2] == ' ' && p > text &&
+            p[-1] != '\n' && p[-1] != ' ') { /* a note: skip to the end of the line */
+            p = strchr(p, '\n') ? strchr(p, '\n') : p + strlen(p);
+            continue;
+        }
+        size_t len = 0;
+        if (!in_str && strncmp(p, "\"-inf\"", 6) == 0)
+            len = 6;
+        else if (!in_str && (isdigit((unsigned char)*p) || (*p == '-' && isdigit((unsigned char)p[1]))))
+            len = strspn(p, "0123456789-+.eE");
+        if (len) {
+            if (n == cap)
+                *toks = realloc(*toks, (cap *= 2) * sizeof **toks);
+            (*toks)[n++] = (num_tok){p, len, joined};
+            joined = true;
+            p += len;
+            continue;
+        }
+        if (*p == '"') {
+            in_str = !in_str;
+            joined = false;
+        } else if (in_str || !strchr("[],\n\t #", *p)) {
+            joined = false;
+        }
+        p++;
+    }
+    return n;
+}
+
+/* The digits: every run of numbers the document shows in an array (a tensor's values, a shape) with
+ * nothing elided between them is in the daemon's answer as it is printed there, in that order. */
+static void check_digits(const char *what, const char *shown, const char *real)
+{
+    num_tok *s, *r;
+    size_t ns = numbers(shown, true, &s), nr = numbers(real, false, &r);
+    for (size_t i = 0; i < ns;) {
+        size_t len = 1;
+        while (i + len < ns && s[i + len].joined)
+            len++;
+        if (len >= 2) {
+            bool found = false;
+            for (size_t k = 0; k + len <= nr && !found; k++) {
+                found = true;
+                for (size_t j = 0; j < len && found; j++)
+                    found = s[i + j].n == r[k + j].n && !memcmp(s[i + j].p, r[k + j].p, s[i + j].n);
+            }
+            CHECK(found, "%s shows the numbers %.*s..., which the daemon does not print so: %.300s",
+                  what, (int)(s[i + len - 1].p + s[i + len - 1].n - s[i].p), s[i].p, real);
+        }
+        i += len;
+    }
+    free(s);
+    free(r);
+}
+
 static void test_walkthrough(void)
 {
     static cmd cmds[MAX_CMDS];
@@ -314,6 +387,7 @@ static void test_walkthrough(void)
             CHECK(real != NULL, "%s answers JSON: %s (%.200s)", what, jerr.text, s);
             if (real)
                 check_shown(what, cmds[i].shown, real);
+            check_digits(what, cmds[i].shown, s);
             json_decref(real);
         }
     }

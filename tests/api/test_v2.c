@@ -64,13 +64,17 @@ static void post(srv_daemon *d, const char *path, const char *body, size_t len, 
                body, (long)len, &o, r);
 }
 
-/* True when r is a protocol error: the status, and a body that is exactly {"error": string}
- * whose message contains part. */
+/* True when r is a protocol error: the status, and a body that is exactly {"error": string} whose
+ * message contains part, and the request's id ("request_id", the reply's X-Request-Id). */
 static bool is_v2_error(const hc_response *r, long status, const char *part)
 {
     json_t *j = hc_json(r);
     const char *msg = json_string_value(json_object_get(j, "error"));
-    bool ok = r->status == status && msg && json_object_size(j) == 1 && strstr(msg, part);
+    const char *id = json_string_value(json_object_get(j, "request_id"));
+    char echoed[160] = "";
+    hc_header(r, "X-Request-Id", echoed, sizeof echoed);
+    bool ok = r->status == status && msg && json_object_size(j) == 2 && strstr(msg, part) && id &&
+              strcmp(id, echoed) == 0;
     json_decref(j);
     return ok;
 }

@@ -4,6 +4,8 @@
  * formats, and the in-flight cap of the shared forward path (503 after --queue-wait-ms).
  */
 #include <fcntl.h>
+#include <ctype.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -169,6 +171,152 @@ static void test_options(void)
     fclose(f);
 }
 
+/* Sizes and counts take K/M/G/T (powers of 1024), durations s/ms, in flags and twins alike; a bad
+ * value names the option and what it takes. */
+static void test_option_units(void)
+{
+    static const struct {
+        const char *flag, *value;
+        size_t offset;
+        bool wide;
+        int64_t want;
+    } good[] = {
+        {"--max-body-bytes", "64M", offsetof(srv_options, max_body_bytes), true, INT64_C(64) << 20},
+        {"--max-body-bytes", "1G", offsetof(srv_options, max_body_bytes), true, INT64_C(1) << 30},
+        {"--max-body-bytes", "512KiB", offsetof(srv_options, max_body_bytes), true, 512 << 10},
+        {"--max-body-bytes", "2mb", offsetof(srv_options, max_body_bytes), true, 2 << 20},
+        {"--max-body-bytes", "1000", offsetof(srv_options, max_body_bytes), true, 1000},
+        {"--max-body-memory", "2G", offsetof(srv_options, max_body_memory), true, INT64_C(2) << 30},
+        {"--max-trace-elements", "4M", offsetof(srv_options, max_trace_elements), true, 4 << 20},
+        {"--max-tensor-elements", "1k", offsetof(srv_options, max_tensor_elements), true, 1024},
+        {"--min-body-rate", "4K", offsetof(srv_options, min_body_rate), false, 4096},
+        {"--timeout", "45s", offsetof(srv_options, timeout), false, 45},
+        {"--timeout", "3000ms", offsetof(srv_options, timeout), false, 3},
+        {"--header-timeout", "7", offsetof(srv_options, header_timeout), false, 7},
+        {"--queue-wait-ms", "2s", offsetof(srv_options, queue_wait_ms), false, 2000},
+        {"--queue-wait-ms", "250ms", offsetof(srv_options, queue_wait_ms), false, 250},
+        {"--queue-wait-ms", "0", offsetof(srv_options, queue_wait_ms), false, 0},
+        {"--watch-interval-ms", "1s", offsetof(srv_options, watch_interval_ms), false, 1000},
+        {"--drain-timeout", "0s", offsetof(srv_options, drain_timeout), false, 0},
+    };
+    for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
+        for (int env = 0; env < 2; env++) {
+            srv_options o;
+            srv_error err = {0};
+            char twin[64] = "ATTND_", arg[96];
+            for (const char *f = good[i].flag + 2; *f; f++)
+                twin[strlen(twin) + 1] = '\0', twin[strlen(twin)] = *f == '-' ? '_' : (char)toupper(*f);
+            snprintf(arg, sizeof arg, "%s=%s", good[i].flag, good[i].value);
+            char *argv[] = {"attnd", arg, NULL};
+            if (env)
+                setenv(twin, good[i].value, 1);
+            int rc = srv_options_parse(&o, env ? 1 : 2, argv, &err);
+            unsetenv(twin);
+            const char *field = (const char *)&o + good[i].offset;
+            int64_t got = good[i].wide ? *(const int64_t *)field : *(const int *)field;
+            CHECK(rc == SRV_OPTIONS_RUN && got == good[i].want, "%s %s = %lld (got %lld: %s)",
+                  env ? twin : good[i].flag, good[i].value, (long long)good[i].want,
+                  (long long)got, err.message);
+        }
+    }
+
+    static const struct {
+        const char *flag, *value, *says;
+    } bad[] = {
+        {"--max-body-bytes", "64X", "K, M, G or T (powers of 1024)"},
+        {"--max-body-bytes", "1.5M", "a size in bytes"},
+        {"--max-body-bytes", "0", "from 1 to 1T"},
+        {"--max-body-bytes", "2T", "from 1 to 1T"},
+        {"--max-body-bytes", "99999999999999999999", "a size in bytes"},
+        {"--max-body-bytes", "8E", "a size in bytes"},
+        {"--max-trace-elements", "4MB", "a whole number, optionally with K"},
+        {"--max-trace-elements", "", "a whole number"},
+        {"--timeout", "500ms", "whole seconds"},
+        {"--timeout", "5m", "whole seconds"},
+        {"--timeout", "0", "from 1s to 86400s"},
+        {"--queue-wait-ms", "1.5s", "milliseconds"},
+        {"--queue-wait-ms", "-1", "milliseconds"},
+        {"--port", "80a", "a whole number, from 0 to 65535"},
+        {"--port", " 80", "a whole number"},
+        {"--threads", "+2", "a whole number, from 1 to 1024"},
+        {"--log-format", "xml", "text, json, off"},
+        {"--demo", "maybe", "true/false/1/0"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        srv_options o;
+        srv_error err = {0};
+        char arg[96];
+        snprintf(arg, sizeof arg, "%s=%s", bad[i].flag, bad[i].value);
+        char *argv[] = {"attnd", arg, NULL};
+        int rc = srv_options_parse(&o, 2, argv, &err);
+        char quoted[64];
+        snprintf(quoted, sizeof quoted, "'%s'", bad[i].value);
+        char named[80];
+        snprintf(named, sizeof named, "%s: ", bad[i].flag);
+        CHECK(rc < 0 && strstr(err.message, named) && strstr(err.message, quoted) &&
+                  strstr(err.message, bad[i].says),
+              "%s '%s' is refused naming the flag, the value and '%s': %s", bad[i].flag,
+              bad[i].value, bad[i].says, err.message);
+    }
+    srv_options o;
+    srv_error err = {0};
+    char *small[] = {"attnd", "--max-body-memory", "1M", "--max-body-bytes", "2M", NULL};
+    CHECK(srv_options_parse(&o, 5, small, &err) < 0 && strstr(err.message, "(1M)") &&
+              strstr(err.message, "(2M)"),
+          "memory below one body is refused in the units given: %s", err.message);
+}
+
+/* --help: every flag has one line of help and one line with its one default and its twin; where 0
+ * is special the line says what it means. */
+static void test_option_help(void)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    srv_options_usage(f, "attnd");
+    fclose(f);
+    int flags = 0;
+    for (const char *p = text; (p = strstr(p, "\n  --"));) {
+        p++;
+        const char *next = strchr(p, '\n');
+        if (!next || strncmp(next + 1, "    ", 4) != 0) { /* --help, --version, --healthcheck */
+            p = next ? next : p + 1;
+            continue;
+        }
+        flags++;
+        const char *line = next + 1, *end = strchr(line, '\n');
+        int len_line = (int)(end ? end - line : (long)strlen(line));
+        char flag[64];
+        snprintf(flag, sizeof flag, "%.*s", (int)strcspn(p + 2, " \n"), p + 2);
+        int defaults = 0;
+        for (const char *q = p; q && q < line + len_line && (q = strstr(q, "default")); q++)
+            defaults += q < line + len_line;
+        CHECK(defaults == 1 && strncmp(line + strspn(line, " "), "default: ", 9) == 0,
+              "%s: one default, on its own line (%d): %.*s", flag, defaults, len_line, line);
+        CHECK(strstr(line, "[ATTND_") != NULL && strstr(line, "[ATTND_") < line + len_line,
+              "%s: the twin on the default's line", flag);
+        p = line;
+    }
+    CHECK(flags >= 25, "--help lists the flags (%d)", flags);
+    static const char *const zero[] = {"--port", "--queue-wait-ms", "--min-body-rate",
+                                       "--max-body-memory", "--drain-timeout"};
+    for (size_t i = 0; i < sizeof zero / sizeof *zero; i++) {
+        char key[64];
+        snprintf(key, sizeof key, "\n  %s ", zero[i]);
+        const char *p = strstr(text, key);
+        const char *line = p ? strchr(p + 1, '\n') : NULL;
+        const char *end = line ? strchr(line + 1, '\n') : NULL;
+        CHECK(line && end && memmem(line, (size_t)(end - line), "0 = ", 4),
+              "%s says what 0 means: %.*s", zero[i], line && end ? (int)(end - line) : 0,
+              line ? line : "");
+    }
+    CHECK(strstr(text, "default: 0 = half the memory") != NULL,
+          "--max-body-memory's default says what its 0 is");
+    CHECK(strstr(text, "default: 256M") && strstr(text, "default: 16M") && strstr(text, "default: 30s"),
+          "sizes and durations are shown in their units");
+    free(text);
+}
+
 /* Runs fn with stderr going to a temporary file; returns what was written (caller frees). */
 static char *capture_stderr(void (*fn)(void))
 {
@@ -190,12 +338,12 @@ static char *capture_stderr(void (*fn)(void))
 
 static void log_json(void)
 {
-    srv_log_request(SRV_LOG_JSON, "POST", "/v1/layers/\"x\"/forward", 200, 10, 20, 1.5);
+    srv_log_request(SRV_LOG_JSON, "POST", "/v1/layers/\"x\"/forward", 200, 10, 20, 1.5, "abc-1");
 }
 static void log_text(void)
 {
-    srv_log_request(SRV_LOG_TEXT, "GET", "/a\nb", 404, 0, 99, 0.25);
-    srv_log_request(SRV_LOG_OFF, "GET", "/quiet", 200, 0, 0, 0);
+    srv_log_request(SRV_LOG_TEXT, "GET", "/a\nb", 404, 0, 99, 0.25, "abc-2");
+    srv_log_request(SRV_LOG_OFF, "GET", "/quiet", 200, 0, 0, 0, "abc-3");
 }
 
 /* What a hostile client can put in a method and a path (libmicrohttpd passes any byte but NUL,
@@ -205,13 +353,13 @@ static const char hostile_path[] = "/v1/\"x\" 200 in=0\r\n2026 \"GET\" \\ \x7f\x
 
 static void log_hostile_text(void)
 {
-    srv_log_request(SRV_LOG_TEXT, hostile_method, hostile_path, 400, 0, 1, 0.5);
+    srv_log_request(SRV_LOG_TEXT, hostile_method, hostile_path, 400, 0, 1, 0.5, "id-h1");
     srv_log(SRV_LOG_TEXT, "error", "a message with \x1b[31m colour and a\nsecond line, caf\xc3\xa9");
 }
 
 static void log_hostile_json(void)
 {
-    srv_log_request(SRV_LOG_JSON, hostile_method, hostile_path, 400, 0, 1, 0.5);
+    srv_log_request(SRV_LOG_JSON, hostile_method, hostile_path, 400, 0, 1, 0.5, "id-h2");
     srv_log(SRV_LOG_JSON, "error", "a message with \x1b[31m colour and a\nsecond line");
 }
 
@@ -240,12 +388,13 @@ static void test_log(void)
               json_integer_value(json_object_get(doc, "status")) == 200 &&
               json_integer_value(json_object_get(doc, "bytes_in")) == 10 &&
               json_integer_value(json_object_get(doc, "bytes_out")) == 20 &&
-              json_number_value(json_object_get(doc, "ms")) == 1.5,
+              json_number_value(json_object_get(doc, "ms")) == 1.5 &&
+              !strcmp(json_string_value(json_object_get(doc, "request_id")), "abc-1"),
           "JSON log line: %s", s);
     json_decref(doc);
     free(s);
     s = capture_stderr(log_text);
-    CHECK(strstr(s, "\"GET\" \"/a\\x0ab\" 404 in=0 out=99 0.250ms\n") != NULL && !strstr(s, "quiet") &&
+    CHECK(strstr(s, "\"GET\" \"/a\\x0ab\" 404 in=0 out=99 0.250ms id=abc-2\n") != NULL && !strstr(s, "quiet") &&
               strchr(s, '\n') == s + strlen(s) - 1,
           "text log line: method and path quoted, control bytes as \\xNN, off is silent: %s", s);
     free(s);
@@ -257,7 +406,7 @@ static void test_log(void)
         lines++;
     CHECK(lines == 2 && raw_control_lines(s) == 0, "text log: 2 lines, no raw control byte: %s", s);
     CHECK(strstr(s, "\"G\\x1b[2JET\" \"/v1/\\\"x\\\" 200 in=0\\x0d\\x0a2026 \\\"GET\\\" \\\\ "
-                    "\\x7f\\x9b\\xc3\\xa9\\x01\" 400 in=0 out=1 0.500ms\n") != NULL,
+                    "\\x7f\\x9b\\xc3\\xa9\\x01\" 400 in=0 out=1 0.500ms id=id-h1\n") != NULL,
           "text log: quotes and backslashes escaped, bytes outside printable ASCII as \\xNN: %s", s);
     CHECK(strstr(s, "error: a message with \\x1b[31m colour and a\\x0asecond line, caf\xc3\xa9\n"),
           "text log: a message's control bytes as \\xNN, its UTF-8 kept: %s", s);
@@ -396,6 +545,8 @@ int main(void)
     test_bigbuf_arrays();
     test_registry();
     test_options();
+    test_option_units();
+    test_option_help();
     test_log();
     test_inflight();
     return check_report();

@@ -2,12 +2,14 @@
  * test_error_buf.c - the error table (code -> status, name), first-error-wins and safe truncation
  * of messages, and the growable buffer with its JSON string escaping.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/buf.h"
 #include "base/error.h"
 #include "check.h"
+#include "mha.h"
 
 static void test_table(void)
 {
@@ -74,6 +76,27 @@ static void test_set(void)
           "field truncated on a boundary: %zu", fl);
 }
 
+/* An engine error that holds nothing sets nothing: the caller's own error is the one reported. */
+static void test_from_mha(void)
+{
+    srv_error err = {0};
+    mha_error none = {0};
+    CHECK(srv_error_from_mha(&err, &none, "") == -1 && err.code == SRV_OK && err.message[0] == '\0',
+          "an empty engine error is not recorded (code %d, '%s')", err.code, err.message);
+    srv_error_set(&err, SRV_E_NOMEM, "", "out of memory creating the registry");
+    CHECK(err.code == SRV_E_NOMEM && strstr(err.message, "registry"),
+          "the caller's error after it is the one kept: %s", err.message);
+
+    srv_error e2 = {0};
+    mha_error shape = {.status = MHA_ERR_SHAPE};
+    snprintf(shape.field, sizeof shape.field, "query");
+    snprintf(shape.message, sizeof shape.message, "query has 3 features");
+    srv_error_from_mha(&e2, &shape, "x.");
+    CHECK(e2.code == SRV_E_SHAPE && strcmp(e2.field, "x.query") == 0 &&
+              strcmp(e2.message, "query has 3 features") == 0,
+          "an engine error keeps its message and gets the prefix: %s %s", e2.field, e2.message);
+}
+
 static void test_buf(void)
 {
     srv_buf b;
@@ -121,6 +144,7 @@ int main(void)
 {
     test_table();
     test_set();
+    test_from_mha();
     test_buf();
     return check_report();
 }

@@ -59,7 +59,7 @@ static void expect_refused(const char *what, const char *json, const void *bin, 
           part);
     srv_buf eb;
     srv_buf_init(&eb);
-    int st = srv_v2_error_write(&eb, &err);
+    int st = srv_v2_error_write(&eb, &err, NULL);
     json_t *j = json_loads(srv_buf_cstr(&eb), 0, NULL);
     CHECK(st == status && j && json_is_string(json_object_get(j, "error")) &&
               json_object_size(j) == 1,
@@ -625,7 +625,10 @@ static void test_metadata(void)
     cfg.batch_first = false;
     srv_buf b;
     srv_buf_init(&b);
-    CHECK(srv_v2_metadata_write(&b, "enc\"0", "3", &cfg) == 0, "write metadata");
+    json_t *params = json_pack("{s:i, s:i, s:i, s:i, s:b}", "embed_dim", 8, "num_heads", 2, "kdim",
+                               5, "vdim", 3, "batch_first", 0);
+    CHECK(srv_v2_metadata_write(&b, "enc\"0", "3", &cfg, params) == 0, "write metadata");
+    json_decref(params);
     json_t *j = json_loads(srv_buf_cstr(&b), 0, NULL);
     CHECK(j != NULL, "valid JSON: %s", srv_buf_cstr(&b));
     CHECK(strcmp(json_string_value(json_object_get(j, "name")), "enc\"0") == 0 &&
@@ -658,9 +661,14 @@ static void test_metadata(void)
     srv_error err = {0};
     srv_buf_init(&b);
     srv_error_set(&err, SRV_E_LAYER_NOT_FOUND, "", "no model 'x'");
-    CHECK(srv_v2_error_write(&b, &err) == 404 &&
-              strcmp(srv_buf_cstr(&b), "{\"error\":\"no model 'x'\"}") == 0,
+    CHECK(srv_v2_error_write(&b, &err, NULL) == 404 &&
+              strcmp(srv_buf_cstr(&b), "{\"error\":\"no model 'x'\"}\n") == 0,
           "error body: %s", srv_buf_cstr(&b));
+    srv_buf_free(&b);
+    srv_buf_init(&b);
+    CHECK(srv_v2_error_write(&b, &err, "r-1") == 404 &&
+              strcmp(srv_buf_cstr(&b), "{\"error\":\"no model 'x'\",\"request_id\":\"r-1\"}\n") == 0,
+          "error body with the request id: %s", srv_buf_cstr(&b));
     srv_buf_free(&b);
 }
 

@@ -65,7 +65,7 @@ void golden_free(golden_case *c);
 /* The case's inputs as mha_inputs: tensors and masks borrow c's data (valid while c lives). */
 mha_inputs golden_inputs(const golden_case *c);
 
-/* Static name of trace stage i ("q_proj", ... "output"), as in the files and in SPEC §2. */
+/* Static name of trace stage i ("q_proj", ... "output"), as in the files and the API. */
 const char *golden_stage_name(int stage);
 
 /* Lists the *.json files of dir, sorted by name, as malloc'd "dir/file" paths in *paths (free with

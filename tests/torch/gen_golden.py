@@ -9,7 +9,7 @@ so the same torch gives the same files. The suite itself never needs torch: the 
     gen_golden.py --random N --seed S --out D  write N random cases (random config and options) to D
                   [--large] [--no-trace]       large shapes; leave the trace out (smaller files)
 
-Semantics (../SPEC §1): torch.nn.MultiheadAttention in eval mode, float32, with torch 2.x mask merging
+Semantics (README.md, "Coming from torch"): torch.nn.MultiheadAttention in eval mode, float32, with torch 2.x mask merging
 (bool masks become 0 / -inf, float masks are added, key_padding_mask + attn_mask + causal mask are
 summed) and one deliberate difference from torch 1.x: a query row whose every key is masked gets
 weights 0 and head output 0 (torch gives NaN).
@@ -57,7 +57,7 @@ TESTS = os.path.dirname(HERE)  # tests/: the golden files live in tests/golden/
 
 
 # ---------------------------------------------------------------------------------------------------
-# Tensors in attnd's JSON base64 form (SPEC §2, form 3)
+# Tensors in attnd's JSON base64 form (docs/api.md, "Tensors in JSON")
 
 def enc(t):
     """A torch tensor as {"shape", "dtype", "base64"}: little-endian float32, or one byte per bool."""

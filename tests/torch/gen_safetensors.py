@@ -140,7 +140,7 @@ def gen_datadir():
         q = torch.randn(*shape(N, L, E))
         k = torch.randn(*shape(N, S, cfg.get("kdim", E)))
         v = torch.randn(*shape(N, S, cfg.get("vdim", E)))
-        # grad enabled: the general path (F.multi_head_attention_forward), as SPEC asks
+        # grad enabled: the general path (F.multi_head_attention_forward), as attnd follows
         out, w = m(q, k, v, need_weights=True, average_attn_weights=True)
         expected[name] = {
             "query": {"shape": list(q.shape), "data": floats(q)},

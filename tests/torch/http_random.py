@@ -19,11 +19,12 @@ What a case does (urllib only, no client library):
     defaults, unbatched queries; some cases with extreme magnitudes (scores ~1e4, tiny and
     denormal values), fully masked rows and rows with a single allowed key;
   - the forward reply in a random encoding (sometimes all three, which must agree bit for bit), and
-    for a share of cases the trace, every stage compared;
+    for a share of cases the trace, every stage compared in the request's layout (some cases asking
+    for a few stages only);
   - refusals: a valid case with one shape broken; torch must refuse it (its own shape checks) and
     attnd must answer 400, and the other way round.
 
-The reference (SPEC §1): torch's general path, F.multi_head_attention_forward, with the masks merged
+The reference (README.md, "Coming from torch"): torch's general path, F.multi_head_attention_forward, with the masks merged
 as torch 2.x does; where a row has no allowed key (torch: NaN), a step-by-step torch computation with
 that row's weights and head output 0, checked against the functional call on every other row. The
 trace stages come from the same step-by-step computation in float32, checked against float64.
@@ -142,7 +143,7 @@ def start_daemon(binary):
 
 
 # ---------------------------------------------------------------------------------------------------
-# Tensors in attnd's JSON forms (SPEC §2)
+# Tensors in attnd's JSON forms (docs/api.md)
 
 def f32_text(x, rng):
     """A float32 value as JSON number text, in one of several styles that all read back exactly."""
@@ -524,6 +525,23 @@ def from_seq_first(c, out):
     return (out.transpose(0, 1) if c.batch_first else out).contiguous()
 
 
+def api_view(c, name, t):
+    """A batch-major stage of the step-by-step reference as the trace answers it (server/api/trace.h):
+    output and attn_weights as forward answers them (the weights averaged over the heads unless
+    average_attn_weights is false), q_proj/k_proj/v_proj/concat in the layer's layout, the per-head
+    stages in [N,H,...] order; no N for an unbatched query. Returns the tensor and its axes."""
+    axes = {"q_proj": "NLE", "k_proj": "NSE", "v_proj": "NSE", "q_heads": "NHLD", "k_heads": "NHSD",
+            "v_heads": "NHSD", "scores": "NHLS", "attn_weights": "NHLS", "head_outputs": "NHLD",
+            "concat": "NLE", "output": "NLE"}[name]
+    if name == "attn_weights" and c.average:
+        t, axes = t.mean(dim=1), "NLS"
+    if c.unbatched:
+        t, axes = t.squeeze(0), axes[1:]
+    elif not c.batch_first and name in ("q_proj", "k_proj", "v_proj", "concat", "output"):
+        t, axes = t.transpose(0, 1), axes[1] + axes[0] + axes[2]
+    return t.contiguous(), list(axes)
+
+
 def step_by_step(c, dtype):
     """Every stage in torch 1.13's order (batch-major stages); dead rows weights 0."""
     sd = {k: v.to(dtype) for k, v in c.sd.items()}
@@ -571,7 +589,7 @@ def torch_native(c, query, key, value, kpm, attn_mask):
     v = k if value is None else value
     if kpm is not None and kpm.dtype != torch.bool:
         # torch 1.13 cannot merge a float key_padding_mask with an attn_mask (torch 2.x can, and
-        # SPEC follows 2.x): the same shape as bool, for the shape checks
+        # attnd follows 2.x): the same shape as bool, for the shape checks
         kpm = kpm != 0
     with torch.enable_grad():
         return mod(query, k, v, key_padding_mask=kpm, attn_mask=attn_mask, need_weights=c.need_weights,
@@ -740,18 +758,27 @@ class Runner:
         st64, _, _, _ = step_by_step(c, torch.float64)
         enc = c.rng.choice(FORMS + [None])
         body = request_text(c, c.query, c.key, c.value, c.kpm, c.attn_mask, enc)
+        want = STAGES
+        if c.rng.random() < 0.4:  # some stages only, asked in any order
+            want = [n for n in STAGES if c.rng.random() < 0.5] or ["scores"]
+            asked = list(want)
+            c.rng.shuffle(asked)
+            body = b'{"stages": ' + json.dumps(asked).encode() + b", " + body[1:]
         st, j, raw = self.cl.json("POST", "/v1/layers/%s/trace" % name, body)
         if st != 200:
             return self.fail(c, "trace: %d %s" % (st, raw[:400]))
         names = [s["name"] for s in j["stages"]]
-        if names != STAGES:
-            return self.fail(c, "trace stages %s" % names)
+        if names != want:
+            return self.fail(c, "trace stages %s, asked %s" % (names, want))
         for s in j["stages"]:
-            ref, ref64 = st32[s["name"]], st64[s["name"]]
+            ref, axes = api_view(c, s["name"], st32[s["name"]])
+            ref64, _ = api_view(c, s["name"], st64[s["name"]])
             arr, shape, _ = dec_reply_tensor(s["tensor"], None)
             if s["shape"] != list(ref.shape) or shape != list(ref.shape):
                 return self.fail(c, "trace %s shape %s / %s, torch %s" % (s["name"], s["shape"], shape,
                                                                           list(ref.shape)))
+            if s.get("axes") != axes:
+                return self.fail(c, "trace %s axes %s, want %s" % (s["name"], s.get("axes"), axes))
             atol = ATOL
             if c.extreme == "tiny" and not c.bias and s["name"] != "attn_weights":
                 atol = ATOL * (c.scale * c.scale if s["name"] == "scores" else c.scale)

@@ -5,7 +5,7 @@ http_random.py drives a live daemon); imported from tests/torch/, needs torch (D
 
 attention_stages() is torch 1.13's order of operations (F.multi_head_attention_forward's general
 path), written out so that every intermediate can be compared with attnd's /trace stages, with one
-departure that SPEC §1 makes: a query row whose every key is masked gets weights 0 (torch: NaN).
+departure attnd makes (README.md, "Coming from torch"): a query row whose every key is masked gets weights 0 (torch: NaN).
 """
 import math
 

@@ -285,8 +285,10 @@ try {
     const canvases = await page.$$eval("[data-stage] canvas", (cs) => cs.length);
     check("each stage is drawn", canvases >= 11, `${canvases} canvases`);
 
-    const st = Object.fromEntries(traceReply.stages.map((s) => [s.name, {shape: s.shape, data: decodeTensor(s.tensor).data}]));
-    const [, H, L, S] = st.scores.shape, D = st.q_heads.shape[3];
+    const st = Object.fromEntries(traceReply.stages.map((s) => [s.name, {shape: s.shape, axes: s.axes, data: decodeTensor(s.tensor).data}]));
+    const dims = (s) => Object.fromEntries(s.axes.map((a, k) => [a, s.shape[k]])); // by axis name
+    const {H, L, S} = dims(st.scores), D = dims(st.q_heads).D;
+    check("the trace's weights are per head, as the viewer asks", st.attn_weights.axes.includes("H"), st.attn_weights.axes.join(""));
     const i = 3, j = 1;
     let bad = [];
     for (let head = 0; head < H; head++) {

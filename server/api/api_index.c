@@ -1,0 +1,69 @@
+/*
+ * api_index.c - GET /: what someone who opens the daemon's address finds. A browser (Accept:
+ * text/html) is sent to the viewer at /ui when the daemon serves one; anything else gets a small
+ * JSON index of where to go next.
+ */
+#include <stdbool.h>
+#include <string.h>
+#include <strings.h>
+
+#include "api.h"
+
+/* True when the table has a GET route with exactly this pattern. */
+static bool serves(const char *pattern)
+{
+    for (const srv_route *r = srv_routes; r->method; r++)
+        if (strcmp(r->method, "GET") == 0 && strcmp(r->pattern, pattern) == 0)
+            return true;
+    return false;
+}
+
+/* True when an Accept header asks for text/html with a quality above 0 ("text/html;q=0" refuses
+ * it). Media ranges are compared case-insensitively, their parameters skipped but q. */
+static bool wants_html(const char *accept)
+{
+    for (const char *p = accept; p && *p;) {
+        p += strspn(p, " \t,");
+        size_t n = strcspn(p, ",");
+        size_t type = strcspn(p, ";,");
+        while (type > 0 && (p[type - 1] == ' ' || p[type - 1] == '\t'))
+            type--;
+        if (type == 9 && strncasecmp(p, "text/html", 9) == 0) {
+            const char *q = p + type;
+            bool zero = false;
+            while (q < p + n && (q = memchr(q, ';', (size_t)(p + n - q)))) {
+                q++;
+                q += strspn(q, " \t");
+                if ((q[0] == 'q' || q[0] == 'Q') && q[1] == '=')
+                    zero = strspn(q + 2, "0.") == strcspn(q + 2, " \t;,");
+            }
+            if (!zero)
+                return true;
+        }
+        p += n;
+    }
+    return false;
+}
+
+int srv_api_index(void *ctx, const srv_request *req, srv_response *resp, srv_error *err)
+{
+    bool ui = serves("/ui");
+    if (ui && wants_html(srv_request_header(req, "Accept"))) {
+        resp->status = 302;
+        resp->content_type = "text/plain; charset=utf-8";
+        srv_response_header(resp, "Location", "/ui");
+        srv_buf_puts(&resp->body, "the viewer is at /ui\n");
+        return 0;
+    }
+    srv_buf_puts(&resp->body, "{\"name\":\"attnd\",\"version\":");
+    srv_buf_json_string(&resp->body, ATTND_VERSION);
+    srv_buf_puts(&resp->body,
+                 ",\"description\":\"torch.nn.MultiheadAttention over HTTP\","
+                 "\"links\":{\"layers\":\"/v1/layers\",\"openapi\":\"/openapi.yaml\","
+                 "\"v2\":\"/v2\",\"healthz\":\"/healthz\",\"readyz\":\"/readyz\","
+                 "\"metrics\":\"/metrics\"");
+    if (ui)
+        srv_buf_puts(&resp->body, ",\"ui\":\"/ui\"");
+    srv_buf_puts(&resp->body, "}}\n");
+    return 0;
+}
