@@ -145,9 +145,9 @@ void srv_options_default(srv_options *opt)
     opt->max_trace_elements = INT64_C(1) << 24;     /* 64 MiB of float32            */
     opt->max_json_depth = 32;
     /* About a minute of one core: the demo layer (E=64, H=4: head_dim 16, the engine's least
-     * efficient shape) ran at 54 GFLOP/s on one Zen 4 core at L = S = 16384 (best of repeated runs,
-     * 2026-11-25), 3.2e12 in 60 s; layers with head_dim 64 run 2-3 times faster (docs/benchmarks.md),
-     * so this takes them 20-30 s. */
+     * efficient shape) ran at 54 GFLOP/s on one Zen 4 core at L = S = 16384 (best of repeated runs
+     * on the shared build machine, 2026-11-25), 3.2e12 in 60 s; layers with head_dim 64 run at
+     * 140-187 GFLOP/s on one thread (docs/benchmarks.md), so this takes them 16-21 s. */
     opt->max_request_flops = INT64_C(3000000000000);
     opt->log_format = SRV_LOG_TEXT;
     opt->drain_timeout = 30;
