@@ -24,6 +24,7 @@
 EMBED(srv_ui_app_js, "app.js");
 EMBED(srv_ui_attnd_js, "attnd.js");
 EMBED(srv_ui_colormap_js, "colormap.js");
+EMBED(srv_ui_deepzoom_js, "deepzoom.js");
 EMBED(srv_ui_dom_js, "dom.js");
 EMBED(srv_ui_export_js, "export.js");
 EMBED(srv_ui_format_js, "format.js");
@@ -53,6 +54,7 @@ const srv_ui_asset srv_ui_assets[] = {
     ASSET(srv_ui_app_js, "app.js", JS),
     ASSET(srv_ui_attnd_js, "attnd.js", JS),
     ASSET(srv_ui_colormap_js, "colormap.js", JS),
+    ASSET(srv_ui_deepzoom_js, "deepzoom.js", JS),
     ASSET(srv_ui_dom_js, "dom.js", JS),
     ASSET(srv_ui_export_js, "export.js", JS),
     ASSET(srv_ui_format_js, "format.js", JS),
