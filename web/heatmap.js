@@ -108,7 +108,7 @@ export function mapView({rows, cols, maxPx = 220, maxCell = 28, describe, activa
     const [r, c] = cur || [0, 0];
     const step = ev.shiftKey ? 10 : 1;
     const moves = {ArrowUp: [-step, 0], ArrowDown: [step, 0], ArrowLeft: [0, -step], ArrowRight: [0, step]};
-    if (moves[ev.key]) {
+    if (moves[ev.key] && !ev.altKey) { // Alt+arrows are left to the map's owner (moving a zoomed window)
       ev.preventDefault();
       const [dr, dc] = moves[ev.key];
       setCursor(Math.min(rows - 1, Math.max(0, r + dr)), Math.min(cols - 1, Math.max(0, c + dc)));

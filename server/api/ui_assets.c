@@ -40,7 +40,9 @@ EMBED(srv_ui_view_heads_js, "view_heads.js");
 EMBED(srv_ui_view_lines_js, "view_lines.js");
 EMBED(srv_ui_view_neuron_js, "view_neuron.js");
 EMBED(srv_ui_view_params_js, "view_params.js");
+EMBED(srv_ui_view_topk_js, "view_topk.js");
 EMBED(srv_ui_view_trace_js, "view_trace.js");
+EMBED(srv_ui_view_zoom_js, "view_zoom.js");
 
 #define ASSET(sym, file, type)                                                                     \
     {                                                                                              \
@@ -70,7 +72,9 @@ const srv_ui_asset srv_ui_assets[] = {
     ASSET(srv_ui_view_lines_js, "view_lines.js", JS),
     ASSET(srv_ui_view_neuron_js, "view_neuron.js", JS),
     ASSET(srv_ui_view_params_js, "view_params.js", JS),
+    ASSET(srv_ui_view_topk_js, "view_topk.js", JS),
     ASSET(srv_ui_view_trace_js, "view_trace.js", JS),
+    ASSET(srv_ui_view_zoom_js, "view_zoom.js", JS),
     {NULL, NULL, NULL, NULL},
 };
 
