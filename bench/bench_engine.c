@@ -1,13 +1,27 @@
 /*
  * bench_engine.c - times the engine's forward pass on the issue's shapes (self-attention)
- * with and without per-head weights, on 1 and 2 threads, next to a square sgemm
- * measured in the same run (the machine is shared: only same-run ratios mean much) and, when given,
- * torch's times.
+ * with and without per-head weights, on 1 and 2 threads, next to a square sgemm and the CPU's FMA
+ * peak measured in the same run (the machine is shared: only same-run ratios mean much) and, when
+ * given, torch's times.
  *
- *   build/bench/bench_engine [--shapes S,M,L,XL,Lseq8,Mseq64] [--threads 1,2] [--min-time SEC]
+ *   build/bench/bench_engine [--shapes S,M,L,XL,...] [--threads 1,2] [--min-time SEC]
  *                            [--torch FILE] [--layout bf|sf]
  *   build/bench/bench_engine --core      (prints OpenBLAS's core name and exits; bench/run.sh uses it)
  *   build/bench/bench_engine --serve     (the engine as a contender of bench/compare.py: see serve())
+ *
+ * The attention of today's models (issue 13), next to the plain rows they are measured against:
+ * L-rope, L-alibi (L with RoPE / ALiBi: the cost of the extension alone), L-causal and L-cwin
+ * (is_causal, then with a window of 512 = L that masks nothing more: the window's bookkeeping
+ * alone); the same for XL (XL-cwin: window 2048), and XL-w128 (causal, window 128: the keys the
+ * window masks are skipped). XLa-causal and XLa-w128 are XL's attention alone: E=16 with H=16
+ * heads of head_dim 64, so the projections are ~1% of the work and the window's skipping shows
+ * undiluted. Llama (E=4096, H=32, num_kv_heads=8, head_dim=128, RoPE, causal,
+ * N=1, L=S=2048) and Mistral (the same with window=512); Llama-mha (num_kv_heads=32, not run by
+ * default) shows a GQA layer against its MHA twin. A row with a base (L-rope: L, Mistral: Llama,
+ * ...) times the base's pass without weights in the same rounds, and "cpu vs base" is the median
+ * over rounds of its CPU time (every thread's) over the base's: on a shared machine wall time swings
+ * with the neighbours' load, while the engine's idle threads sleep, so CPU time is its work. Per-head
+ * weights are timed only where they fit in 300 MB.
  *
  * S, M, L, XL are batch_first; Lseq8 is the L request's [8,512,768] query sent to a layer with
  * torch's default batch_first=false: L=8, N=512 (512·12 heads of 8x8 attention, the time in the
@@ -19,13 +33,17 @@
  * AVX-512: OPENBLAS_CORETYPE can pin a core older than the CPU, which slows every GEMM.
  *
  * FILE holds lines "shape mode threads ms" (bench/torch_time.py writes them); mode is nw0
- * (need_weights off) or nw1 (per-head weights). GFLOP/s use 8NLE² + 4NLSE.
+ * (need_weights off) or nw1 (per-head weights). GFLOP/s and %peak count the work done: the
+ * projections (mha_flops) and 4·hd per (query, key) pair the masks of is_causal and the window
+ * allow (8NLE² + 4NLSE for the plain rows); %peak is that work per CPU-second of the pass's threads
+ * over one thread's FMA peak (16 independent FMA chains, AVX-512 where the CPU has it, per
+ * CPU-second of its own), so that neighbours on a shared machine do not move it.
  *
  * The attention core's own time (--serve) is taken without a hook in lib/: this program is linked
  * with -Wl,--wrap=mha_pool_run,--wrap=mha_pool_run_limit (Makefile), so each parallel phase
  * mha_forward starts passes through the wrappers below, which time it. A pass runs the
- * in-projection first and the out-projection last; every phase between them (key packing, the
- * attention) is the core.
+ * in-projection first and the out-projection last; every phase between them (key packing, RoPE,
+ * the attention) is the core.
  */
 #include "mha.h"
 
@@ -39,17 +57,184 @@
 
 #include <sys/mman.h>
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define HAVE_X86 1
+#endif
+
 typedef struct shape {
     const char *name;
     int64_t N, L, E, H;
     bool batch_first; /* the layer's setting (inputs [N,L,E], else [L,N,E]) */
+    /* issue 13: head_dim (0: E/H), num_kv_heads (0: H), rope theta (0: none), alibi, window (0:
+     * none), is_causal; by_default: in the default list */
+    int64_t hd, Hkv;
+    double rope;
+    bool alibi;
+    int64_t window;
+    bool causal, by_default;
+    const char *base; /* NULL, or the row this one is timed against in the same rounds */
 } shape;
 
 static const shape shapes[] = {
-    {"S", 1, 32, 64, 4, true},           {"M", 1, 128, 512, 8, true},
-    {"L", 8, 512, 768, 12, true},        {"XL", 1, 2048, 1024, 16, true},
-    {"Lseq8", 512, 8, 768, 12, false},   {"Mseq64", 64, 64, 768, 12, false},
+    {"S", 1, 32, 64, 4, true, .by_default = true},
+    {"M", 1, 128, 512, 8, true, .by_default = true},
+    {"L", 8, 512, 768, 12, true, .by_default = true},
+    {"XL", 1, 2048, 1024, 16, true, .by_default = true},
+    {"Lseq8", 512, 8, 768, 12, false, .by_default = true},
+    {"Mseq64", 64, 64, 768, 12, false, .by_default = true},
+    {"L-rope", 8, 512, 768, 12, true, .rope = 10000, .by_default = true, .base = "L"},
+    {"L-alibi", 8, 512, 768, 12, true, .alibi = true, .by_default = true, .base = "L"},
+    {"L-causal", 8, 512, 768, 12, true, .causal = true, .by_default = true, .base = "L"},
+    {"L-cwin", 8, 512, 768, 12, true, .causal = true, .window = 512, .by_default = true,
+     .base = "L-causal"},
+    {"XL-rope", 1, 2048, 1024, 16, true, .rope = 10000, .by_default = true, .base = "XL"},
+    {"XL-alibi", 1, 2048, 1024, 16, true, .alibi = true, .by_default = true, .base = "XL"},
+    {"XL-causal", 1, 2048, 1024, 16, true, .causal = true, .by_default = true, .base = "XL"},
+    {"XL-cwin", 1, 2048, 1024, 16, true, .causal = true, .window = 2048, .by_default = true,
+     .base = "XL-causal"},
+    {"XL-w128", 1, 2048, 1024, 16, true, .causal = true, .window = 128, .by_default = true,
+     .base = "XL-causal"},
+    {"XLa-causal", 1, 2048, 16, 16, true, .hd = 64, .causal = true, .by_default = true},
+    {"XLa-w128", 1, 2048, 16, 16, true, .hd = 64, .causal = true, .window = 128,
+     .by_default = true, .base = "XLa-causal"},
+    {"Llama", 1, 2048, 4096, 32, true, .hd = 128, .Hkv = 8, .rope = 10000, .causal = true,
+     .by_default = true},
+    {"Mistral", 1, 2048, 4096, 32, true, .hd = 128, .Hkv = 8, .rope = 10000, .causal = true,
+     .window = 512, .by_default = true, .base = "Llama"},
+    {"Llama-mha", 1, 2048, 4096, 32, true, .hd = 128, .Hkv = 32, .rope = 10000, .causal = true,
+     .base = "Llama"},
 };
+
+static const shape *shape_named(const char *name)
+{
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        if (!strcmp(shapes[s].name, name))
+            return &shapes[s];
+    return NULL;
+}
+
+static void config_of(mha_config *cfg, const shape *sh, bool bf)
+{
+    mha_config_init(cfg, sh->E, sh->H);
+    cfg->batch_first = bf;
+    cfg->head_dim = sh->hd;
+    cfg->num_kv_heads = sh->Hkv;
+    cfg->rope = sh->rope > 0;
+    cfg->rope_theta = sh->rope;
+    cfg->alibi = sh->alibi;
+    cfg->window = sh->window;
+}
+
+/* (query, key) pairs of one batch the rules allow (default positions: query i, key j). */
+static double allowed_pairs(const shape *sh)
+{
+    if (!sh->causal && !sh->window)
+        return (double)sh->L * (double)sh->L;
+    double pairs = 0;
+    for (int64_t i = 0; i < sh->L; i++) {
+        int64_t lo = sh->window ? i - sh->window + 1 : 0;
+        int64_t hi = sh->causal ? i : sh->window ? i + sh->window - 1 : sh->L - 1;
+        lo = lo < 0 ? 0 : lo;
+        hi = hi > sh->L - 1 ? sh->L - 1 : hi;
+        pairs += (double)(hi - lo + 1);
+    }
+    return pairs;
+}
+
+/* FLOPs of the work a pass does: projections, and 4·hd per allowed (query, key) pair. */
+static double work_flops(const mha_config *cfg, const shape *sh)
+{
+    const double hd = (double)mha_config_head_dim(cfg), H = (double)cfg->num_heads;
+    const double dense = 4.0 * (double)sh->N * (double)sh->L * (double)sh->L * hd * H;
+    return mha_flops(cfg, sh->N, sh->L, sh->L) - dense +
+           4.0 * (double)sh->N * allowed_pairs(sh) * hd * H;
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* FMA peak: 16 independent chains of vector FMAs per thread, in registers */
+
+#ifdef HAVE_X86
+__attribute__((target("avx512f"))) static double fma_loop_avx512(int64_t iters)
+{
+    __m512 acc[16];
+    const __m512 a = _mm512_set1_ps(0.999f), b = _mm512_set1_ps(1e-7f);
+    for (int i = 0; i < 16; i++)
+        acc[i] = _mm512_set1_ps((float)i);
+    for (int64_t n = 0; n < iters; n++)
+#pragma GCC unroll 16
+        for (int i = 0; i < 16; i++)
+            acc[i] = _mm512_fmadd_ps(acc[i], a, b);
+    __m512 s = acc[0];
+    for (int i = 1; i < 16; i++)
+        s = _mm512_add_ps(s, acc[i]);
+    return 16.0 * 16.0 * 2.0 * (double)iters + 0.0 * _mm512_reduce_add_ps(s); /* FLOPs */
+}
+
+__attribute__((target("avx2,fma"))) static double fma_loop_avx2(int64_t iters)
+{
+    __m256 acc[16];
+    const __m256 a = _mm256_set1_ps(0.999f), b = _mm256_set1_ps(1e-7f);
+    for (int i = 0; i < 16; i++)
+        acc[i] = _mm256_set1_ps((float)i);
+    for (int64_t n = 0; n < iters; n++)
+#pragma GCC unroll 16
+        for (int i = 0; i < 16; i++)
+            acc[i] = _mm256_fmadd_ps(acc[i], a, b);
+    float out[8];
+    __m256 s = acc[0];
+    for (int i = 1; i < 16; i++)
+        s = _mm256_add_ps(s, acc[i]);
+    _mm256_storeu_ps(out, s);
+    return 16.0 * 8.0 * 2.0 * (double)iters + 0.0 * out[0];
+}
+#endif
+
+typedef struct peak_arg {
+    double flops, seconds;
+} peak_arg;
+
+/* CPU seconds of the calling thread. */
+static double thread_cpu_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void *peak_thread(void *p)
+{
+    peak_arg *a = p;
+    const int64_t iters = 4 << 20;
+    double t0 = thread_cpu_now();
+#ifdef HAVE_X86
+    if (__builtin_cpu_supports("avx512f"))
+        a->flops = fma_loop_avx512(iters);
+    else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        a->flops = fma_loop_avx2(iters);
+    else
+        a->flops = 0;
+#else
+    a->flops = 0;
+#endif
+    a->seconds = thread_cpu_now() - t0;
+    return NULL;
+}
+
+/* FMA GFLOP/s of one thread per CPU-second it runs (its own CPU time: neighbours on a shared
+ * machine take turns on the core, not FLOPs from a second it runs): the best of a few tries, 0
+ * when unknown. A pass's %peak is its work per CPU-second of all its threads against this. */
+static double fma_peak_gflops(void)
+{
+    double best = 0;
+    for (int rep = 0; rep < 5; rep++) {
+        peak_arg a = {0, 0};
+        peak_thread(&a);
+        double g = a.seconds > 0 ? a.flops / a.seconds / 1e9 : 0;
+        best = g > best ? g : best;
+    }
+    return best;
+}
 
 static double now(void)
 {
@@ -64,13 +249,29 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* Seconds of one call of fn(ctx), from k back-to-back calls (k chosen so a sample lasts ~2 ms). */
-static double sample(void (*fn)(void *), void *ctx, int k)
+/* CPU seconds the process has used, every thread counted. */
+static double cpu_now(void)
 {
-    double t0 = now();
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Seconds of one call of fn(ctx), from k back-to-back calls (k chosen so a sample lasts ~2 ms);
+ * *cpu (may be NULL) gets the CPU seconds of one call. */
+static double sample_cpu(void (*fn)(void *), void *ctx, int k, double *cpu)
+{
+    double t0 = now(), c0 = cpu_now();
     for (int i = 0; i < k; i++)
         fn(ctx);
+    if (cpu)
+        *cpu = (cpu_now() - c0) / k;
     return (now() - t0) / k;
+}
+
+static double sample(void (*fn)(void *), void *ctx, int k)
+{
+    return sample_cpu(fn, ctx, k, NULL);
 }
 
 static int calls_per_sample(void (*fn)(void *), void *ctx)
@@ -528,7 +729,7 @@ static int serve(void)
 
 int main(int argc, char **argv)
 {
-    const char *shape_list = "S,M,L,XL,Lseq8,Mseq64", *thread_list = "1,2", *torch_file = NULL;
+    const char *shape_list = NULL, *thread_list = "1,2", *torch_file = NULL;
     int layout = -1; /* -1: each shape's own; 1 batch-first; 0 sequence-first */
     double min_time = 0.8;
     for (int i = 1; i < argc; i++) {
@@ -554,98 +755,144 @@ int main(int argc, char **argv)
         else {
             fprintf(
                 stderr,
-                "usage: %s [--shapes S,M,L,XL,Lseq8,Mseq64] [--threads 1,2] [--min-time SEC] "
+                "usage: %s [--shapes S,M,L,XL,Lseq8,Mseq64,...] [--threads 1,2] [--min-time SEC] "
                 "[--torch FILE] [--layout bf|sf] | --core | --serve\n",
                 argv[0]);
             return 2;
         }
     }
+    char default_list[512] = "";
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        if (shapes[s].by_default) {
+            strcat(default_list, default_list[0] ? "," : "");
+            strcat(default_list, shapes[s].name);
+        }
+    }
+    if (!shape_list)
+        shape_list = default_list;
 
     mha_blas_set_threads(1); /* the engine (and the anchor) parallelise themselves */
     sgemm_ctx sg = {1024, 1, random_array(1024 * 1024, 1), random_array(1024 * 1024, 2),
                     random_array(1024 * 1024, 3)};
     char blas[256];
     printf("BLAS: %s\n", mha_blas_describe(blas, sizeof blas));
+    const double peak = fma_peak_gflops();
+    printf("FMA peak measured: %.1f GFLOP/s per thread (per CPU-second; %.0f for 2)\n", peak,
+           2 * peak);
     printf(
         "Each cell: median over rounds that interleave a 1024^2 sgemm (the anchor, same threads),\n"
         "the pass without weights and the pass with per-head weights.\n\n");
-    printf("%-6s %2s %2s %-4s %9s %8s %7s %9s %7s %8s\n", "shp", "lo", "t", "mode", "ms", "GFLOP/s",
-           "%sgemm", "torch ms", "x torch", "w cost");
+    printf("%-10s %2s %2s %-4s %9s %8s %7s %6s %9s %7s %8s  %s\n", "shp", "lo", "t", "mode", "ms",
+           "GFLOP/s", "%sgemm", "%peak", "torch ms", "x torch", "w cost", "cpu vs base (base ms)");
 
     /* Long-lived pools, as a server holds them (a pool also keeps scratch between passes). */
     mha_pool *pool1 = mha_pool_create(1, NULL), *pool2 = mha_pool_create(2, NULL);
     enum { max_rounds = 400 };
-    static double t_anchor[max_rounds], t_mode[2][max_rounds];
+    static double t_anchor[max_rounds], t_mode[3][max_rounds], c_mode[3][max_rounds],
+        ratio[max_rounds];
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         const shape *sh = &shapes[s];
         if (!in_list(shape_list, sh->name))
             continue;
-        mha_config cfg;
-        mha_config_init(&cfg, sh->E, sh->H);
+        const shape *base = sh->base ? shape_named(sh->base) : NULL;
         const bool bf = layout < 0 ? sh->batch_first : layout == 1;
-        cfg.batch_first = bf;
+        mha_config cfg, cfg_base;
+        config_of(&cfg, sh, bf);
+        const double flops = work_flops(&cfg, sh);
+        /* per-head weights only where they fit in 300 MB */
+        const int modes = (double)sh->N * sh->H * sh->L * sh->L * 4 <= 300e6 ? 2 : 1;
         mha_error err;
-        mha_layer *layer = mha_layer_create(&cfg, NULL, &err);
+        mha_layer *layer = mha_layer_create(&cfg, NULL, &err), *layer_base = NULL;
         mha_layer_init(layer, "xavier_uniform", 0, &err);
+        if (base) {
+            config_of(&cfg_base, base, bf);
+            layer_base = mha_layer_create(&cfg_base, NULL, &err);
+            mha_layer_init(layer_base, "xavier_uniform", 0, &err);
+        }
         float *x = random_array(sh->N * sh->L * sh->E, 7);
         for (int t = 1; t <= 2; t++) {
             char tn[4];
             snprintf(tn, sizeof tn, "%d", t);
             if (!in_list(thread_list, tn))
                 continue;
-            fwd_ctx f[2];
-            int k[2];
-            for (int mode = 0; mode < 2; mode++) {
-                f[mode] = (fwd_ctx){.layer = layer, .pool = t == 2 ? pool2 : pool1};
+            fwd_ctx f[3]; /* without weights, with per-head weights, the base without */
+            int k[3];
+            const int passes = base ? 3 : modes;
+            for (int mode = 0; mode < passes; mode++) {
+                if (mode == 1 && modes < 2)
+                    continue;
+                const shape *ps = mode == 2 ? base : sh;
+                f[mode] = (fwd_ctx){.layer = mode == 2 ? layer_base : layer,
+                                    .pool = t == 2 ? pool2 : pool1};
                 f[mode].in.query = bf ? (mha_tensor){x, 3, {sh->N, sh->L, sh->E}}
                                       : (mha_tensor){x, 3, {sh->L, sh->N, sh->E}};
                 f[mode].in.need_weights = mode == 1;
                 f[mode].in.average_attn_weights = false;
-                if (mha_plan_forward(layer, &f[mode].in, NULL, &f[mode].plan, &err) != MHA_OK) {
+                f[mode].in.is_causal = ps->causal;
+                if (mha_plan_forward(f[mode].layer, &f[mode].in, NULL, &f[mode].plan, &err) !=
+                    MHA_OK) {
                     fprintf(stderr, "plan failed: %s\n", err.message);
                     return 1;
                 }
                 /* 64-byte aligned, as the daemon allocates them (streaming stores need it) */
                 f[mode].out = zeroed_floats(f[mode].plan.out_count);
-                f[mode].weights = mode ? zeroed_floats(f[mode].plan.weights_count) : NULL;
+                f[mode].weights = mode == 1 ? zeroed_floats(f[mode].plan.weights_count) : NULL;
                 k[mode] = calls_per_sample(forward_once, &f[mode]);
             }
+            if (base) /* the same number of calls per sample, so their ratio is like for like */
+                k[0] = k[2] = k[0] < k[2] ? k[0] : k[2];
             sg.threads = t;
             sgemm_once(&sg);
             int rounds = 0;
             double start = now();
             while (rounds < max_rounds && (rounds < 5 || now() - start < min_time)) {
                 t_anchor[rounds] = sample(sgemm_once, &sg, 1);
-                for (int mode = 0; mode < 2; mode++)
-                    t_mode[mode][rounds] = sample(forward_once, &f[mode], k[mode]);
+                for (int mode = 0; mode < passes; mode++)
+                    if (mode != 1 || modes == 2)
+                        t_mode[mode][rounds] =
+                            sample_cpu(forward_once, &f[mode], k[mode], &c_mode[mode][rounds]);
+                if (base)
+                    ratio[rounds] = c_mode[0][rounds] / c_mode[2][rounds];
                 rounds++;
             }
             double anchor_gf = 2.0 * 1024 * 1024 * 1024 / median(t_anchor, rounds) / 1e9;
             double ms[2];
-            for (int mode = 0; mode < 2; mode++) {
+            for (int mode = 0; mode < modes; mode++) {
                 ms[mode] = median(t_mode[mode], rounds) * 1e3;
-                double gf = f[mode].plan.flops / ms[mode] / 1e6;
+                double gf = flops / ms[mode] / 1e6;
+                /* work per CPU-second of the pass's threads, against one thread's peak */
+                double cpu_gf = flops / median(c_mode[mode], rounds) / 1e9;
                 const char *mname = mode ? "nw1" : "nw0";
                 double tms = torch_ms(torch_file, sh->name, mname, t);
-                char tcol[16] = "-", rcol[16] = "-", wcol[16] = "";
+                char tcol[16] = "-", rcol[16] = "-", wcol[16] = "", bcol[48] = "";
                 if (!isnan(tms)) {
                     snprintf(tcol, sizeof tcol, "%.3f", tms);
                     snprintf(rcol, sizeof rcol, "%.2f", tms / ms[mode]);
                 }
                 if (mode == 1)
                     snprintf(wcol, sizeof wcol, "%+.0f%%", (ms[1] / ms[0] - 1) * 100);
-                printf("%-6s %2s %2d %-4s %9.3f %8.1f %6.0f%% %9s %7s %8s\n", sh->name,
-                       bf ? "bf" : "sf", t, mname, ms[mode], gf, 100 * gf / anchor_gf, tcol, rcol,
-                       wcol);
+                if (mode == 0 && base)
+                    snprintf(bcol, sizeof bcol, "%+.1f%% vs %s (%.3f)",
+                             (median(ratio, rounds) - 1) * 100, base->name,
+                             median(t_mode[2], rounds) * 1e3);
+
+                printf("%-10s %2s %2d %-4s %9.3f %8.1f %6.0f%% %5.0f%% %9s %7s %8s  %s\n",
+                       sh->name, bf ? "bf" : "sf", t, mname, ms[mode], gf, 100 * gf / anchor_gf,
+                       peak > 0 ? 100 * cpu_gf / peak : 0.0, tcol, rcol, wcol, bcol);
+            }
+            for (int mode = 0; mode < passes; mode++) {
+                if (mode == 1 && modes < 2)
+                    continue;
                 free(f[mode].out);
                 free(f[mode].weights);
             }
-            printf("%-6s %2s %2d %-4s %9s %8.1f  (%d rounds)\n", sh->name, bf ? "bf" : "sf", t,
+            printf("%-10s %2s %2d %-4s %9s %8.1f  (%d rounds)\n", sh->name, bf ? "bf" : "sf", t,
                    "sgemm", "", anchor_gf, rounds);
             fflush(stdout);
         }
         free(x);
         mha_layer_free(layer);
+        mha_layer_free(layer_base);
     }
     mha_pool_free(pool1);
     mha_pool_free(pool2);
@@ -655,6 +902,10 @@ int main(int argc, char **argv)
     printf(
         "\nlo = layout (bf batch_first [N,L,E], sf sequence-first [L,N,E]);\n"
         "nw0 = need_weights off, nw1 = per-head weights [N,H,L,S]; x torch = torch ms / ours;\n"
-        "w cost = nw1 over nw0 at the same thread count.\n");
+        "w cost = nw1 over nw0 at the same thread count; GFLOP/s and %%peak count the work done\n"
+        "(masked keys of is_causal and window not counted); %%peak = the work per CPU-second of\n"
+        "the pass's threads over one thread's FMA peak above (load on a shared machine aside);\n"
+        "cpu vs base = median over rounds of this row's nw0 CPU time (all threads) over its base\n"
+        "row's, run alternately: idle threads sleep, so CPU time is the work, whatever else runs.\n");
     return 0;
 }

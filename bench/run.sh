@@ -7,7 +7,10 @@
 #   2. build/bench/bench_engine on the sequence-first shapes Lseq8 and Mseq64, with torch's times on
 #      the same shapes measured in the same run when /usr/bin/python3 has torch (arguments of this
 #      script go to bench_engine, e.g. --shapes S,M --threads 1);
-#   3. any other bench/run_*.sh scripts (HTTP, codec, /v2).
+#   3. build/bench/bench_engine on the attention of today's models (grouped-query attention, RoPE,
+#      ALiBi, sliding windows, Llama- and Mistral-sized layers), each row next to its plain pass,
+#      on 2 threads (VARIANT_SHAPES overrides the rows);
+#   4. any other bench/run_*.sh scripts (HTTP, codec, /v2).
 # scripts/bench_deps.sh (run by the Makefile first) installs the peers when they are missing.
 #
 # OpenBLAS kernels: when OPENBLAS_CORETYPE is set and pins a core other than the one OpenBLAS
@@ -46,6 +49,10 @@ if [ -n "${OPENBLAS_CORETYPE:-}" ]; then
         env -u OPENBLAS_CORETYPE "$BUILD/bench/bench_engine" --shapes L,XL
     fi
 fi
+echo
+echo "== the attention of today's models: GQA, RoPE, ALiBi, windows (bench/bench_engine.c)"
+"$BUILD/bench/bench_engine" --threads 2 --shapes \
+    "${VARIANT_SHAPES:-L-rope,L-alibi,L-causal,L-cwin,XL-rope,XL-alibi,XL-causal,XL-cwin,XL-w128,XLa-causal,XLa-w128,Llama,Mistral}"
 for extra in bench/run_*.sh; do
     [ -x "$extra" ] && "$extra"
 done

@@ -1,9 +1,10 @@
 /*
- * fuzz_mha_plan.c - mha_plan_forward with fuzzed configs, shapes, masks and limits; small passes
- * run mha_forward too.
+ * fuzz_mha_plan.c - mha_plan_forward with fuzzed configs, shapes, masks, positions and limits;
+ * small passes run mha_forward too.
  *
  * The input is read as a stream of bytes (zeros once it runs out): a config (E <= 64, H <= 8,
- * kdim/vdim, flags), limits (max_elements <= 2^16 so that every buffer the plan may read can be
+ * kdim/vdim, flags; head_dim, num_kv_heads, rope theta, alibi and window from a further byte, with
+ * hostile values among them), limits (max_elements <= 2^16 so that every buffer the plan may read can be
  * allocated here at its declared size), batch/sequence sizes, then the rank and dimensions of each
  * input; each dimension is either the consistent one or, when its byte's top bit is set, one from a
  * table of hostile values (0, -1, 2^31, 2^40, INT64_MAX, ...). Buffers have exactly the declared
@@ -105,6 +106,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     cfg.add_zero_attn = f & 16;
     cfg.batch_first = !(f & 32);
     bool batched = !(f & 64);
+    static const double thetas[8] = {10000, 500000, 1, 1e-3, 0, -1, INFINITY, NAN};
+    static const int64_t windows[8] = {1, 2, 3, 7, 0, -1, INT64_C(1) << 40, INT64_MAX};
+    unsigned x = byte(&r);
+    if (x & 1)
+        cfg.head_dim = x & 2 ? hostile[byte(&r) & 15] : byte(&r) % 17;
+    if (x & 4)
+        cfg.num_kv_heads = x & 8 ? hostile[byte(&r) & 15] : byte(&r) % 9;
+    if (x & 16) {
+        cfg.rope = true;
+        cfg.rope_theta = thetas[byte(&r) & 7];
+    }
+    cfg.alibi = x & 32;
+    if (x & 64)
+        cfg.window = windows[byte(&r) & 7];
 
     mha_limits lim;
     mha_limits_default(&lim);
@@ -195,6 +210,28 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         m->data = mbuf[1];
     }
 
+    /* positions: the consistent shape or a hostile one; values from the stream, out of range
+     * (negative, past 2^24) now and then */
+    int64_t *pbuf[2] = {0};
+    for (int k = 0; k < 2; k++) {
+        if (!(h & (16 << k)))
+            continue;
+        mha_positions *p = k ? &in.key_positions : &in.positions;
+        const int64_t len = k ? S0 : L;
+        p->ndim = byte(&r) & 1 ? 2 : 1;
+        if (p->ndim == 2)
+            p->shape[0] = dim(&r, Nq);
+        p->shape[p->ndim - 1] = dim(&r, len);
+        int64_t n = product(p->ndim, p->shape);
+        n = n <= 0 ? 1 : n;
+        pbuf[k] = malloc((size_t)n * sizeof(int64_t));
+        for (int64_t i = 0; i < n; i++) {
+            unsigned b = byte(&r);
+            pbuf[k][i] = b == 0xFF ? -1 : b == 0xFE ? MHA_MAX_POSITION : b == 0xFD ? INT64_MAX : b;
+        }
+        p->data = pbuf[k];
+    }
+
     mha_plan plan;
     mha_status st = mha_plan_forward(layer, &in, &lim, &plan, &err);
     if (st == MHA_OK) {
@@ -271,6 +308,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         free(buf[i]);
     free(mbuf[0]);
     free(mbuf[1]);
+    free(pbuf[0]);
+    free(pbuf[1]);
     mha_layer_free(layer);
     return 0;
 }

@@ -6,7 +6,8 @@
  * otherwise passed as the header's decimal text, so lengths past the body are tried too), then the
  * body. An accepted request must be consistent: query present, every present input's count =
  * product of its shape <= max_elements, data there when count > 0, floats finite (-inf only in
- * FP32 masks), bools 0/1, outputs distinct; and a response written for it (with made-up results
+ * FP32 masks), bools 0/1, positions whole numbers in [0, 2^24) of the declared shape, outputs
+ * distinct; and a response written for it (with made-up results
  * of the right sizes) must be valid JSON up to json_len.
  */
 #include <jansson.h>
@@ -68,6 +69,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (c != in->count || c > MAX_EL)
             FAIL("%s: count %lld, product %lld", srv_v2_input_name(i), (long long)in->count,
                  (long long)c);
+        if (i == SRV_V2_IN_POSITIONS || i == SRV_V2_IN_KEY_POSITIONS) {
+            if (in->pos.count != c || (in->ndim != 1 && in->ndim != 2) || !in->pos.data)
+                FAIL("%s: %lld positions of rank %d for %lld", srv_v2_input_name(i),
+                     (long long)in->pos.count, in->ndim, (long long)c);
+            for (int64_t k = 0; k < c; k++)
+                if (in->pos.data[k] < 0 || in->pos.data[k] >= MHA_MAX_POSITION)
+                    FAIL("%s[%lld] = %lld", srv_v2_input_name(i), (long long)k,
+                         (long long)in->pos.data[k]);
+            continue;
+        }
         if (c > 0 && !in->data)
             FAIL("%s: no data", srv_v2_input_name(i));
         bool mask = i == SRV_V2_IN_KEY_PADDING_MASK || i == SRV_V2_IN_ATTN_MASK;

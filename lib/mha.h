@@ -9,8 +9,10 @@
  * Shape legend (outermost dimension first), used in every comment of this library:
  *   N   batch size                      L   query length (target)
  *   S0  key length as given             S   keys attended: S0 + add_bias_kv + add_zero_attn
- *   E   embed_dim                       H   num_heads
- *   hd  head_dim = E / H                Kd  kdim, Vd vdim (feature sizes of key and value)
+ *   E   embed_dim                       H   num_heads (query heads)
+ *   hd  head_dim (default E / H)        Hkv num_kv_heads (default H; divides H)
+ *   Dq  H·hd (q and concat width)       Dkv Hkv·hd (k and v width)
+ *   Kd  kdim, Vd vdim (feature sizes of key and value)
  * Batched tensors are [N,L,E] when batch_first (attnd's default), [L,N,E] otherwise ("!!" below marks
  * the places where this matters); unbatched tensors are [L,E] and behave as N = 1.
  *
@@ -73,29 +75,59 @@ void mha_limits_default(mha_limits *limits);
 
 typedef struct mha_config {
     int64_t embed_dim;   /* E, required, > 0                                           */
-    int64_t num_heads;   /* H, required, > 0, divides E                                */
+    int64_t num_heads;   /* H, required, > 0; divides E unless head_dim is given       */
     int64_t kdim;        /* Kd; 0 means E                                              */
     int64_t vdim;        /* Vd; 0 means E                                              */
-    bool bias;           /* in_proj_bias [3E] and out_proj.bias [E]; default true      */
-    bool add_bias_kv;    /* bias_k, bias_v [1,1,E] appended to keys/values; false      */
+    bool bias;           /* in_proj_bias [Dq+2Dkv] and out_proj.bias [E]; default true */
+    bool add_bias_kv;    /* bias_k, bias_v [1,1,Dkv] appended to keys/values; false    */
     bool add_zero_attn;  /* a zero key/value appended after the head split; false      */
     bool batch_first;    /* [N,L,E] when true (default), [L,N,E] when false            */
     double dropout;      /* accepted for compatibility, never applied (eval mode); 0.0 */
+    /* Beyond torch (docs/api.md, "The attention of today's models"); zeros are torch's behaviour. */
+    int64_t head_dim;     /* hd; 0 means E/H (then H must divide E)                    */
+    int64_t num_kv_heads; /* Hkv; 0 means H. Must divide H: query head h uses kv head
+                           * h·Hkv/H (rounded down), HF's repeat_kv. 1 = multi-query    */
+    bool rope;            /* rotary embedding of q and k after the in-projection (HF
+                           * Llama's half-split rotate_half); needs an even hd          */
+    double rope_theta;    /* its base, > 0 and finite (Llama: 10000); read when rope   */
+    bool alibi;           /* ALiBi: -m_h·(p_i - p_j) added to the scaled scores, m_h
+                           * BLOOM's slopes (mha_alibi_slope)                           */
+    int64_t window;       /* W >= 1: key j allowed for query i iff |p_i - p_j| < W (and
+                           * p_j <= p_i with is_causal: Mistral's i-W < j <= i); 0 none */
+    bool is_causal;       /* the default of a request's is_causal. The engine reads only
+                           * mha_inputs.is_causal: callers resolve it from this          */
 } mha_config;
 
-/* Fills cfg with the defaults above for the given E and H (kdim = vdim = 0, i.e. E). */
+/* Positions (p_i of a query, p_j of a key: RoPE angles, ALiBi distances, causal and window
+ * tests) are integers in [0, MHA_MAX_POSITION): float32 holds every one exactly, as HF turns
+ * position_ids into float32 before the rotation. */
+#define MHA_MAX_POSITION ((int64_t)1 << 24)
+
+/* Fills cfg with the defaults above for the given E and H (kdim = vdim = 0, i.e. E; every
+ * extension off). */
 void mha_config_init(mha_config *cfg, int64_t embed_dim, int64_t num_heads);
 
 /* Checks cfg against the rules and limits (limits may be NULL = defaults). MHA_ERR_CONFIG when a rule
- * is broken, MHA_ERR_LIMIT when a size is past the limits; err->field names the offending field. */
+ * is broken, MHA_ERR_LIMIT when a size is past the limits; err->field names the offending field
+ * ("num_kv_heads", "head_dim", "rope.theta", "window", ...). */
 mha_status mha_config_check(const mha_config *cfg, const mha_limits *limits, mha_error *err);
 
-/* True when the layer keeps the packed in_proj_weight [3E,E], i.e. kdim == vdim == E. */
+/* True when the layer keeps the packed in_proj_weight [Dq+2Dkv,E], i.e. kdim == vdim == E. */
 bool mha_config_packed(const mha_config *cfg);
 
+/* The resolved head_dim (E/H when 0) and num_kv_heads (H when 0) of a config. */
+int64_t mha_config_head_dim(const mha_config *cfg);
+int64_t mha_config_kv_heads(const mha_config *cfg);
+
+/* ALiBi slope of query head h in [0, H) (BLOOM's build_alibi_tensor): with n the largest power of
+ * two <= H, heads 0..n-1 get 2^(-8(h+1)/n) and heads n..H-1 get every other slope of 2n heads,
+ * 2^(-4(2k+1)/n) for k = h - n. Computed in double and rounded once to float. */
+float mha_alibi_slope(int64_t h, int64_t H);
+
 /* FLOPs of one forward pass (multiply-add = 2), projections and attention, for N batches of L
- * queries and S0 given keys: 2NL·E·E (q) + 2NS0·Kd·E (k) + 2NS0·Vd·E (v) + 4NL·S·E (scores and
- * weights·v) + 2NL·E·E (out). For self-attention this is 8NLE² + 4NLSE. */
+ * queries and S0 given keys, every key counted (causal and window skipping not subtracted):
+ * 2NL·E·Dq (q) + 2NS0·Kd·Dkv (k) + 2NS0·Vd·Dkv (v) + 4NL·S·Dq (scores and weights·v) +
+ * 2NL·Dq·E (out). For torch's self-attention (Dq = Dkv = E) this is 8NLE² + 4NLSE. */
 double mha_flops(const mha_config *cfg, int64_t N, int64_t L, int64_t S0);
 
 /* ---------------------------------------------------------------------------------------------- */
@@ -111,11 +143,13 @@ typedef struct mha_param_info {
 } mha_param_info;
 
 /* Lists the parameters this config has, in torch's state_dict order:
- *   packed:    in_proj_weight [3E,E]
- *   separate:  q_proj_weight [E,E], k_proj_weight [E,Kd], v_proj_weight [E,Vd]
- *   bias:      in_proj_bias [3E]
- *   add_bias_kv: bias_k [1,1,E], bias_v [1,1,E]
- *   always:    out_proj.weight [E,E]; bias: out_proj.bias [E]
+ *   packed:    in_proj_weight [Dq+2Dkv,E] (q rows, then k rows, then v rows)
+ *   separate:  q_proj_weight [Dq,E], k_proj_weight [Dkv,Kd], v_proj_weight [Dkv,Vd]
+ *   bias:      in_proj_bias [Dq+2Dkv]
+ *   add_bias_kv: bias_k [1,1,Dkv], bias_v [1,1,Dkv]
+ *   always:    out_proj.weight [E,Dq]; bias: out_proj.bias [E]
+ * (torch's shapes when hd = E/H and Hkv = H: Dq = Dkv = E.) Query head h owns rows [h·hd,
+ * (h+1)·hd) of the q projection, kv head g rows [g·hd, (g+1)·hd) of the k and v projections.
  * (torch's state_dict order is: in_proj_weight | q,k,v_proj_weight, in_proj_bias, bias_k, bias_v,
  * out_proj.weight, out_proj.bias.) Writes at most MHA_MAX_PARAMS entries to out; returns how many.
  * cfg must have passed mha_config_check. */
@@ -157,7 +191,8 @@ mha_status mha_layer_set_param(mha_layer *layer, const char *name, const float *
 /* Initialises every parameter as torch's MultiheadAttention._reset_parameters does, with a
  * deterministic generator seeded by seed (same seed, same config => same weights on every machine):
  * xavier_uniform in-projection weights (each of q/k/v separately when not packed), kaiming-uniform
- * (a = sqrt(5)) out_proj.weight, zero biases, xavier_normal bias_k/bias_v.
+ * (a = sqrt(5)) out_proj.weight, zero biases, xavier_normal bias_k/bias_v; fans from the shapes
+ * above (e.g. in_proj_weight: fan_in E, fan_out Dq+2Dkv).
  * method: "xavier_uniform" (the torch scheme above) or "zeros". MHA_ERR_CONFIG for another method. */
 mha_status mha_layer_init(mha_layer *layer, const char *method, uint64_t seed, mha_error *err);
 
@@ -198,6 +233,22 @@ void mha_blas_get_info(mha_blas_info *info);
 const char *mha_blas_describe(char *buf, size_t size);
 
 /* ---------------------------------------------------------------------------------------------- */
+/* Kernel sets                                                                                    */
+
+/* The instruction sets of the hand kernels. AVX-512 runs the attention's own GEMM kernels (when hd
+ * is a multiple of 16); AVX2 and generic run the attention's GEMMs on cblas; the softmax and row
+ * kernels have all three. */
+typedef enum mha_isa { MHA_ISA_PORTABLE, MHA_ISA_AVX2, MHA_ISA_AVX512, MHA_ISA_COUNT } mha_isa;
+
+/* The kernel set a pass planned now runs: the best this CPU has, capped by the environment
+ * variable ATTND_ISA=generic|avx2|avx512 (another value, or unset: no cap). Read by
+ * mha_plan_forward (plan.isa); tests set it to run the cblas path on an AVX-512 machine. */
+mha_isa mha_isa_active(void);
+
+/* Static name: "generic", "avx2", "avx512". */
+const char *mha_isa_name(mha_isa isa);
+
+/* ---------------------------------------------------------------------------------------------- */
 /* Forward pass                                                                                   */
 
 typedef struct mha_tensor {     /* a borrowed float32 input, row-major                          */
@@ -218,22 +269,35 @@ typedef struct mha_mask {       /* a borrowed mask, row-major                   
     int64_t shape[4];
 } mha_mask;
 
+typedef struct mha_positions { /* borrowed positions, row-major                                */
+    const int64_t *data;        /* NULL = absent                                                 */
+    int ndim;                   /* 1: [len], the same for every batch; 2: [N,len]                */
+    int64_t shape[2];
+} mha_positions;
+
 typedef struct mha_inputs {
     mha_tensor query;           /* [N,L,E] / [L,N,E] !! batch_first / [L,E] unbatched            */
     mha_tensor key;             /* [N,S0,Kd] / [S0,N,Kd] / [S0,Kd]; absent: key = query          */
     mha_tensor value;           /* [N,S0,Vd] / [S0,N,Vd] / [S0,Vd]; absent: value = key          */
     mha_mask key_padding_mask;  /* [N,S0] ([S0] unbatched)                                       */
     mha_mask attn_mask;         /* [L,S0] or [N·H,L,S0] ([H,L,S0] unbatched); row b·H+h          */
-    bool is_causal;             /* key j allowed for query i iff j <= i (merged with the masks)  */
+    bool is_causal;             /* key j allowed for query i iff p_j <= p_i (merged with masks)  */
     bool need_weights;          /* default false                                                 */
     bool average_attn_weights;  /* default true                                                  */
+    /* Positions, integers in [0, MHA_MAX_POSITION), any order. Absent: queries at 0..L-1. Keys
+     * absent: the query positions when S0 == L, else 0..S0-1 (a decode step: one query at p
+     * against S0 = p+1 keys at 0..p). The keys add_bias_kv and add_zero_attn append have no
+     * position: never rotated, ALiBi bias 0, never masked (causal and window included). */
+    mha_positions positions;     /* [L] or [N,L] ([L] unbatched)                                 */
+    mha_positions key_positions; /* [S0] or [N,S0] ([S0] unbatched)                              */
 } mha_inputs;
 
 /* What a forward pass will take and give, computed and checked before anything is allocated. */
 typedef struct mha_plan {
     bool batched;
     int64_t N, L, S0, S;        /* S = S0 + add_bias_kv + add_zero_attn                          */
-    int64_t E, H, hd;
+    int64_t E, H, hd, Hkv;
+    mha_isa isa;                /* kernel set the pass runs (mha_isa_active when planned)         */
     int out_ndim;               /* output: [N,L,E] / [L,N,E] !! batch_first / [L,E]             */
     int64_t out_shape[3];
     int64_t out_count;
@@ -244,21 +308,26 @@ typedef struct mha_plan {
     double flops;
 } mha_plan;
 
-/* Checks every input against the layer (shapes, ranks, mask types, limits; limits may be NULL) and
- * fills plan. MHA_ERR_SHAPE with err->field = the input and a message naming both shapes. */
+/* Checks every input against the layer (shapes, ranks, mask types, positions, limits; limits may be
+ * NULL) and fills plan. MHA_ERR_SHAPE with err->field = the input and a message naming both shapes;
+ * MHA_ERR_VALUE for a position outside [0, MHA_MAX_POSITION) (field "positions"/"key_positions"). */
 mha_status mha_plan_forward(const mha_layer *layer, const mha_inputs *in, const mha_limits *limits,
                             mha_plan *plan, mha_error *err);
 
 /* Trace stages, in order of computation. Shapes are always batch-major ([N,...], N = 1 for
  * unbatched input), whatever batch_first says (the API shows them in the request's layout:
  * docs/api.md):
- *   Q_PROJ [N,L,E], K_PROJ [N,S0,E], V_PROJ [N,S0,E]   after the in-projection (no bias_kv yet)
- *   Q_HEADS [N,H,L,hd], K_HEADS [N,H,S,hd], V_HEADS [N,H,S,hd]   after the split into heads,
- *                                     with bias_k/bias_v and the zero key/value appended
- *   SCORES [N,H,L,S]   (q/sqrt(hd))·kᵀ + merged masks (-inf where masked)
+ *   Q_PROJ [N,L,Dq], K_PROJ [N,S0,Dkv], V_PROJ [N,S0,Dkv]   after the in-projection (before RoPE,
+ *                                     no bias_kv yet)
+ *   Q_HEADS [N,H,L,hd]   after the split into heads, and after RoPE when the layer has it
+ *   K_HEADS [N,Hkv,S,hd], V_HEADS [N,Hkv,S,hd]   the kv heads as computed (num_kv_heads of them,
+ *                                     not repeated per query head: query head h reads kv head
+ *                                     h·Hkv/H), keys after RoPE, with bias_k/bias_v and the zero
+ *                                     key/value appended (never rotated)
+ *   SCORES [N,H,L,S]   (q/sqrt(hd))·kᵀ + ALiBi + merged masks (-inf where masked)
  *   ATTN_WEIGHTS [N,H,L,S]   softmax over keys (0 for fully masked rows)
  *   HEAD_OUTPUTS [N,H,L,hd]   weights·v
- *   CONCAT [N,L,E]   heads side by side
+ *   CONCAT [N,L,Dq]   heads side by side
  *   OUTPUT [N,L,E]   after out_proj */
 typedef enum mha_trace_stage {
     MHA_TRACE_Q_PROJ, MHA_TRACE_K_PROJ, MHA_TRACE_V_PROJ,

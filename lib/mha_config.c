@@ -1,7 +1,7 @@
 /*
  * mha_config.c - layer configuration: defaults, validation against the rules and limits, the
- * parameter list under torch's state_dict names, FLOP counts, status and stage names, and the
- * error helper the rest of lib/ uses.
+ * parameter list under torch's state_dict names (on the head_dim / num_kv_heads shapes), ALiBi
+ * slopes, FLOP counts, status and stage names, and the error helper the rest of lib/ uses.
  */
 #include "mha_internal.h"
 
@@ -87,6 +87,18 @@ bool mha_config_packed(const mha_config *cfg)
            resolved(cfg->vdim, cfg->embed_dim) == cfg->embed_dim;
 }
 
+int64_t mha_config_head_dim(const mha_config *cfg)
+{
+    if (cfg->head_dim)
+        return cfg->head_dim;
+    return cfg->num_heads > 0 ? cfg->embed_dim / cfg->num_heads : 0;
+}
+
+int64_t mha_config_kv_heads(const mha_config *cfg)
+{
+    return cfg->num_kv_heads ? cfg->num_kv_heads : cfg->num_heads;
+}
+
 mha_status mha_config_check(const mha_config *cfg, const mha_limits *limits, mha_error *err)
 {
     mha_limits def;
@@ -101,10 +113,9 @@ mha_status mha_config_check(const mha_config *cfg, const mha_limits *limits, mha
         int64_t value;
         bool zero_ok;
     } dims[] = {
-        {"embed_dim", cfg->embed_dim, false},
-        {"num_heads", cfg->num_heads, false},
-        {"kdim", cfg->kdim, true},
-        {"vdim", cfg->vdim, true},
+        {"embed_dim", cfg->embed_dim, false}, {"num_heads", cfg->num_heads, false},
+        {"kdim", cfg->kdim, true},            {"vdim", cfg->vdim, true},
+        {"head_dim", cfg->head_dim, true},    {"num_kv_heads", cfg->num_kv_heads, true},
     };
     for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++) {
         if (dims[i].value < 0 || (dims[i].value == 0 && !dims[i].zero_ok))
@@ -115,35 +126,70 @@ mha_status mha_config_check(const mha_config *cfg, const mha_limits *limits, mha
             return mha_fail(err, MHA_ERR_LIMIT, dims[i].name, "%s=%lld is over the limit of %lld",
                             dims[i].name, (long long)dims[i].value, (long long)limits->max_dim);
     }
-    if (cfg->embed_dim % cfg->num_heads != 0)
+    const int64_t E = cfg->embed_dim, H = cfg->num_heads;
+    if (cfg->head_dim == 0 && E % H != 0)
         return mha_fail(err, MHA_ERR_CONFIG, "num_heads",
-                        "embed_dim=%lld is not divisible by num_heads=%lld",
-                        (long long)cfg->embed_dim, (long long)cfg->num_heads);
+                        "embed_dim=%lld is not divisible by num_heads=%lld (or give head_dim)",
+                        (long long)E, (long long)H);
+    const int64_t hd = mha_config_head_dim(cfg), Hkv = mha_config_kv_heads(cfg);
+    if (Hkv > H || H % Hkv != 0)
+        return mha_fail(err, MHA_ERR_CONFIG, "num_kv_heads",
+                        "num_kv_heads=%lld must divide num_heads=%lld (each kv head serves "
+                        "num_heads/num_kv_heads query heads)",
+                        (long long)Hkv, (long long)H);
     if (!(cfg->dropout >= 0.0 && cfg->dropout <= 1.0))
         return mha_fail(err, MHA_ERR_CONFIG, "dropout", "dropout must be in [0, 1], got %g",
                         cfg->dropout);
+    if (cfg->rope && !(cfg->rope_theta > 0.0 && isfinite(cfg->rope_theta)))
+        return mha_fail(err, MHA_ERR_CONFIG, "rope.theta",
+                        "rope.theta must be a finite number > 0 (Llama uses 10000), got %g",
+                        cfg->rope_theta);
+    if (cfg->rope && hd % 2 != 0)
+        return mha_fail(err, MHA_ERR_CONFIG, "head_dim",
+                        "rope rotates pairs of dimensions: head_dim must be even, got %lld%s",
+                        (long long)hd, cfg->head_dim ? "" : " (embed_dim/num_heads)");
+    if (cfg->window < 0)
+        return mha_fail(err, MHA_ERR_CONFIG, "window",
+                        "window must be an integer >= 1 (keys within window positions), got %lld",
+                        (long long)cfg->window);
 
     /* Every parameter tensor must fit the element limit (mha_layer_create checks their sum). */
-    const int64_t E = cfg->embed_dim, kd = resolved(cfg->kdim, E), vd = resolved(cfg->vdim, E);
+    const int64_t kd = resolved(cfg->kdim, E), vd = resolved(cfg->vdim, E);
     const bool packed = kd == E && vd == E;
+    int64_t Dq, Dkv, rows;
+    if (!mha_mul_ok(H, hd, &Dq) || !mha_mul_ok(Hkv, hd, &Dkv) || !mha_add_ok(Dq, Dkv, &rows) ||
+        !mha_add_ok(rows, Dkv, &rows))
+        return mha_fail(err, MHA_ERR_LIMIT, "head_dim",
+                        "num_heads=%lld x head_dim=%lld overflows", (long long)H, (long long)hd);
+    const char *size_field = cfg->head_dim ? "head_dim" : "embed_dim"; /* what set Dq */
     const struct {
-        const char *field;
-        int64_t stack, cols;
+        const char *field, *param;
+        int64_t rows, cols;
     } w[] = {
-        {"embed_dim", packed ? 3 : 1, E}, /* in_proj_weight [3E,E], or q_proj_weight [E,E] */
-        {"kdim", 1, kd},                  /* k_proj_weight [E,Kd] ([E,E] again when packed) */
-        {"vdim", 1, vd},
+        {size_field, packed ? "in_proj_weight" : "q_proj_weight", packed ? rows : Dq, E},
+        {"kdim", "k_proj_weight", Dkv, kd},
+        {"vdim", "v_proj_weight", Dkv, vd},
+        {size_field, "out_proj.weight", E, Dq},
     };
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 4; i++) {
         int64_t n;
-        if (!mha_mul_ok(E, w[i].cols, &n) || !mha_mul_ok(n, w[i].stack, &n) ||
-            n > limits->max_elements)
+        if (!mha_mul_ok(w[i].rows, w[i].cols, &n) || n > limits->max_elements)
             return mha_fail(err, MHA_ERR_LIMIT, w[i].field,
-                            "a [%s%lld,%lld] weight is over the limit of %lld elements",
-                            w[i].stack == 3 ? "3x" : "", (long long)E, (long long)w[i].cols,
+                            "%s [%lld,%lld] is over the limit of %lld elements", w[i].param,
+                            (long long)w[i].rows, (long long)w[i].cols,
                             (long long)limits->max_elements);
     }
     return MHA_OK;
+}
+
+float mha_alibi_slope(int64_t h, int64_t H)
+{
+    int64_t n = 1;
+    while (n * 2 <= H)
+        n *= 2;
+    if (h < n)
+        return (float)exp2(-8.0 * (double)(h + 1) / (double)n);
+    return (float)exp2(-4.0 * (double)(2 * (h - n) + 1) / (double)n);
 }
 
 double mha_flops(const mha_config *cfg, int64_t N, int64_t L, int64_t S0)
@@ -151,10 +197,12 @@ double mha_flops(const mha_config *cfg, int64_t N, int64_t L, int64_t S0)
     double E = (double)cfg->embed_dim;
     double kd = (double)resolved(cfg->kdim, cfg->embed_dim);
     double vd = (double)resolved(cfg->vdim, cfg->embed_dim);
+    double Dq = (double)cfg->num_heads * (double)mha_config_head_dim(cfg);
+    double Dkv = (double)mha_config_kv_heads(cfg) * (double)mha_config_head_dim(cfg);
     double S = (double)S0 + (cfg->add_bias_kv ? 1 : 0) + (cfg->add_zero_attn ? 1 : 0);
     double n = (double)N, l = (double)L, s0 = (double)S0;
-    return 2 * n * l * E * E + 2 * n * s0 * kd * E + 2 * n * s0 * vd * E + 4 * n * l * S * E +
-           2 * n * l * E * E;
+    return 2 * n * l * E * Dq + 2 * n * s0 * kd * Dkv + 2 * n * s0 * vd * Dkv + 4 * n * l * S * Dq +
+           2 * n * l * Dq * E;
 }
 
 static void set_info(mha_param_info *p, const char *name, int ndim, int64_t a, int64_t b, int64_t c)
@@ -171,22 +219,23 @@ static void set_info(mha_param_info *p, const char *name, int ndim, int64_t a, i
 
 int mha_param_list(const mha_config *cfg, mha_param_info out[MHA_MAX_PARAMS])
 {
-    int64_t E = cfg->embed_dim;
+    const int64_t E = cfg->embed_dim, hd = mha_config_head_dim(cfg);
+    const int64_t Dq = cfg->num_heads * hd, Dkv = mha_config_kv_heads(cfg) * hd;
     int n = 0;
     if (mha_config_packed(cfg)) {
-        set_info(&out[n++], "in_proj_weight", 2, 3 * E, E, 0);
+        set_info(&out[n++], "in_proj_weight", 2, Dq + 2 * Dkv, E, 0);
     } else {
-        set_info(&out[n++], "q_proj_weight", 2, E, E, 0);
-        set_info(&out[n++], "k_proj_weight", 2, E, resolved(cfg->kdim, E), 0);
-        set_info(&out[n++], "v_proj_weight", 2, E, resolved(cfg->vdim, E), 0);
+        set_info(&out[n++], "q_proj_weight", 2, Dq, E, 0);
+        set_info(&out[n++], "k_proj_weight", 2, Dkv, resolved(cfg->kdim, E), 0);
+        set_info(&out[n++], "v_proj_weight", 2, Dkv, resolved(cfg->vdim, E), 0);
     }
     if (cfg->bias)
-        set_info(&out[n++], "in_proj_bias", 1, 3 * E, 0, 0);
+        set_info(&out[n++], "in_proj_bias", 1, Dq + 2 * Dkv, 0, 0);
     if (cfg->add_bias_kv) {
-        set_info(&out[n++], "bias_k", 3, 1, 1, E);
-        set_info(&out[n++], "bias_v", 3, 1, 1, E);
+        set_info(&out[n++], "bias_k", 3, 1, 1, Dkv);
+        set_info(&out[n++], "bias_v", 3, 1, 1, Dkv);
     }
-    set_info(&out[n++], "out_proj.weight", 2, E, E, 0);
+    set_info(&out[n++], "out_proj.weight", 2, E, Dq, 0);
     if (cfg->bias)
         set_info(&out[n++], "out_proj.bias", 1, E, 0, 0);
     return n;
@@ -217,12 +266,15 @@ int mha_trace_stage_shape(const mha_plan *plan, mha_trace_stage stage, int64_t s
                           int64_t *count)
 {
     int64_t N = plan->N, L = plan->L, S0 = plan->S0, S = plan->S, E = plan->E, H = plan->H,
-            hd = plan->hd;
+            hd = plan->hd, Hkv = plan->Hkv;
     int64_t s[4] = {N, 0, 0, 0};
     int ndim = 3;
     switch (stage) {
     case MHA_TRACE_Q_PROJ:
     case MHA_TRACE_CONCAT:
+        s[1] = L;
+        s[2] = H * hd;
+        break;
     case MHA_TRACE_OUTPUT:
         s[1] = L;
         s[2] = E;
@@ -230,7 +282,7 @@ int mha_trace_stage_shape(const mha_plan *plan, mha_trace_stage stage, int64_t s
     case MHA_TRACE_K_PROJ:
     case MHA_TRACE_V_PROJ:
         s[1] = S0;
-        s[2] = E;
+        s[2] = Hkv * hd;
         break;
     case MHA_TRACE_Q_HEADS:
     case MHA_TRACE_HEAD_OUTPUTS:
@@ -242,7 +294,7 @@ int mha_trace_stage_shape(const mha_plan *plan, mha_trace_stage stage, int64_t s
     case MHA_TRACE_K_HEADS:
     case MHA_TRACE_V_HEADS:
         ndim = 4;
-        s[1] = H;
+        s[1] = Hkv;
         s[2] = S;
         s[3] = hd;
         break;

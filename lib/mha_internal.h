@@ -43,18 +43,18 @@ const char *mha_shape_str(char *buf, size_t size, int ndim, const int64_t *shape
 /* Layers                                                                                         */
 
 struct mha_layer {
-    mha_config cfg;    /* kdim, vdim resolved                            */
+    mha_config cfg;    /* kdim, vdim, head_dim, num_kv_heads resolved    */
     mha_limits limits; /* the limits the layer was created under         */
     int nparams;
     mha_param_info info[MHA_MAX_PARAMS];
     float *param[MHA_MAX_PARAMS]; /* into data                                      */
     float *data;                  /* every parameter, one allocation                */
     /* Shortcuts into data (NULL when the config has no such parameter). */
-    const float *w_in;            /* [3E,E] packed                                  */
-    const float *w_q, *w_k, *w_v; /* [E,E], [E,Kd], [E,Vd] (into w_in when packed)  */
-    const float *b_in;            /* [3E]                                           */
-    const float *bias_k, *bias_v; /* [E] each                                       */
-    const float *w_out;           /* [E,E]                                          */
+    const float *w_in;            /* [Dq+2Dkv,E] packed                             */
+    const float *w_q, *w_k, *w_v; /* [Dq,E], [Dkv,Kd], [Dkv,Vd] (into w_in, packed) */
+    const float *b_in;            /* [Dq+2Dkv]                                      */
+    const float *bias_k, *bias_v; /* [Dkv] each                                     */
+    const float *w_out;           /* [E,Dq]                                         */
     const float *b_out;           /* [E]                                            */
 };
 
@@ -121,7 +121,6 @@ void mha_expf_array(float *out, const float *in, int64_t n);
 
 /* The same with a chosen instruction set, so tests can cover every kernel on one machine;
  * false (nothing done) when this CPU lacks it. */
-typedef enum mha_isa { MHA_ISA_PORTABLE, MHA_ISA_AVX2, MHA_ISA_AVX512, MHA_ISA_COUNT } mha_isa;
 bool mha_softmax_rows_isa(mha_isa isa, float *x, int64_t rows, int64_t n, int64_t ld, float *dst);
 bool mha_expf_array_isa(mha_isa isa, float *out, const float *in, int64_t n);
 bool mha_softmax_exp_rows_isa(mha_isa isa, float *x, int64_t rows, int64_t n, int64_t ld,
@@ -137,7 +136,7 @@ void mha_copy_stream_fence(void);
 /* Attention GEMMs for AVX-512 (mha_attn_avx512.c)                                                */
 
 /* True when this CPU has AVX-512F and hd is a multiple of 16: then the attention core uses the
- * kernels below instead of cblas_sgemm. */
+ * kernels below instead of cblas_sgemm (unless the pass's plan.isa is below MHA_ISA_AVX512). */
 bool mha_attn_avx512_usable(int64_t hd);
 
 /* Floats mha_pack_keys writes for kn keys of hd dimensions (kn rounded up to 16). */

@@ -29,6 +29,10 @@ mha_layer *mha_layer_create(const mha_config *cfg, const mha_limits *limits, mha
     layer->cfg = *cfg;
     layer->cfg.kdim = cfg->kdim ? cfg->kdim : cfg->embed_dim;
     layer->cfg.vdim = cfg->vdim ? cfg->vdim : cfg->embed_dim;
+    layer->cfg.head_dim = mha_config_head_dim(cfg);
+    layer->cfg.num_kv_heads = mha_config_kv_heads(cfg);
+    if (!layer->cfg.rope)
+        layer->cfg.rope_theta = 0.0; /* one config, one description */
     layer->limits = *limits;
     layer->nparams = mha_param_list(&layer->cfg, layer->info);
 
@@ -56,12 +60,13 @@ mha_layer *mha_layer_create(const mha_config *cfg, const mha_limits *limits, mha
         float *p = layer->data + offset[i];
         const char *name = layer->info[i].name;
         layer->param[i] = p;
-        if (!strcmp(name, "in_proj_weight")) {
-            int64_t EE = layer->cfg.embed_dim * layer->cfg.embed_dim;
+        if (!strcmp(name, "in_proj_weight")) { /* q rows [0,Dq), k rows [Dq,Dq+Dkv), then v */
+            const int64_t E = layer->cfg.embed_dim, hd = layer->cfg.head_dim;
+            const int64_t Dq = layer->cfg.num_heads * hd, Dkv = layer->cfg.num_kv_heads * hd;
             layer->w_in = p;
             layer->w_q = p;
-            layer->w_k = p + EE;
-            layer->w_v = p + 2 * EE;
+            layer->w_k = p + Dq * E;
+            layer->w_v = p + (Dq + Dkv) * E;
         } else if (!strcmp(name, "q_proj_weight")) {
             layer->w_q = p;
         } else if (!strcmp(name, "k_proj_weight")) {
@@ -275,7 +280,7 @@ mha_status mha_layer_init(mha_layer *layer, const char *method, uint64_t seed, m
         } else if (!strcmp(name, "bias_k") || !strcmp(name, "bias_v")) {
             fill_normal(data, p->count, sqrt(2.0 / (fan_in + fan_out)), &r);
         } else {
-            /* in_proj_weight [3E,E] is one tensor to torch: fan_in E, fan_out 3E. */
+            /* in_proj_weight [Dq+2Dkv,E] is one tensor to torch: fan_in E, fan_out Dq+2Dkv. */
             fill_uniform(data, p->count, sqrt(6.0 / (fan_in + fan_out)), &r);
         }
     }

@@ -136,42 +136,105 @@ int64_t mha_row_block(const mha_plan *plan)
     return plan->L < rb ? plan->L : rb;
 }
 
+bool mha_attn_kernels(const mha_plan *plan)
+{
+    return plan->isa == MHA_ISA_AVX512 && mha_attn_avx512_usable(plan->hd);
+}
+
 bool mha_own_gemm(const mha_plan *plan)
 {
-    (void)plan;
     mha_blas_info info;
     mha_blas_get_info(&info);
-    return info.cpu_avx512 && !info.core_avx512 && mha_attn_avx512_usable(16);
+    return info.cpu_avx512 && !info.core_avx512 && plan->isa == MHA_ISA_AVX512 &&
+           mha_attn_avx512_usable(16);
 }
 
 bool mha_kpack_in_task(const mha_plan *plan)
 {
-    return mha_attn_avx512_usable(plan->hd) && plan->L <= mha_row_block(plan);
+    return mha_attn_kernels(plan) && plan->L <= mha_row_block(plan);
+}
+
+static int64_t max64(int64_t a, int64_t b)
+{
+    return a > b ? a : b;
+}
+
+static int64_t round16(int64_t n)
+{
+    return (n + 15) / 16 * 16;
 }
 
 int64_t mha_slot_floats(const mha_plan *plan, const mha_config *cfg)
 {
     const int64_t rb = mha_row_block(plan);
-    int64_t attn = (rb * plan->S + 15) / 16 * 16 + (rb + 15) / 16 * 16;
+    int64_t attn = round16(rb * plan->S) + round16(rb);
     if (mha_kpack_in_task(plan))
         attn += mha_packed_keys_floats(plan->S0, plan->hd);
     if (!mha_own_gemm(plan))
         return attn;
-    /* the widest projection has 3E output columns; K is at most max(E, kdim, vdim) */
-    int64_t K = plan->E > cfg->kdim ? plan->E : cfg->kdim;
-    K = K > cfg->vdim ? K : cfg->vdim;
-    const int64_t gemm = mha_gemm_pack_floats(3 * plan->E, K);
+    /* the widest GEMM has max(Dq + 2Dkv, E) output columns; K is at most max(E, Kd, Vd, Dq) */
+    const int64_t Dq = plan->H * plan->hd, Dkv = plan->Hkv * plan->hd;
+    const int64_t K = max64(max64(plan->E, Dq), max64(cfg->kdim, cfg->vdim));
+    const int64_t gemm = mha_gemm_pack_floats(max64(Dq + 2 * Dkv, plan->E), K);
     return attn > gemm ? attn : gemm;
 }
 
 int64_t mha_kpack_head_floats(const mha_plan *plan)
 {
-    return mha_attn_avx512_usable(plan->hd) ? mha_packed_keys_floats(plan->S0, plan->hd) : 0;
+    return mha_attn_kernels(plan) ? mha_packed_keys_floats(plan->S0, plan->hd) : 0;
 }
 
 int64_t mha_kpack_floats(const mha_plan *plan)
 {
-    return mha_kpack_in_task(plan) ? 0 : plan->N * plan->H * mha_kpack_head_floats(plan);
+    return mha_kpack_in_task(plan) ? 0 : plan->N * plan->Hkv * mha_kpack_head_floats(plan);
+}
+
+void mha_pos_layout_of(const mha_plan *plan, const mha_inputs *in, mha_pos_layout *pl)
+{
+    const int64_t N = plan->N, L = plan->L, S0 = plan->S0;
+    pl->q_given = in->positions.data != NULL;
+    pl->k_given = in->key_positions.data != NULL;
+    pl->k_is_q = !pl->k_given && S0 == L;
+    pl->q_rows = pl->q_given && in->positions.ndim == 2 ? N * L : L;
+    if (pl->k_is_q)
+        pl->k_rows = 0;
+    else
+        pl->k_rows = pl->k_given && in->key_positions.ndim == 2 ? N * S0 : S0;
+}
+
+int64_t mha_pos_floats(const mha_plan *plan)
+{
+    return round16(plan->N * plan->L) + round16(plan->N * plan->S0);
+}
+
+int64_t mha_rope_floats(const mha_plan *plan, const mha_config *cfg, const mha_pos_layout *pl)
+{
+    return cfg->rope ? round16((pl->q_rows + pl->k_rows) * plan->hd) + round16(plan->hd) : 0;
+}
+
+/* positions: [len] or [N,len] ([len] unbatched; [1,len] accepted there too), every value in
+ * [0, MHA_MAX_POSITION). */
+static mha_status check_positions(const char *field, const mha_positions *p, int64_t N,
+                                  int64_t len, const char *len_name, mha_error *err)
+{
+    if (!p->data)
+        return MHA_OK;
+    char got[64];
+    bool ok = (p->ndim == 1 && p->shape[0] == len) ||
+              (p->ndim == 2 && p->shape[0] == N && p->shape[1] == len);
+    if (!ok) {
+        mha_shape_str(got, sizeof got, p->ndim < 0 ? 0 : p->ndim > 2 ? 2 : p->ndim, p->shape);
+        return mha_fail(err, MHA_ERR_SHAPE, field, "%s has shape %s, expected [%lld] or [%lld,%lld] (%s)",
+                        field, got, (long long)len, (long long)N, (long long)len, len_name);
+    }
+    const int64_t n = p->ndim == 1 ? len : N * len;
+    for (int64_t i = 0; i < n; i++) {
+        if (p->data[i] < 0 || p->data[i] >= MHA_MAX_POSITION)
+            return mha_fail(err, MHA_ERR_VALUE, field,
+                            "%s[%lld] is %lld; positions are integers in [0, %lld)", field,
+                            (long long)i, (long long)p->data[i], (long long)MHA_MAX_POSITION);
+    }
+    return MHA_OK;
 }
 
 mha_status mha_plan_forward(const mha_layer *layer, const mha_inputs *in, const mha_limits *limits,
@@ -186,6 +249,7 @@ mha_status mha_plan_forward(const mha_layer *layer, const mha_inputs *in, const 
     }
     const mha_config *cfg = &layer->cfg;
     const int64_t E = cfg->embed_dim, H = cfg->num_heads, Kd = cfg->kdim, Vd = cfg->vdim;
+    const int64_t hd = cfg->head_dim, Hkv = cfg->num_kv_heads, Dq = H * hd, Dkv = Hkv * hd;
     const bool bf = cfg->batch_first;
     char a[96], b[96];
     mha_status st;
@@ -288,6 +352,12 @@ mha_status mha_plan_forward(const mha_layer *layer, const mha_inputs *in, const 
             return st;
     }
 
+    if ((st = check_positions("positions", &in->positions, N, L, "L, the query length", err)) !=
+            MHA_OK ||
+        (st = check_positions("key_positions", &in->key_positions, N, S0, "S, the key length",
+                              err)) != MHA_OK)
+        return st;
+
     /* Output, weights and workspace sizes. */
     plan->batched = batched;
     plan->N = N;
@@ -296,7 +366,9 @@ mha_status mha_plan_forward(const mha_layer *layer, const mha_inputs *in, const 
     plan->S = S;
     plan->E = E;
     plan->H = H;
-    plan->hd = E / H;
+    plan->hd = hd;
+    plan->Hkv = Hkv;
+    plan->isa = mha_isa_active();
     plan->out_ndim = nd;
     for (int d = 0; d < nd; d++)
         plan->out_shape[d] = q->shape[d];
@@ -322,24 +394,27 @@ mha_status mha_plan_forward(const mha_layer *layer, const mha_inputs *in, const 
     }
 
     /* cblas takes int sizes and strides: the largest is a row count times a row width of the
-     * projection buffers (N·L·3E), whatever limits the caller chose. */
-    int64_t widest = E > Kd ? E : Kd, rows_max = L > S0 ? L : S0, big;
-    widest = widest > Vd ? widest : Vd;
-    if (!mha_mul_ok(N, rows_max, &big) || !mha_mul_ok(big, 3 * widest, &big) || big > INT32_MAX)
+     * buffers (N·L·(Dq+2Dkv) for a self-attention's q|k|v), whatever limits the caller chose. */
+    int64_t widest = max64(max64(E, Dq + 2 * Dkv), max64(Kd, Vd)), rows_max = max64(L, S0), big;
+    if (!mha_mul_ok(N, rows_max, &big) || !mha_mul_ok(big, widest, &big) || big > INT32_MAX)
         return mha_fail(err, MHA_ERR_LIMIT, "query",
                         "N=%lld, L=%lld, S=%lld with %lld features is too large for one pass",
                         (long long)N, (long long)L, (long long)S0, (long long)widest);
 
-    /* Workspace (floats): projections + concat + packed keys + one thread's score block (each
-     * buffer rounded up to 16 floats); see mha_forward.c. The sizes are small enough here (the
-     * check above) for plain arithmetic in the helpers. */
+    /* Workspace (floats): projections + concat + packed keys + positions (+ RoPE tables) + one
+     * thread's score block (each buffer rounded up to 16 floats); see mha_forward.c. The sizes
+     * are small enough here (the check above) for plain arithmetic in the helpers. */
+    mha_pos_layout pl;
+    mha_pos_layout_of(plan, in, &pl);
     int64_t NL, NS0, proj, cat, total;
-    bool ok = mha_mul_ok(N, L, &NL) && mha_mul_ok(N, S0, &NS0) && mha_mul_ok(NL, E, &cat);
+    bool ok = mha_mul_ok(N, L, &NL) && mha_mul_ok(N, S0, &NS0) && mha_mul_ok(NL, Dq, &cat);
     int64_t kv;
-    ok = ok && mha_mul_ok(NS0, E, &kv) && mha_mul_ok(kv, 2, &kv) && mha_add_ok(cat, kv, &proj);
+    ok = ok && mha_mul_ok(NS0, Dkv, &kv) && mha_mul_ok(kv, 2, &kv) && mha_add_ok(cat, kv, &proj);
     ok = ok && mha_add_ok(proj, cat, &total) && mha_add_ok(total, mha_kpack_floats(plan), &total) &&
          mha_add_ok(total, mha_slot_floats(plan, cfg), &total) &&
-         mha_add_ok(total, 16 * 8, &total) && mha_mul_ok(total, (int64_t)sizeof(float), &total);
+         mha_add_ok(total, mha_pos_floats(plan), &total) &&
+         mha_add_ok(total, mha_rope_floats(plan, cfg, &pl), &total) &&
+         mha_add_ok(total, 16 * 10, &total) && mha_mul_ok(total, (int64_t)sizeof(float), &total);
     if (!ok || total > limits->max_workspace_bytes)
         return mha_fail(
             err, MHA_ERR_LIMIT, "query",

@@ -2,9 +2,11 @@
  * api_forward.c - POST /v1/layers/{name}/forward and /trace.
  *
  * Body: {"query": T, "key": T, "value": T, "key_padding_mask": T, "attn_mask": T, "is_causal": b,
- *        "need_weights": b, "average_attn_weights": b, "encoding": "nested"|"flat"|"base64"}
- * (T in any form of tensor.h; null = absent), and for a trace "stages": [names] (trace.h). The
- * reply is written straight into one buffer that is handed to libmicrohttpd as it is.
+ *        "need_weights": b, "average_attn_weights": b, "positions": P, "key_positions": P,
+ *        "encoding": "nested"|"flat"|"base64"}
+ * (T in any form of tensor.h, P of positions.h; null = absent; is_causal left out = the layer's),
+ * and for a trace "stages": [names] (trace.h). The reply is written straight into one buffer that
+ * is handed to libmicrohttpd as it is.
  */
 #include <pthread.h>
 #include <string.h>
@@ -17,7 +19,7 @@
 
 #define FORWARD_FIELDS                                                                            \
     "query, key, value, key_padding_mask, attn_mask, is_causal, need_weights, "                   \
-    "average_attn_weights, encoding"
+    "average_attn_weights, positions, key_positions, encoding"
 #define TRACE_FIELDS FORWARD_FIELDS ", stages"
 
 /* The members whose values are tensors: the scan only delimits them, srv_member_tensor checks them. */
@@ -46,8 +48,15 @@ static int read_forward(const srv_app *app, const srv_request *req, const srv_js
             t = &args->key_padding_mask, mask = true;
         else if (!strcmp(k, "attn_mask"))
             t = &args->attn_mask, mask = true;
-        else if (!strcmp(k, "is_causal"))
+        else if (!strcmp(k, "is_causal")) {
             flag = &args->is_causal;
+            args->is_causal_given = true;
+        } else if (!strcmp(k, "positions") || !strcmp(k, "key_positions")) {
+            srv_positions *p = k[0] == 'p' ? &args->positions : &args->key_positions;
+            if (srv_member_positions(p, &m[i], k, app, err) < 0)
+                return -1;
+            continue;
+        }
         else if (!strcmp(k, "need_weights"))
             flag = &args->need_weights;
         else if (!strcmp(k, "average_attn_weights"))

@@ -74,12 +74,25 @@ static int query_dim(const srv_request *req, const char *name, int64_t max, int6
     return 0;
 }
 
+/* {"param": name, "rows": [lo, hi)} plus {"bias": {"param": "in_proj_bias", "rows": ...}} when the
+ * layer has biases: one projection's rows (packed: offset within in_proj_weight / in_proj_bias). */
+static json_t *rows_json(const char *param, int64_t off, int64_t bias_off, int64_t lo, int64_t hi,
+                         bool bias)
+{
+    json_t *r = json_pack("{s:s, s:o}", "param", param, "rows", range_json(off + lo, off + hi));
+    if (bias)
+        json_object_set_new(r, "bias", json_pack("{s:s, s:o}", "param", "in_proj_bias", "rows",
+                                                 range_json(bias_off + lo, bias_off + hi)));
+    return r;
+}
+
 /* The describe document: config, parameters, head layout, FLOPs. */
 static json_t *describe_json(const srv_layer *l, const srv_request *req, srv_app *app,
                              srv_error *err)
 {
     const mha_config *cfg = mha_layer_config(l->layer);
-    int64_t E = cfg->embed_dim, H = cfg->num_heads, hd = E / H;
+    const int64_t E = cfg->embed_dim, H = cfg->num_heads, hd = mha_config_head_dim(cfg);
+    const int64_t Hkv = mha_config_kv_heads(cfg), Dq = H * hd, Dkv = Hkv * hd, grp = H / Hkv;
     int64_t L = 0, S = 0, N = 1;
     int64_t max = app->limits.max_dim;
     if (query_dim(req, "L", max, &L, err) < 0 || query_dim(req, "S", max, &S, err) < 0 ||
@@ -92,6 +105,7 @@ static json_t *describe_json(const srv_layer *l, const srv_request *req, srv_app
 
     json_t *doc = summary_json(l);
     json_object_set_new(doc, "head_dim", json_integer(hd));
+    json_object_set_new(doc, "num_kv_heads", json_integer(Hkv));
     json_object_set_new(doc, "created", json_real(l->created));
     json_object_set_new(doc, "updated", json_real(l->updated));
 
@@ -104,43 +118,63 @@ static json_t *describe_json(const srv_layer *l, const srv_request *req, srv_app
     }
     json_object_set_new(doc, "parameters", params);
 
-    /* Head h owns rows [h·hd, (h+1)·hd) of each of q, k, v's projection (packed: offset by 0, E,
-     * 2E in in_proj_weight) and the same columns of out_proj.weight. */
-    bool packed = mha_config_packed(cfg);
+    /* Query head h owns rows [h·hd, (h+1)·hd) of the q projection and those columns of
+     * out_proj.weight; it reads kv head g = h·Hkv/H, which owns rows [g·hd, (g+1)·hd) of the k and
+     * v projections (packed in_proj_weight: q rows at 0, k rows at Dq, v rows at Dq + Dkv). */
+    const bool packed = mha_config_packed(cfg);
+    const char *qp = packed ? "in_proj_weight" : "q_proj_weight";
+    const char *kp = packed ? "in_proj_weight" : "k_proj_weight";
+    const char *vp = packed ? "in_proj_weight" : "v_proj_weight";
+    const int64_t koff = packed ? Dq : 0, voff = packed ? Dq + Dkv : 0;
     json_t *heads = json_array();
     for (int64_t h = 0; h < H; h++) {
-        int64_t lo = h * hd, hi = (h + 1) * hd;
-        json_t *o = json_pack("{s:I}", "head", (json_int_t)h);
-        const char *names[3] = {"q", "k", "v"};
-        const char *sep[3] = {"q_proj_weight", "k_proj_weight", "v_proj_weight"};
-        for (int j = 0; j < 3; j++) {
-            int64_t off = packed ? j * E : 0;
-            json_t *r = json_pack("{s:s, s:o}", "param", packed ? "in_proj_weight" : sep[j],
-                                  "rows", range_json(off + lo, off + hi));
-            if (cfg->bias)
-                json_object_set_new(r, "bias", json_pack("{s:s, s:o}", "param", "in_proj_bias",
-                                                         "rows", range_json(j * E + lo, j * E + hi)));
-            json_object_set_new(o, names[j], r);
-        }
+        const int64_t g = h / grp, lo = h * hd, hi = lo + hd;
+        json_t *o = json_pack("{s:I, s:I}", "head", (json_int_t)h, "kv_head", (json_int_t)g);
+        json_object_set_new(o, "q", rows_json(qp, 0, 0, lo, hi, cfg->bias));
+        json_object_set_new(o, "k", rows_json(kp, koff, Dq, g * hd, (g + 1) * hd, cfg->bias));
+        json_object_set_new(o, "v", rows_json(vp, voff, Dq + Dkv, g * hd, (g + 1) * hd, cfg->bias));
         json_object_set_new(o, "out", json_pack("{s:s, s:o}", "param", "out_proj.weight",
                                                 "columns", range_json(lo, hi)));
+        if (cfg->alibi)
+            json_object_set_new(o, "alibi_slope", json_real(mha_alibi_slope(h, H)));
         json_array_append_new(heads, o);
     }
     json_object_set_new(doc, "heads", heads);
-    json_object_set_new(doc, "head_layout",
-                        json_string("ranges are half-open [start, stop); head h owns rows "
-                                    "[h*head_dim, (h+1)*head_dim) of each projection, the packed "
-                                    "in_proj_weight stacks q, k, v (offsets 0, E, 2E)"));
+    json_t *kv_heads = json_array();
+    for (int64_t g = 0; g < Hkv; g++) {
+        const int64_t lo = g * hd, hi = lo + hd;
+        json_t *o = json_pack("{s:I, s:o}", "kv_head", (json_int_t)g, "query_heads",
+                              range_json(g * grp, (g + 1) * grp));
+        json_object_set_new(o, "k", rows_json(kp, koff, Dq, lo, hi, cfg->bias));
+        json_object_set_new(o, "v", rows_json(vp, voff, Dq + Dkv, lo, hi, cfg->bias));
+        if (cfg->add_bias_kv) {
+            json_object_set_new(o, "bias_k", json_pack("{s:s, s:o}", "param", "bias_k", "columns",
+                                                       range_json(lo, hi)));
+            json_object_set_new(o, "bias_v", json_pack("{s:s, s:o}", "param", "bias_v", "columns",
+                                                       range_json(lo, hi)));
+        }
+        json_array_append_new(kv_heads, o);
+    }
+    json_object_set_new(doc, "kv_heads", kv_heads);
+    json_object_set_new(
+        doc, "head_layout",
+        json_string("ranges are half-open [start, stop); query head h owns rows [h*head_dim, "
+                    "(h+1)*head_dim) of the q projection and those columns of out_proj.weight, and "
+                    "reads kv head h*num_kv_heads/num_heads, which owns rows [g*head_dim, "
+                    "(g+1)*head_dim) of the k and v projections; the packed in_proj_weight stacks "
+                    "q, k, v (offsets 0, num_heads*head_dim, (num_heads+num_kv_heads)*head_dim)"));
 
-    int64_t Kd = cfg->kdim ? cfg->kdim : E, Vd = cfg->vdim ? cfg->vdim : E;
-    int extra = cfg->add_bias_kv + cfg->add_zero_attn;
-    char formula[320];
+    const int64_t Kd = cfg->kdim ? cfg->kdim : E, Vd = cfg->vdim ? cfg->vdim : E;
+    const int extra = cfg->add_bias_kv + cfg->add_zero_attn;
+    char formula[480];
     snprintf(formula, sizeof formula,
-             "2*N*L*E*E + 2*N*S0*kdim*E + 2*N*S0*vdim*E + 4*N*L*S*E + 2*N*L*E*E with E=%" PRId64
+             "2*N*L*E*Dq + 2*N*S0*kdim*Dkv + 2*N*S0*vdim*Dkv + 4*N*L*S*Dq + 2*N*L*Dq*E with "
+             "E=%" PRId64 ", Dq=num_heads*head_dim=%" PRId64 ", Dkv=num_kv_heads*head_dim=%" PRId64
              ", kdim=%" PRId64 ", vdim=%" PRId64 ", S=S0%s, i.e. N*(%" PRId64 "*L + %" PRId64
-             "*S0 + %" PRId64 "*L*S)",
-             E, Kd, Vd, extra == 0 ? "" : extra == 1 ? "+1" : "+2", 4 * E * E, 2 * (Kd + Vd) * E,
-             4 * E);
+             "*S0 + %" PRId64 "*L*S); every key counted (is_causal and window skip the keys they "
+             "mask)",
+             E, Dq, Dkv, Kd, Vd, extra == 0 ? "" : extra == 1 ? "+1" : "+2", 4 * E * Dq,
+             2 * (Kd + Vd) * Dkv, 4 * Dq);
     json_t *flops = json_pack("{s:s}", "formula", formula);
     if (L) {
         json_object_set_new(flops, "N", json_integer(N));

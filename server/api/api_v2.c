@@ -160,6 +160,10 @@ static void v2_forward_args(srv_forward_args *a, const srv_v2_request *vr)
         const srv_v2_input *in = &vr->inputs[id];
         if (!in->present)
             continue;
+        if (id == SRV_V2_IN_POSITIONS || id == SRV_V2_IN_KEY_POSITIONS) {
+            *(id == SRV_V2_IN_POSITIONS ? &a->positions : &a->key_positions) = in->pos;
+            continue;
+        }
         srv_tensor *t = dst[id];
         t->dtype = in->dtype;
         t->ndim = in->ndim;
@@ -168,6 +172,7 @@ static void v2_forward_args(srv_forward_args *a, const srv_v2_request *vr)
         t->data = (void *)(in->data ? in->data : (const void *)empty); /* read-only use */
     }
     a->is_causal = vr->is_causal;
+    a->is_causal_given = vr->is_causal_given;
     a->need_weights = vr->need_weights;
     a->average_attn_weights = vr->average_attn_weights;
 }

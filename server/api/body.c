@@ -140,6 +140,20 @@ int srv_member_tensor(srv_tensor *out, const srv_json_member *m, const char *fie
     return srv_tensor_parse(out, m->value, m->value_len, &rules, err);
 }
 
+int srv_member_positions(srv_positions *out, const srv_json_member *m, const char *field,
+                         const srv_app *app, srv_error *err)
+{
+    memset(out, 0, sizeof *out);
+    if (srv_member_is_null(m))
+        return 0;
+    json_t *v = srv_member_json(m, field, err);
+    if (!v)
+        return -1;
+    int rc = srv_positions_from_json(out, v, field, app->opt.max_tensor_elements, err);
+    json_decref(v);
+    return rc;
+}
+
 int srv_member_encoding(const srv_json_member *m, srv_encoding *out, srv_error *err)
 {
     char s[16];

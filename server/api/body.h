@@ -17,6 +17,7 @@
 #include "app/app.h"
 #include "base/error.h"
 #include "codec/json_scan.h"
+#include "codec/positions.h"
 #include "codec/tensor.h"
 #include "http/http.h"
 
@@ -61,6 +62,11 @@ json_t *srv_member_json(const srv_json_member *m, const char *field, srv_error *
  * decoded while it arrived (predecode.h). */
 int srv_member_tensor(srv_tensor *out, const srv_json_member *m, const char *field, bool mask,
                       const srv_app *app, const srv_request *req, srv_error *err);
+
+/* Positions (positions.h: [L] or [N,L] whole numbers in any of the three forms); null is absent
+ * (out left zeroed). The element limit is the daemon's --max-tensor-elements. */
+int srv_member_positions(srv_positions *out, const srv_json_member *m, const char *field,
+                         const srv_app *app, srv_error *err);
 
 /* "encoding": nested | flat | base64. */
 int srv_member_encoding(const srv_json_member *m, srv_encoding *out, srv_error *err);

@@ -32,6 +32,8 @@ void srv_forward_args_free(srv_forward_args *a)
     srv_tensor_free(&a->value);
     srv_tensor_free(&a->key_padding_mask);
     srv_tensor_free(&a->attn_mask);
+    srv_positions_free(&a->positions);
+    srv_positions_free(&a->key_positions);
 }
 
 void srv_forward_result_free(srv_forward_result *r)
@@ -62,6 +64,18 @@ static int to_tensor(mha_tensor *out, const srv_tensor *t, const char *field, sr
     out->ndim = t->ndim;
     memcpy(out->shape, t->shape, (size_t)t->ndim * sizeof *t->shape);
     return 0;
+}
+
+/* Positions of the request into the engine's view (borrowed); absent stays absent. */
+static void to_positions(mha_positions *out, const srv_positions *p)
+{
+    memset(out, 0, sizeof *out);
+    if (p->ndim == 0)
+        return;
+    out->data = p->data;
+    out->ndim = p->ndim;
+    out->shape[0] = p->shape[0];
+    out->shape[1] = p->shape[1];
 }
 
 static int to_mask(mha_mask *out, const srv_tensor *t, const char *field, srv_error *err)
@@ -179,7 +193,10 @@ int srv_forward_run(srv_app *app, const srv_layer *layer, const srv_forward_args
         to_mask(&in.key_padding_mask, &a->key_padding_mask, "key_padding_mask", err) < 0 ||
         to_mask(&in.attn_mask, &a->attn_mask, "attn_mask", err) < 0)
         return -1;
-    in.is_causal = a->is_causal;
+    to_positions(&in.positions, &a->positions);
+    to_positions(&in.key_positions, &a->key_positions);
+    /* a request that leaves is_causal out gets the layer's default (config is_causal) */
+    in.is_causal = a->is_causal_given ? a->is_causal : mha_layer_config(layer->layer)->is_causal;
     /* a trace's attn_weights stage is forward's attn_weights (trace.h) */
     in.need_weights = stages ? (stages & 1u << MHA_TRACE_ATTN_WEIGHTS) != 0 : a->need_weights;
     in.average_attn_weights = a->average_attn_weights;

@@ -13,6 +13,7 @@
 
 #include "app/app.h"
 #include "base/error.h"
+#include "codec/positions.h"
 #include "codec/tensor.h"
 #include "mha.h"
 #include "store/registry.h"
@@ -24,7 +25,11 @@ typedef struct srv_forward_args {
     srv_tensor value;            /* absent: value = key                                     */
     srv_tensor key_padding_mask; /* bool or float32 [N,S0] / [S0]; absent when data == NULL  */
     srv_tensor attn_mask;        /* bool or float32 [L,S0] / [N·H,L,S0] / [H,L,S0]           */
-    bool is_causal;              /* default false                                           */
+    srv_positions positions;     /* [L] / [N,L]; absent (ndim 0): 0..L-1                     */
+    srv_positions key_positions; /* [S0] / [N,S0]; absent: the positions when S0 == L, else
+                                  * 0..S0-1 (lib/mha.h)                                     */
+    bool is_causal;              /* used when is_causal_given; else the layer's is_causal    */
+    bool is_causal_given;
     bool need_weights;           /* default false                                           */
     bool average_attn_weights;   /* default true                                            */
 } srv_forward_args;

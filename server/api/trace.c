@@ -77,6 +77,9 @@ void srv_trace_stage_view(const mha_plan *plan, bool batch_first, bool average, 
     int64_t e[4];
     int nd = mha_trace_stage_shape(plan, s, e, &v->count);
     const char *axes = engine_axes[s];
+    /* grouped-query attention: k_heads and v_heads hold the num_kv_heads kv heads (K), not H */
+    if ((s == MHA_TRACE_K_HEADS || s == MHA_TRACE_V_HEADS) && plan->Hkv != plan->H)
+        axes = "NKSD";
     if (!plan->batched) { /* unbatched in, unbatched out: N (1) is dropped */
         v->ndim = nd - 1;
         memcpy(v->shape, e + 1, (size_t)(nd - 1) * sizeof *e);

@@ -17,7 +17,11 @@
  * Every stage names its axes, one letter per dimension, from one legend:
  *   N batch, L query positions (target), S key positions (source: the keys given in k_proj and
  *   v_proj; from k_heads on with the bias_k key and the zero key appended), E embed_dim, H heads,
- *   D head_dim.
+ *   D head_dim, K kv heads.
+ * With the extensions beyond torch: k_heads and v_heads hold the num_kv_heads kv heads, axes N K S D,
+ * when there are fewer of them than heads (else N H S D); the projections' and concat's last axis,
+ * E, is then H·D (q_proj, concat) or num_kv_heads·D (k_proj, v_proj), which only a torch layer's
+ * shapes make embed_dim.
  */
 #ifndef ATTND_TRACE_H
 #define ATTND_TRACE_H

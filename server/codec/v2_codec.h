@@ -3,11 +3,12 @@
  * layers: inference requests in, inference responses and model metadata out. No HTTP here; the
  * handlers in api_v2.c call these with the body and headers they received.
  *
- * A layer is a v2 "model" with five inputs and two outputs (docs/api.md, "Open Inference Protocol"):
+ * A layer is a v2 "model" with seven inputs and two outputs (docs/api.md, "Open Inference Protocol"):
  *   inputs   query [N,L,E] FP32, key [N,S0,Kd] FP32, value [N,S0,Vd] FP32,
  *            key_padding_mask [N,S0] BOOL|FP32, attn_mask [L,S0] | [N·H,L,S0] BOOL|FP32
  *            (batched layouts !! [L,N,E] etc. when the layer is not batch_first; unbatched forms
- *            as in /v1); BOOL true = masked; FP32 masks are added to the scores
+ *            as in /v1); BOOL true = masked; FP32 masks are added to the scores;
+ *            positions [L] | [N,L] and key_positions [S0] | [N,S0] INT64|INT32 (positions.h)
  *   outputs  output [N,L,E] FP32, attn_weights [N,L,S] | [N,H,L,S] FP32
  *
  * The files: v2_request.c reads inference requests, v2_response.c writes inference responses and
@@ -35,6 +36,7 @@
 #include "base/buf.h"
 #include "base/error.h"
 #include "mha.h"
+#include "positions.h"
 #include "tensor.h"
 
 /* The model's inputs, by index. */
@@ -44,6 +46,8 @@ typedef enum srv_v2_input_id {
     SRV_V2_IN_VALUE,
     SRV_V2_IN_KEY_PADDING_MASK,
     SRV_V2_IN_ATTN_MASK,
+    SRV_V2_IN_POSITIONS,
+    SRV_V2_IN_KEY_POSITIONS,
     SRV_V2_IN_COUNT
 } srv_v2_input_id;
 
@@ -54,8 +58,8 @@ typedef enum srv_v2_output_id {
     SRV_V2_OUT_COUNT
 } srv_v2_output_id;
 
-/* Static names: "query", ..., "attn_mask"; "output", "attn_weights". NULL for an index out of
- * range. */
+/* Static names: "query", ..., "attn_mask", "positions", "key_positions"; "output",
+ * "attn_weights". NULL for an index out of range. */
 const char *srv_v2_input_name(int id);
 const char *srv_v2_output_name(int id);
 
@@ -71,6 +75,8 @@ typedef struct srv_v2_input {
                                            outlive the request) or at json/copy below */
     srv_tensor json;                    /* owned: the parsed JSON data */
     void *copy;                         /* owned: binary data copied to an aligned buffer */
+    int int_size;                       /* the position inputs: INT64 8, INT32 4 (else 0) */
+    srv_positions pos;                  /* owned: the position inputs' values (data unused) */
 } srv_v2_input;
 
 typedef struct srv_v2_output_sel {
@@ -83,7 +89,8 @@ typedef struct srv_v2_request {
     srv_v2_input inputs[SRV_V2_IN_COUNT];
     int input_order[SRV_V2_IN_COUNT]; /* input ids in the order the request listed them */
     int ninputs;
-    bool is_causal;            /* parameters.is_causal, default false */
+    bool is_causal;            /* parameters.is_causal, when is_causal_given */
+    bool is_causal_given;      /* else the layer's default (config is_causal) */
     bool need_weights;         /* resolved: true iff attn_weights is returned */
     bool average_attn_weights; /* parameters.average_attn_weights, default true */
     int noutputs;              /* the outputs to return, in this order */
@@ -137,7 +144,7 @@ int srv_v2_response_write(srv_buf *b, size_t *json_len, const srv_v2_request *re
 /* One tensor of a layer's model signature, as the metadata and the configuration describe it. */
 typedef struct srv_v2_tensor_info {
     const char *name;     /* static: srv_v2_input_name / srv_v2_output_name                       */
-    const char *datatype; /* "FP32" or "BOOL" (masks take FP32 too)                                */
+    const char *datatype; /* "FP32", "BOOL" (masks take FP32 too) or "INT64" (positions: INT32 too) */
     int ndim;
     int64_t dims[SRV_TENSOR_MAX_DIMS]; /* -1 = variable                                           */
     bool optional;        /* may be left out of a request                                          */
@@ -146,7 +153,8 @@ typedef struct srv_v2_tensor_info {
 /* The model's inputs (by srv_v2_input_id) and outputs (by srv_v2_output_id) for a layer of config
  * cfg, the one description metadata and configuration are written from. Variable dimensions are -1:
  * query [-1,-1,E], key [-1,-1,Kd], value [-1,-1,Vd], key_padding_mask [-1,-1] BOOL, attn_mask
- * [-1,-1] BOOL (the 2-D form; [N·H,L,S0] and FP32 masks are taken too), output [-1,-1,E],
+ * [-1,-1] BOOL (the 2-D form; [N·H,L,S0] and FP32 masks are taken too), positions [-1] and
+ * key_positions [-1] INT64 (the 1-D form; [N,L] and INT32 are taken too), output [-1,-1,E],
  * attn_weights [-1,-1,-1]; every input but query is optional. */
 void srv_v2_model_inputs(const mha_config *cfg, srv_v2_tensor_info in[SRV_V2_IN_COUNT]);
 void srv_v2_model_outputs(const mha_config *cfg, srv_v2_tensor_info out[SRV_V2_OUT_COUNT]);

@@ -35,6 +35,9 @@ void srv_v2_model_inputs(const mha_config *cfg, srv_v2_tensor_info in[SRV_V2_IN_
     tensor(&in[SRV_V2_IN_KEY_PADDING_MASK], srv_v2_input_name(SRV_V2_IN_KEY_PADDING_MASK), "BOOL",
            true, 2, -1);
     tensor(&in[SRV_V2_IN_ATTN_MASK], srv_v2_input_name(SRV_V2_IN_ATTN_MASK), "BOOL", true, 2, -1);
+    tensor(&in[SRV_V2_IN_POSITIONS], srv_v2_input_name(SRV_V2_IN_POSITIONS), "INT64", true, 1, -1);
+    tensor(&in[SRV_V2_IN_KEY_POSITIONS], srv_v2_input_name(SRV_V2_IN_KEY_POSITIONS), "INT64", true,
+           1, -1);
 }
 
 void srv_v2_model_outputs(const mha_config *cfg, srv_v2_tensor_info out[SRV_V2_OUT_COUNT])

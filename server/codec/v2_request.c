@@ -34,7 +34,7 @@
 #define V2_MAX_MEMBERS 16
 
 static const char *const v2_input_names[SRV_V2_IN_COUNT] = {
-    "query", "key", "value", "key_padding_mask", "attn_mask",
+    "query", "key", "value", "key_padding_mask", "attn_mask", "positions", "key_positions",
 };
 static const char *const v2_output_names[SRV_V2_OUT_COUNT] = {"output", "attn_weights"};
 
@@ -51,6 +51,26 @@ const char *srv_v2_output_name(int id)
 static bool v2_is_mask(int id)
 {
     return id == SRV_V2_IN_KEY_PADDING_MASK || id == SRV_V2_IN_ATTN_MASK;
+}
+
+static bool v2_is_positions(int id)
+{
+    return id == SRV_V2_IN_POSITIONS || id == SRV_V2_IN_KEY_POSITIONS;
+}
+
+/* The protocol's name of an input's datatype. */
+static const char *v2_dtype_name(const srv_v2_input *in)
+{
+    return in->int_size == 8   ? "INT64"
+           : in->int_size == 4 ? "INT32"
+           : in->dtype == SRV_DTYPE_F32 ? "FP32"
+                                        : "BOOL";
+}
+
+/* Bytes of one element of an input in binary form. */
+static int64_t v2_elem_size(const srv_v2_input *in)
+{
+    return in->int_size ? in->int_size : in->dtype == SRV_DTYPE_F32 ? 4 : 1;
 }
 
 /* Writes "[2,3,4]" into out[cap]. */
@@ -225,6 +245,8 @@ static int v2_parse_parameters(srv_v2_request *req, bool *need_weights, bool *ne
         *dst[i] = json_is_true(v);
         if (dst[i] == need_weights)
             *need_weights_given = true;
+        if (dst[i] == &req->is_causal)
+            req->is_causal_given = true;
     }
     rc = 0;
 error:
@@ -276,7 +298,7 @@ error:
     return rc;
 }
 
-/* "datatype": FP32 for every input, BOOL for the masks too. */
+/* "datatype": FP32 for every input, BOOL for the masks too; INT64 or INT32 for the positions. */
 static int v2_parse_datatype(srv_v2_input *in, int id, const char *text, size_t len, srv_error *err)
 {
     const char *name = v2_input_names[id];
@@ -288,6 +310,14 @@ static int v2_parse_datatype(srv_v2_input *in, int id, const char *text, size_t 
     if (!dt) {
         srv_error_set(err, SRV_E_BAD_REQUEST, name,
                       "input '%s': \"datatype\" must be a string such as \"FP32\"", name);
+    } else if (v2_is_positions(id)) {
+        if (strcmp(dt, "INT64") == 0 || strcmp(dt, "INT32") == 0) {
+            in->int_size = dt[3] == '6' ? 8 : 4;
+            rc = 0;
+        } else {
+            srv_error_set(err, SRV_E_BAD_REQUEST, name,
+                          "input '%s' has datatype %.32s; it takes INT64 or INT32", name, dt);
+        }
     } else if (strcmp(dt, "FP32") == 0) {
         in->dtype = SRV_DTYPE_F32;
         rc = 0;
@@ -374,6 +404,46 @@ static int v2_parse_json_data(srv_v2_input *in, int id, const char *text, size_t
     return 0;
 }
 
+/* The JSON "data" of a position input: flat (count numbers for the declared shape) or nested as
+ * the shape says; whole numbers in [0, 2^24) (positions.h). */
+static int v2_parse_positions_data(srv_v2_input *in, int id, const char *text, size_t len,
+                                   int64_t max_elements, srv_error *err)
+{
+    const char *name = v2_input_names[id];
+    char a[96], b[96];
+    if (in->ndim < 1 || in->ndim > 2)
+        return srv_error_set(err, SRV_E_SHAPE, name,
+                             "input '%s' has shape %s; positions are [L] or [N,L]", name,
+                             v2_shape_str(a, sizeof a, in->ndim, in->shape));
+    json_t *data = v2_json_load(text, len, name, err);
+    if (!data)
+        return -1;
+    int rc;
+    if (!json_is_array(data)) {
+        rc = srv_error_set(err, SRV_E_BAD_REQUEST, name,
+                           "input '%s': \"data\" must be an array (flat or nested)", name);
+    } else if (json_is_array(json_array_get(data, 0))) { /* nested: its shape must be declared */
+        rc = srv_positions_from_json(&in->pos, data, name, max_elements, err);
+        if (rc == 0 && (in->pos.ndim != in->ndim || in->pos.shape[0] != in->shape[0] ||
+                        in->pos.shape[1] != (in->ndim == 2 ? in->shape[1] : 0)))
+            rc = srv_error_set(err, SRV_E_SHAPE, name,
+                               "input '%s' has shape %s but its data is nested as %s; send it "
+                               "flat or nested as the shape says",
+                               name, v2_shape_str(a, sizeof a, in->ndim, in->shape),
+                               v2_shape_str(b, sizeof b, in->pos.ndim, in->pos.shape));
+    } else { /* flat: read as {"shape": declared, "data": [...]} */
+        json_t *shape = json_array();
+        for (int i = 0; i < in->ndim; i++)
+            json_array_append_new(shape, json_integer(in->shape[i] > 0 ? in->shape[i] : 0));
+        json_t *obj = json_pack("{s:o, s:O}", "shape", shape, "data", data);
+        rc = obj ? srv_positions_from_json(&in->pos, obj, name, max_elements, err)
+                 : srv_error_set(err, SRV_E_NOMEM, name, "out of memory");
+        json_decref(obj);
+    }
+    json_decref(data);
+    return rc;
+}
+
 /* One element of "inputs": {"name", "shape", "datatype", "parameters"?, "data"?}. binsize[id]
  * gets the binary_data_size, or -1 for JSON data. */
 static int v2_parse_input(srv_v2_request *req, int64_t binsize[SRV_V2_IN_COUNT], const char *field,
@@ -411,7 +481,7 @@ static int v2_parse_input(srv_v2_request *req, int64_t binsize[SRV_V2_IN_COUNT],
         if (json_is_string(js))
             srv_error_set(err, SRV_E_UNKNOWN_FIELD, field,
                           "unknown input '%.64s'; the model's inputs are query, key, value, "
-                          "key_padding_mask and attn_mask",
+                          "key_padding_mask, attn_mask, positions and key_positions",
                           json_string_value(js));
         else
             srv_error_set(err, SRV_E_BAD_REQUEST, field, "%s: \"name\" must be a string", field);
@@ -442,15 +512,15 @@ static int v2_parse_input(srv_v2_request *req, int64_t binsize[SRV_V2_IN_COUNT],
                                  "input '%s' has both \"data\" and parameters.binary_data_size; "
                                  "send one of them",
                                  nm);
-        int64_t esize = in->dtype == SRV_DTYPE_F32 ? 4 : 1;
+        int64_t esize = v2_elem_size(in);
         if (binsize[id] / esize != in->count || binsize[id] % esize != 0) {
             char a[96];
             return srv_error_set(
                 err, SRV_E_SHAPE, nm,
                 "input '%s' has shape %s and datatype %s, so %" PRId64
                 " bytes of binary data, but parameters.binary_data_size is %" PRId64,
-                nm, v2_shape_str(a, sizeof a, in->ndim, in->shape),
-                in->dtype == SRV_DTYPE_F32 ? "FP32" : "BOOL", in->count * esize, binsize[id]);
+                nm, v2_shape_str(a, sizeof a, in->ndim, in->shape), v2_dtype_name(in),
+                in->count * esize, binsize[id]);
         }
         in->binary = true;
         return 0;
@@ -458,6 +528,8 @@ static int v2_parse_input(srv_v2_request *req, int64_t binsize[SRV_V2_IN_COUNT],
     if (!data)
         return srv_error_set(err, SRV_E_MISSING_FIELD, nm,
                              "input '%s' has neither \"data\" nor parameters.binary_data_size", nm);
+    if (v2_is_positions(id))
+        return v2_parse_positions_data(in, id, data->value, data->value_len, max_elements, err);
     return v2_parse_json_data(in, id, data->value, data->value_len, max_elements, err);
 }
 
@@ -651,6 +723,12 @@ static int v2_attach_binary(srv_v2_request *req, const int64_t binsize[SRV_V2_IN
         const char *p = body + off;
         size_t size = (size_t)binsize[id];
         off += size;
+        if (v2_is_positions(id)) { /* read into int64, whatever the width and alignment */
+            if (srv_positions_from_bytes(&in->pos, p, size, in->int_size, in->ndim, in->shape,
+                                         v2_input_names[id], err) < 0)
+                return -1;
+            continue;
+        }
         if (in->dtype == SRV_DTYPE_F32 && ((uintptr_t)p % _Alignof(float)) != 0) {
             /* The JSON header's length puts the floats off alignment: copy them once. */
             in->copy = malloc(size ? size : 1);
@@ -708,6 +786,7 @@ void srv_v2_request_free(srv_v2_request *req)
     for (int i = 0; i < SRV_V2_IN_COUNT; i++) {
         srv_tensor_free(&req->inputs[i].json);
         free(req->inputs[i].copy);
+        srv_positions_free(&req->inputs[i].pos);
     }
     memset(req, 0, sizeof *req);
 }

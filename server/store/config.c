@@ -9,20 +9,24 @@
 
 #include "base/error.h"
 
-typedef enum cfg_kind { K_DIM, K_DIM_OR_NULL, K_BOOL, K_DROPOUT, K_EXT } cfg_kind;
+typedef enum cfg_kind { K_DIM, K_DIM_OR_NULL, K_BOOL, K_DROPOUT, K_ROPE } cfg_kind;
 
 static const struct {
     const char *name;
     cfg_kind kind;
 } fields[] = {
-    {"embed_dim", K_DIM},     {"num_heads", K_DIM},    {"kdim", K_DIM_OR_NULL},
-    {"vdim", K_DIM_OR_NULL},  {"bias", K_BOOL},        {"add_bias_kv", K_BOOL},
-    {"add_zero_attn", K_BOOL}, {"batch_first", K_BOOL}, {"dropout", K_DROPOUT},
-    /* the extensions beyond torch: known names, not built yet */
-    {"head_dim", K_EXT},      {"num_kv_heads", K_EXT}, {"rope", K_EXT},
-    {"alibi", K_EXT},         {"window", K_EXT},
+    {"embed_dim", K_DIM},      {"num_heads", K_DIM},        {"kdim", K_DIM_OR_NULL},
+    {"vdim", K_DIM_OR_NULL},   {"bias", K_BOOL},            {"add_bias_kv", K_BOOL},
+    {"add_zero_attn", K_BOOL}, {"batch_first", K_BOOL},     {"dropout", K_DROPOUT},
+    /* the extensions beyond torch (docs/api.md, "The attention of today's models") */
+    {"head_dim", K_DIM_OR_NULL}, {"num_kv_heads", K_DIM_OR_NULL}, {"rope", K_ROPE},
+    {"alibi", K_BOOL},         {"window", K_DIM_OR_NULL},   {"is_causal", K_BOOL},
 };
 #define NFIELDS (sizeof fields / sizeof fields[0])
+
+#define CONFIG_FIELDS                                                                             \
+    "embed_dim, num_heads, kdim, vdim, bias, add_bias_kv, add_zero_attn, batch_first, dropout, "  \
+    "head_dim, num_kv_heads, rope, alibi, window, is_causal"
 
 static int get_dim(const json_t *v, const char *path, int64_t *out, srv_error *err)
 {
@@ -36,22 +40,50 @@ static int get_dim(const json_t *v, const char *path, int64_t *out, srv_error *e
     return 0;
 }
 
-/* An extension field: accepted only at its default. */
-static int check_extension(const char *name, const json_t *v, const mha_config *cfg,
-                           const char *path, srv_error *err)
+/* The dimension a K_DIM_OR_NULL field sets. */
+static int64_t *dim_field(mha_config *cfg, const char *name)
 {
-    bool is_default = json_is_null(v);
-    if (!strcmp(name, "head_dim") && json_is_integer(v) && cfg->embed_dim > 0 && cfg->num_heads > 0)
-        is_default = cfg->embed_dim % cfg->num_heads == 0 &&
-                     json_integer_value(v) == cfg->embed_dim / cfg->num_heads;
-    if (!strcmp(name, "num_kv_heads") && json_is_integer(v))
-        is_default = json_integer_value(v) == cfg->num_heads;
-    if (!strcmp(name, "alibi"))
-        is_default = json_is_false(v) || json_is_null(v);
-    if (is_default)
+    if (!strcmp(name, "kdim"))
+        return &cfg->kdim;
+    if (!strcmp(name, "vdim"))
+        return &cfg->vdim;
+    if (!strcmp(name, "head_dim"))
+        return &cfg->head_dim;
+    if (!strcmp(name, "num_kv_heads"))
+        return &cfg->num_kv_heads;
+    return &cfg->window;
+}
+
+/* "rope": null (none) or {"theta": number}; theta's range is the engine's to check. */
+static int get_rope(mha_config *cfg, const json_t *v, const char *path, srv_error *err)
+{
+    char sub[192];
+    if (json_is_null(v))
         return 0;
-    return srv_error_set(err, SRV_E_INVALID_CONFIG, path,
-                         "%s is not supported by this build of attnd yet (leave it out)", path);
+    if (!json_is_object(v))
+        return srv_error_set(err, SRV_E_INVALID_CONFIG, path,
+                             "%s must be an object like {\"theta\": 10000}, or null for none",
+                             path);
+    const char *key;
+    json_t *m;
+    json_object_foreach((json_t *)v, key, m)
+    {
+        if (strcmp(key, "theta") != 0) {
+            snprintf(sub, sizeof sub, "%s.%.60s", path, key);
+            return srv_error_set(err, SRV_E_UNKNOWN_FIELD, sub,
+                                 "unknown field '%s'; rope has theta", sub);
+        }
+    }
+    snprintf(sub, sizeof sub, "%s.theta", path);
+    const json_t *t = json_object_get(v, "theta");
+    if (!t)
+        return srv_error_set(err, SRV_E_INVALID_CONFIG, sub,
+                             "%s is required (the rotary base; Llama uses 10000)", sub);
+    if (!json_is_number(t))
+        return srv_error_set(err, SRV_E_INVALID_CONFIG, sub, "%s must be a number", sub);
+    cfg->rope = true;
+    cfg->rope_theta = json_number_value(t);
+    return 0;
 }
 
 int srv_config_from_json(mha_config *cfg, const json_t *obj, const mha_limits *limits,
@@ -71,9 +103,7 @@ int srv_config_from_json(mha_config *cfg, const json_t *obj, const mha_limits *l
         if (i == NFIELDS) {
             snprintf(path, sizeof path, "%s.%.60s", field, key);
             return srv_error_set(err, SRV_E_UNKNOWN_FIELD, path,
-                                 "unknown field '%s'; a config has embed_dim, num_heads, kdim, "
-                                 "vdim, bias, add_bias_kv, add_zero_attn, batch_first, dropout",
-                                 path);
+                                 "unknown field '%s'; a config has " CONFIG_FIELDS, path);
         }
     }
 
@@ -100,9 +130,8 @@ int srv_config_from_json(mha_config *cfg, const json_t *obj, const mha_limits *l
         switch (fields[i].kind) {
         case K_DIM:
             break; /* embed_dim, num_heads: read above */
-        case K_DIM_OR_NULL:
-            if (!json_is_null(v) &&
-                get_dim(v, path, !strcmp(n, "kdim") ? &cfg->kdim : &cfg->vdim, err) < 0)
+        case K_DIM_OR_NULL: /* null: the default (E, E/H, H, no window) */
+            if (!json_is_null(v) && get_dim(v, path, dim_field(cfg, n), err) < 0)
                 return -1;
             break;
         case K_BOOL: {
@@ -116,6 +145,10 @@ int srv_config_from_json(mha_config *cfg, const json_t *obj, const mha_limits *l
                 cfg->add_bias_kv = b;
             else if (!strcmp(n, "add_zero_attn"))
                 cfg->add_zero_attn = b;
+            else if (!strcmp(n, "alibi"))
+                cfg->alibi = b;
+            else if (!strcmp(n, "is_causal"))
+                cfg->is_causal = b;
             else
                 cfg->batch_first = b;
             break;
@@ -133,8 +166,8 @@ int srv_config_from_json(mha_config *cfg, const json_t *obj, const mha_limits *l
             cfg->dropout = p;
             break;
         }
-        case K_EXT:
-            if (check_extension(n, v, cfg, path, err) < 0)
+        case K_ROPE:
+            if (get_rope(cfg, v, path, err) < 0)
                 return -1;
             break;
         }
@@ -155,12 +188,20 @@ int srv_config_from_json(mha_config *cfg, const json_t *obj, const mha_limits *l
 
 json_t *srv_config_to_json(const mha_config *cfg)
 {
-    return json_pack("{s:I, s:I, s:I, s:I, s:b, s:b, s:b, s:b, s:f}", "embed_dim",
-                     (json_int_t)cfg->embed_dim, "num_heads", (json_int_t)cfg->num_heads, "kdim",
-                     (json_int_t)(cfg->kdim ? cfg->kdim : cfg->embed_dim), "vdim",
-                     (json_int_t)(cfg->vdim ? cfg->vdim : cfg->embed_dim), "bias", cfg->bias,
-                     "add_bias_kv", cfg->add_bias_kv, "add_zero_attn", cfg->add_zero_attn,
-                     "batch_first", cfg->batch_first, "dropout", cfg->dropout);
+    json_t *c = json_pack(
+        "{s:I, s:I, s:I, s:I, s:b, s:b, s:b, s:b, s:f, s:I, s:I, s:n, s:b, s:n, s:b}", "embed_dim",
+        (json_int_t)cfg->embed_dim, "num_heads", (json_int_t)cfg->num_heads, "kdim",
+        (json_int_t)(cfg->kdim ? cfg->kdim : cfg->embed_dim), "vdim",
+        (json_int_t)(cfg->vdim ? cfg->vdim : cfg->embed_dim), "bias", cfg->bias, "add_bias_kv",
+        cfg->add_bias_kv, "add_zero_attn", cfg->add_zero_attn, "batch_first", cfg->batch_first,
+        "dropout", cfg->dropout, "head_dim", (json_int_t)mha_config_head_dim(cfg), "num_kv_heads",
+        (json_int_t)mha_config_kv_heads(cfg), "rope", "alibi", cfg->alibi, "window", "is_causal",
+        cfg->is_causal);
+    if (c && cfg->rope)
+        json_object_set_new(c, "rope", json_pack("{s:f}", "theta", cfg->rope_theta));
+    if (c && cfg->window)
+        json_object_set_new(c, "window", json_integer(cfg->window));
+    return c;
 }
 
 srv_layer *srv_layer_build_init(const char *name, const mha_config *cfg, const mha_limits *limits,

@@ -4,9 +4,10 @@
  *
  * Field names and defaults are torch's except batch_first (default true). A config is
  * checked strictly: an unknown field is a 400 naming it, a wrong type or an impossible value a 422
- * naming it ("config.embed_dim"). The extensions beyond torch (head_dim, num_kv_heads,
- * rope, alibi, window) are known fields: their defaults are accepted, anything else is a 422 saying
- * this build does not have them yet.
+ * naming it ("config.embed_dim"). The extensions beyond torch: head_dim, num_kv_heads
+ * and window (positive integers, or null for the default: E/H, H, none), rope ({"theta": t} or
+ * null), alibi and is_causal (booleans); their rules are the engine's (mha_config_check: a 422
+ * naming config.num_kv_heads, config.head_dim, config.rope.theta, ...).
  */
 #ifndef ATTND_CONFIG_H
 #define ATTND_CONFIG_H
@@ -23,7 +24,8 @@ int srv_config_from_json(mha_config *cfg, const json_t *obj, const mha_limits *l
                          const char *field, srv_error *err);
 
 /* The config as a JSON object with every field spelled out (new reference; NULL when out of
- * memory). kdim/vdim are written resolved (never null). */
+ * memory). kdim, vdim, head_dim and num_kv_heads are written resolved (never null); rope is
+ * {"theta": t} or null, window an integer or null. */
 json_t *srv_config_to_json(const mha_config *cfg);
 
 /* Builds a layer entry named `name` from cfg, initialised with method ("xavier_uniform" or "zeros")

@@ -10,7 +10,9 @@
  * trace's output and attn_weights are compared with torch's forward answer to the same inputs (its
  * attn_weights as with need_weights; averaged over the heads here when the case asks so).
  *
- * An optional argument names another directory of cases (e.g. tests/torch/golden_random.sh's).
+ * The cases of the extensions beyond torch (tests/golden_variants/: head_dim, num_kv_heads, rope,
+ * alibi, window, positions) go the same way. An optional argument names another directory of cases
+ * (e.g. tests/torch/golden_random.sh's) to replay instead.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,6 +53,10 @@ static void stage_view(const golden_case *c, int s, golden_tensor *out, char axe
     out->data = malloc((size_t)g->count * sizeof(float));
     memcpy(out->data, g->data, (size_t)g->count * sizeof(float));
     snprintf(axes, 5, "%s", engine_axes[s]);
+    const int64_t H = c->config.num_heads;
+    if ((s == MHA_TRACE_K_HEADS || s == MHA_TRACE_V_HEADS) && c->config.num_kv_heads &&
+        c->config.num_kv_heads < H) /* fewer kv heads: axis K (server/api/trace.h) */
+        axes[1] = 'K';
     if (!batched) {
         out->ndim = g->ndim - 1;
         memmove(out->shape, g->shape + 1, (size_t)out->ndim * sizeof *g->shape);
@@ -202,7 +208,12 @@ int main(int argc, char **argv)
     srv_daemon *d = hc_start(&opt);
     if (!CHECK(d != NULL, "daemon"))
         return check_report();
-    golden_each(argc > 1 ? argv[1] : "tests/golden", replay_one, d);
+    if (argc > 1) {
+        golden_each(argv[1], replay_one, d);
+    } else {
+        golden_each("tests/golden", replay_one, d);
+        golden_each("tests/golden_variants", replay_one, d);
+    }
     hc_stop(d);
     return check_report();
 }

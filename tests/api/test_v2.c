@@ -4,7 +4,8 @@
  * written (with our input names), every torch golden case through /v2/.../infer with JSON, binary
  * and mixed inputs and JSON or binary outputs (checked against torch's numbers, and against /v1
  * forward on the same request bit for bit), outputs selection, and every error the protocol
- * promises (status and {"error": "..."} body).
+ * promises (status and {"error": "..."} body). The cases of the extensions beyond torch
+ * (tests/golden_variants/) go through infer too, their positions as INT64 or INT32 inputs.
  *
  * Requests are built here with printf("%.9g") and raw bytes, not with the daemon's own codec.
  */
@@ -122,9 +123,36 @@ static void delete_layer(srv_daemon *d, const char *name)
     hc_response_free(&r);
 }
 
+/* Appends the case's positions (p, named name) as an INT64 input (INT32 when int32), its data
+ * binary (into bin) or JSON. */
+static void add_positions(bytes *body, bytes *bin, const golden_positions *p, const char *name,
+                          bool binary, bool int32)
+{
+    b_printf(body, ",{\"name\":\"%s\",\"datatype\":\"%s\",\"shape\":[%" PRId64, name,
+             int32 ? "INT32" : "INT64", p->shape[0]);
+    if (p->ndim == 2)
+        b_printf(body, ",%" PRId64, p->shape[1]);
+    const int64_t count = p->shape[0] * (p->ndim == 2 ? p->shape[1] : 1);
+    if (binary) {
+        b_printf(body, "],\"parameters\":{\"binary_data_size\":%" PRId64 "}}",
+                 count * (int32 ? 4 : 8));
+        for (int64_t e = 0; e < count; e++) {
+            int32_t x = (int32_t)p->data[e];
+            b_add(bin, int32 ? (const void *)&x : (const void *)&p->data[e], int32 ? 4 : 8);
+        }
+        return;
+    }
+    b_printf(body, "],\"data\":[");
+    for (int64_t e = 0; e < count; e++)
+        b_printf(body, e ? ",%" PRId64 : "%" PRId64, p->data[e]);
+    b_printf(body, "]}");
+}
+
 /* Builds an infer body for case c: input i goes binary when bit i of binary_mask is set, in the
- * order given by order[0..4]; extra is appended inside the top-level object (e.g. an "outputs"
- * member), may be NULL. *header_len gets the JSON length, -1 when nothing is binary. */
+ * order given by order[0..4], then the positions (bits 5 and 6; INT32 when bit 7 is set); extra is
+ * appended inside the top-level object (e.g. an "outputs" member), may be NULL. *header_len gets
+ * the JSON length, -1 when nothing is binary. is_causal is sent only when the case's inputs give it
+ * (else the layer's default applies, as in /v1). */
 static void build_request(bytes *body, long *header_len, const golden_case *c, unsigned binary_mask,
                           const int order[5], bool binary_out, const char *extra)
 {
@@ -133,10 +161,11 @@ static void build_request(bytes *body, long *header_len, const golden_case *c, u
     /* need_weights only when true: left out, the outputs asked for decide */
     b_printf(body,
              "{\"id\":\"%s\",\"parameters\":{%s\"average_attn_weights\":%s,"
-             "\"is_causal\":%s,\"binary_data_output\":%s},\"inputs\":[",
+             "%s%s%s\"binary_data_output\":%s},\"inputs\":[",
              c->name, c->need_weights ? "\"need_weights\":true," : "",
-             c->average_attn_weights ? "true" : "false", c->is_causal ? "true" : "false",
-             binary_out ? "true" : "false");
+             c->average_attn_weights ? "true" : "false", c->is_causal_given ? "\"is_causal\":" : "",
+             !c->is_causal_given ? "" : c->is_causal ? "true" : "false",
+             c->is_causal_given ? "," : "", binary_out ? "true" : "false");
     bool first = true;
     for (int k = 0; k < 5; k++) {
         int i = order[k];
@@ -167,6 +196,12 @@ static void build_request(bytes *body, long *header_len, const golden_case *c, u
         }
         b_printf(body, "]}");
     }
+    if (c->positions.present)
+        add_positions(body, &bin, &c->positions, "positions", binary_mask & 0x20,
+                      binary_mask & 0x80);
+    if (c->key_positions.present)
+        add_positions(body, &bin, &c->key_positions, "key_positions", binary_mask & 0x40,
+                      binary_mask & 0x80);
     b_printf(body, "]%s%s}", extra ? "," : "", extra ? extra : "");
     *header_len = -1;
     if (bin.len) {
@@ -304,7 +339,9 @@ static void replay(srv_daemon *d, const golden_case *c, int index)
     snprintf(layer, sizeof layer, "g%d", index);
     put_layer(d, c, layer);
     int variant = index % 3;
-    unsigned mask = variant == 0 ? 0x1f : variant == 1 ? 0 : (index & 4 ? 0x15 : 0x0a);
+    unsigned mask = variant == 0 ? 0x7f : variant == 1 ? 0 : (index & 4 ? 0x35 : 0x4a);
+    if (index % 4 == 1)
+        mask |= 0x80; /* positions as INT32 */
     bool binary_out = index % 2 == 1;
     bytes body = {0};
     long hl;
@@ -423,7 +460,7 @@ static void test_endpoints(srv_daemon *d, const golden_case *c)
         CHECK(r.status == 200 && !strcmp(json_string_value(json_object_get(j, "name")), "m") &&
                   !strcmp(json_string_value(json_array_get(json_object_get(j, "versions"), 0)),
                           ver) &&
-                  json_is_string(json_object_get(j, "platform")) && json_array_size(ins) == 5 &&
+                  json_is_string(json_object_get(j, "platform")) && json_array_size(ins) == 7 &&
                   json_array_size(outs) == 2,
               "metadata %s: %ld %s", meta_paths[k], r.status, r.body);
         for (size_t i = 0; i < json_array_size(ins) && i < 5; i++) {
@@ -772,6 +809,7 @@ static void test_errors(srv_daemon *d, const golden_case *c)
 typedef struct replay_ctx {
     srv_daemon *d;
     golden_case pick; /* the case for the endpoint tests (zeroed until one is found) */
+    int offset;       /* added to the index of each case: layer names stay distinct */
 } replay_ctx;
 
 /* Replays c, or keeps it as the case for the endpoint tests when it is the first with both masks
@@ -784,7 +822,7 @@ static void replay_or_pick(golden_case *c, int index, void *ctx)
         x->pick = *c;
         return;
     }
-    replay(x->d, c, index);
+    replay(x->d, c, x->offset + index);
     golden_free(c);
 }
 
@@ -799,6 +837,10 @@ int main(int argc, char **argv)
     if (!CHECK(x.d != NULL, "daemon"))
         return check_report();
     int n = golden_each(argc > 1 ? argv[1] : "tests/golden", replay_or_pick, &x);
+    if (argc == 1) { /* and the extensions' cases, numbered on from the torch ones */
+        x.offset = n;
+        golden_each("tests/golden_variants", replay_or_pick, &x);
+    }
     if (n > 0 && CHECK(x.pick.name != NULL, "a golden case with both masks")) {
         replay(x.d, &x.pick, n);
         test_endpoints(x.d, &x.pick);

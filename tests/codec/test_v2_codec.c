@@ -637,10 +637,11 @@ static void test_metadata(void)
               strcmp(json_string_value(json_object_get(j, "platform")), "attnd_mha") == 0,
           "name, versions, platform");
     json_t *ins = json_object_get(j, "inputs");
-    CHECK(json_array_size(ins) == 5, "five inputs");
-    static const char *const names[5] = {"query", "key", "value", "key_padding_mask", "attn_mask"};
-    static const int64_t last[5] = {8, 5, 3, -1, -1};
-    for (int i = 0; i < 5 && i < (int)json_array_size(ins); i++) {
+    CHECK(json_array_size(ins) == 7, "seven inputs");
+    static const char *const names[7] = {"query",     "key",       "value",        "key_padding_mask",
+                                         "attn_mask", "positions", "key_positions"};
+    static const int64_t last[7] = {8, 5, 3, -1, -1, -1, -1};
+    for (int i = 0; i < 7 && i < (int)json_array_size(ins); i++) {
         json_t *t = json_array_get(ins, i);
         json_t *shape = json_object_get(t, "shape");
         CHECK(strcmp(json_string_value(json_object_get(t, "name")), names[i]) == 0 &&

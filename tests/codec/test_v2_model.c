@@ -110,13 +110,14 @@ static void test_config(void)
               1,
           "one version");
     const json_t *in = json_object_get(c, "input"), *out = json_object_get(c, "output");
-    static const char *const ins[] = {"query", "key", "value", "key_padding_mask", "attn_mask"};
-    static const char *const types[] = {"TYPE_FP32", "TYPE_FP32", "TYPE_FP32", "TYPE_BOOL",
-                                        "TYPE_BOOL"};
-    static const long long last[] = {8, 5, 3, -1, -1};
-    static const size_t rank[] = {3, 3, 3, 2, 2};
-    CHECK(json_array_size(in) == 5, "five inputs");
-    for (int i = 0; i < 5; i++) {
+    static const char *const ins[] = {"query",     "key",       "value",        "key_padding_mask",
+                                      "attn_mask", "positions", "key_positions"};
+    static const char *const types[] = {"TYPE_FP32", "TYPE_FP32",  "TYPE_FP32", "TYPE_BOOL",
+                                        "TYPE_BOOL", "TYPE_INT64", "TYPE_INT64"};
+    static const long long last[] = {8, 5, 3, -1, -1, -1, -1};
+    static const size_t rank[] = {3, 3, 3, 2, 2, 1, 1};
+    CHECK(json_array_size(in) == 7, "seven inputs");
+    for (int i = 0; i < 7; i++) {
         const json_t *t = json_array_get(in, (size_t)i), *dims = json_object_get(t, "dims");
         bool minus = true;
         for (size_t k = 0; k + 1 < json_array_size(dims); k++)

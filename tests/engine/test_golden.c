@@ -3,13 +3,17 @@
  * through lib/mha.h and compares output, attention weights and every trace stage with torch's
  * numbers, at the project's tolerance (check.h: 2e-5 absolute + 1e-4 relative; -inf must be -inf).
  *
- *   test_golden [DIR]      DIR defaults to tests/golden; point it at the output of
- *                          `tests/torch/gen_golden.py --random N --seed S --out DIR` for cases outside the repo
+ *   test_golden [DIR]      DIR defaults to tests/golden and tests/golden_variants (the extensions
+ *                          beyond torch: head_dim, num_kv_heads, rope, alibi, window, positions);
+ *                          point it at the output of `tests/torch/gen_golden.py --random N --seed S
+ *                          --out DIR [--variants]` for cases outside the repo
  *
- * Each case runs four times: on the calling thread only (no pool) and on a 2-thread pool (with
+ * Each case runs six times: on the calling thread only (no pool) and on a 2-thread pool (with
  * OpenBLAS set to one thread, as the engine wants when it has its own pool), each with every trace
  * stage requested and with none (the path requests take when they want no trace, which need not hold
- * the scores). Output buffers start as NaN, so an entry the engine forgets to write fails too.
+ * the scores), and on the pool again with ATTND_ISA=generic (the attention's GEMMs on cblas instead
+ * of the AVX-512 kernels). Output buffers start as NaN, so an entry the engine forgets to write
+ * fails too.
  */
 #include <math.h>
 #include <stdio.h>
@@ -87,15 +91,19 @@ static mha_layer *build_layer(const golden_case *c)
 
 /* One forward pass of case c on layer (pool may be NULL), with every trace stage or none, everything
  * compared with torch. */
-static void run_case(const golden_case *c, const mha_layer *layer, mha_pool *pool, bool with_trace)
+static void run_case(const golden_case *c, const mha_layer *layer, mha_pool *pool, bool with_trace,
+                     bool generic)
 {
     char label[256];
-    snprintf(label, sizeof label, "%s (%s, %s)", c->name, pool ? "2-thread pool" : "no pool",
-             with_trace ? "trace" : "no trace");
+    snprintf(label, sizeof label, "%s (%s, %s%s)", c->name, pool ? "2-thread pool" : "no pool",
+             with_trace ? "trace" : "no trace", generic ? ", ATTND_ISA=generic" : "");
     mha_inputs in = golden_inputs(c);
     mha_plan plan;
     mha_error err = {0};
+    if (generic)
+        setenv("ATTND_ISA", "generic", 1);
     mha_status st = mha_plan_forward(layer, &in, NULL, &plan, &err);
+    unsetenv("ATTND_ISA");
     if (!CHECK(st == MHA_OK, "%s: mha_plan_forward: %s (%s)", label, err.message, err.field))
         return;
 
@@ -138,14 +146,9 @@ static void run_case(const golden_case *c, const mha_layer *layer, mha_pool *poo
         free(trace.stage[s]);
 }
 
-int main(int argc, char **argv)
+/* Replays every case of dir; returns how many failed. */
+static int replay_dir(const char *dir, mha_pool *pool)
 {
-    const char *dir = argc > 1 ? argv[1] : "tests/golden";
-    mha_blas_set_threads(1);
-    mha_error err = {0};
-    mha_pool *pool = mha_pool_create(2, &err);
-    CHECK(pool, "mha_pool_create(2): %s", err.message);
-
     char **paths = NULL;
     int n = golden_list(&paths, dir);
     CHECK(n > 0, "no golden cases in %s", dir);
@@ -159,9 +162,11 @@ int main(int argc, char **argv)
         mha_layer *layer = build_layer(&c);
         if (layer) {
             for (int t = 0; t < 2; t++) {
-                run_case(&c, layer, NULL, t == 0);
+                run_case(&c, layer, NULL, t == 0, false);
                 if (pool)
-                    run_case(&c, layer, pool, t == 0);
+                    run_case(&c, layer, pool, t == 0, false);
+                if (pool)
+                    run_case(&c, layer, pool, t == 0, true);
             }
         }
         if (check_failed != before) {
@@ -174,6 +179,21 @@ int main(int argc, char **argv)
     printf("%d golden cases from %s, %d failed (%d failed checks)\n", n < 0 ? 0 : n, dir, cases_failed,
            check_failed - failed_before);
     golden_list_free(paths, n);
+    return cases_failed;
+}
+
+int main(int argc, char **argv)
+{
+    mha_blas_set_threads(1);
+    mha_error err = {0};
+    mha_pool *pool = mha_pool_create(2, &err);
+    CHECK(pool, "mha_pool_create(2): %s", err.message);
+    if (argc > 1) {
+        replay_dir(argv[1], pool);
+    } else {
+        replay_dir("tests/golden", pool);
+        replay_dir("tests/golden_variants", pool);
+    }
     mha_pool_free(pool);
     return check_report();
 }

@@ -1,12 +1,13 @@
 /*
  * test_golden_files.c - the golden loader (tests/support/golden.c) and the golden files themselves:
- * base64 decoding, and for every case in tests/golden/ that its tensors are shaped as its config
- * says, its parameters are torch's state_dict for that config, its trace is self-consistent (softmax
+ * base64 decoding, and for every case in tests/golden/ and tests/golden_variants/ that its tensors
+ * are shaped as its config says (head_dim and num_kv_heads included), its parameters are torch's
+ * state_dict for that config (on those shapes), its trace is self-consistent (softmax
  * rows sum to 1, fully masked rows have weights 0 and head outputs 0; a case may have no trace at all),
  * and its JSON texts are kept.
  * Needs nothing of lib/ but mha.h's types; test_golden.c runs the cases through the engine.
  *
- *   test_golden_files [DIR]      DIR defaults to tests/golden
+ *   test_golden_files [DIR]      DIR defaults to tests/golden and tests/golden_variants
  */
 #include <math.h>
 #include <stdio.h>
@@ -47,11 +48,23 @@ static bool shape_is(const golden_tensor *t, int ndim, int64_t a, int64_t b, int
     return true;
 }
 
+/* head_dim and num_kv_heads of a config, their defaults resolved (E/H, H). */
+static int64_t head_dim_of(const mha_config *k)
+{
+    return k->head_dim ? k->head_dim : k->embed_dim / k->num_heads;
+}
+
+static int64_t kv_heads_of(const mha_config *k)
+{
+    return k->num_kv_heads ? k->num_kv_heads : k->num_heads;
+}
+
 /* torch's state_dict for this config: the names (in order) and shapes. */
 static void check_weights(const golden_case *c)
 {
     const mha_config *k = &c->config;
-    int64_t E = k->embed_dim;
+    const int64_t E = k->embed_dim, hd = head_dim_of(k);
+    const int64_t Dq = k->num_heads * hd, Dkv = kv_heads_of(k) * hd;
     bool packed = k->kdim == E && k->vdim == E;
     struct {
         const char *name;
@@ -62,19 +75,19 @@ static void check_weights(const golden_case *c)
 #define WANT(nm, nd, a, b, cc) want[n].name = nm, want[n].ndim = nd, want[n].s0 = a, want[n].s1 = b, \
                                want[n].s2 = cc, n++
     if (packed) {
-        WANT("in_proj_weight", 2, 3 * E, E, 0);
+        WANT("in_proj_weight", 2, Dq + 2 * Dkv, E, 0);
     } else {
-        WANT("q_proj_weight", 2, E, E, 0);
-        WANT("k_proj_weight", 2, E, k->kdim, 0);
-        WANT("v_proj_weight", 2, E, k->vdim, 0);
+        WANT("q_proj_weight", 2, Dq, E, 0);
+        WANT("k_proj_weight", 2, Dkv, k->kdim, 0);
+        WANT("v_proj_weight", 2, Dkv, k->vdim, 0);
     }
     if (k->bias)
-        WANT("in_proj_bias", 1, 3 * E, 0, 0);
+        WANT("in_proj_bias", 1, Dq + 2 * Dkv, 0, 0);
     if (k->add_bias_kv) {
-        WANT("bias_k", 3, 1, 1, E);
-        WANT("bias_v", 3, 1, 1, E);
+        WANT("bias_k", 3, 1, 1, Dkv);
+        WANT("bias_v", 3, 1, 1, Dkv);
     }
-    WANT("out_proj.weight", 2, E, E, 0);
+    WANT("out_proj.weight", 2, E, Dq, 0);
     if (k->bias)
         WANT("out_proj.bias", 1, E, 0, 0);
 #undef WANT
@@ -119,10 +132,12 @@ static void check_rows(const golden_case *c, int64_t rows, int64_t S, int64_t hd
 static void check_case(const golden_case *c)
 {
     const mha_config *k = &c->config;
-    int64_t E = k->embed_dim, H = k->num_heads;
-    if (!CHECK(E > 0 && H > 0 && E % H == 0 && k->kdim > 0 && k->vdim > 0, "%s: bad config", c->name))
+    int64_t E = k->embed_dim, H = k->num_heads, Hkv = kv_heads_of(k);
+    if (!CHECK(E > 0 && H > 0 && (k->head_dim > 0 || E % H == 0) && Hkv > 0 && H % Hkv == 0 &&
+                   k->kdim > 0 && k->vdim > 0,
+               "%s: bad config", c->name))
         return;
-    int64_t hd = E / H;
+    const int64_t hd = head_dim_of(k), Dq = H * hd, Dkv = Hkv * hd;
     bool batched = c->query.ndim == 3;
     if (!CHECK(batched || c->query.ndim == 2, "%s: query has %d dims", c->name, c->query.ndim))
         return;
@@ -167,9 +182,9 @@ static void check_case(const golden_case *c)
     if (!any_stage)
         return;
     int64_t want[MHA_TRACE_NSTAGES][5] = {
-        {3, N, L, E}, {3, N, S0, E}, {3, N, S0, E}, {4, N, H, L, hd}, {4, N, H, S, hd},
-        {4, N, H, S, hd}, {4, N, H, L, S}, {4, N, H, L, S}, {4, N, H, L, hd}, {3, N, L, E},
-        {3, N, L, E},
+        {3, N, L, Dq},       {3, N, S0, Dkv},    {3, N, S0, Dkv},    {4, N, H, L, hd},
+        {4, N, Hkv, S, hd},  {4, N, Hkv, S, hd}, {4, N, H, L, S},    {4, N, H, L, S},
+        {4, N, H, L, hd},    {3, N, L, Dq},      {3, N, L, E},
     };
     bool trace_ok = true;
     for (int s = 0; s < MHA_TRACE_NSTAGES; s++)
@@ -190,22 +205,17 @@ static void check_case(const golden_case *c)
     CHECK(same, "%s: trace output and expected output differ", c->name);
 }
 
-int main(int argc, char **argv)
+/* Every case of dir checked; with coverage true, the counts of what the committed cases cross. */
+static void check_dir(const char *dir, bool coverage, bool variants)
 {
-    const char *dir = argc > 1 ? argv[1] : "tests/golden";
-    test_base64();
-
     golden_case c;
     char msg[512];
-    CHECK(golden_load(&c, "tests/golden/README.md", msg, sizeof msg) == -1 && strstr(msg, "README"),
-          "a file that is not JSON is refused with its name");
-    golden_free(&c);
-    golden_free(NULL);
-
     char **paths = NULL;
     int n = golden_list(&paths, dir);
-    CHECK(n >= (argc > 1 ? 1 : 150), "%d golden cases in %s", n, dir);
+    CHECK(n >= (!coverage ? 1 : variants ? 120 : 150), "%d golden cases in %s", n, dir);
     int n_full = 0, n_unbatched = 0, n_sf = 0, n_causal = 0, n_kvdim = 0, n_self = 0;
+    int n_hd = 0, n_gqa = 0, n_rope = 0, n_alibi = 0, n_window = 0, n_pos = 0, n_kpos = 0;
+    int n_decode = 0, n_heads = 0, n_avg = 0, n_bkv = 0, n_za = 0, n_nobias = 0, n_masks = 0;
     for (int i = 0; i < n; i++) {
         CHECK(i == 0 || strcmp(paths[i - 1], paths[i]) < 0, "listing sorted");
         if (!CHECK(golden_load(&c, paths[i], msg, sizeof msg) == 0, "%s", msg))
@@ -217,13 +227,54 @@ int main(int argc, char **argv)
         n_causal += c.is_causal;
         n_kvdim += c.config.kdim != c.config.embed_dim || c.config.vdim != c.config.embed_dim;
         n_self += !c.key.present;
+        n_hd += c.config.head_dim * c.config.num_heads != c.config.embed_dim;
+        n_gqa += kv_heads_of(&c.config) < c.config.num_heads;
+        n_rope += c.config.rope;
+        n_alibi += c.config.alibi;
+        n_window += c.config.window > 0;
+        n_pos += c.positions.present;
+        n_kpos += c.key_positions.present;
+        const int l_axis = c.query.ndim == 3 && c.config.batch_first ? 1 : 0;
+        n_decode += c.positions.present && c.query.shape[l_axis] == 1; /* one query */
+        n_heads += c.need_weights && !c.average_attn_weights;
+        n_avg += c.need_weights && c.average_attn_weights;
+        n_bkv += c.config.add_bias_kv;
+        n_za += c.config.add_zero_attn;
+        n_nobias += !c.config.bias;
+        n_masks += c.key_padding_mask.present || c.attn_mask.present;
         golden_free(&c);
     }
-    if (argc == 1)
-        CHECK(n_full >= 10 && n_unbatched >= 10 && n_sf >= 10 && n_causal >= 10 && n_kvdim >= 10 &&
+    if (coverage)
+        CHECK(n_full >= (variants ? 3 : 10) && n_unbatched >= 10 && n_sf >= 10 && n_causal >= 10 && n_kvdim >= 10 &&
                   n_self >= 10,
               "coverage: %d fully masked, %d unbatched, %d seq-first, %d causal, %d kdim/vdim, %d self",
               n_full, n_unbatched, n_sf, n_causal, n_kvdim, n_self);
+    if (coverage && variants)
+        CHECK(n_hd >= 10 && n_gqa >= 10 && n_rope >= 10 && n_alibi >= 10 && n_window >= 10 &&
+                  n_pos >= 10 && n_kpos >= 3 && n_decode >= 10 && n_heads >= 10 && n_avg >= 10 &&
+                  n_bkv >= 5 && n_za >= 5 && n_nobias >= 3 && n_masks >= 10,
+              "variant coverage: head_dim %d, GQA %d, rope %d, alibi %d, window %d, positions %d, "
+              "key_positions %d, decode steps %d, per-head %d, averaged %d, bias_kv %d, zero_attn %d, "
+              "no bias %d, masks %d",
+              n_hd, n_gqa, n_rope, n_alibi, n_window, n_pos, n_kpos, n_decode, n_heads, n_avg, n_bkv,
+              n_za, n_nobias, n_masks);
     golden_list_free(paths, n);
+}
+
+int main(int argc, char **argv)
+{
+    test_base64();
+    golden_case c;
+    char msg[512];
+    CHECK(golden_load(&c, "tests/golden/README.md", msg, sizeof msg) == -1 && strstr(msg, "README"),
+          "a file that is not JSON is refused with its name");
+    golden_free(&c);
+    golden_free(NULL);
+    if (argc > 1) {
+        check_dir(argv[1], false, false);
+    } else {
+        check_dir("tests/golden", true, false);
+        check_dir("tests/golden_variants", true, true);
+    }
     return check_report();
 }

@@ -184,6 +184,13 @@ static int get_int(loader *ld, int64_t *out, json_t *obj, const char *key)
     return 0;
 }
 
+/* An optional integer member (0 when absent). */
+static int get_opt_int(loader *ld, int64_t *out, json_t *obj, const char *key)
+{
+    *out = 0;
+    return json_object_get(obj, key) ? get_int(ld, out, obj, key) : 0;
+}
+
 static int load_config(loader *ld, mha_config *cfg, json_t *obj)
 {
     if (!json_is_object(obj))
@@ -194,10 +201,58 @@ static int load_config(loader *ld, mha_config *cfg, json_t *obj)
         get_bool(ld, &cfg->bias, obj, "bias", true) ||
         get_bool(ld, &cfg->add_bias_kv, obj, "add_bias_kv", false) ||
         get_bool(ld, &cfg->add_zero_attn, obj, "add_zero_attn", false) ||
-        get_bool(ld, &cfg->batch_first, obj, "batch_first", true))
+        get_bool(ld, &cfg->batch_first, obj, "batch_first", true) ||
+        get_opt_int(ld, &cfg->head_dim, obj, "head_dim") ||
+        get_opt_int(ld, &cfg->num_kv_heads, obj, "num_kv_heads") ||
+        get_opt_int(ld, &cfg->window, obj, "window") ||
+        get_bool(ld, &cfg->alibi, obj, "alibi", false) ||
+        get_bool(ld, &cfg->is_causal, obj, "is_causal", false))
         return -1;
     json_t *dropout = json_object_get(obj, "dropout");
     cfg->dropout = dropout ? json_number_value(dropout) : 0.0;
+    json_t *rope = json_object_get(obj, "rope");
+    if (rope) {
+        json_t *theta = json_object_get(rope, "theta");
+        if (!json_is_number(theta))
+            return fail(ld, "config.rope.theta is not a number");
+        cfg->rope = true;
+        cfg->rope_theta = json_number_value(theta);
+    }
+    return 0;
+}
+
+/* positions: a JSON array of integers [len], or of such arrays [N,len]; absent is fine. */
+static int load_positions(loader *ld, golden_positions *p, json_t *parent, const char *key)
+{
+    memset(p, 0, sizeof *p);
+    json_t *v = json_object_get(parent, key);
+    if (!v)
+        return 0;
+    if (!json_is_array(v) || json_array_size(v) == 0 || json_array_size(v) > (1 << 20))
+        return fail(ld, "inputs.%s is not a non-empty array", key);
+    const bool two = json_is_array(json_array_get(v, 0));
+    const size_t rows = two ? json_array_size(v) : 1;
+    const size_t len = two ? json_array_size(json_array_get(v, 0)) : json_array_size(v);
+    if (len == 0 || len > (1 << 20) || rows * len > (1 << 24))
+        return fail(ld, "inputs.%s has a bad size", key);
+    p->data = malloc(rows * len * sizeof(int64_t));
+    if (!p->data)
+        return fail(ld, "out of memory");
+    for (size_t r = 0; r < rows; r++) {
+        json_t *row = two ? json_array_get(v, r) : v;
+        if (!json_is_array(row) || json_array_size(row) != len)
+            return fail(ld, "inputs.%s row %zu is not an array of %zu", key, r, len);
+        for (size_t i = 0; i < len; i++) {
+            json_t *x = json_array_get(row, i);
+            if (!json_is_integer(x))
+                return fail(ld, "inputs.%s[%zu][%zu] is not an integer", key, r, i);
+            p->data[r * len + i] = json_integer_value(x);
+        }
+    }
+    p->present = true;
+    p->ndim = two ? 2 : 1;
+    p->shape[0] = two ? (int64_t)rows : (int64_t)len;
+    p->shape[1] = two ? (int64_t)len : 0;
     return 0;
 }
 
@@ -242,10 +297,13 @@ static int load_case(loader *ld, golden_case *c, json_t *root)
         opt_tensor(ld, &c->value, in, "value", "inputs.value") ||
         opt_tensor(ld, &c->key_padding_mask, in, "key_padding_mask", "inputs.key_padding_mask") ||
         opt_tensor(ld, &c->attn_mask, in, "attn_mask", "inputs.attn_mask") ||
-        get_bool(ld, &c->is_causal, in, "is_causal", false) ||
+        load_positions(ld, &c->positions, in, "positions") ||
+        load_positions(ld, &c->key_positions, in, "key_positions") ||
+        get_bool(ld, &c->is_causal, in, "is_causal", c->config.is_causal) ||
         get_bool(ld, &c->need_weights, in, "need_weights", false) ||
         get_bool(ld, &c->average_attn_weights, in, "average_attn_weights", true))
         return -1;
+    c->is_causal_given = json_object_get(in, "is_causal") != NULL;
     if (c->query.is_bool || c->key.is_bool || c->value.is_bool)
         return fail(ld, "query/key/value must be float32");
 
@@ -307,6 +365,8 @@ void golden_free(golden_case *c)
     tensor_free(&c->value);
     tensor_free(&c->key_padding_mask);
     tensor_free(&c->attn_mask);
+    free(c->positions.data);
+    free(c->key_positions.data);
     tensor_free(&c->output);
     tensor_free(&c->attn_weights);
     for (int s = 0; s < MHA_TRACE_NSTAGES; s++)
@@ -347,6 +407,19 @@ static mha_mask as_mask(const golden_tensor *t)
     return m;
 }
 
+static mha_positions as_positions(const golden_positions *p)
+{
+    mha_positions m;
+    memset(&m, 0, sizeof m);
+    if (!p->present)
+        return m;
+    m.data = p->data;
+    m.ndim = p->ndim;
+    m.shape[0] = p->shape[0];
+    m.shape[1] = p->shape[1];
+    return m;
+}
+
 mha_inputs golden_inputs(const golden_case *c)
 {
     mha_inputs in;
@@ -356,6 +429,8 @@ mha_inputs golden_inputs(const golden_case *c)
     in.value = as_tensor(&c->value);
     in.key_padding_mask = as_mask(&c->key_padding_mask);
     in.attn_mask = as_mask(&c->attn_mask);
+    in.positions = as_positions(&c->positions);
+    in.key_positions = as_positions(&c->key_positions);
     in.is_causal = c->is_causal;
     in.need_weights = c->need_weights;
     in.average_attn_weights = c->average_attn_weights;

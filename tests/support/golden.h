@@ -29,6 +29,13 @@ typedef struct golden_tensor {
     uint8_t *bytes;             /* [count] bytes, 0/1 (bool tensors), else NULL                  */
 } golden_tensor;
 
+typedef struct golden_positions {
+    bool present;
+    int ndim;                   /* 1: [len]; 2: [N,len]                                          */
+    int64_t shape[2];
+    int64_t *data;              /* row-major, owned                                              */
+} golden_positions;
+
 typedef struct golden_weight {
     char name[64];              /* torch's state_dict name: "in_proj_weight", "out_proj.bias", ...*/
     golden_tensor t;
@@ -39,12 +46,16 @@ typedef struct golden_case {
     char *name;                 /* "name" of the case                                            */
     char *description;
     bool fully_masked_rows;     /* some query row has every key masked                           */
-    mha_config config;          /* kdim/vdim as in the file (never 0)                            */
+    mha_config config;          /* kdim/vdim as in the file (never 0); the extensions (head_dim,
+                                 * num_kv_heads, rope {theta}, alibi, window, is_causal) when the
+                                 * file's config has them (tests/golden_variants/)                 */
     int n_weights;
     golden_weight weights[MHA_MAX_PARAMS];
     /* inputs, in the layer's layout (see mha_inputs for shapes) */
     golden_tensor query, key, value, key_padding_mask, attn_mask;
-    bool is_causal, need_weights, average_attn_weights;
+    golden_positions positions, key_positions; /* JSON integer arrays [L] / [N,L], [S] / [N,S] */
+    bool is_causal, need_weights, average_attn_weights; /* is_causal left out: config's default */
+    bool is_causal_given;       /* the inputs hold is_causal (else a request leaves it out too)  */
     /* expected results, shaped as torch returns them */
     golden_tensor output;       /* [N,L,E] / [L,N,E] !! batch_first / [L,E]                      */
     golden_tensor attn_weights; /* present when need_weights: [N,L,S] / [N,H,L,S] (unbatched: no N) */

@@ -2,8 +2,10 @@
  * mha_ref.h - a naive reference forward pass for the engine's tests (test_engine, test_engine_kernels).
  *
  * Written straight from torch's F.multi_head_attention_forward (torch 2.x mask merging, fully
- * masked rows giving 0): plain loops, double accumulation, no BLAS, nothing shared with lib/ but
- * the layer's parameters (read through the public API).
+ * masked rows giving 0), and for the extensions (head_dim, num_kv_heads, RoPE, ALiBi, window,
+ * positions) from the Hugging Face conventions lib/mha.h states: plain loops, double accumulation,
+ * no BLAS, nothing shared with lib/ but the layer's config and parameters (read through the public
+ * API).
  */
 #ifndef ATTND_MHA_REF_H
 #define ATTND_MHA_REF_H

@@ -5,9 +5,11 @@ Run with Debian's python3 and torch 1.13 (`make golden`, or `/usr/bin/python3 te
 It rewrites every file in tests/golden/ (see tests/golden/README.md for the format) from fixed seeds,
 so the same torch gives the same files. The suite itself never needs torch: the files are committed.
 
-    gen_golden.py                              regenerate tests/golden/
+    gen_golden.py                              regenerate tests/golden/ and tests/golden_variants/
     gen_golden.py --random N --seed S --out D  write N random cases (random config and options) to D
                   [--large] [--no-trace]       large shapes; leave the trace out (smaller files)
+                  [--variants]                 random cases of the extensions (head_dim, num_kv_heads,
+                                               rope, alibi, window, positions) instead
 
 Semantics (README.md, "Coming from torch"): torch.nn.MultiheadAttention in eval mode, float32, with torch 2.x mask merging
 (bool masks become 0 / -inf, float masks are added, key_padding_mask + attn_mask + causal mask are
@@ -30,6 +32,7 @@ import argparse
 import base64
 import glob
 import json
+import math
 import os
 import random
 import sys
@@ -38,7 +41,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from torch_stages import attention_stages, head_weights
+import torch_stages
+from torch_stages import attention_stages, head_weights, variant_stages
 
 # Tests compare with 2e-5 absolute + 1e-4 relative (tests/support/check.h). A golden number must sit
 # well inside that of the exact (float64) result, or a correct engine could fail on torch's round-off.
@@ -835,6 +839,664 @@ def write_cases(specs, out_dir, clean):
     print("wrote %d cases (%.1f KB) to %s" % (len(specs), total / 1024.0, out_dir))
 
 
+# ---------------------------------------------------------------------------------------------------
+# The attention of today's models (docs/api.md): head_dim, num_kv_heads, rope, alibi,
+# window, is_causal as a layer default, and request positions. torch 1.13 has none of them, so the
+# numbers come from torch_stages.variant_stages (explicit torch ops written from Hugging Face's
+# conventions: Llama's repeat_kv and apply_rotary_pos_emb, BLOOM's ALiBi slopes, Mistral's sliding
+# window), checked here against torch's own F.multi_head_attention_forward wherever that can express
+# the case (every extension off; GQA as MHA with the kv heads' weights repeated) and against HF's
+# formulas as written (BLOOM's build_alibi_tensor, Mistral's sliding-window mask, Llama's float32
+# inv_freq). Written to tests/golden_variants/, which the HTTP replays of tests/golden/ do not read.
+
+class VSpec:
+    """A variant case. Defaults: a small batch-first self-attention with every extension off."""
+
+    def __init__(self, name, description, **kw):
+        self.name = name
+        self.description = description
+        self.E = kw.pop("E", 8)
+        self.H = kw.pop("H", 2)
+        self.hd = kw.pop("hd", None)              # None: E/H (and head_dim written as E/H)
+        self.Hkv = kw.pop("Hkv", None)            # None: H
+        self.rope = kw.pop("rope", None)          # theta, or None
+        self.alibi = kw.pop("alibi", False)
+        self.window = kw.pop("window", None)      # W >= 1, or None
+        self.layer_causal = kw.pop("layer_causal", False)  # config is_causal (the request default)
+        self.omit_is_causal = kw.pop("omit_is_causal", False)  # inputs leave is_causal out
+        self.kdim = kw.pop("kdim", None)
+        self.vdim = kw.pop("vdim", None)
+        self.bias = kw.pop("bias", True)
+        self.add_bias_kv = kw.pop("add_bias_kv", False)
+        self.add_zero_attn = kw.pop("add_zero_attn", False)
+        self.layout = kw.pop("layout", "bf")
+        self.kind = kw.pop("kind", "self")
+        self.N = kw.pop("N", 2)
+        self.L = kw.pop("L", 5)
+        self.S = kw.pop("S", None)
+        self.kpm = kw.pop("kpm", None)
+        self.mask = kw.pop("mask", None)
+        self.is_causal = kw.pop("is_causal", False)
+        self.positions = kw.pop("positions", None)          # None, "seq", "batch", "shuffled",
+        self.key_positions = kw.pop("key_positions", None)  # "large", or a list (1-D / 2-D)
+        self.need_weights = kw.pop("need_weights", True)
+        self.average = kw.pop("average", True)
+        self.seed = kw.pop("seed", 0)
+        self.expect_fully_masked = kw.pop("expect_fully_masked", None)
+        self.scale = kw.pop("scale", 1.0)
+        self.trace = kw.pop("trace", True)
+        self.strict = kw.pop("strict", True)
+        if kw:
+            raise TypeError("unknown spec fields: %s" % sorted(kw))
+        if self.hd is None:
+            assert self.E % self.H == 0, self.name
+            self.hd = self.E // self.H
+        if self.Hkv is None:
+            self.Hkv = self.H
+        assert self.H % self.Hkv == 0, self.name
+        assert self.rope is None or self.hd % 2 == 0, self.name
+        self.kdim = self.E if self.kdim is None else self.kdim
+        self.vdim = self.E if self.vdim is None else self.vdim
+        self.S = self.L if self.S is None else self.S
+        if self.layout == "unbatched":
+            self.N = 1
+        if self.kind == "self":
+            assert self.S == self.L and self.kdim == self.E and self.vdim == self.E, self.name
+        if self.kind == "kv":
+            assert self.kdim == self.vdim, self.name
+        if self.omit_is_causal:
+            assert self.is_causal == self.layer_causal, self.name
+
+    def plain(self):
+        """Every extension off: the case torch's own MHA computes."""
+        return (self.hd * self.H == self.E and self.Hkv == self.H and self.rope is None and
+                not self.alibi and self.window is None)
+
+
+def make_positions(kind, N, length, gen):
+    """Positions [length] or [N,length] (int64) of a kind (VSpec.positions), or None."""
+    if kind is None:
+        return None
+    if isinstance(kind, list):
+        return torch.tensor(kind, dtype=torch.int64)
+    rows = N if kind == "batch" else 1
+    out = torch.zeros((rows, length), dtype=torch.int64)
+    for b in range(rows):
+        at = int(torch.randint(0, 20, (1,), generator=gen)) + (100000 if kind == "large" else 0)
+        for i in range(length):
+            out[b, i] = at
+            step = int(torch.randint(0, 8, (1,), generator=gen))
+            at += 1 if step < 5 else step - 5          # mostly +1, sometimes 0 (repeated) or +2
+        if kind == "shuffled":
+            out[b] = out[b][torch.randperm(length, generator=gen)]
+    return out if kind == "batch" else out[0]
+
+
+def expand_positions(p, N, length):
+    """[length] / [N,length] / None (0..length-1) -> [N,length]."""
+    if p is None:
+        return torch.arange(length, dtype=torch.int64).expand(N, length)
+    return p.expand(N, length) if p.dim() == 1 else p
+
+
+def xavier(shape, gen):
+    bound = math.sqrt(6.0 / (shape[0] + shape[1]))
+    return (torch.rand(shape, generator=gen) * 2 - 1) * bound
+
+
+def build_variant(vs):
+    """Weights (torch's init scheme on the new shapes, biases made large enough to matter), inputs,
+    masks and positions of a variant spec."""
+    gen = torch.Generator().manual_seed(vs.seed + 7919)
+    E, H, N, L, S0, hd, Hkv = vs.E, vs.H, vs.N, vs.L, vs.S, vs.hd, vs.Hkv
+    Dq, Dkv = H * hd, Hkv * hd
+    sd = {}
+    if vs.kdim == E and vs.vdim == E:
+        sd["in_proj_weight"] = xavier((Dq + 2 * Dkv, E), gen)
+    else:
+        sd["q_proj_weight"] = xavier((Dq, E), gen)
+        sd["k_proj_weight"] = xavier((Dkv, vs.kdim), gen)
+        sd["v_proj_weight"] = xavier((Dkv, vs.vdim), gen)
+    if vs.bias:
+        sd["in_proj_bias"] = torch.randn(Dq + 2 * Dkv, generator=gen) * 0.5
+    if vs.add_bias_kv:
+        sd["bias_k"] = torch.randn((1, 1, Dkv), generator=gen) * 0.5
+        sd["bias_v"] = torch.randn((1, 1, Dkv), generator=gen) * 0.5
+    bound = 1.0 / math.sqrt(Dq)  # kaiming_uniform(a=sqrt(5)) over fan_in Dq
+    sd["out_proj.weight"] = (torch.rand((E, Dq), generator=gen) * 2 - 1) * bound
+    if vs.bias:
+        sd["out_proj.bias"] = torch.randn(E, generator=gen) * 0.5
+
+    def seq(length, feat):
+        if vs.layout == "bf":
+            shape = (N, length, feat)
+        elif vs.layout == "sf":
+            shape = (length, N, feat)
+        else:
+            shape = (length, feat)
+        return torch.randn(shape, generator=gen) * vs.scale
+
+    query = seq(L, E)
+    key = value = None
+    if vs.kind in ("kv", "cross"):
+        key = seq(S0, vs.kdim)
+    if vs.kind == "cross":
+        value = seq(S0, vs.vdim)
+    kpm = attn_mask = None
+    if vs.kpm is not None:
+        kpm = make_mask(vs.kpm, (S0,) if vs.layout == "unbatched" else (N, S0), gen, "kpm")
+    if vs.mask is not None:
+        if callable(vs.mask):
+            attn_mask = vs.mask(vs, gen)
+        else:
+            three = "3" in vs.mask
+            lead = H if vs.layout == "unbatched" else N * H
+            attn_mask = make_mask(vs.mask, (lead, L, S0) if three else (L, S0), gen, "attn_mask")
+    pos = make_positions(vs.positions, N, L, gen)
+    kpos = make_positions(vs.key_positions, N, S0, gen)
+    return dict(sd=sd, query=query, key=key, value=value, kpm=kpm, attn_mask=attn_mask, pos=pos,
+                kpos=kpos)
+
+
+def variant_positions(vs, objs):
+    """Query and key positions [N,L], [N,S0] by the rules of lib/mha.h: given, else 0..L-1; keys
+    given, else the query positions when S0 == L, else 0..S0-1."""
+    qpos = expand_positions(objs["pos"], vs.N, vs.L)
+    if objs["kpos"] is not None:
+        kpos = expand_positions(objs["kpos"], vs.N, vs.S)
+    elif vs.S == vs.L:
+        kpos = qpos
+    else:
+        kpos = expand_positions(None, vs.N, vs.S)
+    return qpos, kpos
+
+
+def variant_rules(vs, qpos, kpos):
+    """Allowed [N,L,S0]: causal p_j <= p_i; window |p_i - p_j| < W."""
+    d = qpos[:, :, None] - kpos[:, None, :]
+    ok = torch.ones(d.shape, dtype=torch.bool)
+    if vs.is_causal:
+        ok &= d >= 0
+    if vs.window is not None:
+        ok &= (d < vs.window) & (-d < vs.window)
+    return ok
+
+
+def variant_mask(vs, objs, qpos, kpos, dtype):
+    """key_padding_mask + attn_mask + the rules (-inf), merged as torch 2.x does: [N*H,L,S0]."""
+    N, H, L, S0 = vs.N, vs.H, vs.L, vs.S
+    total = None
+
+    def add(m):
+        nonlocal total
+        m = m.to(dtype)
+        total = m if total is None else total + m
+
+    if objs["kpm"] is not None:
+        add(to_additive(objs["kpm"]).reshape(N, 1, 1, S0).expand(N, H, L, S0).reshape(N * H, L, S0))
+    if objs["attn_mask"] is not None:
+        a = to_additive(objs["attn_mask"])
+        add(a.reshape(1, L, S0).expand(N * H, L, S0) if a.dim() == 2 else a.reshape(N * H, L, S0))
+    if vs.is_causal or vs.window is not None:
+        allowed = variant_rules(vs, qpos, kpos)
+        add(to_additive(~allowed).reshape(N, 1, L, S0).expand(N, H, L, S0).reshape(N * H, L, S0))
+    return None if total is None else total.contiguous()
+
+
+def variant_step_by_step(vs, objs, dtype):
+    sd = {k: v.to(dtype) for k, v in objs["sd"].items()}
+    q_in = to_seq_first(vs, objs["query"]).to(dtype)
+    k_in = q_in if objs["key"] is None else to_seq_first(vs, objs["key"]).to(dtype)
+    v_in = k_in if objs["value"] is None else to_seq_first(vs, objs["value"]).to(dtype)
+    qpos, kpos = variant_positions(vs, objs)
+    mask = variant_mask(vs, objs, qpos, kpos, dtype)
+    st, out, w, dead = variant_stages(q_in, k_in, v_in, sd, vs.H, vs.Hkv, vs.hd, mask,
+                                      vs.add_bias_kv, vs.add_zero_attn, dtype, rope_theta=vs.rope,
+                                      alibi=vs.alibi, qpos=qpos, kpos=kpos)
+    weights = head_weights(w, vs.N, vs.H, vs.average) if vs.need_weights else None
+    return st, from_seq_first(vs, out), squeeze_weights(vs, weights), dead
+
+
+def functional_mha(vs, objs, sd, mask, E, H):
+    """F.multi_head_attention_forward (torch's general path) on a state_dict of torch's shapes."""
+    q = to_seq_first(vs, objs["query"])
+    k = q if objs["key"] is None else to_seq_first(vs, objs["key"])
+    v = k if objs["value"] is None else to_seq_first(vs, objs["value"])
+    packed = "in_proj_weight" in sd
+    with torch.no_grad():
+        out, w = F.multi_head_attention_forward(
+            q, k, v, E, H, sd.get("in_proj_weight"), sd.get("in_proj_bias"), sd.get("bias_k"),
+            sd.get("bias_v"), vs.add_zero_attn, 0.0, sd["out_proj.weight"], sd.get("out_proj.bias"),
+            training=False, key_padding_mask=None, need_weights=vs.need_weights, attn_mask=mask,
+            use_separate_proj_weight=not packed, q_proj_weight=sd.get("q_proj_weight"),
+            k_proj_weight=sd.get("k_proj_weight"), v_proj_weight=sd.get("v_proj_weight"),
+            average_attn_weights=vs.average)
+    return from_seq_first(vs, out), squeeze_weights(vs, w)
+
+
+def repeated_kv_state_dict(vs, sd):
+    """The MHA state_dict equal to a GQA layer: kv head j's rows copied for query heads
+    j*g .. (j+1)*g - 1 (what repeat_kv does to the projections' output)."""
+    H, Hkv, hd = vs.H, vs.Hkv, vs.hd
+    Dq, Dkv, g = H * hd, Hkv * hd, H // Hkv
+
+    def rep(t):  # [Dkv, ...] -> [Dq, ...]
+        return t.reshape(Hkv, 1, hd, *t.shape[1:]).expand(Hkv, g, hd, *t.shape[1:]).reshape(
+            Dq, *t.shape[1:])
+
+    out = {}
+    if "in_proj_weight" in sd:
+        wq, wk, wv = sd["in_proj_weight"].split([Dq, Dkv, Dkv])
+        out["in_proj_weight"] = torch.cat([wq, rep(wk), rep(wv)])
+    else:
+        out["q_proj_weight"] = sd["q_proj_weight"]
+        out["k_proj_weight"] = rep(sd["k_proj_weight"])
+        out["v_proj_weight"] = rep(sd["v_proj_weight"])
+    if "in_proj_bias" in sd:
+        bq, bk, bv = sd["in_proj_bias"].split([Dq, Dkv, Dkv])
+        out["in_proj_bias"] = torch.cat([bq, rep(bk), rep(bv)])
+    for name in ("bias_k", "bias_v"):
+        if name in sd:
+            out[name] = rep(sd[name].reshape(Dkv)).reshape(1, 1, Dq)
+    out["out_proj.weight"] = sd["out_proj.weight"]
+    if "out_proj.bias" in sd:
+        out["out_proj.bias"] = sd["out_proj.bias"]
+    return out
+
+
+variant_checks = {"functional": 0, "gqa_as_mha": 0, "bloom_alibi": 0, "mistral_window": 0,
+                  "rope_relative": 0}
+
+
+def check_variant(vs, objs, out, w, dead):
+    """Checks the step-by-step numbers against torch and HF's formulas wherever they apply."""
+    xatol, xrtol = (XCHECK_ATOL, XCHECK_RTOL) if vs.strict else (F64_ATOL, F64_RTOL)
+    any_dead = bool(dead.any())
+    rows_out = ok_rows(vs, dead, "out") if any_dead else None
+    rows_w = ok_rows(vs, dead, "w") if any_dead and vs.need_weights else None
+    qpos, kpos = variant_positions(vs, objs)
+    mask = variant_mask(vs, objs, qpos, kpos, torch.float32)
+    if vs.rope is None and not vs.alibi and vs.hd * vs.H == vs.E:
+        # torch itself: plain MHA, or GQA as MHA with the kv heads' rows repeated; the causal and
+        # window rules are in the merged mask, positions only move them.
+        sd = objs["sd"] if vs.Hkv == vs.H else repeated_kv_state_dict(vs, objs["sd"])
+        f_out, f_w = functional_mha(vs, objs, sd, mask, vs.E, vs.H)
+        if close(out, f_out, xatol, xrtol, rows_out) > 0 or (
+                vs.need_weights and close(w, f_w, xatol, xrtol, rows_w) > 0):
+            raise AssertionError("%s: differs from F.multi_head_attention_forward" % vs.name)
+        variant_checks["functional" if vs.Hkv == vs.H else "gqa_as_mha"] += 1
+    if (vs.alibi and objs["kpos"] is None and (vs.S != vs.L or objs["pos"] is None) and
+            not vs.add_bias_kv and not vs.add_zero_attn):
+        # BLOOM adds +m_h * j (key position j = 0..S0-1, no padding) and relies on the softmax's
+        # shift invariance; attnd adds -m_h * (p_i - p_j): the weights must agree. (Not with
+        # appended keys: their bias is 0 in both forms, so the row constant -m_h * p_i no longer
+        # cancels; BLOOM has no such keys.)
+        st_b = bloom_form_weights(vs, objs, mask)
+        if close(st_b, w_all(vs, objs), F64_ATOL, F64_RTOL) > 0:
+            raise AssertionError("%s: ALiBi weights differ from BLOOM's +m*j form" % vs.name)
+        variant_checks["bloom_alibi"] += 1
+    if vs.window is not None and vs.is_causal and objs["pos"] is None and objs["kpos"] is None:
+        # HF Mistral: masked where j > i (causal) or j <= i - W (the sliding window), j the key's
+        # index in the cache and i the query's cache position (0..L-1 here, keys 0..S0-1 or the
+        # query positions)
+        cache_position = torch.arange(vs.L)
+        causal = torch.arange(vs.S)[None, :] > cache_position.reshape(-1, 1)
+        sliding = torch.arange(vs.S)[None, :] <= (cache_position.reshape(-1, 1) - vs.window)
+        hf_allowed = ~(causal | sliding)
+        if not torch.equal(hf_allowed.expand(vs.N, vs.L, vs.S), variant_rules(vs, qpos, kpos)):
+            raise AssertionError("%s: window differs from Mistral's sliding-window mask" % vs.name)
+        variant_checks["mistral_window"] += 1
+    if vs.rope is not None:
+        # HF's float32 inv_freq: within a few ulps of the correctly rounded one used here
+        ours, hf = torch_stages.rope_inv_freq(vs.hd, vs.rope), torch_stages.rope_inv_freq_hf(vs.hd, vs.rope)
+        ulps = int((ours.view(torch.int32) - hf.view(torch.int32)).abs().max())
+        if ulps > 4:
+            raise AssertionError("%s: inv_freq %d ulps off HF's" % (vs.name, ulps))
+        variant_checks["inv_freq_max_ulps_off_hf"] = max(variant_checks.get(
+            "inv_freq_max_ulps_off_hf", 0), ulps)
+        # RoPE's point: q·k depends on p_i - p_j only (float64, shifted positions)
+        x = torch.randn((1, 1, 3, vs.hd), dtype=torch.float64)
+        y = torch.randn((1, 1, 3, vs.hd), dtype=torch.float64)
+        p = torch.tensor([[3, 10, 17]])
+        inv = torch_stages.rope_inv_freq(vs.hd, vs.rope).double()
+
+        def rot(t, pos):
+            ang = (pos[0][:, None].double() * inv[None, :])
+            emb = torch.cat((ang, ang), -1)
+            return torch_stages.apply_rotary_pos_emb(t, emb.cos(), emb.sin())
+
+        s1 = rot(x, p) @ rot(y, p + 5).transpose(-1, -2)
+        s2 = rot(x, p + 1000) @ rot(y, p + 1005).transpose(-1, -2)
+        if not torch.allclose(s1, s2, atol=1e-9, rtol=1e-9):
+            raise AssertionError("%s: RoPE scores are not relative" % vs.name)
+        variant_checks["rope_relative"] += 1
+
+
+def w_all(vs, objs):
+    """Per-head weights [N*H,L,S] of the case (any need_weights)."""
+    saved = (vs.need_weights, vs.average)
+    vs.need_weights, vs.average = True, False
+    try:
+        _, _, w, _ = variant_step_by_step(vs, objs, torch.float64)
+    finally:
+        vs.need_weights, vs.average = saved
+    return w.reshape(-1, vs.L, w.shape[-1]) if w.dim() > 2 else w
+
+
+def bloom_form_weights(vs, objs, mask):
+    """The case's weights with BLOOM's alibi (build_alibi_tensor over an all-ones attention mask,
+    +m_h*j) added in place of attnd's, in float64."""
+    H = vs.H
+    alibi = torch_stages.build_alibi_tensor_bloom(
+        torch.ones((vs.N, vs.S), dtype=torch.int64), H, torch.float64)       # [N*H,1,S0]
+    saved = vs.alibi
+    vs.alibi = False
+    try:
+        m = alibi.expand(vs.N * H, vs.L, vs.S)
+        merged = m if mask is None else m + mask.double()
+        sd = {k: v.double() for k, v in objs["sd"].items()}
+        q_in = to_seq_first(vs, objs["query"]).double()
+        k_in = q_in if objs["key"] is None else to_seq_first(vs, objs["key"]).double()
+        v_in = k_in if objs["value"] is None else to_seq_first(vs, objs["value"]).double()
+        qpos, kpos = variant_positions(vs, objs)
+        _, _, w, _ = variant_stages(q_in, k_in, v_in, sd, H, vs.Hkv, vs.hd, merged, vs.add_bias_kv,
+                                    vs.add_zero_attn, torch.float64, rope_theta=vs.rope,
+                                    qpos=qpos, kpos=kpos)
+    finally:
+        vs.alibi = saved
+    return w
+
+
+def run_variant_case(vs):
+    objs = build_variant(vs)
+    st, out, w, dead = variant_step_by_step(vs, objs, torch.float32)
+    any_dead = bool(dead.any())
+    if vs.expect_fully_masked is not None and vs.expect_fully_masked != any_dead:
+        raise AssertionError("%s: expected fully masked rows: %s, got %s"
+                             % (vs.name, vs.expect_fully_masked, any_dead))
+    check_variant(vs, objs, out, w, dead)
+    st64, out64, w64, dead64 = variant_step_by_step(vs, objs, torch.float64)
+    assert torch.equal(dead, dead64), vs.name
+    for name in STAGES:
+        if close(st[name], st64[name], F64_ATOL, F64_RTOL) > 0:
+            msg = "%s: float32 stage %s too far from float64" % (vs.name, name)
+            if vs.strict:
+                raise AssertionError(msg)
+            print("note: " + msg)
+
+    config = {"embed_dim": vs.E, "num_heads": vs.H, "kdim": vs.kdim, "vdim": vs.vdim,
+              "bias": vs.bias, "add_bias_kv": vs.add_bias_kv, "add_zero_attn": vs.add_zero_attn,
+              "batch_first": vs.layout == "bf", "dropout": 0.0, "head_dim": vs.hd,
+              "num_kv_heads": vs.Hkv}
+    if vs.rope is not None:
+        config["rope"] = {"theta": vs.rope}
+    if vs.alibi:
+        config["alibi"] = True
+    if vs.window is not None:
+        config["window"] = vs.window
+    if vs.layer_causal:
+        config["is_causal"] = True
+    inputs = {"query": enc(objs["query"])}
+    if objs["key"] is not None:
+        inputs["key"] = enc(objs["key"])
+    if objs["value"] is not None:
+        inputs["value"] = enc(objs["value"])
+    if objs["kpm"] is not None:
+        inputs["key_padding_mask"] = enc(objs["kpm"])
+    if objs["attn_mask"] is not None:
+        inputs["attn_mask"] = enc(objs["attn_mask"])
+    if objs["pos"] is not None:
+        inputs["positions"] = objs["pos"].tolist()
+    if objs["kpos"] is not None:
+        inputs["key_positions"] = objs["kpos"].tolist()
+    if not vs.omit_is_causal:
+        inputs["is_causal"] = vs.is_causal
+    inputs["need_weights"] = vs.need_weights
+    inputs["average_attn_weights"] = vs.average
+    expected = {"output": enc(out)}
+    if vs.need_weights:
+        expected["attn_weights"] = enc(w)
+    case = {"name": vs.name, "description": vs.description, "torch_version": torch.__version__,
+            "seed": vs.seed, "fully_masked_rows": any_dead, "config": config,
+            "weights": {k: enc(v) for k, v in objs["sd"].items()}, "inputs": inputs,
+            "expected": expected}
+    if vs.trace:
+        case["trace"] = {name: enc(st[name]) for name in STAGES}
+    return case
+
+
+def self_check_plain(specs):
+    """variant_stages with every extension off against F.multi_head_attention_forward, on every
+    committed torch case (the variants' generator checked on the torch suite)."""
+    n = 0
+    for spec in specs:
+        objs = build(spec)
+        sd = params(objs["mod"], torch.float32)
+        q_in = to_seq_first(spec, objs["query"])
+        k_in = q_in if objs["key"] is None else to_seq_first(spec, objs["key"])
+        v_in = k_in if objs["value"] is None else to_seq_first(spec, objs["value"])
+        mask = merged_mask(spec, objs["kpm"], objs["attn_mask"], torch.float32)
+        hd = spec.E // spec.H
+        _, out, w, dead = variant_stages(q_in, k_in, v_in, sd, spec.H, spec.H, hd, mask,
+                                         spec.add_bias_kv, spec.add_zero_attn, torch.float32)
+        f_out, f_w = functional(spec, objs)
+        out = from_seq_first(spec, out)
+        any_dead = bool(dead.any())
+        rows_out = ok_rows(spec, dead, "out") if any_dead else None
+        if close(out, f_out, XCHECK_ATOL, XCHECK_RTOL, rows_out) > 0:
+            raise AssertionError("%s: variant_stages (extensions off) differs from "
+                                 "F.multi_head_attention_forward" % spec.name)
+        if spec.need_weights:
+            w = squeeze_weights(spec, head_weights(w, spec.N, spec.H, spec.average))
+            rows_w = ok_rows(spec, dead, "w") if any_dead else None
+            if close(w, f_w, XCHECK_ATOL, XCHECK_RTOL, rows_w) > 0:
+                raise AssertionError("%s: variant_stages weights differ from torch" % spec.name)
+        n += 1
+    print("variant_stages with every extension off = F.multi_head_attention_forward on %d torch "
+          "cases" % n)
+
+
+# The layer configs the variant cases cross with everything else (small sizes, trace included).
+COMBOS = {
+    "headdim": dict(E=10, H=4, hd=3),                   # E not divisible by H
+    "gqa": dict(E=8, H=4, Hkv=2),
+    "mqa": dict(E=12, H=3, Hkv=1),
+    "rope": dict(E=8, H=2, rope=10000.0),
+    "alibi": dict(E=8, H=4, alibi=True),
+    "alibi_h6": dict(E=12, H=6, alibi=True),            # not a power of two: BLOOM's extra slopes
+    "window_causal": dict(E=8, H=2, window=2, is_causal=True),
+    "window": dict(E=8, H=2, window=2),                 # without is_causal: |p_i - p_j| < W
+    "llama": dict(E=12, H=4, Hkv=2, hd=4, rope=10000.0, is_causal=True),
+    "mistral": dict(E=12, H=4, Hkv=2, hd=4, rope=10000.0, window=3, is_causal=True),
+    "bloom": dict(E=12, H=3, alibi=True, is_causal=True),
+    "mqa_rope_window": dict(E=8, H=4, Hkv=1, hd=6, rope=500000.0, window=2, is_causal=True),
+    "everything": dict(E=10, H=4, Hkv=2, hd=6, rope=10000.0, alibi=True, window=3,
+                       is_causal=True),
+}
+
+
+def committed_variant_specs():
+    specs = []
+
+    def add(name, desc, combo=None, **kw):
+        kw.setdefault("seed", 20000 + len(specs))
+        base = dict(COMBOS[combo]) if combo else {}
+        base.update(kw)
+        specs.append(VSpec(name, desc, **base))
+
+    # V1. each extension alone, across layouts and weights modes
+    modes = [("bf", True, False, "per-head"), ("bf", True, True, "averaged"),
+             ("sf", False, True, "no weights"), ("sf", True, False, "per-head"),
+             ("unbatched", True, True, "averaged"), ("unbatched", True, False, "per-head")]
+    for combo in ("headdim", "gqa", "mqa", "rope", "alibi", "alibi_h6", "window_causal", "window"):
+        for lay, nw, avg, wd in modes:
+            add("v1_%s_%s_%s" % (combo, lay, "heads" if not avg else "avg" if nw else "nw"),
+                "%s (%s) alone; %s layout; %s weights" % (combo, COMBOS[combo], lay, wd),
+                combo, layout=lay, need_weights=nw, average=avg)
+    # V2. model-like configs x kinds of attention
+    kinds = [("self", {}), ("kv", {"S": 7}), ("cross", {"S": 6}),
+             ("cross", {"S": 6, "kdim": 5, "vdim": 3})]
+    for combo in ("llama", "mistral", "bloom", "mqa_rope_window", "everything"):
+        for ki, (kind, extra) in enumerate(kinds):
+            tag = ["self", "kv", "cross", "kvdim"][ki]
+            add("v2_%s_%s" % (combo, tag), "%s; %s attention %s; per-head weights" %
+                (COMBOS[combo], kind, extra), combo, kind=kind, average=False, **extra)
+    # V3. bias off, add_bias_kv, add_zero_attn (appended keys: no position, never masked)
+    for combo in ("llama", "bloom", "everything"):
+        for bias, bkv, za in ((False, False, False), (True, True, False), (True, False, True),
+                              (False, True, True)):
+            add("v3_%s_bias%d_bkv%d_za%d" % (combo, bias, bkv, za),
+                "%s; bias=%s add_bias_kv=%s add_zero_attn=%s; cross L=5 S=6; per-head" %
+                (combo, bias, bkv, za), combo, kind="cross", S=6, bias=bias, add_bias_kv=bkv,
+                add_zero_attn=za, average=False)
+    # V4. masks merged with the rules and ALiBi
+    for combo in ("llama", "mistral", "bloom", "everything"):
+        for kp, am in (("bool", "float3"), ("float_inf", "bool2"), (None, "float2_inf"),
+                       ("float", "bool3")):
+            add("v4_%s_kpm-%s_attn-%s" % (combo, kp or "none", am), "%s; key_padding_mask %s, "
+                "attn_mask %s; kv L=5 S=6; per-head" % (combo, kp, am), combo, kind="kv", S=6,
+                kpm=kp, mask=am, average=False)
+    # V5. positions: sorted with gaps and repeats, per batch [N,L], shuffled, large, key positions
+    for combo in ("llama", "mistral", "bloom", "everything", "window"):
+        add("v5_%s_pos_seq" % combo, "%s; positions [L] sorted with gaps and repeats" % combo,
+            combo, positions="seq", average=False)
+        add("v5_%s_pos_batch" % combo, "%s; positions [N,L], one row per batch" % combo, combo,
+            positions="batch", average=False)
+        add("v5_%s_pos_shuffled" % combo, "%s; positions in no order (keys too: self-attention)"
+            % combo, combo, positions="shuffled", average=False)
+        add("v5_%s_pos_large" % combo, "%s; positions around 100000 (large RoPE angles); averaged"
+            % combo, combo, positions="large")
+        add("v5_%s_keypos" % combo, "%s; cross L=4 S=6 with query positions [L] and "
+            "key_positions [N,S]" % combo, combo, kind="cross", L=4, S=6, positions="seq",
+            key_positions="batch", average=False)
+    # V6. decode steps: one query at position p against the p+1 keys 0..p
+    for combo in ("llama", "mistral", "bloom", "everything"):
+        for p, lay in ((0, "bf"), (4, "unbatched"), (9, "sf")):
+            add("v6_%s_decode_p%d" % (combo, p), "%s; decode step: query at position %d, keys "
+                "0..%d (%s); per-head" % (combo, p, p, lay), combo, kind="kv", L=1, S=p + 1,
+                positions=[p], layout=lay, N=2, average=False)
+    # V7. is_causal as the layer's default
+    add("v7_layer_causal_default", "config is_causal=true, request leaves is_causal out: causal",
+        "llama", layer_causal=True, omit_is_causal=True, average=False)
+    add("v7_layer_causal_default_window", "config is_causal=true and window=3, request leaves "
+        "is_causal out", "mistral", layer_causal=True, omit_is_causal=True, average=False)
+    add("v7_layer_causal_overridden", "config is_causal=true, request sets is_causal=false: not "
+        "causal", "llama", layer_causal=True, is_causal=False, average=False)
+    # V8. rows with no key left
+    add("v8_full_window_kpm", "window=2 with is_causal and key_padding_mask on the last two keys "
+        "of batch 0: late rows of batch 0 have no key", "window_causal", kpm=kpm_last2_batch0,
+        average=False, expect_fully_masked=True)
+    add("v8_full_window_far_keys", "window=2 without is_causal, key_positions 50.. far from the "
+        "queries 0..4: every row masked; averaged", "window", kind="cross", S=4,
+        key_positions=[50, 51, 52, 53], expect_fully_masked=True)
+    add("v8_notfull_bkv", "as v8_full_window_far_keys with add_bias_kv: the bias key has no "
+        "position and is never masked", "window", kind="cross", S=4,
+        key_positions=[50, 51, 52, 53], add_bias_kv=True, average=False, expect_fully_masked=False)
+    add("v8_full_causal_keys_after", "is_causal with key positions after every query: every row "
+        "masked; no weights", "llama", kind="kv", L=3, S=4, key_positions=[10, 11, 12, 13],
+        need_weights=False, expect_fully_masked=True)
+    # V9. past the engine's tiles and row blocks (no trace stored)
+    big = dict(trace=False)
+    add("v9_big_mistral_hd16", "E=64 H=8 Hkv=2 hd=16 rope window=40 causal, N=1 L=S=150; no "
+        "weights (no trace)", None, E=64, H=8, Hkv=2, hd=16, rope=10000.0, window=40,
+        is_causal=True, N=1, L=150, need_weights=False, **big)
+    add("v9_big_bloom_bkv", "E=32 H=4 hd=8 alibi window=50 causal add_bias_kv kpm, N=2 L=S=140; "
+        "averaged (no trace)", None, E=32, H=4, hd=8, alibi=True, window=50, is_causal=True,
+        add_bias_kv=True, kpm="bool", N=2, L=140, **big)
+    add("v9_big_decode", "E=48 H=6 Hkv=3 hd=32 rope alibi causal: decode at position 299 against "
+        "300 keys; per-head (no trace)", None, E=48, H=6, Hkv=3, hd=32, rope=10000.0, alibi=True,
+        is_causal=True, kind="kv", N=1, L=1, S=300, positions=[299], average=False, **big)
+    add("v9_big_window_nc_sf", "E=32 H=2 hd=16 window=30 without causal, sequence-first N=2 "
+        "L=S=130; no weights (no trace)", None, E=32, H=2, hd=16, window=30, layout="sf", N=2,
+        L=130, need_weights=False, **big)
+    # V10. random crossings
+    rng = random.Random(31337)
+    for i in range(20):
+        specs.append(random_variant_spec(rng, "v10_mix_%02d" % i, 30000 + i))
+    return specs
+
+
+def kpm_last2_batch0(shape, gen):
+    m = torch.zeros(shape, dtype=torch.bool)
+    m[..., -2:] = True
+    if len(shape) == 2:
+        m[1:, :] = False
+    return m
+
+
+def random_variant_spec(rng, name, seed, large=False, trace=True):
+    """A random valid combination of every extension with the torch options."""
+    H = rng.choice([1, 2, 3, 4, 6, 8] if not large else [2, 4, 8, 16])
+    Hkv = rng.choice([d for d in range(1, H + 1) if H % d == 0])
+    if rng.random() < 0.3:
+        Hkv = H
+    hd = rng.choice([1, 2, 3, 4, 6, 8] if not large else [8, 16, 32, 64])
+    rope = rng.choice([None, 10000.0, 500000.0]) if hd % 2 == 0 else None
+    alibi = rng.random() < 0.4
+    window = rng.choice([None, None, 1, 2, 3, 5])
+    E = H * hd if rng.random() < 0.4 else rng.randint(1, 12 if not large else 256)
+    layout = rng.choice(["bf", "bf", "sf", "unbatched"])
+    kind = rng.choice(["self", "kv", "cross", "cross"])
+    kdim = vdim = E
+    if kind == "kv" and rng.random() < 0.4:
+        kdim = vdim = rng.randint(1, 9)
+    if kind == "cross" and rng.random() < 0.5:
+        kdim, vdim = rng.randint(1, 9), rng.randint(1, 9)
+    N = rng.randint(1, 3)
+    maxlen = 7 if not large else 200
+    L = rng.randint(1, maxlen)
+    S = L if kind == "self" else rng.randint(1, maxlen)
+    kpm = rng.choice([None, None, "bool", "float", "float_inf"])
+    mask = rng.choice([None, None, "bool2", "float2", "float2_inf", "bool3", "float3"])
+    positions = rng.choice([None, None, "seq", "batch", "shuffled"])
+    key_positions = rng.choice([None, None, "seq", "batch"]) if kind != "self" else None
+    if layout == "unbatched":
+        positions = "seq" if positions == "batch" else positions
+        key_positions = "seq" if key_positions == "batch" else key_positions
+    is_causal = rng.random() < 0.5
+    layer_causal = rng.random() < 0.2
+    omit = layer_causal and rng.random() < 0.5
+    if omit:
+        is_causal = True
+    nw = rng.random() < 0.75
+    avg = rng.random() < 0.5
+    bias = rng.random() < 0.8
+    bkv = rng.random() < 0.25
+    za = rng.random() < 0.25
+    desc = ("random variant: E=%d H=%d Hkv=%d hd=%d rope=%s alibi=%s window=%s kdim=%d vdim=%d "
+            "bias=%s add_bias_kv=%s add_zero_attn=%s layout=%s kind=%s N=%d L=%d S=%d kpm=%s "
+            "attn_mask=%s positions=%s key_positions=%s is_causal=%s layer_causal=%s "
+            "need_weights=%s average=%s" %
+            (E, H, Hkv, hd, rope, alibi, window, kdim, vdim, bias, bkv, za, layout, kind, N, L, S,
+             kpm, mask, positions, key_positions, is_causal, layer_causal, nw, avg))
+    return VSpec(name, desc, E=E, H=H, Hkv=Hkv, hd=hd, rope=rope, alibi=alibi, window=window,
+                 kdim=kdim, vdim=vdim, bias=bias, add_bias_kv=bkv, add_zero_attn=za, layout=layout,
+                 kind=kind, N=N, L=L, S=S, kpm=kpm, mask=mask, positions=positions,
+                 key_positions=key_positions, is_causal=is_causal, layer_causal=layer_causal,
+                 omit_is_causal=omit, need_weights=nw, average=avg, seed=seed, trace=trace,
+                 strict=not large)
+
+
+def write_variant_cases(specs, out_dir, clean):
+    os.makedirs(out_dir, exist_ok=True)
+    if clean:
+        for old in glob.glob(os.path.join(out_dir, "*.json")):
+            os.remove(old)
+    names = set()
+    total = 0
+    for i, vs in enumerate(specs):
+        assert vs.name not in names, vs.name
+        names.add(vs.name)
+        case = run_variant_case(vs)
+        path = os.path.join(out_dir, "%03d_%s.json" % (i, vs.name))
+        text = json.dumps(case, indent=1) + "\n"
+        with open(path, "w") as f:
+            f.write(text)
+        total += len(text)
+    print("variant cases checked: %s" % ", ".join("%s %d" % kv for kv in variant_checks.items()))
+    print("wrote %d variant cases (%.1f KB) to %s" % (len(specs), total / 1024.0, out_dir))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--random", type=int, metavar="N", help="write N random cases instead")
@@ -843,18 +1505,33 @@ def main():
     ap.add_argument("--large", action="store_true",
                     help="with --random: large shapes (L, S up to 300, E up to 1024)")
     ap.add_argument("--no-trace", action="store_true", help="with --random: leave the trace out")
+    ap.add_argument("--variants", action="store_true",
+                    help="with --random: cases of the extensions (head_dim, num_kv_heads, rope, "
+                         "alibi, window, positions)")
     args = ap.parse_args()
     torch.set_num_threads(1)
     if args.random is not None:
         if not args.out:
             ap.error("--random needs --out DIR (tests/golden holds the committed cases)")
         rng = random.Random(args.seed)
-        specs = [random_spec(rng, "random_%d_%d" % (args.seed, i), args.seed * 100003 + i,
-                             large=args.large, trace=not args.no_trace)
-                 for i in range(args.random)]
-        write_cases(specs, args.out, clean=False)
+        if args.variants:
+            specs = [random_variant_spec(rng, "random_variant_%d_%d" % (args.seed, i),
+                                         args.seed * 100003 + i, large=args.large,
+                                         trace=not args.no_trace)
+                     for i in range(args.random)]
+            write_variant_cases(specs, args.out, clean=False)
+        else:
+            specs = [random_spec(rng, "random_%d_%d" % (args.seed, i), args.seed * 100003 + i,
+                                 large=args.large, trace=not args.no_trace)
+                     for i in range(args.random)]
+            write_cases(specs, args.out, clean=False)
     else:
-        write_cases(committed_specs(), args.out or os.path.join(TESTS, "golden"), clean=True)
+        torch_specs = committed_specs()
+        write_cases(torch_specs, args.out or os.path.join(TESTS, "golden"), clean=True)
+        self_check_plain(torch_specs)
+        write_variant_cases(committed_variant_specs(),
+                            os.path.join(args.out, "variants") if args.out
+                            else os.path.join(TESTS, "golden_variants"), clean=True)
     return 0
 
 
