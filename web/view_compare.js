@@ -28,6 +28,18 @@ function cannotCompare(info) {
   return null;
 }
 
+// config members that follow num_heads when the daemon writes them out (head_dim = E / H,
+// num_kv_heads = H): the comparison layer takes its own
+const FOLLOWS_H = ["num_heads", "head_dim", "num_kv_heads"];
+
+/** The source's config served with H2 heads. */
+export function comparisonConfig(config, H2) {
+  const out = {...config, num_heads: H2};
+  if (config.head_dim != null) out.head_dim = config.embed_dim / H2;
+  if (config.num_kv_heads != null) out.num_kv_heads = H2;
+  return out;
+}
+
 /** Ensures the comparison layer exists with the source's current weights; returns its describe. */
 async function ensureLayer(app, H2) {
   const info = app.layer.info, name = comparisonName(app.layer.name, H2);
@@ -35,10 +47,10 @@ async function ensureLayer(app, H2) {
   const have = layers.find((l) => l.name === name);
   // versions grow with every change on a daemon: a comparison made after the source's last change is current
   const fresh = have && have.version > info.version && have.config.num_heads === H2 &&
-    Object.keys(info.config).every((k) => k === "num_heads" || JSON.stringify(have.config[k]) === JSON.stringify(info.config[k]));
+    Object.keys(info.config).every((k) => FOLLOWS_H.includes(k) || JSON.stringify(have.config[k]) === JSON.stringify(info.config[k]));
   if (!fresh) {
     const weights = await app.weights();
-    await app.call((c) => c.put(name, {config: {...info.config, num_heads: H2}, weights}));
+    await app.call((c) => c.put(name, {config: comparisonConfig(info.config, H2), weights}));
     app.refreshLayers().catch(() => {});
   }
   return app.call((c) => c.describe(name));
@@ -88,7 +100,7 @@ function drawComparison(app, body, other, a, b) {
     const mv = mapView({rows: L, cols: S, maxPx: heads > 8 ? 90 : 130, maxCell: 16, label: `${label} head ${head}`,
       canvasProps: {dataset: {head: String(head)}},
       describe: (r, c) => `${label} · head ${head} · query ${r} "${app.input.qLabels[r]}" → key ${c} "${app.input.kLabels[c]}"\nweight ${f32(data[head * L * S + r * S + c])}`});
-    paint(mv.canvas, data, {offset: head * L * S, rows: L, cols: S, lo: 0, hi, cmap: app.state.cmap, empty});
+    paint(mv.canvas, data, {offset: head * L * S, rows: L, cols: S, lo: 0, hi, cmap: app.state.cmap, empty, log: app.state.log});
     exportList.push({title: `${label} head ${head}`, canvas: mv.canvas});
     return h("div", {class: "map-card"}, h("span", {class: "title"}, `head ${head}`), mv.el);
   }));
@@ -111,7 +123,7 @@ function drawComparison(app, body, other, a, b) {
   };
   const m = Math.max(maxAbs, 1e-12);
   body.replaceChildren(
-    legend(app.state.cmap, 0, hi, {label: "weight"}),
+    legend(app.state.cmap, 0, hi, {label: "weight", log: app.state.log}),
     h("div", {class: "compare"},
       h("div", {dataset: {layer: app.layer.name}}, h("h3", {}, `H = ${H} (${app.layer.name})`), grid(`H=${H}`, a.weights.data, H)),
       h("div", {dataset: {layer: other.name}}, h("h3", {}, `H = ${H2} (${other.name})`), grid(`H=${H2}`, b.attnWeights.data, H2))),
