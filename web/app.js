@@ -40,7 +40,8 @@ const apiOrigin = apiBase ? new URL(apiBase, location.href).origin : location.or
 const KEY_ITEM = `attnd.apiKey ${apiOrigin}`;
 
 const app = {
-  client: new Client(apiBase, {apiKey: sessionStorage.getItem(KEY_ITEM)}),
+  // a busy daemon answers 503 + Retry-After (long inputs' passes queue up): the page waits and asks again
+  client: new Client(apiBase, {apiKey: sessionStorage.getItem(KEY_ITEM), retries: 8}),
   apiOrigin,
   state: parseState(location.search),
   layers: [], // GET /v1/layers
@@ -356,6 +357,20 @@ app.drawing = 0;
 // Long inputs: the parts of the map the views draw, asked for with weights_select
 
 const SELECT_CACHED = 32;
+const SELECT_AT_ONCE = 2; // passes asked at once: more would only wait in the daemon's queue (or get 503)
+let selectRunning = 0;
+const selectWaiting = [];
+
+async function oneAtATime(fn) {
+  if (selectRunning >= SELECT_AT_ONCE) await new Promise((resolve) => selectWaiting.push(resolve));
+  selectRunning++;
+  try {
+    return await fn();
+  } finally {
+    selectRunning--;
+    if (selectWaiting.length) selectWaiting.shift()();
+  }
+}
 
 /**
  * The attention weights that sel chooses ({heads, queries, keys, topK, pool, poolOp}), for the
@@ -369,7 +384,8 @@ app.select = function select(sel, {average = false} = {}) {
     app.cache.set(key, p);
     return p;
   }
-  p = app.call((c) => c.forward(app.layer.name, {...app.input.request, averageAttnWeights: average, weightsSelect: sel}))
+  const request = app.input.request, name = app.layer.name;
+  p = oneAtATime(() => app.call((c) => c.forward(name, {...request, averageAttnWeights: average, weightsSelect: sel})))
     .then((r) => ({attnWeights: r.attnWeights, attnTopk: r.attnTopk}));
   app.cache.set(key, p);
   p.catch(() => app.cache.delete(key));
@@ -521,6 +537,7 @@ function syncControls() {
   $("#causal").checked = s.causal ?? !!(app.layer && app.layer.cfg.is_causal);
   $("#cmap").value = s.cmap;
   $("#vmax").value = s.vmax;
+  $("#log").value = s.log ? "1" : "0";
   const sel = $("#layer-select");
   if (sel.value !== s.layer) sel.value = s.layer;
 }
@@ -560,6 +577,7 @@ function bindControls() {
   $("#causal").addEventListener("change", (e) => app.setState({causal: e.target.checked}));
   $("#cmap").addEventListener("change", (e) => app.setState({cmap: e.target.value}));
   $("#vmax").addEventListener("change", (e) => app.setState({vmax: e.target.value}));
+  $("#log").addEventListener("change", (e) => app.setState({log: e.target.value === "1"}));
   $("#layer-select").addEventListener("change", (e) => app.setState({...resetFor(e.target.value)}, {push: true}));
 
   for (const r of $$('input[name="input-mode"]'))

@@ -20,7 +20,7 @@
 
 /** An error answered by attnd (or a failure to reach it: status 0, code "network"). */
 export class AttndError extends Error {
-  constructor({status = 0, code = "error", message = "", field = null, requestId = null, body = null}) {
+  constructor({status = 0, code = "error", message = "", field = null, requestId = null, body = null, retryAfter = null}) {
     super(message || code);
     this.name = "AttndError";
     this.status = status;       // HTTP status, 0 when no answer came
@@ -28,6 +28,7 @@ export class AttndError extends Error {
     this.field = field;         // the request member at fault ("query", "config.embed_dim"), or null
     this.requestId = requestId; // X-Request-Id of the failed request, when the daemon sent one
     this.body = body;           // the parsed error body
+    this.retryAfter = retryAfter; // seconds the daemon asked to wait (Retry-After of a 503), or null
   }
 }
 
@@ -361,7 +362,9 @@ export class Client {
    * from (so /ui/attnd.js talks to the daemon that served it).
    * options: apiKey (sent as a Bearer token), fetch (an implementation, e.g. for tests),
    * headers (added to every request), requestId (a string, or a function returning one, sent as
-   * X-Request-Id; needs the daemon's CORS to allow that header when cross-origin).
+   * X-Request-Id; needs the daemon's CORS to allow that header when cross-origin), retries (how
+   * many times a 503 that carries Retry-After, a daemon busy or starting, is sent again after the
+   * time it asks for, at most 30 s each; default 0).
    */
   constructor(base, options = {}) {
     this.base = String(base ?? defaultBase()).replace(/\/+$/, "");
@@ -369,11 +372,24 @@ export class Client {
     this.headers = options.headers || {};
     this.requestId = options.requestId || null;
     this.fetchImpl = options.fetch || ((url, init) => globalThis.fetch(url, init));
+    this.retries = options.retries || 0;
     this.traceSelects = true; // false once the daemon said it has no "stages" member
   }
 
   /** The raw request: JSON (or bytes) in, parsed JSON out; an AttndError on any failure. */
-  async request(method, path, {json, bytes, accept, headers = {}, signal} = {}) {
+  async request(method, path, options = {}) {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await this.requestOnce(method, path, options);
+      } catch (e) {
+        if (!(e instanceof AttndError) || e.status !== 503 || e.retryAfter == null || attempt >= this.retries) throw e;
+        await new Promise((resolve) => setTimeout(resolve, Math.min(30, Math.max(0.05, e.retryAfter)) * 1000));
+        if (options.signal && options.signal.aborted) throw e;
+      }
+    }
+  }
+
+  async requestOnce(method, path, {json, bytes, accept, headers = {}, signal} = {}) {
     const h = {Accept: accept || "application/json", ...this.headers, ...headers};
     let body;
     if (json !== undefined) {
@@ -394,14 +410,15 @@ export class Client {
     }
     const requestId = res.headers.get("X-Request-Id");
     if (!res.ok) {
+      const wait = res.headers.get("Retry-After"), retryAfter = wait != null && /^\d+(\.\d+)?$/.test(wait.trim()) ? Number(wait) : null;
       const text = await res.text().catch(() => "");
       let parsed = null;
       try { parsed = JSON.parse(text); } catch (e) { /* not JSON: a proxy's page */ }
       const err = parsed && parsed.error;
       if (err && typeof err === "object")
         throw new AttndError({status: res.status, code: err.code, message: err.message, field: err.field ?? null,
-                              requestId: err.request_id ?? requestId, body: parsed});
-      throw new AttndError({status: res.status, code: `http_${res.status}`, requestId, body: parsed,
+                              requestId: err.request_id ?? requestId, body: parsed, retryAfter});
+      throw new AttndError({status: res.status, code: `http_${res.status}`, requestId, body: parsed, retryAfter,
                             message: typeof err === "string" ? err : `HTTP ${res.status} ${res.statusText || ""}`.trim()});
     }
     if (res.status === 204) return null;

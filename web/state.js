@@ -27,6 +27,7 @@ export const DEFAULTS = Object.freeze({
   heads: null, // heads drawn in the line view (null: all)
   cmp: null, // the other num_heads of the comparison (null: chosen from the layer)
   cmap: "viridis",
+  log: false, // attention weights on a logarithmic colour scale (LOG_DECADES below the top)
   vmax: "auto", // colour scale top: "auto" (largest weight of the map), "view" (... of the zoomed window) or "1"
   rpos: 0, // first query position, for layers with rotary embeddings
   gen: 0, // generated query tokens (0: the typed ones)
@@ -67,6 +68,7 @@ const PARSE = {
   heads: list,
   cmp: (v) => int(v, 1),
   cmap: (v) => (["viridis", "cividis"].includes(v) ? v : undefined),
+  log: (v) => (v === "1" ? true : v === "0" ? false : undefined),
   vmax: (v) => (v === "auto" || v === "1" || v === "view" ? v : undefined),
   rpos: (v) => int(v),
   gen: (v) => int(v, 1, MAX_GENERATED),

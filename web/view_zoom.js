@@ -96,7 +96,7 @@ export function renderZoom(app, root) {
         onCursor: (r, c, text) => (readout.textContent = text.replace("\n", " · ")),
         activate: () => app.setState({head: which}),
       });
-      paint(mv.canvas, data, {offset: off, rows: rT, cols: cT, lo: 0, hi: top, cmap, empty: emptyT});
+      paint(mv.canvas, data, {offset: off, rows: rT, cols: cT, lo: 0, hi: top, cmap, empty: emptyT, log: s.log});
       thumbs.push({title, canvas: mv.canvas});
       const selected = head === which;
       return h("div", {class: `map-card${selected ? " selected" : ""}`},
@@ -122,7 +122,7 @@ export function renderZoom(app, root) {
           onclick: () => showWindow(app, pan(win, L, S, [0, -0.5, 0.5, 0][i], [-0.5, 0, 0, 0.5][i]))}, a)),
         h("span", {class: "mono zoom-status", dataset: {window: `${rangeText(win.q)} ${rangeText(win.k)}`}},
           `queries ${win.q[0]}–${win.q[1] - 1} × keys ${win.k[0]}–${win.k[1] - 1}`)),
-      legend(cmap, 0, top, {label: `${op === "max" ? "max" : "mean"} weight of a block (scale top: ${{1: "1", view: "the largest in view", auto: "the largest weight of the map"}[s.vmax]})`, emptyText: "masked"}),
+      legend(cmap, 0, top, {label: `${poolZ[0] * poolZ[1] === 1 && poolT[0] * poolT[1] === 1 ? "weight" : `${op} weight of a block`} (scale top: ${{1: "1", view: "the largest in view", auto: "the largest weight of the map"}[s.vmax]})`, emptyText: "masked", log: s.log}),
       h("div", {class: "maps"}, cards),
       readout,
       h("section", {class: "zoom-wrap"}, h("h3", {}, `${head === "mean" ? "mean of heads" : `head ${head}`}, enlarged: `,
@@ -163,7 +163,7 @@ function zoomMap(app, {head, win, pool, rows, cols, data, top, empty, what, read
       readout.textContent = `picked query ${b.q[0]} "${qLabels[b.q[0]]}", key ${b.k[0]} "${kLabels[b.k[0]]}" for the line, top-k and neuron views`;
     },
   });
-  paint(mv.canvas, data, {rows, cols, lo: 0, hi: top, cmap: app.state.cmap, empty});
+  paint(mv.canvas, data, {rows, cols, lo: 0, hi: top, cmap: app.state.cmap, empty, log: app.state.log});
   const canvas = mv.canvas;
   const {qi, kj} = app.state;
   if (qi >= win.q[0] && qi < win.q[1] && kj >= win.k[0] && kj < win.k[1]) {
@@ -277,7 +277,7 @@ function locatorMap(app, w, whole, pool, win, top) {
       showWindow(app, clampWindow(pan({q: [q0, q0 + spanQ], k: [k0, k0 + spanK]}, L, S, 0, 0), L, S));
     },
   });
-  paint(mv.canvas, w.data, {rows, cols, lo: 0, hi: top, cmap: app.state.cmap});
+  paint(mv.canvas, w.data, {rows, cols, lo: 0, hi: top, cmap: app.state.cmap, log: app.state.log});
   mv.box(win.q[0] / pool[0], win.k[0] / pool[1], win.q[1] / pool[0], win.k[1] / pool[1], "var(--focus)", "the window shown");
   return h("div", {class: "locator"}, h("span", {class: "hint"}, "where you are"), mv.el);
 }

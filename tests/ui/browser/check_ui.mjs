@@ -16,7 +16,7 @@ import path from "node:path";
 import {fileURLToPath, pathToFileURL} from "node:url";
 import {decodeTensor, encodeTensor} from "../../../web/attnd.js";
 import {f32} from "../../../web/format.js";
-import {luminance, rgb} from "../../../web/colormap.js";
+import {luminance, rgb, colourIndex} from "../../../web/colormap.js";
 import {generateTokens, tokenInputs} from "../../../web/tokens.js";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -453,7 +453,12 @@ try {
     const tokens = generateTokens(N, 0);
     const {query} = tokenInputs(info.config, tokens, [], {seed: 0, scale: 1, positions: true});
     const ask = async (sel, average) => {
-      const r = await api(main, "POST", `/v1/layers/${layer}/forward`, {query: encodeTensor(query), encoding: "base64", average_attn_weights: average, weights_select: sel});
+      let r;
+      for (let n = 0; n < 20; n++) { // a daemon busy with the page's passes answers 503 + Retry-After
+        r = await api(main, "POST", `/v1/layers/${layer}/forward`, {query: encodeTensor(query), encoding: "base64", average_attn_weights: average, weights_select: sel});
+        if (r.status !== 503) break;
+        await new Promise((resolve) => setTimeout(resolve, 1000 * Number(r.headers.get("Retry-After") || 1)));
+      }
       if (r.status !== 200) throw new Error(`forward with ${JSON.stringify(sel)}: ${r.status} ${short(r.text, 300)}`);
       return r.json;
     };
@@ -463,7 +468,8 @@ try {
     check("one cell per head: the largest weight of each ([H, 1, 1])", maxes.shape.join() === `${H},1,1` && top > 0 && top <= 1, `${maxes.shape} ${top}`);
 
     const page = await context.newPage();
-    page.on("console", (m) => m.type() === "error" && consoleErrors.push(`long input: ${m.text()}`));
+    // a 503 (the daemon's queue full of this page's passes) is waited out and asked again, as Retry-After says
+    page.on("console", (m) => m.type() === "error" && !/status of 503/.test(m.text()) && consoleErrors.push(`long input: ${m.text()}`));
     page.on("pageerror", (e) => consoleErrors.push(`long input: ${e.message}`));
     let sentQuery = null;
     page.on("request", (r) => {
@@ -479,7 +485,7 @@ try {
     check("one colour scale: 0 to the largest weight of the whole map", legendTop === top, `legend ${legendTop}, API ${top}`);
 
     // every drawn map against the API's numbers for its window and pooling
-    const cellsMatch = async (sel, label) => {
+    const cellsMatch = async (sel, label, log = false) => {
       const c = await page.$eval(sel, (el) => ({...el.dataset, width: el.width, height: el.height}));
       const [q0, q1] = c.queries.split(":").map(Number), [k0, k1] = c.keys.split(":").map(Number);
       const pool = c.poolOp && c.pool.split(",").map(Number);
@@ -494,11 +500,11 @@ try {
         for (let r = 0; r < rows; r++)
           for (let col = 0; col < cols; col++) {
             const v = w.data[r * cols + col];
-            const want = rgb("viridis", Math.min(255, Math.max(0, (v * 255) / top + 0.5) | 0) / 255); // paint()'s colour of v
+            const want = rgb("viridis", colourIndex(v, 0, top, log) / 255); // the colour step of v (colormap.test.mjs checks the steps)
             const got = px.rgb(col, r);
             if (px.alpha(col, r) !== 255 || got.some((x, i) => x !== want[i])) bad.push(`(${r}, ${col}) ${f32(v)}: [${got}] want [${want}]`);
           }
-      check(`${label}: every drawn cell is the colour of the API's number (${c.head}, queries ${c.queries}, keys ${c.keys}, ${c.poolOp} over ${c.pool})`, bad.length === 0, bad.slice(0, 4).join("; "));
+      check(`${label}: every drawn cell is the colour of the API's number (${c.head}, queries ${c.queries}, keys ${c.keys}, ${c.poolOp} over ${c.pool}${log ? ", log scale" : ""})`, bad.length === 0, bad.slice(0, 4).join("; "));
       return {q: [q0, q1], k: [k0, k1], pool, rows, cols, head: c.head, w};
     };
     const thumb = await cellsMatch('canvas[data-head="2"]:not([data-zoom])', "overview, head 2");
@@ -546,19 +552,40 @@ try {
     check("the wheel zooms in around the pointer, down to single weights", z3.pool.join() === "1,1" && Math.abs(c3[0] - c2[0]) <= 2 && Math.abs(c3[1] - c2[1]) <= 2 &&
           z3.q[1] - z3.q[0] < z2.q[1] - z2.q[0], JSON.stringify([z3.q, z3.k, z3.pool]));
     await cellsMatch('canvas[data-head="0"]:not([data-zoom])', "the small maps follow the window");
+
+    // the zoom-in button, until the cells are large enough for their tokens
+    let z4 = z3;
+    for (let n = 0; n < 4 && !(await page.$(".zoom .qlabel")); n++) {
+      await page.evaluate(() => (document.querySelector("#status").textContent = ""));
+      await page.click("#zoom-in");
+      await settled(page);
+      z4 = await cellsMatch('canvas[data-zoom="1"]', "the zoom-in button");
+    }
     const labels = await page.$$eval(".zoom .qlabel", (ls) => ls.map((l) => l.textContent));
-    check("single weights come with their query tokens", labels.length === z3.rows && labels.every((t, i) => t === tokens[z3.q[0] + i]), labels.slice(0, 4).join(" "));
+    const klabels = await page.$$eval(".zoom .klabel", (ls) => ls.map((l) => l.textContent));
+    check("single weights come with their query and key tokens", labels.length === z4.rows && labels.every((t, i) => t === tokens[z4.q[0] + i]) &&
+          klabels.length === z4.cols && klabels.every((t, j) => t === tokens[z4.k[0] + j]), `${z4.rows} x ${z4.cols}: ${labels.slice(0, 4).join(" ")}`);
     const zb = await page.locator('canvas[data-zoom="1"]').boundingBox();
-    await page.mouse.move(zb.x + (2.5 * zb.width) / z3.cols, zb.y + (1.5 * zb.height) / z3.rows);
+    await page.mouse.move(zb.x + (2.5 * zb.width) / z4.cols, zb.y + (1.5 * zb.height) / z4.rows);
     const tip = await page.textContent("#tip");
-    check("hover over a single weight shows the API's number and both tokens", tip.includes(`weight ${f32(z3.w.data[z3.cols + 2])}`) &&
-          tip.includes(`"${tokens[z3.q[0] + 1]}"`) && tip.includes(`"${tokens[z3.k[0] + 2]}"`), tip);
+    check("hover over a single weight shows the API's number and both tokens", tip.includes(`weight ${f32(z4.w.data[z4.cols + 2])}`) &&
+          tip.includes(`"${tokens[z4.q[0] + 1]}"`) && tip.includes(`"${tokens[z4.k[0] + 2]}"`), tip);
+
+    // the logarithmic scale: the same numbers, their colours over four decades below the top
+    await page.evaluate(() => (document.querySelector("#status").textContent = ""));
+    await page.selectOption("#log", "1");
+    await settled(page);
+    await cellsMatch('canvas[data-zoom="1"]', "the logarithmic scale", true);
+    await cellsMatch('canvas[data-head="3"]:not([data-zoom])', "the logarithmic scale", true);
     if (ZOOM_SHOT && (process.env.UPDATE_SCREENSHOT === "1" || !(await stat(ZOOM_SHOT).then(() => true, () => false)))) {
       await page.mouse.move(0, 0);
       await page.evaluate(() => (document.querySelector("#status").textContent = ""));
       await page.screenshot({path: ZOOM_SHOT});
       console.log(`     screenshot written: ${path.relative(repo, ZOOM_SHOT)}`);
     }
+    await page.evaluate(() => (document.querySelector("#status").textContent = ""));
+    await page.selectOption("#log", "0");
+    await settled(page);
 
     // the URL holds the zoom: a copy of the link draws the same cells
     const copy = await open(page.url());
@@ -569,8 +596,8 @@ try {
     await page.evaluate(() => (document.querySelector("#status").textContent = ""));
     await page.goBack();
     await settled(page);
-    const back = await page.getAttribute('canvas[data-zoom="1"]', "data-queries");
-    check("Back returns to the previous zoom", back === `${z2.q[0]}:${z2.q[1]}`, `${back}, before: ${z2.q[0]}:${z2.q[1]}`);
+    const back = await page.getAttribute('canvas[data-zoom="1"]', "data-queries"), prev = z4 === z3 ? z2 : z3;
+    check("Back returns to the previous zoom", back === `${prev.q[0]}:${prev.q[1]}`, `${back}, before: ${prev.q[0]}:${prev.q[1]}`);
     await page.evaluate(() => (document.querySelector("#status").textContent = ""));
     await page.goForward();
     await settled(page);
@@ -583,14 +610,14 @@ try {
     await settled(page);
     const shown = await page.$$eval("tr[data-query]", (rows) => rows.map((r) => ({q: Number(r.dataset.query), token: r.querySelectorAll("th")[1].textContent,
       keys: [...r.querySelectorAll("td[data-key]")].map((td) => ({j: Number(td.dataset.key), v: td.dataset.v, token: td.querySelector(".tok-text").textContent}))})));
-    const rows = Math.min(100, z3.q[1] - z3.q[0]);
-    const tk = (await ask({heads: [1], queries: [z3.q[0], z3.q[0] + rows], keys: z3.k, top_k: 8}, false)).attn_topk;
+    const rows = Math.min(100, z4.q[1] - z4.q[0]);
+    const tk = (await ask({heads: [1], queries: [z4.q[0], z4.q[0] + rows], keys: z4.k, top_k: 8}, false)).attn_topk;
     const idx = decodeTensor(tk.indices), val = decodeTensor(tk.values);
     const badK = [];
     if (shown.length !== rows || idx.shape.join() !== `1,${rows},8`) badK.push(`${shown.length} rows shown, API shape ${idx.shape}`);
     else
       shown.forEach((row, i) => {
-        if (row.q !== z3.q[0] + i || row.token !== tokens[row.q]) badK.push(`row ${i}: query ${row.q} "${row.token}"`);
+        if (row.q !== z4.q[0] + i || row.token !== tokens[row.q]) badK.push(`row ${i}: query ${row.q} "${row.token}"`);
         row.keys.forEach((key, x) => {
           const j = idx.data[i * 8 + x], v = val.data[i * 8 + x];
           if (key.j !== j || key.v !== f32(v) || key.token !== tokens[j]) badK.push(`query ${row.q} #${x + 1}: key ${key.j} "${key.token}" ${key.v}, API ${j} ${f32(v)}`);
@@ -615,7 +642,7 @@ try {
     await page.click("#tab-lines");
     await page.waitForSelector("canvas[data-lines]", {timeout: 60000});
     const toks = await page.$$eval(".lines .col.left .tok", (bs) => bs.map((b) => b.textContent));
-    check("the line view works on the window's queries", toks.length === z3.q[1] - z3.q[0] && toks[0] === tokens[z3.q[0]], `${toks.length} tokens`);
+    check("the line view works on the window's queries", toks.length === z4.q[1] - z4.q[0] && toks[0] === tokens[z4.q[0]], `${toks.length} tokens`);
     await page.close();
   });
 

@@ -312,3 +312,20 @@ test("a selected trace's scores and weights read with the full pass's coordinate
   assert.equal(q.start("L"), 0);
   assert.equal(q.get({H: 3, L: 5, D: 1}), (3 * 8 + 5) * 2 + 1);
 });
+
+test("a 503 with Retry-After is asked again when the client allows retries; otherwise it is the error", async () => {
+  const busy = (n) => fakeFetch((url, init, i) => (i < n ? {status: 503, body: {error: {code: "overloaded", message: "no free slot"}}, headers: {"Retry-After": "0", "Content-Type": "application/json"}}
+                                                        : {body: {layers: [{name: "demo"}]}}));
+  const once = busy(1);
+  await assert.rejects(new Client("", {fetch: once}).list(), (e) => e.status === 503 && e.retryAfter === 0 && e.code === "overloaded");
+  assert.equal(once.calls.length, 1);
+  const twice = busy(2);
+  assert.deepEqual(await new Client("", {fetch: twice, retries: 3}).list(), [{name: "demo"}]);
+  assert.equal(twice.calls.length, 3);
+  const always = busy(99);
+  await assert.rejects(new Client("", {fetch: always, retries: 2}).list(), {status: 503});
+  assert.equal(always.calls.length, 3);
+  const noHeader = fakeFetch(() => ({status: 503, body: {error: {code: "shutting_down", message: "bye"}}}));
+  await assert.rejects(new Client("", {fetch: noHeader, retries: 5}).list(), {status: 503, retryAfter: null});
+  assert.equal(noHeader.calls.length, 1);
+});

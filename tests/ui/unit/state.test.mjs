@@ -11,7 +11,7 @@ test("the defaults make an empty query, and an empty query the defaults", () => 
 test("a state round-trips through its query string", () => {
   const s = {...DEFAULTS, layer: "gpt2.l3", view: "trace", q: "a b  c", k: "x y", seed: 7, scale: 2.5, pos: false,
              causal: true, pad: [1, 4], head: "mean", qi: 2, kj: 1, heads: [0, 3], cmp: 2, cmap: "cividis", vmax: "1", rpos: 5,
-             gen: 8192, zq: [1024, 3072], zk: [0, 512], pop: "mean", topk: 16, tq: 1100};
+             log: true, gen: 8192, zq: [1024, 3072], zk: [0, 512], pop: "mean", topk: 16, tq: 1100};
   const q = stateQuery(s);
   assert.deepEqual(parseState(q), s);
   assert.deepEqual(parseState(new URLSearchParams(q)), s);
