@@ -436,12 +436,22 @@ export class Client {
     return (await this.request("GET", "/v1/layers")).layers;
   }
 
-  /** GET /v1/layers/{name}: config, parameters, each head's rows, FLOPs (for L, S, N if given). */
-  async describe(name, {L, S, N} = {}) {
+  /**
+   * GET /v1/layers/{name}: config, parameters, each head's rows, FLOPs (for L, S, N if given), and
+   * with weightsSelect (and averageAttnWeights) what a forward pass with that selection would
+   * return at that length: the answer's weights_select {shape, elements, dtype, bytes, fits, ...}.
+   */
+  async describe(name, {L, S, N, weightsSelect, averageAttnWeights} = {}) {
     const q = new URLSearchParams();
     if (L != null) q.set("L", L);
     if (S != null) q.set("S", S);
     if (N != null) q.set("N", N);
+    const sel = selectBody(weightsSelect);
+    if (sel) { // as /v2's flat parameters: "0,5", "0:128", "8x8"
+      const flat = {heads: (v) => v.join(","), queries: (v) => v.join(":"), keys: (v) => v.join(":"), pool: (v) => v.join("x")};
+      for (const [k, v] of Object.entries(sel)) q.set(`weights_${k}`, flat[k] ? flat[k](v) : String(v));
+    }
+    if (averageAttnWeights != null) q.set("average_attn_weights", averageAttnWeights ? "true" : "false");
     const qs = q.toString();
     return this.request("GET", layerPath(name) + (qs ? `?${qs}` : ""));
   }

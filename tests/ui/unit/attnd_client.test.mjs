@@ -329,3 +329,13 @@ test("a 503 with Retry-After is asked again when the client allows retries; othe
   await assert.rejects(new Client("", {fetch: noHeader, retries: 5}).list(), {status: 503, retryAfter: null});
   assert.equal(noHeader.calls.length, 1);
 });
+
+test("describe asks what a selection would return, in the flat form of the query string", async () => {
+  const fetch = fakeFetch(() => ({body: {name: "demo", weights_select: {shape: [1, 16384, 8], bytes: {binary: 786432}}}}));
+  const d = await new Client("", {fetch}).describe("demo", {L: 16384, weightsSelect: {heads: [0, 5], queries: [0, 128], keys: [16, 4096], topK: 8, pool: 4, poolOp: "max", dtype: "float16"},
+                                                            averageAttnWeights: false});
+  const u = new URL(fetch.calls[0].url, "http://x");
+  assert.deepEqual(Object.fromEntries(u.searchParams), {L: "16384", weights_heads: "0,5", weights_queries: "0:128", weights_keys: "16:4096", weights_top_k: "8",
+                                                        weights_pool: "4x4", weights_pool_op: "max", weights_dtype: "float16", average_attn_weights: "false"});
+  assert.deepEqual(d.weights_select.shape, [1, 16384, 8]);
+});
