@@ -28,29 +28,19 @@ function cannotCompare(info) {
   return null;
 }
 
-// config members that follow num_heads when the daemon writes them out (head_dim = E / H,
-// num_kv_heads = H): the comparison layer takes its own
-const FOLLOWS_H = ["num_heads", "head_dim", "num_kv_heads"];
-
-/** The source's config served with H2 heads. */
-export function comparisonConfig(config, H2) {
-  const out = {...config, num_heads: H2};
-  if (config.head_dim != null) out.head_dim = config.embed_dim / H2;
-  if (config.num_kv_heads != null) out.num_kv_heads = H2;
-  return out;
-}
-
 /** Ensures the comparison layer exists with the source's current weights; returns its describe. */
 async function ensureLayer(app, H2) {
   const info = app.layer.info, name = comparisonName(app.layer.name, H2);
   const layers = await app.call((c) => c.list());
   const have = layers.find((l) => l.name === name);
   // versions grow with every change on a daemon: a comparison made after the source's last change is current
+  // the head counts and head_dim follow H2 (describe spells out the source's resolved ones)
+  const perH = new Set(["num_heads", "head_dim", "num_kv_heads"]);
   const fresh = have && have.version > info.version && have.config.num_heads === H2 &&
-    Object.keys(info.config).every((k) => FOLLOWS_H.includes(k) || JSON.stringify(have.config[k]) === JSON.stringify(info.config[k]));
+    Object.keys(info.config).every((k) => perH.has(k) || JSON.stringify(have.config[k]) === JSON.stringify(info.config[k]));
   if (!fresh) {
     const weights = await app.weights();
-    await app.call((c) => c.put(name, {config: comparisonConfig(info.config, H2), weights}));
+    await app.call((c) => c.put(name, {config: {...info.config, num_heads: H2, head_dim: null, num_kv_heads: null}, weights}));
     app.refreshLayers().catch(() => {});
   }
   return app.call((c) => c.describe(name));
