@@ -208,6 +208,12 @@ mha_pool *mha_pool_create(int threads, mha_error *err);
 void mha_pool_free(mha_pool *pool);
 int mha_pool_threads(const mha_pool *pool);
 
+/* mha_layer_init on the threads of pool (NULL: the caller's only), at memory speed for large
+ * layers: the values are exactly mha_layer_init's, whatever the number of threads (each thread
+ * starts its share of the generator's stream where drawing in order would have reached it). */
+mha_status mha_layer_init_pool(mha_layer *layer, const char *method, uint64_t seed,
+                               mha_pool *pool, mha_error *err);
+
 /* Sets OpenBLAS's own thread count (openblas_set_num_threads). The engine calls BLAS from its pool
  * threads, so a process that uses a pool should set this to 1 once at start. */
 void mha_blas_set_threads(int threads);
