@@ -15,7 +15,7 @@ import {renderLines, MAX_LINE_TOKENS} from "./view_lines.js";
 import {renderTrace} from "./view_trace.js";
 import {renderParams} from "./view_params.js";
 import {renderCompare} from "./view_compare.js";
-import {renderZoom, currentWindow} from "./view_zoom.js";
+import {renderZoom, currentWindow, overviewSelect} from "./view_zoom.js";
 import {renderTopk} from "./view_topk.js";
 
 // Past this many per-head weights (H * L * S) of one pass, the maps are not asked for whole: the
@@ -395,14 +395,14 @@ app.select = function select(sel, {average = false} = {}) {
 };
 
 /**
- * The top of the colour scale for a long input's maps: 1, or the largest weight of the whole map
- * (every head: each pooled to one cell by its max), so that zooming never changes the colours.
+ * The top of the colour scale for a long input's maps: 1, or the largest weight of the whole map,
+ * so that zooming never changes the colours. It is the largest cell of the overview pooled by max
+ * (every block's max: every weight), the small maps' first request, asked once.
  * measure: ask even when the scale is 1 (the first request of a long input).
  */
 app.mapTop = async function mapTop(measure = false) {
   if (app.state.vmax === "1" && !measure) return 1;
-  const {L, S} = app.input;
-  const r = await app.select({pool: [L, S], poolOp: "max"});
+  const r = await app.select(overviewSelect(app));
   if (app.state.vmax === "1") return 1;
   let hi = 0;
   for (const v of r.attnWeights.data) if (v > hi) hi = v;

@@ -18,6 +18,17 @@ import {clampWindow, isWhole, poolFor, pooledShape, blockOf, windowOfCells, zoom
 export const THUMB_CELLS = 128; // drawn cells a side of the small maps
 export const ZOOM_CELLS = 512; // ... and of the enlarged one
 
+/** The selection of the small maps of a window: {queries, keys, pool, poolOp} (cache keys follow this order). */
+export function thumbSelect(win, op) {
+  return {queries: win.q, keys: win.k, pool: poolFor(win, THUMB_CELLS), poolOp: op};
+}
+
+/** The small maps of the whole map, each cell the max of its block: what the page asks first. */
+export function overviewSelect(app) {
+  const {L, S} = app.input;
+  return thumbSelect({q: [0, L], k: [0, S]}, "max");
+}
+
 /** The window the state asks for, inside the map. */
 export function currentWindow(app) {
   const {L, S} = app.input, s = app.state;
@@ -63,7 +74,7 @@ export function renderZoom(app, root) {
 
   return Promise.all([
     app.mapTop(),
-    app.select(sel(poolT)), // every head, small
+    app.select(thumbSelect(win, op)), // every head, small
     app.select(sel(poolT), {average: true}), // their mean, small
     head === "mean" ? app.select(sel(poolZ), {average: true}) : app.select(sel(poolZ, {heads: [head]})), // the enlarged map
     isWhole(win, L, S) ? null : app.select({pool: poolW, poolOp: op}, {average: true}).catch(() => null), // the locator
