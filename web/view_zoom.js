@@ -66,7 +66,6 @@ export function renderZoom(app, root) {
   const win = currentWindow(app);
   const head = s.head === "mean" || (Number.isInteger(s.head) && s.head < H) ? s.head : "mean";
   const poolT = poolFor(win, THUMB_CELLS), poolZ = poolFor(win, ZOOM_CELLS);
-  const sel = (pool, extra = {}) => ({queries: win.q, keys: win.k, pool, poolOp: op, ...extra});
   const whole = {q: [0, L], k: [0, S]}, poolW = poolFor(whole, THUMB_CELLS);
   const t0 = performance.now();
   if (!root.querySelector("[data-zoom]")) root.replaceChildren(h("p", {class: "muted"}, "asking for the pooled maps…"));
@@ -75,9 +74,10 @@ export function renderZoom(app, root) {
   return Promise.all([
     app.mapTop(),
     app.select(thumbSelect(win, op)), // every head, small
-    app.select(sel(poolT), {average: true}), // their mean, small
-    head === "mean" ? app.select(sel(poolZ), {average: true}) : app.select(sel(poolZ, {heads: [head]})), // the enlarged map
-    isWhole(win, L, S) ? null : app.select({pool: poolW, poolOp: op}, {average: true}).catch(() => null), // the locator
+    app.select(thumbSelect(win, op), {average: true}), // their mean, small
+    head === "mean" ? app.select({queries: win.q, keys: win.k, pool: poolZ, poolOp: op}, {average: true}) // the enlarged map
+      : app.select({heads: [head], queries: win.q, keys: win.k, pool: poolZ, poolOp: op}),
+    isWhole(win, L, S) ? null : app.select(thumbSelect(whole, op), {average: true}).catch(() => null), // the locator: the mean of the whole map
   ]).then(([top, heads, mean, big, overview]) => {
     if (root.dataset.view !== "heads") return null;
     app.result.ms = performance.now() - t0;
