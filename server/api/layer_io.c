@@ -9,12 +9,15 @@
 #include <strings.h>
 
 #include "codec/safetensors.h"
+#include "http/accept.h"
 #include "store/config.h"
 #include "store/persist.h"
 #include "store/weights.h"
 
 /* Parses one entity tag of an If-Match list at *p ("7", W/"7" or 7, blanks around), moving *p past
- * it and its comma. Returns the version, or 0 when it is not one attnd gives. */
+ * it and its comma. Returns the version, or 0 when it is not one attnd gives: a version is written
+ * without leading zeros, and "007" is another tag than "7" (RFC 9110 8.8.3.2 compares tags
+ * character by character). */
 static uint64_t etag_version(const char **p)
 {
     const char *v = *p;
@@ -25,7 +28,7 @@ static uint64_t etag_version(const char **p)
     bool quoted = *v == '"';
     if (quoted)
         v++;
-    if (*v < '0' || *v > '9')
+    if (*v < '1' || *v > '9')
         return 0;
     char *end;
     errno = 0;
@@ -61,23 +64,21 @@ static bool is_star(const char *v)
     return strcmp(v, "*") == 0 || strcmp(v, "* ") == 0;
 }
 
-/* Reads v as a comma-separated list of ETags (RFC 9110): *first gets the first, *found whether one
- * of them is `now`. Returns 0, or -1 with a 400 naming header when a tag is not one this daemon
- * gives or the list is empty. */
-static int etag_list(const char *v, uint64_t now, const char *header, uint64_t *first, bool *found,
-                     srv_error *err)
+int srv_etag_list(const char *v, uint64_t now, const char *header, uint64_t *first, bool *found,
+                  srv_error *err)
 {
     *first = 0;
     *found = false;
-    while (*v) {
+    for (;;) {
+        v += strspn(v, " \t,"); /* blanks, and empty list elements (RFC 9110 5.6.1.2: ignored) */
+        if (!*v)
+            break;
         uint64_t x = etag_version(&v);
         if (!x)
             break;
         if (!*first)
             *first = x;
         *found |= x == now;
-        while (*v == ' ' || *v == '\t')
-            v++;
     }
     if (*v || !*first)
         return srv_error_set(err, SRV_E_BAD_REQUEST, header,
@@ -101,7 +102,7 @@ int srv_if_match(const srv_request *req, srv_registry *reg, const char *name,
     }
     /* the condition holds when any tag is the current version, and the change is then
      * conditional on that version; else on the first (a 409 naming it) */
-    if (etag_list(v, now, "If-Match", &first, &found, err) < 0)
+    if (srv_etag_list(v, now, "If-Match", &first, &found, err) < 0)
         return -1;
     *if_version = found ? now : first;
     return 0;
@@ -128,7 +129,7 @@ int srv_if_none_match(const srv_request *req, srv_registry *reg, const char *nam
         return 0;
     }
     /* the change happens unless one of the tags is the current version */
-    if (etag_list(v, now, "If-None-Match", &first, &found, err) < 0)
+    if (srv_etag_list(v, now, "If-None-Match", &first, &found, err) < 0)
         return -1;
     if (found)
         return srv_error_set(err, SRV_E_CONFLICT, "If-None-Match",
@@ -142,45 +143,20 @@ void srv_etag(srv_response *resp, uint64_t version)
     srv_response_header(resp, "ETag", "\"%llu\"", (unsigned long long)version);
 }
 
-/* The quality (RFC 9110 "q", 0..1) an Accept list s gives the media type type, and the index of the
- * entry that names it in *pos; -1 when no entry names it exactly (wildcards are not counted). */
-static double accept_q(const char *s, const char *type, int *pos)
-{
-    size_t tn = strlen(type);
-    for (int i = 0; *s; i++) {
-        size_t n = strcspn(s, ",");
-        const char *e = s;
-        while (e < s + n && (*e == ' ' || *e == '\t'))
-            e++;
-        size_t en = strcspn(e, ",; \t");
-        if (en == tn && strncasecmp(e, type, tn) == 0) {
-            double q = 1;
-            for (const char *p = e + en; p < s + n; p++) {
-                if (*p != ';')
-                    continue;
-                p++;
-                while (*p == ' ' || *p == '\t')
-                    p++;
-                if ((*p == 'q' || *p == 'Q') && p[1] == '=')
-                    q = strtod(p + 2, NULL);
-            }
-            *pos = i;
-            return q < 0 ? 0 : q;
-        }
-        s += n + (s[n] == ',');
-    }
-    return -1;
-}
-
 bool srv_wants_octet(const srv_request *req)
 {
     const char *a = srv_request_header(req, "Accept");
     if (!a)
         return false;
+    return srv_accept_prefers_octet(a);
+}
+
+bool srv_accept_prefers_octet(const char *accept)
+{
     /* the higher quality wins, then the earlier entry; JSON when neither is named */
     int po = 0, pj = 0;
-    double qo = accept_q(a, "application/octet-stream", &po);
-    double qj = accept_q(a, "application/json", &pj);
+    int qo = srv_accept_quality(accept, "application/octet-stream", &po);
+    int qj = srv_accept_quality(accept, "application/json", &pj);
     return qo > 0 && (qo > qj || (qo == qj && po < pj));
 }
 
