@@ -64,6 +64,8 @@ void mha_attn_pack_task(void *arg, int64_t task, int slot)
 {
     (void)slot;
     const mha_attn *a = arg;
+    if (mha_cancelled(a->in->cancel))
+        return;
     const mha_layer *layer = a->layer;
     const int64_t hd = a->hd, BN = a->BN, blk = task % a->nblk, bg = task / a->nblk;
     const int64_t b = bg / a->Hkv, g = bg % a->Hkv, j0 = blk * BN;
@@ -200,6 +202,17 @@ static void fill_unvisited(const mha_attn *a, const visit *v, float *dst, int64_
         }
 }
 
+/* t->f[r] = exp(m at visited block nv - final m) / l for the task's rows: the factor that turns
+ * that block's kept exps into weights (0 for a row that attended no key). */
+static void block_factors(const mha_attn *a, const tile *t, int64_t nv, int64_t rows)
+{
+    for (int64_t r = 0; r < rows; r++) /* <= 0, or -inf */
+        t->tmp[r] = t->l[r] == 0.0f ? -INFINITY : t->mt[nv * MHA_BM + r] - t->m[r];
+    mha_exp_le0_array_isa(a->isa, t->f, t->tmp, rows);
+    for (int64_t r = 0; r < rows; r++)
+        t->f[r] *= t->inv[r];
+}
+
 /* Weights of the task's rows from the slab: dst[r][j] = slab[r][j] · exp(mt - m[r]) / l[r] over
  * the visited blocks, 0 elsewhere. mode 0: written (streamed), 1: set, 2: added (averaged). */
 static void weights_out(const mha_attn *a, const visit *v, const tile *t, float *dst, int64_t rows,
@@ -211,11 +224,7 @@ static void weights_out(const mha_attn *a, const visit *v, const tile *t, float 
     int64_t nv = 0;
     for (int64_t blk = -1; next_block(a, v, &blk); nv++) {
         const int64_t j0 = blk * BN, bn = S - j0 < BN ? S - j0 : BN;
-        for (int64_t r = 0; r < rows; r++) /* exp(m at that block - final m), <= 0 */
-            t->tmp[r] = t->l[r] == 0.0f ? -INFINITY : t->mt[nv * MHA_BM + r] - t->m[r];
-        mha_exp_le0_array_isa(a->isa, t->f, t->tmp, rows);
-        for (int64_t r = 0; r < rows; r++)
-            t->f[r] *= t->inv[r];
+        block_factors(a, t, nv, rows);
         if (mode == 0)
             mha_scale_rows_stream_isa(a->isa, dst + j0, S, t->slab + j0, ld, rows, bn, t->f);
         else
@@ -224,22 +233,44 @@ static void weights_out(const mha_attn *a, const visit *v, const tile *t, float 
     }
 }
 
+/* The same weights handed to a selection's sink (head h, rows [i0, i0+rows)): the visited blocks
+ * fed from the slab with their factors, the keys between them as the sink's fill (0). */
+static void weights_to_sink(const mha_attn *a, const visit *v, const tile *t, mha_sink *s, int slot,
+                            int64_t b, int64_t h, int64_t i0, int64_t rows)
+{
+    const int64_t S = a->S, BN = a->BN, ld = a->nblk * BN;
+    mha_sink_head_begin(s, slot, b, h, i0, rows);
+    int64_t nv = 0, at = 0;
+    for (int64_t blk = -1; next_block(a, v, &blk); nv++) {
+        const int64_t j0 = blk * BN, bn = S - j0 < BN ? S - j0 : BN;
+        if (at < j0)
+            mha_sink_fill(s, slot, b, h, i0, rows, at, j0 - at);
+        block_factors(a, t, nv, rows);
+        mha_sink_feed(s, slot, b, h, i0, rows, j0, bn, t->slab + j0, ld, t->f);
+        at = j0 + bn;
+    }
+    if (at < S)
+        mha_sink_fill(s, slot, b, h, i0, rows, at, S - at);
+    mha_sink_head_end(s, slot, b, h, i0, rows);
+}
+
 int64_t mha_attn_ntasks(const mha_attn *a)
 {
-    const bool avg = a->weights && !a->per_head;
-    return a->N * (avg ? 1 : a->H) * a->nrb;
+    return a->N * (a->all_heads ? 1 : a->H) * a->nrb;
 }
 
 void mha_attn_task(void *arg, int64_t task, int slot)
 {
     const mha_attn *a = arg;
     const mha_inputs *in = a->in;
+    if (mha_cancelled(in->cancel))
+        return; /* the rest of a cancelled pass: nothing to do */
     const mha_kernel_set *ks = a->ks;
     const mha_isa isa = a->isa;
-    const bool avg = a->weights && !a->per_head;
+    const bool avg = a->weights && !a->per_head, all = a->all_heads;
     const int64_t L = a->L, S0 = a->S0, S = a->S, H = a->H, hd = a->hd, BN = a->BN;
     const int64_t rb = task % a->nrb, bh = task / a->nrb;
-    const int64_t b = avg ? bh : bh / H, h0 = avg ? 0 : bh % H, h1 = avg ? H : h0 + 1;
+    const int64_t b = all ? bh : bh / H, h0 = all ? 0 : bh % H, h1 = all ? H : h0 + 1;
     const int64_t i0 = rb * MHA_BM, m = L - i0 < MHA_BM ? L - i0 : MHA_BM;
     const float *qp = a->qpos + b * L + i0; /* the rows' positions [m] */
     const float *kp = a->kpos + b * S0;     /* the batch's key positions [S0] */
@@ -259,8 +290,26 @@ void mha_attn_task(void *arg, int64_t task, int slot)
         qmax = qp[r] > qmax ? qp[r] : qmax;
     }
 
-    for (int64_t h = h0; h < h1; h++) {
+    mha_sink *const sinks[3] = {a->sink_w, a->sink_scores, a->sink_tw};
+    for (int k = 0; k < 3; k++)
+        if (sinks[k])
+            mha_sink_begin(sinks[k], slot, b, i0, m);
+    for (int64_t h = h0; h < h1 && !mha_cancelled(in->cancel); h++) {
         const int64_t g = h / a->grp, bhl = (b * H + h) * L + i0; /* row of [N,H,L,·] */
+        /* what this head's rows give beyond the output: a selection's sinks, or the full maps */
+        mha_sink *sw = a->sink_w && mha_sink_wants_head(a->sink_w, h) &&
+                               mha_sink_wants_rows(a->sink_w, i0, m)
+                           ? a->sink_w
+                           : NULL;
+        mha_sink *stw = a->sink_tw && mha_sink_wants_head(a->sink_tw, h) &&
+                                mha_sink_wants_rows(a->sink_tw, i0, m)
+                            ? a->sink_tw
+                            : NULL;
+        mha_sink *ss = a->sink_scores && mha_sink_wants_head(a->sink_scores, h) &&
+                               mha_sink_wants_rows(a->sink_scores, i0, m)
+                           ? a->sink_scores
+                           : NULL;
+        const bool keep = t.slab && (a->weights || a->trace_weights || sw || stw);
         const float *kv = a->kv + (b * a->Hkv + g) * a->kv_floats;
         const float slope = a->alibi ? mha_alibi_slope(h, H) : 0.0f;
         /* torch: q_scaled = q / sqrt(head_dim), after RoPE */
@@ -281,6 +330,9 @@ void mha_attn_task(void *arg, int64_t task, int slot)
         for (int64_t r = 0; tscores && r < m; r++) /* keys never computed: -inf */
             for (int64_t j = 0; j < S; j++)
                 tscores[r * S + j] = -INFINITY;
+        int64_t s_at = 0; /* the scores sink has every key before this */
+        if (ss)
+            mha_sink_head_begin(ss, slot, b, h, i0, m);
 
         int64_t nv = 0;
         for (int64_t blk = -1; next_block(a, &v, &blk); nv++) {
@@ -324,10 +376,16 @@ void mha_attn_task(void *arg, int64_t task, int slot)
             if (tscores)
                 for (int64_t r = 0; r < m; r++)
                     memcpy(tscores + r * S + j0 + c0, sc + r * BN, (size_t)n * sizeof(float));
+            if (ss) { /* keys never computed before this block's: -inf (the sink's fill) */
+                if (s_at < j0 + c0)
+                    mha_sink_fill(ss, slot, b, h, i0, m, s_at, j0 + c0 - s_at);
+                mha_sink_feed(ss, slot, b, h, i0, m, j0 + c0, n, sc, BN, NULL);
+                s_at = j0 + c1;
+            }
             mha_softmax_block_isa(isa, sc, BN, m, n, t.m, t.l, t.alpha, t.tmp);
             if (nv > 0) /* the maximum moved: what came before is rescaled (alpha 1 otherwise) */
                 mha_div_mul_rows_isa(isa, t.o, hd, m, hd, 0.0f, t.alpha);
-            if (t.slab) { /* the block's exps, 0 in the columns cut off */
+            if (keep) { /* the block's exps, 0 in the columns cut off */
                 const int64_t ld = a->nblk * BN;
                 for (int64_t r = 0; r < m; r++) {
                     float *srow = t.slab + r * ld + j0;
@@ -348,7 +406,16 @@ void mha_attn_task(void *arg, int64_t task, int slot)
             t.inv[r] = t.l[r] == 0.0f ? 0.0f : 1.0f / t.l[r];
         mha_div_mul_rows_to_isa(isa, a->cat + b * a->c_bs + i0 * a->c_rs + h * hd, a->c_rs, t.o,
                                 hd, m, hd, 0.0f, t.inv);
-        if (!t.slab)
+        if (ss) {
+            if (s_at < S)
+                mha_sink_fill(ss, slot, b, h, i0, m, s_at, S - s_at);
+            mha_sink_head_end(ss, slot, b, h, i0, m);
+        }
+        if (sw)
+            weights_to_sink(a, &v, &t, sw, slot, b, h, i0, m);
+        if (stw)
+            weights_to_sink(a, &v, &t, stw, slot, b, h, i0, m);
+        if (!keep)
             continue;
         if (a->trace_weights)
             weights_out(a, &v, &t, a->trace_weights + bhl * S, m, 1);
@@ -359,6 +426,9 @@ void mha_attn_task(void *arg, int64_t task, int slot)
     }
     if (a->weights && a->per_head)
         mha_copy_stream_fence();
-    if (avg) /* torch: weights.sum(dim=1) / num_heads */
+    if (avg && !mha_cancelled(in->cancel)) /* torch: weights.sum(dim=1) / num_heads */
         mha_div_mul_rows_isa(isa, a->weights + (b * L + i0) * S, S, m, S, (float)H, NULL);
+    for (int k = 0; k < 3; k++)
+        if (sinks[k])
+            mha_sink_end(sinks[k], slot, b, i0, m);
 }

@@ -18,6 +18,7 @@
 
 #include "mha_forward_internal.h"
 #include "mha_kernels.h"
+#include "mha_select.h"
 
 #define MHA_BM 64          /* query rows per attention task                                     */
 #define MHA_PANEL 64       /* output columns per packed weight panel and per projection call    */
@@ -41,8 +42,6 @@ typedef struct mha_packed_w {
 /* Floats of W [Nc][K] packed. */
 int64_t mha_packed_w_floats(int64_t Nc, int64_t K);
 
-/* Packs W [Nc][K] (contiguous) into pw->p (room for mha_packed_w_floats). */
-void mha_pack_weight(mha_packed_w *pw, const float *W);
 
 /* ---------------------------------------------------------------------------------------------- */
 /* A layer's kernels for one instruction set (mha_weights.c)                                      */
@@ -70,10 +69,11 @@ const mha_mm *mha_kernel_set_proj(const mha_kernel_set *ks, int64_t depth, int64
                                   int64_t ldc);
 
 /* The layer's share (mha_layer.c calls these): packed weights and kernel sets, made with the
- * layer (weights zero, as its parameters); repacked when a weight parameter called name is set. */
+ * layer (weights zero, as its parameters); repacked when a weight parameter called name is set
+ * (NULL: every weight, after an initialisation), on the pool's threads (NULL: the caller's). */
 mha_status mha_layer_kernels_create(mha_layer *layer, mha_error *err);
 void mha_layer_kernels_free(mha_layer_kernels *lk);
-void mha_layer_kernels_repack(mha_layer *layer, const char *name);
+void mha_layer_kernels_repack(mha_layer *layer, const char *name, mha_pool *pool);
 
 /* The layer's kernel set for a pass planned with isa and jit (see mha_plan.jit). */
 const mha_kernel_set *mha_layer_kernel_set(const mha_layer *layer, mha_isa isa, bool jit);
@@ -99,6 +99,7 @@ typedef struct mha_proj_set {
     int n;
     int64_t ntasks;
     const mha_kernel_set *ks;
+    const int *cancel; /* mha_inputs.cancel: once set, the tasks left do nothing */
 } mha_proj_set;
 
 /* Adds C = bias + X·Wᵀ to the set (its tasks after the ones already there). */
@@ -139,11 +140,22 @@ typedef struct mha_attn {
     float *weights;     /* per head [N,H,L,S] or averaged [N,L,S], or NULL     */
     bool per_head;
     float *trace_scores, *trace_weights; /* [N,H,L,S] each, or NULL         */
+    /* a selection (plan.selected): the chosen weights and the trace's scores and weights go to
+     * these sinks instead (mha_select.h; NULL: not wanted) */
+    mha_sink *sink_w, *sink_scores, *sink_tw;
     /* per-thread scratch: [threads][slot_floats] */
     float *scratch;
     int64_t slot_floats;
-    bool slab; /* the slot holds the weights slab (weights or trace weights wanted) */
+    bool slab;      /* the slot holds the weights slab (some weights wanted)                  */
+    bool all_heads; /* a task is (batch, row block) with every head in order: averaged
+                     * weights, or a selection (its sinks take a row block's heads together) */
 } mha_attn;
+
+/* True once the caller set a pass's cancel flag (mha_inputs.cancel). */
+static inline bool mha_cancelled(const int *flag)
+{
+    return flag && __atomic_load_n(flag, __ATOMIC_RELAXED);
+}
 
 /* Floats of one thread's slot for a plan (slab: per-row tiles kept for weights). */
 int64_t mha_attn_slot_floats(const mha_plan *plan, bool slab);
@@ -155,7 +167,7 @@ int64_t mha_attn_kv_floats(const mha_plan *plan);
 void mha_attn_pack_task(void *arg, int64_t task, int slot);
 
 /* Tasks of the attention: (batch, head, row block), or (batch, row block) with every head in order
- * when averaged weights are asked for (their sum over heads in torch's order). */
+ * (all_heads: averaged weights, summed over heads in torch's order; a selection's sinks). */
 int64_t mha_attn_ntasks(const mha_attn *a);
 void mha_attn_task(void *arg, int64_t task, int slot);
 

@@ -186,11 +186,55 @@ mha_status mha_forward(const mha_layer *layer, const mha_inputs *in, const mha_p
                        float *output, float *attn_weights, const mha_trace *trace, mha_pool *pool,
                        mha_error *err)
 {
+    return mha_forward_select(layer, in, plan, output, attn_weights, NULL, trace, pool, err);
+}
+
+/* The sinks of a selection (the weights, the trace's scores and weights), set up in sinks[0..3)
+ * and hooked into a; MHA_ERR_NOMEM when one cannot have its memory. */
+static mha_status setup_sinks(mha_attn *a, mha_sink sinks[3], const mha_inputs *in,
+                              const mha_plan *plan, float *attn_weights, int32_t *topk_indices,
+                              const mha_trace *trace, int threads, mha_error *err)
+{
+    mha_status st = MHA_OK;
+    if (in->need_weights) {
+        st = mha_sink_init(&sinks[0], plan, in->select, in->average_attn_weights, 0.0f,
+                           attn_weights, topk_indices, threads, MHA_BM, err);
+        a->sink_w = &sinks[0];
+    }
+    if (st == MHA_OK && trace && trace->stage[MHA_TRACE_SCORES]) {
+        st = mha_sink_init(&sinks[1], plan, in->select, false, -INFINITY,
+                           trace->stage[MHA_TRACE_SCORES], trace->indices[MHA_TRACE_SCORES],
+                           threads, MHA_BM, err);
+        a->sink_scores = &sinks[1];
+    }
+    if (st == MHA_OK && trace && trace->stage[MHA_TRACE_ATTN_WEIGHTS]) {
+        st = mha_sink_init(&sinks[2], plan, in->select, false, 0.0f,
+                           trace->stage[MHA_TRACE_ATTN_WEIGHTS],
+                           trace->indices[MHA_TRACE_ATTN_WEIGHTS], threads, MHA_BM, err);
+        a->sink_tw = &sinks[2];
+    }
+    return st;
+}
+
+mha_status mha_forward_select(const mha_layer *layer, const mha_inputs *in, const mha_plan *plan,
+                              float *output, float *attn_weights, int32_t *topk_indices,
+                              const mha_trace *trace, mha_pool *pool, mha_error *err)
+{
     if (!layer || !in || !plan || !output)
         return mha_fail(err, MHA_ERR_ARG, "forward", "forward: NULL layer, inputs, plan or output");
     if (in->need_weights && !attn_weights)
         return mha_fail(err, MHA_ERR_ARG, "attn_weights",
                         "need_weights is set but attn_weights is NULL");
+    if (plan->selected != (in->select != NULL))
+        return mha_fail(err, MHA_ERR_ARG, "select", "the plan and the inputs differ on select");
+    if (plan->selected && plan->top_k && in->need_weights && !topk_indices)
+        return mha_fail(err, MHA_ERR_ARG, "attn_weights",
+                        "the selection has top_k but topk_indices is NULL");
+    if (plan->selected && plan->top_k && trace &&
+        ((trace->stage[MHA_TRACE_SCORES] && !trace->indices[MHA_TRACE_SCORES]) ||
+         (trace->stage[MHA_TRACE_ATTN_WEIGHTS] && !trace->indices[MHA_TRACE_ATTN_WEIGHTS])))
+        return mha_fail(err, MHA_ERR_ARG, "trace",
+                        "the selection has top_k but a traced stage has no indices buffer");
     const mha_config *cfg = &layer->cfg;
     if (plan->flops < 4e6)
         pool = NULL; /* a pass this small is done before the pool's threads would wake up */
@@ -236,12 +280,16 @@ mha_status mha_forward(const mha_layer *layer, const mha_inputs *in, const mha_p
         .window = cfg->window,
         .qscale = (float)sqrt((double)plan->hd),
         .qinv = exact_inverse((float)sqrt((double)plan->hd)),
-        .weights = in->need_weights ? attn_weights : NULL,
-        .per_head = in->need_weights && !in->average_attn_weights,
-        .trace_scores = trace ? trace->stage[MHA_TRACE_SCORES] : NULL,
-        .trace_weights = trace ? trace->stage[MHA_TRACE_ATTN_WEIGHTS] : NULL,
+        .weights = in->need_weights && !plan->selected ? attn_weights : NULL,
+        .per_head = in->need_weights && !plan->selected && !in->average_attn_weights,
+        /* with a selection, the trace's scores and weights go to its sinks (setup_sinks) */
+        .trace_scores = trace && !plan->selected ? trace->stage[MHA_TRACE_SCORES] : NULL,
+        .trace_weights = trace && !plan->selected ? trace->stage[MHA_TRACE_ATTN_WEIGHTS] : NULL,
     };
-    a.slab = a.weights || a.trace_weights;
+    const bool sel_weights =
+        plan->selected && (in->need_weights || (trace && trace->stage[MHA_TRACE_ATTN_WEIGHTS]));
+    a.slab = a.weights || a.trace_weights || sel_weights;
+    a.all_heads = (a.weights && !a.per_head) || plan->selected;
     a.slot_floats = mha_attn_slot_floats(plan, a.slab);
 
     /* One allocation: the buffers every thread shares, then a slot per thread, as many as fit in
@@ -275,7 +323,7 @@ mha_status mha_forward(const mha_layer *layer, const mha_inputs *in, const mha_p
     const float *b_v = b_in ? b_in + Dq + Dkv : NULL;
     const mha_packed_w *pq = mha_layer_packed(layer, 'q'), *pk = mha_layer_packed(layer, 'k');
     const mha_packed_w *pv = mha_layer_packed(layer, 'v'), *po = mha_layer_packed(layer, 'o');
-    mha_proj_set proj = {.ks = ks};
+    mha_proj_set proj = {.ks = ks, .cancel = in->cancel};
     if (self) { /* q | k | v side by side, rows of Dq+2Dkv */
         const int64_t W = Dq + 2 * Dkv;
         float *qkv = carve(&cursor, N * L * W);
@@ -336,6 +384,28 @@ mha_status mha_forward(const mha_layer *layer, const mha_inputs *in, const mha_p
                            work_threads);
     }
 
+    /* A selection's sinks; the trace's full SCORES and ATTN_WEIGHTS stages give way to them. */
+    mha_sink sinks[3];
+    memset(sinks, 0, sizeof sinks);
+    mha_trace tr_full;
+    if (plan->selected) {
+        mha_status st = setup_sinks(&a, sinks, in, plan, attn_weights, topk_indices, trace,
+                                    work_threads, err);
+        if (st != MHA_OK) {
+            for (int k = 0; k < 3; k++)
+                mha_sink_free(&sinks[k]);
+            mha_pool_scratch_put(pool, &scratch);
+            return st;
+        }
+        if (trace) {
+            tr_full = *trace;
+            tr_full.stage[MHA_TRACE_SCORES] = tr_full.stage[MHA_TRACE_ATTN_WEIGHTS] = NULL;
+            f.trace = trace = &tr_full;
+        }
+    }
+
+    /* The in-projection is a pass's first parallel phase and the out-projection its last (a
+     * benchmark times what lies between as the attention core). */
     mha_pool_run_limit(pool, proj.ntasks, mha_proj_task, &proj, work_threads);
     if (trace)
         trace_projections(&f);
@@ -346,7 +416,9 @@ mha_status mha_forward(const mha_layer *layer, const mha_inputs *in, const mha_p
         trace_heads(&f);
     mha_pool_run_limit(pool, N * f.Hkv * a.nblk, mha_attn_pack_task, &a, work_threads);
     mha_pool_run_limit(pool, mha_attn_ntasks(&a), mha_attn_task, &a, work_threads);
-    mha_proj_set out = {.ks = ks};
+    for (int k = 0; k < 3; k++)
+        mha_sink_free(&sinks[k]);
+    mha_proj_set out = {.ks = ks, .cancel = in->cancel};
     mha_proj_add(&out, f.cat, N * L, q_flat, layer->w_out, po, layer->b_out, output, E);
     mha_pool_run_limit(pool, out.ntasks, mha_proj_task, &out, work_threads);
     if (trace) {
@@ -355,5 +427,7 @@ mha_status mha_forward(const mha_layer *layer, const mha_inputs *in, const mha_p
         trace_outputs(&f, output, o_bs, o_rs);
     }
     mha_pool_scratch_put(pool, &scratch);
+    if (mha_cancelled(in->cancel))
+        return mha_fail(err, MHA_ERR_CANCELLED, "", "the pass was cancelled by its caller");
     return MHA_OK;
 }

@@ -31,6 +31,8 @@ void mha_proj_task(void *arg, int64_t task, int slot)
 {
     (void)slot;
     const mha_proj_set *set = arg;
+    if (mha_cancelled(set->cancel))
+        return;
     const mha_proj_job *j = &set->job[0];
     for (int i = 1; i < set->n && task >= set->job[i].first_task; i++)
         j = &set->job[i];

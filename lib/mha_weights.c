@@ -29,17 +29,6 @@ int64_t mha_packed_w_floats(int64_t Nc, int64_t K)
     return (Nc + MHA_PANEL - 1) / MHA_PANEL * K * MHA_PANEL;
 }
 
-void mha_pack_weight(mha_packed_w *pw, const float *W)
-{
-    for (int64_t c0 = 0; c0 < pw->Nc; c0 += MHA_PANEL) {
-        const int64_t n = pw->Nc - c0 < MHA_PANEL ? pw->Nc - c0 : MHA_PANEL;
-        /* panel [K][64]: its column c is row c0 + c of W; columns past Nc zero. The transposes
-         * are exact: the best ISA the CPU has (mha_pack_transposed falls back) gives the bits. */
-        mha_pack_transposed(MHA_ISA_AVX512, pw->p + c0 * pw->K, MHA_PANEL, W + c0 * pw->K,
-                            pw->K, n, pw->K, MHA_PANEL);
-    }
-}
-
 /* ---------------------------------------------------------------------------------------------- */
 
 static void set_mm(mha_mm *mm, mha_isa isa, const mha_mm_shape *s, mha_jit_arena *arena, bool jit,
@@ -121,7 +110,8 @@ const mha_mm *mha_kernel_set_proj(const mha_kernel_set *ks, int64_t depth, int64
 /* The layer's share                                                                              */
 
 struct mha_layer_kernels {
-    float *packed; /* one allocation for the four weights */
+    void *block;   /* one allocation for the four weights (calloc'd: zero pages until written) */
+    float *packed; /* 64-byte aligned, inside block */
     mha_packed_w q, k, v, out;
     bool have[MHA_ISA_COUNT];
     mha_kernel_set jit[MHA_ISA_COUNT];   /* JIT code where possible */
@@ -144,13 +134,14 @@ mha_status mha_layer_kernels_create(mha_layer *layer, mha_error *err)
     int64_t total = 0;
     for (int i = 0; i < 4; i++)
         total += mha_packed_w_floats(all[i]->Nc, all[i]->K);
-    lk->packed = aligned_alloc(64, (size_t)total * sizeof(float));
-    if (!lk->packed) {
+    /* calloc: zero, as the parameters start, page by page as first written (mha_layer.c) */
+    lk->block = calloc(1, (size_t)total * sizeof(float) + 64);
+    if (!lk->block) {
         free(lk);
         return mha_fail(err, MHA_ERR_NOMEM, "layer", "out of memory packing %lld weights",
                         (long long)total);
     }
-    memset(lk->packed, 0, (size_t)total * sizeof(float)); /* the parameters start at zero */
+    lk->packed = (float *)(((uintptr_t)lk->block + 63) & ~(uintptr_t)63);
     float *p = lk->packed;
     for (int i = 0; i < 4; i++) {
         all[i]->p = p;
@@ -173,22 +164,50 @@ void mha_layer_kernels_free(mha_layer_kernels *lk)
         return;
     for (int isa = 0; isa < MHA_ISA_COUNT; isa++)
         mha_kernel_set_free(&lk->jit[isa]);
-    free(lk->packed);
+    free(lk->block);
     free(lk);
 }
 
-void mha_layer_kernels_repack(mha_layer *layer, const char *name)
+/* The panels to pack: up to four weights, each cut into its 64-column panels (one task each). */
+typedef struct repack_job {
+    const mha_packed_w *w[4];
+    const float *src[4];
+    int64_t first[5]; /* tasks before weight i; first[n] = all */
+    int n;
+} repack_job;
+
+static void repack_task(void *arg, int64_t task, int slot)
+{
+    (void)slot;
+    const repack_job *j = arg;
+    int i = 0;
+    while (task >= j->first[i + 1])
+        i++;
+    const mha_packed_w *pw = j->w[i];
+    const int64_t c0 = (task - j->first[i]) * MHA_PANEL, K = pw->K;
+    const int64_t n = pw->Nc - c0 < MHA_PANEL ? pw->Nc - c0 : MHA_PANEL;
+    /* panel [K][64]: its column c is row c0 + c of W; columns past Nc zero. The transposes are
+     * exact: the best ISA the CPU has (mha_pack_transposed falls back) gives the bits. */
+    mha_pack_transposed(MHA_ISA_AVX512, pw->p + c0 * K, MHA_PANEL, j->src[i] + c0 * K, K, n, K,
+                        MHA_PANEL);
+}
+
+void mha_layer_kernels_repack(mha_layer *layer, const char *name, mha_pool *pool)
 {
     mha_layer_kernels *lk = layer->kern;
-    const bool in = !strcmp(name, "in_proj_weight");
+    const bool all = !name, in = all || !strcmp(name, "in_proj_weight");
+    repack_job j = {.n = 0};
     if (in || !strcmp(name, "q_proj_weight"))
-        mha_pack_weight(&lk->q, layer->w_q);
+        j.w[j.n] = &lk->q, j.src[j.n++] = layer->w_q;
     if (in || !strcmp(name, "k_proj_weight"))
-        mha_pack_weight(&lk->k, layer->w_k);
+        j.w[j.n] = &lk->k, j.src[j.n++] = layer->w_k;
     if (in || !strcmp(name, "v_proj_weight"))
-        mha_pack_weight(&lk->v, layer->w_v);
-    if (!strcmp(name, "out_proj.weight"))
-        mha_pack_weight(&lk->out, layer->w_out);
+        j.w[j.n] = &lk->v, j.src[j.n++] = layer->w_v;
+    if (all || !strcmp(name, "out_proj.weight"))
+        j.w[j.n] = &lk->out, j.src[j.n++] = layer->w_out;
+    for (int i = 0; i < j.n; i++)
+        j.first[i + 1] = j.first[i] + (j.w[i]->Nc + MHA_PANEL - 1) / MHA_PANEL;
+    mha_pool_run(pool, j.first[j.n], repack_task, &j);
 }
 
 const mha_kernel_set *mha_layer_kernel_set(const mha_layer *layer, mha_isa isa, bool jit)

@@ -34,11 +34,13 @@ async function ensureLayer(app, H2) {
   const layers = await app.call((c) => c.list());
   const have = layers.find((l) => l.name === name);
   // versions grow with every change on a daemon: a comparison made after the source's last change is current
+  // the head counts and head_dim follow H2 (describe spells out the source's resolved ones)
+  const perH = new Set(["num_heads", "head_dim", "num_kv_heads"]);
   const fresh = have && have.version > info.version && have.config.num_heads === H2 &&
-    Object.keys(info.config).every((k) => k === "num_heads" || JSON.stringify(have.config[k]) === JSON.stringify(info.config[k]));
+    Object.keys(info.config).every((k) => perH.has(k) || JSON.stringify(have.config[k]) === JSON.stringify(info.config[k]));
   if (!fresh) {
     const weights = await app.weights();
-    await app.call((c) => c.put(name, {config: {...info.config, num_heads: H2}, weights}));
+    await app.call((c) => c.put(name, {config: {...info.config, num_heads: H2, head_dim: null, num_kv_heads: null}, weights}));
     app.refreshLayers().catch(() => {});
   }
   return app.call((c) => c.describe(name));
@@ -88,7 +90,7 @@ function drawComparison(app, body, other, a, b) {
     const mv = mapView({rows: L, cols: S, maxPx: heads > 8 ? 90 : 130, maxCell: 16, label: `${label} head ${head}`,
       canvasProps: {dataset: {head: String(head)}},
       describe: (r, c) => `${label} · head ${head} · query ${r} "${app.input.qLabels[r]}" → key ${c} "${app.input.kLabels[c]}"\nweight ${f32(data[head * L * S + r * S + c])}`});
-    paint(mv.canvas, data, {offset: head * L * S, rows: L, cols: S, lo: 0, hi, cmap: app.state.cmap, empty});
+    paint(mv.canvas, data, {offset: head * L * S, rows: L, cols: S, lo: 0, hi, cmap: app.state.cmap, empty, log: app.state.log});
     exportList.push({title: `${label} head ${head}`, canvas: mv.canvas});
     return h("div", {class: "map-card"}, h("span", {class: "title"}, `head ${head}`), mv.el);
   }));
@@ -111,7 +113,7 @@ function drawComparison(app, body, other, a, b) {
   };
   const m = Math.max(maxAbs, 1e-12);
   body.replaceChildren(
-    legend(app.state.cmap, 0, hi, {label: "weight"}),
+    legend(app.state.cmap, 0, hi, {label: "weight", log: app.state.log}),
     h("div", {class: "compare"},
       h("div", {dataset: {layer: app.layer.name}}, h("h3", {}, `H = ${H} (${app.layer.name})`), grid(`H=${H}`, a.weights.data, H)),
       h("div", {dataset: {layer: other.name}}, h("h3", {}, `H = ${H2} (${other.name})`), grid(`H=${H2}`, b.attnWeights.data, H2))),

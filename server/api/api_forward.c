@@ -19,7 +19,7 @@
 
 #define FORWARD_FIELDS                                                                            \
     "query, key, value, key_padding_mask, attn_mask, is_causal, need_weights, "                   \
-    "average_attn_weights, positions, key_positions, encoding"
+    "average_attn_weights, positions, key_positions, weights_select, encoding"
 #define TRACE_FIELDS FORWARD_FIELDS ", stages"
 
 /* The members whose values are tensors: the scan only delimits them, srv_member_tensor checks them. */
@@ -65,6 +65,15 @@ static int read_forward(const srv_app *app, const srv_request *req, const srv_js
             if (srv_member_encoding(&m[i], enc, err) < 0)
                 return -1;
             continue;
+        } else if (!strcmp(k, "weights_select")) {
+            if (srv_member_is_null(&m[i]))
+                continue; /* null = not given */
+            json_t *v = srv_member_json(&m[i], k, err);
+            int rc = v ? srv_select_from_json(&args->select, v, err) : -1;
+            json_decref(v);
+            if (rc < 0)
+                return -1;
+            continue;
         } else if (stages && !strcmp(k, "stages")) {
             json_t *v = srv_member_json(&m[i], k, err);
             int rc = v ? srv_trace_stages_parse(v, stages, err) : -1;
@@ -97,15 +106,38 @@ static int read_forward(const srv_app *app, const srv_request *req, const srv_js
     return 0;
 }
 
-/* Reads a forward body into args and enc (a trace's: stages too). */
-static int parse_forward(const srv_app *app, const srv_request *req, srv_forward_args *args,
-                         srv_encoding *enc, unsigned *stages, srv_error *err)
+/* --max-request-flops from the shapes that query and key declare (the flat and base64 forms do),
+ * before their data is decoded: 0, or -1 with err (413 too_costly). Nested tensors, and shapes that
+ * do not fit the layer, are left to the pass's own checks. */
+static int check_cost_early(const srv_app *app, const mha_config *cfg, const srv_json_member *m,
+                            int n, srv_error *err)
+{
+    const srv_json_member *qm = NULL, *km = NULL;
+    for (int i = 0; i < n; i++) {
+        if (!strcmp(m[i].key, "query"))
+            qm = &m[i];
+        else if (!strcmp(m[i].key, "key") && !srv_member_is_null(&m[i]))
+            km = &m[i];
+    }
+    int64_t q[SRV_TENSOR_MAX_DIMS], k[SRV_TENSOR_MAX_DIMS];
+    int qn = 0, kn = 0;
+    if (!qm || !srv_tensor_peek_shape(qm->value, qm->value_len, q, &qn) ||
+        (km && !srv_tensor_peek_shape(km->value, km->value_len, k, &kn)))
+        return 0;
+    return srv_forward_check_cost(app, cfg, qn, q, kn, km ? k : NULL, err);
+}
+
+/* Reads a forward body for a layer of config cfg into args and enc (a trace's: stages too). */
+static int parse_forward(const srv_app *app, const mha_config *cfg, const srv_request *req,
+                         srv_forward_args *args, srv_encoding *enc, unsigned *stages,
+                         srv_error *err)
 {
     srv_json_member m[SRV_BODY_MAX_MEMBERS];
     int n = srv_body_scan_request(app, req, forward_tensors, m, err);
     if (n < 0)
         return -1;
-    if (read_forward(app, req, m, n, args, enc, stages, err) < 0)
+    if (check_cost_early(app, cfg, m, n, err) < 0 ||
+        read_forward(app, req, m, n, args, enc, stages, err) < 0)
         return srv_body_recheck(app, req->body, req->body_len, err);
     return 0;
 }
@@ -189,8 +221,26 @@ static int write_tensor(srv_buf *b, const float *data, int ndim, const int64_t *
     return rc < 0 || j.rc < 0 || b->failed ? -1 : 0;
 }
 
+/* The chosen weights' values (data, shaped ndim/shape) in dtype and enc. Nested float16 and
+ * bfloat16 values are rounded in place first, so that the large ones still go out on two threads. */
+static int write_values(srv_buf *b, float *data, int ndim, const int64_t *shape, srv_encoding enc,
+                        srv_wire_dtype dtype)
+{
+    if (dtype == SRV_WIRE_F32 || enc == SRV_ENC_NESTED) {
+        if (dtype != SRV_WIRE_F32) {
+            int64_t count = 1;
+            for (int i = 0; i < ndim; i++)
+                count *= shape[i];
+            srv_f32_round_array(data, data, (size_t)count, dtype);
+        }
+        return write_tensor(b, data, ndim, shape, enc);
+    }
+    return srv_tensor_write_as(b, data, ndim, shape, enc, dtype);
+}
+
 /* The trace's reply: {"stages": [{"name", "shape", "axes", "tensor"}, ...]}, the stages asked for
- * in pipeline order, as trace.h shows them. */
+ * in pipeline order, as trace.h shows them. With a selection, scores and attn_weights are the
+ * chosen ones, in its dtype, and with top_k each has "indices" (int32) beside its "tensor". */
 static int write_trace(srv_buf *b, srv_response *resp, const srv_forward_result *r,
                        bool batch_first, bool average, srv_encoding enc, srv_error *err)
 {
@@ -221,7 +271,17 @@ static int write_trace(srv_buf *b, srv_response *resp, const srv_forward_result 
         for (int d = 0; d < v[s].ndim; d++)
             srv_buf_printf(b, "%s\"%c\"", d ? "," : "", v[s].axes[d]);
         srv_buf_puts(b, "],\"tensor\":");
-        write_tensor(b, data, v[s].ndim, v[s].shape, enc);
+        const bool chosen = r->plan.selected &&
+                            (s == MHA_TRACE_SCORES || s == MHA_TRACE_ATTN_WEIGHTS);
+        if (chosen)
+            write_values(b, (float *)data, v[s].ndim, v[s].shape, enc, r->weights_dtype);
+        else
+            write_tensor(b, data, v[s].ndim, v[s].shape, enc);
+        const int32_t *idx = s == MHA_TRACE_ATTN_WEIGHTS ? r->topk_indices : r->stage_indices[s];
+        if (chosen && r->plan.top_k && idx) {
+            srv_buf_puts(b, ",\"indices\":");
+            srv_tensor_write_i32(b, idx, v[s].ndim, v[s].shape, enc);
+        }
         srv_buf_putc(b, '}');
         srv_bigbuf_array_free(copy);
         first = false;
@@ -244,25 +304,41 @@ static int run(srv_app *app, const srv_request *req, srv_response *resp, bool tr
     int rc = -1;
     double t0 = srv_now(), t1 = t0, t2 = t0, t3 = t0;
     bool average = true;
-    if (parse_forward(app, req, &args, &enc, trace ? &stages : NULL, err) < 0)
+    args.cancel = req->gone;
+    if (parse_forward(app, mha_layer_config(layer->layer), req, &args, &enc,
+                      trace ? &stages : NULL, err) < 0)
         goto out;
     t1 = srv_now();
     if (srv_forward_run(app, layer, &args, stages, &r, err) < 0)
         goto out;
     average = args.average_attn_weights;
     t2 = srv_now();
+    if (srv_request_gone(req)) { /* nobody will read the reply: do not write it */
+        srv_error_set(err, SRV_E_CANCELLED, "", "the client hung up");
+        goto out;
+    }
     /* the inputs are not needed any more: give their memory back before writing the reply */
     srv_forward_args_free(&args);
     srv_forward_args_init(&args);
 
     srv_buf *b = &resp->body;
     if (!trace) {
-        srv_response_reserve(resp, estimate(r.plan.out_count, enc) + estimate(r.plan.weights_count, enc));
+        srv_response_reserve(resp, estimate(r.plan.out_count, enc) +
+                                       estimate(r.plan.weights_count, enc) * (r.plan.top_k ? 2 : 1));
         srv_buf_puts(b, "{\"output\":");
         write_tensor(b, r.output, r.plan.out_ndim, r.plan.out_shape, enc);
-        if (r.attn_weights) {
+        if (r.attn_weights && r.plan.top_k) { /* a selection's strongest keys per row */
+            srv_buf_puts(b, ",\"attn_topk\":{\"indices\":");
+            srv_tensor_write_i32(b, r.topk_indices, r.plan.weights_ndim, r.plan.weights_shape,
+                                 enc);
+            srv_buf_puts(b, ",\"values\":");
+            write_values(b, r.attn_weights, r.plan.weights_ndim, r.plan.weights_shape, enc,
+                         r.weights_dtype);
+            srv_buf_putc(b, '}');
+        } else if (r.attn_weights) {
             srv_buf_puts(b, ",\"attn_weights\":");
-            write_tensor(b, r.attn_weights, r.plan.weights_ndim, r.plan.weights_shape, enc);
+            write_values(b, r.attn_weights, r.plan.weights_ndim, r.plan.weights_shape, enc,
+                         r.weights_dtype);
         }
         srv_buf_puts(b, "}");
     } else if (write_trace(b, resp, &r, mha_layer_config(layer->layer)->batch_first, average, enc,

@@ -175,6 +175,23 @@ static void v2_forward_args(srv_forward_args *a, const srv_v2_request *vr)
     a->is_causal_given = vr->is_causal_given;
     a->need_weights = vr->need_weights;
     a->average_attn_weights = vr->average_attn_weights;
+    a->select = vr->select; /* a view too: heads stay the request's */
+    a->select_style = SRV_SELECT_FLAT;
+}
+
+/* The inference's cost (--max-request-flops) from the shapes the request declares, before its
+ * tensors are read (srv_v2_request_parse_checked). */
+typedef struct v2_cost {
+    const srv_app *app;
+    const mha_config *cfg;
+} v2_cost;
+
+static int check_cost(void *cls, const srv_v2_request *vr, srv_error *err)
+{
+    const v2_cost *c = cls;
+    const srv_v2_input *q = &vr->inputs[SRV_V2_IN_QUERY], *k = &vr->inputs[SRV_V2_IN_KEY];
+    return srv_forward_check_cost(c->app, c->cfg, q->ndim, q->shape, k->ndim,
+                                  k->present ? k->shape : NULL, err);
 }
 
 int srv_v2_infer(void *ctx, const srv_request *req, srv_response *resp, srv_error *err)
@@ -199,14 +216,16 @@ int srv_v2_infer(void *ctx, const srv_request *req, srv_response *resp, srv_erro
         goto done;
     }
     size_t header_len;
+    v2_cost cost = {app, mha_layer_config(l->layer)};
     if (srv_v2_header_length(&header_len,
                              srv_request_header(req, "Inference-Header-Content-Length"),
                              req->body_len, err) < 0 ||
-        srv_v2_request_parse(&vr, req->body, req->body_len, header_len,
-                             app->opt.max_tensor_elements, err) < 0)
+        srv_v2_request_parse_checked(&vr, req->body, req->body_len, header_len,
+                                     app->opt.max_tensor_elements, check_cost, &cost, err) < 0)
         goto done;
     srv_forward_args args;
     v2_forward_args(&args, &vr);
+    args.cancel = req->gone;
     t1 = srv_now();
     if (srv_forward_run(app, l, &args, 0, &fr, err) < 0)
         goto done;
@@ -216,9 +235,17 @@ int srv_v2_infer(void *ctx, const srv_request *req, srv_response *resp, srv_erro
     res[SRV_V2_OUT_OUTPUT].data = fr.output;
     res[SRV_V2_OUT_OUTPUT].ndim = fr.plan.out_ndim;
     memcpy(res[SRV_V2_OUT_OUTPUT].shape, fr.plan.out_shape, sizeof fr.plan.out_shape);
-    res[SRV_V2_OUT_ATTN_WEIGHTS].data = fr.attn_weights;
-    res[SRV_V2_OUT_ATTN_WEIGHTS].ndim = fr.plan.weights_ndim;
-    memcpy(res[SRV_V2_OUT_ATTN_WEIGHTS].shape, fr.plan.weights_shape, sizeof fr.plan.weights_shape);
+    /* the weights: attn_weights, or with a top-k selection its indices and values */
+    const srv_v2_output_id vw = fr.plan.top_k ? SRV_V2_OUT_ATTN_TOPK_VALUES : SRV_V2_OUT_ATTN_WEIGHTS;
+    res[vw].data = fr.attn_weights;
+    res[vw].ndim = fr.plan.weights_ndim;
+    memcpy(res[vw].shape, fr.plan.weights_shape, sizeof fr.plan.weights_shape);
+    res[vw].dtype = fr.weights_dtype;
+    if (fr.plan.top_k) {
+        res[SRV_V2_OUT_ATTN_TOPK_INDICES] = res[vw];
+        res[SRV_V2_OUT_ATTN_TOPK_INDICES].data = fr.topk_indices;
+        res[SRV_V2_OUT_ATTN_TOPK_INDICES].is_int32 = true;
+    }
     size_t json_len;
     if (srv_v2_response_write(&resp->body, &json_len, &vr, l->name, version, res, err) < 0)
         goto done;

@@ -15,6 +15,7 @@
 #include "base/error.h"
 #include "codec/positions.h"
 #include "codec/tensor.h"
+#include "codec/weights_select.h"
 #include "mha.h"
 #include "store/registry.h"
 #include "trace.h"
@@ -32,17 +33,26 @@ typedef struct srv_forward_args {
     bool is_causal_given;
     bool need_weights;           /* default false                                           */
     bool average_attn_weights;   /* default true                                            */
+    srv_select select;           /* the weights chosen (weights_select; codec/weights_select.h):
+                                  * when given, forward returns them (need_weights implied) and
+                                  * a trace's scores and attn_weights stages take them       */
+    srv_select_style select_style; /* how errors name its members: /v1's or the flat names    */
+    const int *cancel;           /* the request's gone flag (srv_request.gone) or NULL: once it
+                                  * is set, a wait for a slot or the pass itself stops          */
 } srv_forward_args;
 
 /* Zeroes args and sets the defaults above. */
 void srv_forward_args_init(srv_forward_args *args);
-/* Frees the tensors args owns. */
+/* Frees the tensors (and the selection) args owns. */
 void srv_forward_args_free(srv_forward_args *args);
 
 typedef struct srv_forward_result {
     mha_plan plan;
     float *output;                     /* [plan.out_count], shaped plan.out_shape              */
     float *attn_weights;               /* [plan.weights_count] when need_weights, else NULL    */
+    int32_t *topk_indices;             /* [plan.weights_count] with a top-k selection, else NULL */
+    int32_t *stage_indices[MHA_TRACE_NSTAGES]; /* a traced scores stage's top-k key indices  */
+    srv_wire_dtype weights_dtype;      /* the precision the chosen weights go out in           */
     float *stage[MHA_TRACE_NSTAGES];   /* a trace's stages, batch-major (mha_trace_stage_shape),
                                         * each NULL unless asked for; never output and
                                         * attn_weights: those are the two above (trace.h)    */
@@ -55,10 +65,12 @@ typedef struct srv_forward_result {
  * pass), those stages are kept too: attn_weights is then computed as forward computes it with
  * need_weights (the request's need_weights is not read), output is the output; the others are
  * the engine's. A trace whose stages together (as trace.h shows them) hold more than
- * --max-trace-elements numbers is refused with SRV_E_TOO_LARGE before anything is allocated.
- * Fills out (zeroed first; free with srv_forward_result_free) and returns 0, or -1 with err
- * filled: 400 shape/value errors naming the input, 413 limits, 503 when the in-flight cap stays
- * full for --queue-wait-ms or memory runs out. */
+ * --max-trace-elements numbers is refused with SRV_E_TOO_LARGE, and a pass whose FLOPs pass
+ * --max-request-flops with SRV_E_TOO_COSTLY, before anything is allocated. Fills out (zeroed
+ * first; free with srv_forward_result_free) and returns 0, or -1 with err filled: 400 shape/value
+ * errors naming the input, 413 limits, 503 when the in-flight cap stays full for --queue-wait-ms
+ * or memory runs out, SRV_E_CANCELLED when args->cancel is set while the pass waits for a slot or
+ * runs (its slot and outputs are given back at once). */
 int srv_forward_run(srv_app *app, const srv_layer *layer, const srv_forward_args *args,
                     unsigned stages, srv_forward_result *out, srv_error *err);
 
@@ -70,5 +82,14 @@ void srv_forward_result_free(srv_forward_result *r); /* accepts NULL and zeroed 
  * Every API calls it once per such request. */
 void srv_forward_count(const srv_layer *layer, const srv_request *req, bool ok, double input_s,
                        const srv_forward_result *r, double output_s);
+
+/* The cost limit (--max-request-flops) for a pass on a layer of config cfg whose query has shape
+ * q[0, q_ndim) and key k[0, k_ndim) (k NULL: key = query), as far as the shapes tell before any
+ * tensor is decoded: -1 with err (SRV_E_TOO_COSTLY, 413, naming the estimate and the limit) when
+ * the pass's FLOPs (mha_flops, describe's formula) pass the limit, else 0 (also when the shapes do
+ * not fit the layer: the pass's own checks say why later). srv_forward_run checks its plan the
+ * same way, whatever the API; this lets a handler refuse before it decodes. */
+int srv_forward_check_cost(const srv_app *app, const mha_config *cfg, int q_ndim, const int64_t *q,
+                           int k_ndim, const int64_t *k, srv_error *err);
 
 #endif

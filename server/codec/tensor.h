@@ -21,6 +21,7 @@
 
 #include "base/buf.h"
 #include "base/error.h"
+#include "half.h"
 
 #define SRV_TENSOR_MAX_DIMS 8
 
@@ -60,6 +61,14 @@ int srv_tensor_parse(srv_tensor *out, const char *json, size_t len, const srv_te
 
 void srv_tensor_free(srv_tensor *t); /* frees data; accepts NULL and zeroed tensors */
 
+/* The shape a tensor value in the flat or base64 form declares (text [json, json+len): an object
+ * with a "shape" member), read without decoding or checking its data (tensor_peek.c): true with
+ * shape[0, *ndim) filled, or false when the text does not say (the nested form, no "shape", or
+ * anything unexpected). A look before the work, never a verdict: srv_tensor_parse reads the same
+ * text strictly and judges it (the shape it finds is the one peeked when both succeed). */
+bool srv_tensor_peek_shape(const char *json, size_t len, int64_t shape[SRV_TENSOR_MAX_DIMS],
+                           int *ndim);
+
 typedef enum srv_encoding { SRV_ENC_NESTED = 0, SRV_ENC_FLAT, SRV_ENC_BASE64 } srv_encoding;
 
 /* Parses "nested" | "flat" | "base64"; -1 for anything else. */
@@ -73,5 +82,17 @@ int srv_encoding_parse(const char *s, srv_encoding *out);
  * "inf" / "nan" (only masks and scores in traces can hold -inf). Returns 0 or -1 (out of memory). */
 int srv_tensor_write(srv_buf *b, const float *data, int ndim, const int64_t *shape,
                      srv_encoding enc);
+
+/* srv_tensor_write with the values in another precision (half.h; the weights a client chose in
+ * half the bytes): nested and flat hold each value rounded to dtype (its float32 form, as above),
+ * flat and base64 say "dtype": "float16" | "bfloat16", base64 carries 2 bytes a value
+ * (little-endian). dtype SRV_WIRE_F32 is srv_tensor_write. */
+int srv_tensor_write_as(srv_buf *b, const float *data, int ndim, const int64_t *shape,
+                        srv_encoding enc, srv_wire_dtype dtype);
+
+/* An int32 tensor (a top-k's key indices): nested integers, flat {"shape", "dtype": "int32",
+ * "data": [...]}, base64 4 bytes a value, little-endian. */
+int srv_tensor_write_i32(srv_buf *b, const int32_t *data, int ndim, const int64_t *shape,
+                         srv_encoding enc);
 
 #endif
