@@ -1,7 +1,8 @@
 /*
  * mha.h - attnd's attention engine: torch.nn.MultiheadAttention (eval mode, float32) in C.
  *
- * This library knows nothing of HTTP or JSON. It depends on libc, libm, pthreads and cblas.
+ * This library knows nothing of HTTP or JSON. It depends on libc, libm, pthreads, cblas and (unless
+ * built with XSMM=0) libxsmm's code generator for its JIT kernels (lib/mha_kernels.h).
  * Semantics are those of torch's general path (F.multi_head_attention_forward) with torch 2.x mask
  * merging (README.md, "Coming from torch"), except that a query row whose every key is
  * masked gets weights 0 and head output 0 instead of NaN.
@@ -22,7 +23,8 @@
  *     aborts or prints on bad input.
  *   - Every _create has a _free; every _free accepts NULL.
  *   - A layer is immutable once built (filled and, if wanted, initialised): any number of threads may
- *     run mha_forward on the same layer at once. There are no mutable globals.
+ *     run mha_forward on the same layer at once. There are no mutable globals (a mutex serialises
+ *     libxsmm's code generator, which keeps error flags of its own: mha_jit.c).
  */
 #ifndef ATTND_MHA_H
 #define ATTND_MHA_H
@@ -362,7 +364,9 @@ typedef struct mha_plan {
     mha_pool_op pool_op;
     int64_t sel_shape[4];       /* per head, batch-major: [N, h', rows, columns] (the trace's
                                  * SCORES and ATTN_WEIGHTS stages with a selection)              */
-    size_t workspace_bytes;     /* scratch of a pass on one thread (without trace or weights)    */
+    size_t workspace_bytes;     /* scratch of a pass on one thread: q|k|v, packed keys and values,
+                                 * one thread's tiles, with weights its slab [64, S] (a trace's
+                                 * weights without need_weights add the slab in mha_forward)    */
     double flops;
 } mha_plan;
 
@@ -429,8 +433,9 @@ typedef struct mha_trace {
  *                 64-byte aligned is faster for big ones (rows then go out with streaming stores)
  *   trace         NULL, or the stages wanted (borrowed buffers the caller owns)
  *   pool          NULL runs on the calling thread only
- * Allocates plan.workspace_bytes of scratch, plus one score block for each further pool thread
- * that fits under the layer's max_workspace_bytes (the attention runs on fewer threads when they
+ * Allocates plan.workspace_bytes of scratch, plus one thread's tiles (with weights, its slab of
+ * 64 rows of S) for each further pool thread that fits under the layer's max_workspace_bytes
+ * (the pass runs on fewer threads when they
  * do not all fit: a pass planned under the layer's limits never fails for want of room), and
  * frees it before returning (a pool may keep it for the next pass). MHA_ERR_NOMEM when that
  * fails; nothing is written to the outputs' contents in that case that the caller may rely on.

@@ -197,8 +197,11 @@ static void fill_unvisited(const mha_attn *a, const visit *v, float *dst, int64_
     for (int64_t r = 0; r < rows; r++)
         for (int k = 0; k < 2; k++) {
             const int64_t c0 = ranges[k][0], c1 = ranges[k][1] < S ? ranges[k][1] : S;
-            for (int64_t c = c0; c < c1; c++)
-                dst[r * S + c] = value;
+            if (value == 0.0f && c1 > c0) /* memset: non-temporal stores for long runs */
+                memset(dst + r * S + c0, 0, (size_t)(c1 - c0) * sizeof(float));
+            else
+                for (int64_t c = c0; c < c1; c++)
+                    dst[r * S + c] = value;
         }
 }
 
