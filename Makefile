@@ -11,7 +11,7 @@
 #   make fuzz       build the libFuzzer harnesses in build-fuzz/ (clang; fuzz/run.sh NAME SECONDS runs one)
 #   make fuzz-check every harness on its committed corpus, then a short run each (CI; fuzz/check.sh)
 #   make soak       SOAK_MINUTES (10) of mixed load on one daemon: errors, latency, RSS each minute
-#   make golden     regenerate tests/golden/ from torch (needs /usr/bin/python3 with torch)
+#   make golden     regenerate tests/golden/ and tests/golden_select/ from torch (needs /usr/bin/python3 with torch)
 #   make test-ui    the viewer (/ui) in headless Chromium (tests/ui/run_browser.sh; installs chromium, playwright-core)
 #   make test-examples   examples/client.py and client.mjs against a daemon (installs python3-numpy,
 #                        python3-requests, nodejs when missing)
@@ -186,6 +186,8 @@ soak: $(BUILD)/attnd
 
 golden:
 	/usr/bin/python3 tests/torch/gen_golden.py
+	/usr/bin/python3 tests/torch/gen_half.py
+	/usr/bin/python3 tests/torch/gen_select_golden.py
 
 format:
 	clang-format -i lib/*.[ch] server/*/*.[ch] tests/*/*.[ch] bench/*.c

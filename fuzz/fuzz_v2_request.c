@@ -103,7 +103,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     /* a response for it, with made-up results shaped like the query */
     static float zeros[16];
-    srv_v2_result res[SRV_V2_OUT_COUNT] = {{zeros, 2, {2, 8}}, {zeros, 2, {4, 4}}};
+    srv_v2_result res[SRV_V2_OUT_COUNT] = {{.data = zeros, .ndim = 2, .shape = {2, 8}},
+                                           {.data = zeros, .ndim = 2, .shape = {4, 4}}};
     srv_buf b;
     srv_buf_init(&b);
     size_t json_len = 0;

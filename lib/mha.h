@@ -208,6 +208,12 @@ mha_pool *mha_pool_create(int threads, mha_error *err);
 void mha_pool_free(mha_pool *pool);
 int mha_pool_threads(const mha_pool *pool);
 
+/* mha_layer_init on the threads of pool (NULL: the caller's only), at memory speed for large
+ * layers: the values are exactly mha_layer_init's, whatever the number of threads (each thread
+ * starts its share of the generator's stream where drawing in order would have reached it). */
+mha_status mha_layer_init_pool(mha_layer *layer, const char *method, uint64_t seed,
+                               mha_pool *pool, mha_error *err);
+
 /* Sets OpenBLAS's own thread count (openblas_set_num_threads). The engine calls BLAS from its pool
  * threads, so a process that uses a pool should set this to 1 once at start. */
 void mha_blas_set_threads(int threads);
@@ -269,6 +275,28 @@ typedef struct mha_mask {       /* a borrowed mask, row-major                   
     int64_t shape[4];
 } mha_mask;
 
+/* Choosing which weights come back (SPEC §2, "Choosing which weights come back"): instead of torch's
+ * [N,H,L,S] (or averaged [N,L,S]) weights, the chosen heads, query rows and keys only, or per row the
+ * k largest weights, or the map pooled over blocks. The output of the pass is the same, bit for bit,
+ * whatever is chosen; the chosen numbers are those of the full map (the same float32 values, bit for
+ * bit, for a slice; top-k and pooling are taken over them). */
+typedef enum mha_pool_op { MHA_POOL_MEAN = 0, MHA_POOL_MAX = 1 } mha_pool_op;
+
+typedef struct mha_select {
+    int64_t nheads;            /* 0: every head, in order                                        */
+    const int64_t *heads;      /* [nheads] distinct heads in [0,H), in the order they come back   */
+    bool has_queries;          /* false: every query row                                         */
+    int64_t queries[2];        /* [start, stop) over L, non-empty                                */
+    bool has_keys;             /* false: every key                                               */
+    int64_t keys[2];           /* [start, stop) over S (the appended keys count), non-empty      */
+    bool has_top_k;            /* false: the map                                                 */
+    int64_t top_k;             /* k >= 1: per row the k largest (min(k, S') of them), largest
+                                * first, ties to the lower key index                             */
+    bool has_pool;             /* false: not pooled. Not with top_k                              */
+    int64_t pool[2];           /* {a, b} >= 1: the map reduced over blocks of a rows x b keys (an
+                                * edge block over the cells it holds)                           */
+    mha_pool_op pool_op;       /* mean (default) or max over a block                             */
+} mha_select;
 typedef struct mha_positions { /* borrowed positions, row-major                                */
     const int64_t *data;        /* NULL = absent                                                 */
     int ndim;                   /* 1: [len], the same for every batch; 2: [N,len]                */
@@ -284,6 +312,9 @@ typedef struct mha_inputs {
     bool is_causal;             /* key j allowed for query i iff p_j <= p_i (merged with masks)  */
     bool need_weights;          /* default false                                                 */
     bool average_attn_weights;  /* default true                                                  */
+    const mha_select *select;   /* NULL: torch's weights. Else (with need_weights) the weights are
+                                 * this selection; averaged: the mean over the chosen heads. The
+                                 * trace's SCORES and ATTN_WEIGHTS stages take it too (per head) */
     /* Positions, integers in [0, MHA_MAX_POSITION), any order. Absent: queries at 0..L-1. Keys
      * absent: the query positions when S0 == L, else 0..S0-1 (a decode step: one query at p
      * against S0 = p+1 keys at 0..p). The keys add_bias_kv and add_zero_attn append have no
@@ -302,17 +333,42 @@ typedef struct mha_plan {
     int64_t out_shape[3];
     int64_t out_count;
     int weights_ndim;           /* 0 when !need_weights; averaged [N,L,S] ([L,S]); per head     */
-    int64_t weights_shape[4];   /* [N,H,L,S] ([H,L,S]). Always batch-major, as torch returns it. */
+    int64_t weights_shape[4];   /* [N,H,L,S] ([H,L,S]). Always batch-major, as torch returns it.
+                                 * With a selection: [N,h',L',S'] ([N,L',S'] averaged; no N
+                                 * unbatched), the last two [L',k'] with top_k, [⌈L'/a⌉,⌈S'/b⌉]
+                                 * pooled                                                         */
     int64_t weights_count;
+    /* The selection (in->select) resolved: */
+    bool selected;              /* in->select was given (and checked)                            */
+    int64_t sel_heads;          /* h': heads returned                                            */
+    int64_t sel_q[2], sel_k[2]; /* [start, stop) of the query rows and keys                      */
+    int64_t top_k;              /* k' = min(k, S'), 0 without top_k                              */
+    int64_t pool[2];            /* {a, b}, {0, 0} when not pooled                                */
+    mha_pool_op pool_op;
+    int64_t sel_shape[4];       /* per head, batch-major: [N, h', rows, columns] (the trace's
+                                 * SCORES and ATTN_WEIGHTS stages with a selection)              */
     size_t workspace_bytes;     /* scratch of a pass on one thread (without trace or weights)    */
     double flops;
 } mha_plan;
 
 /* Checks every input against the layer (shapes, ranks, mask types, positions, limits; limits may be
  * NULL) and fills plan. MHA_ERR_SHAPE with err->field = the input and a message naming both shapes;
- * MHA_ERR_VALUE for a position outside [0, MHA_MAX_POSITION) (field "positions"/"key_positions"). */
+ * MHA_ERR_VALUE for a position outside [0, MHA_MAX_POSITION) (field "positions"/"key_positions").
+ * A selection (in->select) that breaks a rule is MHA_ERR_VALUE with err->field "select." and the
+ * member at fault ("select.heads", ".queries", ".keys", ".top_k", ".pool", ".pool_op") and a message
+ * that starts with the member's name ("heads[1] is 9, ..."), so that a caller can name it its own
+ * way: a head outside [0,H) or given twice, a range outside its axis or empty, k < 1, a pool size
+ * < 1, top_k and pool together. Past max_elements: MHA_ERR_LIMIT, field "select". */
 mha_status mha_plan_forward(const mha_layer *layer, const mha_inputs *in, const mha_limits *limits,
                             mha_plan *plan, mha_error *err);
+
+/* The weights a selection would return for a pass of these sizes, without its inputs (a layer's
+ * describe): fills plan's sizes (N, L, S0, S, E, H, hd, batched), its selection fields and, as
+ * with need_weights, weights_ndim/shape/count (average: the mean over the chosen heads). Errors as
+ * mha_plan_forward's for a selection; the sizes must be >= 1 (MHA_ERR_SHAPE otherwise). */
+mha_status mha_plan_select(const mha_config *cfg, int64_t N, int64_t L, int64_t S0, bool batched,
+                           bool average, const mha_select *sel, const mha_limits *limits,
+                           mha_plan *plan, mha_error *err);
 
 /* Trace stages, in order of computation. Shapes are always batch-major ([N,...], N = 1 for
  * unbatched input), whatever batch_first says (the API shows them in the request's layout:
@@ -326,6 +382,7 @@ mha_status mha_plan_forward(const mha_layer *layer, const mha_inputs *in, const 
  *                                     key/value appended (never rotated)
  *   SCORES [N,H,L,S]   (q/sqrt(hd))·kᵀ + ALiBi + merged masks (-inf where masked)
  *   ATTN_WEIGHTS [N,H,L,S]   softmax over keys (0 for fully masked rows)
+ *   (SCORES and ATTN_WEIGHTS with a selection: plan.sel_shape, the selection per head)
  *   HEAD_OUTPUTS [N,H,L,hd]   weights·v
  *   CONCAT [N,L,Dq]   heads side by side
  *   OUTPUT [N,L,E]   after out_proj */
@@ -347,6 +404,8 @@ int mha_trace_stage_shape(const mha_plan *plan, mha_trace_stage stage, int64_t s
 
 typedef struct mha_trace {
     float *stage[MHA_TRACE_NSTAGES]; /* each NULL (not wanted) or room for its stage's elements  */
+    int32_t *indices[MHA_TRACE_NSTAGES]; /* with a top_k selection: the key indices of SCORES and
+                                          * ATTN_WEIGHTS (same count as the stage), else unused */
 } mha_trace;
 
 /* Runs the forward pass planned by mha_plan_forward (with the same layer and inputs).
@@ -363,6 +422,14 @@ typedef struct mha_trace {
 mha_status mha_forward(const mha_layer *layer, const mha_inputs *in, const mha_plan *plan,
                        float *output, float *attn_weights, const mha_trace *trace, mha_pool *pool,
                        mha_error *err);
+
+/* mha_forward with a selection's top-k indices: topk_indices [plan.weights_count] int32 (absolute
+ * key indices, beside the values in attn_weights) when plan.top_k, else ignored (may be NULL).
+ * A selection also takes memory of its own, about the reply's size in doubles when pooled plus, per
+ * thread, one [rows, S'] block when averaged: MHA_ERR_NOMEM when that fails. */
+mha_status mha_forward_select(const mha_layer *layer, const mha_inputs *in, const mha_plan *plan,
+                              float *output, float *attn_weights, int32_t *topk_indices,
+                              const mha_trace *trace, mha_pool *pool, mha_error *err);
 
 #ifdef __cplusplus
 }

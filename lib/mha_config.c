@@ -304,6 +304,8 @@ int mha_trace_stage_shape(const mha_plan *plan, mha_trace_stage stage, int64_t s
         s[1] = H;
         s[2] = L;
         s[3] = S;
+        if (plan->selected) /* the selection, per head */
+            memcpy(s, plan->sel_shape, sizeof s);
         break;
     default:
         ndim = 0;

@@ -29,6 +29,7 @@
  * mha_gemm_avx512), reused from the pool's cache when it is big enough.
  */
 #include "mha_forward_internal.h"
+#include "mha_select.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -139,6 +140,9 @@ typedef struct fwd {
     float *scratch; /* [threads][slot_floats]: a [rb,S] score block, rb inverses, packed keys */
     int64_t slot_floats, inv_offset, kp_offset;
     float qscale; /* √hd as float, as torch divides by it               */
+    /* A selection (plan.selected): the chosen weights, and the trace's scores and weights stages,
+     * go through sinks instead of the full [rows, S] writes above (NULL: not wanted). */
+    mha_sink *sink_w, *sink_scores, *sink_tw;
     /* positions */
     float *qpos, *kpos;   /* [N,L], [N,S0]: positions as floats (exact)            */
     bool keys_sorted;     /* every batch's key positions nondecreasing              */
@@ -207,6 +211,26 @@ static void expand_rows(float *dst, const float *sc, int64_t m, int64_t S, int64
     }
 }
 
+/* Hands one head's block to a sink: the computed keys [k0,k0+kn) from column 0, the appended keys
+ * [S0,S) from column kn, the skipped keys [0,k0) and [k0+kn,S0) as the sink's fill (weights 0,
+ * scores -inf). Values are sc · inv (weights) or sc itself (inv NULL: scores). */
+static void sink_block(mha_sink *s, int slot, int64_t b, int64_t h, int64_t i0, int64_t m,
+                       const float *sc, int64_t S, int64_t S0, int64_t k0, int64_t kn,
+                       const float *inv)
+{
+    if (!s || !mha_sink_wants_head(s, h) || !mha_sink_wants_rows(s, i0, m))
+        return;
+    mha_sink_head_begin(s, slot, b, h, i0, m);
+    if (k0 > 0)
+        mha_sink_fill(s, slot, b, h, i0, m, 0, k0);
+    mha_sink_feed(s, slot, b, h, i0, m, k0, kn, sc, S, inv);
+    if (k0 + kn < S0)
+        mha_sink_fill(s, slot, b, h, i0, m, k0 + kn, S0 - k0 - kn);
+    if (S > S0)
+        mha_sink_feed(s, slot, b, h, i0, m, S0, S - S0, sc + kn, S, inv);
+    mha_sink_head_end(s, slot, b, h, i0, m);
+}
+
 static void attention_task(void *arg, int64_t task, int slot)
 {
     const fwd *f = arg;
@@ -247,6 +271,10 @@ static void attention_task(void *arg, int64_t task, int slot)
     mha_div_mul_rows_isa(f->isa, qb, f->q_rs, m, f->Dq, f->qscale, NULL);
     float *sc = f->scratch + slot * f->slot_floats; /* this thread's block, hot in cache */
     float *inv = sc + f->inv_offset;
+    mha_sink *const sinks[3] = {f->sink_w, f->sink_scores, f->sink_tw};
+    for (int k = 0; k < 3; k++)
+        if (sinks[k])
+            mha_sink_begin(sinks[k], slot, b, i0, m);
     float *keys = NULL;
     for (int64_t h = 0; h < H; h++) {
         const int64_t g = h / f->grp;              /* the kv head query head h reads */
@@ -291,11 +319,14 @@ static void attention_task(void *arg, int64_t task, int slot)
         }
         if (trace_scores)
             expand_rows(trace_scores + bhl * S, sc, m, S, S0, k0, kn, NULL, -INFINITY, false);
+        sink_block(f->sink_scores, slot, b, h, i0, m, sc, S, S0, k0, kn, NULL);
         /* The softmax without its last pass: exponentials in the block, 1/sum per row in inv.
          * The head outputs are scaled by inv instead of the [rows, S] weights (one pass over the
          * block fewer); the weights, where wanted, are written as exp · inv straight from the
          * block. Outputs are thus computed the same way whether weights are asked for or not. */
         mha_softmax_exp_rows_isa(f->isa, sc, m, ncols, S, inv);
+        sink_block(f->sink_w, slot, b, h, i0, m, sc, S, S0, k0, kn, inv);
+        sink_block(f->sink_tw, slot, b, h, i0, m, sc, S, S0, k0, kn, inv);
         /* Per-head weights: on the AVX-512 path the weights·v kernel writes the keys' columns
          * between its FMAs, so the 4·H·L·S bytes drain to memory while it computes. */
         float *wh = f->per_head ? f->weights + bhl * S : NULL;
@@ -339,6 +370,9 @@ static void attention_task(void *arg, int64_t task, int slot)
         mha_copy_stream_fence();
     if (avg) /* torch: weights.sum(dim=1) / num_heads */
         mha_div_mul_rows_isa(f->isa, avg, S, m, S, (float)H, NULL);
+    for (int k = 0; k < 3; k++)
+        if (sinks[k])
+            mha_sink_end(sinks[k], slot, b, i0, m);
 }
 
 /* Packs one (batch, kv head)'s keys for the AVX-512 scores kernel. */
@@ -493,11 +527,55 @@ mha_status mha_forward(const mha_layer *layer, const mha_inputs *in, const mha_p
                        float *output, float *attn_weights, const mha_trace *trace, mha_pool *pool,
                        mha_error *err)
 {
+    return mha_forward_select(layer, in, plan, output, attn_weights, NULL, trace, pool, err);
+}
+
+/* The sinks of a selection (the weights, the trace's scores and weights), set up in sinks[0..3)
+ * and hooked into f; MHA_ERR_NOMEM when one cannot have its memory. */
+static mha_status setup_sinks(fwd *f, mha_sink sinks[3], const mha_inputs *in, const mha_plan *plan,
+                              float *attn_weights, int32_t *topk_indices, const mha_trace *trace,
+                              int threads, mha_error *err)
+{
+    mha_status st = MHA_OK;
+    if (in->need_weights) {
+        st = mha_sink_init(&sinks[0], plan, in->select, in->average_attn_weights, 0.0f,
+                           attn_weights, topk_indices, threads, f->rb, err);
+        f->sink_w = &sinks[0];
+    }
+    if (st == MHA_OK && trace && trace->stage[MHA_TRACE_SCORES]) {
+        st = mha_sink_init(&sinks[1], plan, in->select, false, -INFINITY,
+                           trace->stage[MHA_TRACE_SCORES], trace->indices[MHA_TRACE_SCORES],
+                           threads, f->rb, err);
+        f->sink_scores = &sinks[1];
+    }
+    if (st == MHA_OK && trace && trace->stage[MHA_TRACE_ATTN_WEIGHTS]) {
+        st = mha_sink_init(&sinks[2], plan, in->select, false, 0.0f,
+                           trace->stage[MHA_TRACE_ATTN_WEIGHTS],
+                           trace->indices[MHA_TRACE_ATTN_WEIGHTS], threads, f->rb, err);
+        f->sink_tw = &sinks[2];
+    }
+    return st;
+}
+
+mha_status mha_forward_select(const mha_layer *layer, const mha_inputs *in, const mha_plan *plan,
+                              float *output, float *attn_weights, int32_t *topk_indices,
+                              const mha_trace *trace, mha_pool *pool, mha_error *err)
+{
     if (!layer || !in || !plan || !output)
         return mha_fail(err, MHA_ERR_ARG, "forward", "forward: NULL layer, inputs, plan or output");
     if (in->need_weights && !attn_weights)
         return mha_fail(err, MHA_ERR_ARG, "attn_weights",
                         "need_weights is set but attn_weights is NULL");
+    if (plan->selected != (in->select != NULL))
+        return mha_fail(err, MHA_ERR_ARG, "select", "the plan and the inputs differ on select");
+    if (plan->selected && plan->top_k && in->need_weights && !topk_indices)
+        return mha_fail(err, MHA_ERR_ARG, "attn_weights",
+                        "the selection has top_k but topk_indices is NULL");
+    if (plan->selected && plan->top_k && trace &&
+        ((trace->stage[MHA_TRACE_SCORES] && !trace->indices[MHA_TRACE_SCORES]) ||
+         (trace->stage[MHA_TRACE_ATTN_WEIGHTS] && !trace->indices[MHA_TRACE_ATTN_WEIGHTS])))
+        return mha_fail(err, MHA_ERR_ARG, "trace",
+                        "the selection has top_k but a traced stage has no indices buffer");
     const mha_config *cfg = &layer->cfg;
     if (plan->flops < 4e6)
         pool = NULL; /* a pass this small is done before the pool's threads would wake up */
@@ -518,8 +596,8 @@ mha_status mha_forward(const mha_layer *layer, const mha_inputs *in, const mha_p
         .Dq = plan->H * plan->hd,
         .Dkv = plan->Hkv * plan->hd,
         .rb = mha_row_block(plan),
-        .weights = in->need_weights ? attn_weights : NULL,
-        .per_head = in->need_weights && !in->average_attn_weights,
+        .weights = in->need_weights && !plan->selected ? attn_weights : NULL,
+        .per_head = in->need_weights && !plan->selected && !in->average_attn_weights,
         .qscale = (float)sqrt((double)plan->hd),
         .isa = plan->isa,
         .causal = in->is_causal,
@@ -619,6 +697,26 @@ mha_status mha_forward(const mha_layer *layer, const mha_inputs *in, const mha_p
     }
     f.keys_sorted = mha_positions_fill(f.qpos, f.kpos, plan, in);
 
+    /* A selection's sinks; the trace's full SCORES and ATTN_WEIGHTS stages give way to them. */
+    mha_sink sinks[3];
+    memset(sinks, 0, sizeof sinks);
+    mha_trace tr_full;
+    if (plan->selected) {
+        mha_status st = setup_sinks(&f, sinks, in, plan, attn_weights, topk_indices, trace,
+                                    work_threads, err);
+        if (st != MHA_OK) {
+            for (int k = 0; k < 3; k++)
+                mha_sink_free(&sinks[k]);
+            mha_pool_scratch_put(pool, &scratch);
+            return st;
+        }
+        if (trace) {
+            tr_full = *trace;
+            tr_full.stage[MHA_TRACE_SCORES] = tr_full.stage[MHA_TRACE_ATTN_WEIGHTS] = NULL;
+            f.trace = trace = &tr_full;
+        }
+    }
+
     /* The in-projection is a pass's first parallel phase and the out-projection its last (a
      * benchmark times what lies between as the attention core). */
     mha_pool_run_limit(pool, proj.ntasks, gemm_task, &proj, work_threads);
@@ -637,6 +735,8 @@ mha_status mha_forward(const mha_layer *layer, const mha_inputs *in, const mha_p
     if (f.avx512 && !f.kpack_in_task)
         mha_pool_run(pool, N * f.Hkv, pack_task, &f);
     mha_pool_run_limit(pool, N * f.nblk, attention_task, &f, work_threads);
+    for (int k = 0; k < 3; k++)
+        mha_sink_free(&sinks[k]);
     gemm_set out = {.n = 0, .pack = proj.pack, .pack_floats = proj.pack_floats};
     int64_t o_bs, o_rs;
     strides(&f, L, E, &o_bs, &o_rs);

@@ -6,6 +6,7 @@
  * input at fault and both shapes.
  */
 #include "mha_forward_internal.h"
+#include "mha_select.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -376,7 +377,11 @@ mha_status mha_plan_forward(const mha_layer *layer, const mha_inputs *in, const 
     int64_t LS, w;
     if (!mha_mul_ok(L, S, &LS))
         return mha_fail(err, MHA_ERR_LIMIT, "query", "L·S overflows");
-    if (in->need_weights) {
+    if (in->select) { /* the chosen weights instead of torch's (and the trace's per head) */
+        if ((st = mha_select_plan(plan, in->select, in->need_weights, in->average_attn_weights,
+                                  limits, err)) != MHA_OK)
+            return st;
+    } else if (in->need_weights) {
         bool avg = in->average_attn_weights;
         int n = 0;
         if (batched)

@@ -34,11 +34,13 @@ async function ensureLayer(app, H2) {
   const layers = await app.call((c) => c.list());
   const have = layers.find((l) => l.name === name);
   // versions grow with every change on a daemon: a comparison made after the source's last change is current
+  // the head counts and head_dim follow H2 (describe spells out the source's resolved ones)
+  const perH = new Set(["num_heads", "head_dim", "num_kv_heads"]);
   const fresh = have && have.version > info.version && have.config.num_heads === H2 &&
-    Object.keys(info.config).every((k) => k === "num_heads" || JSON.stringify(have.config[k]) === JSON.stringify(info.config[k]));
+    Object.keys(info.config).every((k) => perH.has(k) || JSON.stringify(have.config[k]) === JSON.stringify(info.config[k]));
   if (!fresh) {
     const weights = await app.weights();
-    await app.call((c) => c.put(name, {config: {...info.config, num_heads: H2}, weights}));
+    await app.call((c) => c.put(name, {config: {...info.config, num_heads: H2, head_dim: null, num_kv_heads: null}, weights}));
     app.refreshLayers().catch(() => {});
   }
   return app.call((c) => c.describe(name));

@@ -19,7 +19,7 @@
 
 #define FORWARD_FIELDS                                                                            \
     "query, key, value, key_padding_mask, attn_mask, is_causal, need_weights, "                   \
-    "average_attn_weights, positions, key_positions, encoding"
+    "average_attn_weights, positions, key_positions, weights_select, encoding"
 #define TRACE_FIELDS FORWARD_FIELDS ", stages"
 
 /* The members whose values are tensors: the scan only delimits them, srv_member_tensor checks them. */
@@ -63,6 +63,15 @@ static int read_forward(const srv_app *app, const srv_request *req, const srv_js
             flag = &args->average_attn_weights;
         else if (!strcmp(k, "encoding")) {
             if (srv_member_encoding(&m[i], enc, err) < 0)
+                return -1;
+            continue;
+        } else if (!strcmp(k, "weights_select")) {
+            if (srv_member_is_null(&m[i]))
+                continue; /* null = not given */
+            json_t *v = srv_member_json(&m[i], k, err);
+            int rc = v ? srv_select_from_json(&args->select, v, err) : -1;
+            json_decref(v);
+            if (rc < 0)
                 return -1;
             continue;
         } else if (stages && !strcmp(k, "stages")) {
@@ -189,8 +198,26 @@ static int write_tensor(srv_buf *b, const float *data, int ndim, const int64_t *
     return rc < 0 || j.rc < 0 || b->failed ? -1 : 0;
 }
 
+/* The chosen weights' values (data, shaped ndim/shape) in dtype and enc. Nested float16 and
+ * bfloat16 values are rounded in place first, so that the large ones still go out on two threads. */
+static int write_values(srv_buf *b, float *data, int ndim, const int64_t *shape, srv_encoding enc,
+                        srv_wire_dtype dtype)
+{
+    if (dtype == SRV_WIRE_F32 || enc == SRV_ENC_NESTED) {
+        if (dtype != SRV_WIRE_F32) {
+            int64_t count = 1;
+            for (int i = 0; i < ndim; i++)
+                count *= shape[i];
+            srv_f32_round_array(data, data, (size_t)count, dtype);
+        }
+        return write_tensor(b, data, ndim, shape, enc);
+    }
+    return srv_tensor_write_as(b, data, ndim, shape, enc, dtype);
+}
+
 /* The trace's reply: {"stages": [{"name", "shape", "axes", "tensor"}, ...]}, the stages asked for
- * in pipeline order, as trace.h shows them. */
+ * in pipeline order, as trace.h shows them. With a selection, scores and attn_weights are the
+ * chosen ones, in its dtype, and with top_k each has "indices" (int32) beside its "tensor". */
 static int write_trace(srv_buf *b, srv_response *resp, const srv_forward_result *r,
                        bool batch_first, bool average, srv_encoding enc, srv_error *err)
 {
@@ -221,7 +248,17 @@ static int write_trace(srv_buf *b, srv_response *resp, const srv_forward_result 
         for (int d = 0; d < v[s].ndim; d++)
             srv_buf_printf(b, "%s\"%c\"", d ? "," : "", v[s].axes[d]);
         srv_buf_puts(b, "],\"tensor\":");
-        write_tensor(b, data, v[s].ndim, v[s].shape, enc);
+        const bool chosen = r->plan.selected &&
+                            (s == MHA_TRACE_SCORES || s == MHA_TRACE_ATTN_WEIGHTS);
+        if (chosen)
+            write_values(b, (float *)data, v[s].ndim, v[s].shape, enc, r->weights_dtype);
+        else
+            write_tensor(b, data, v[s].ndim, v[s].shape, enc);
+        const int32_t *idx = s == MHA_TRACE_ATTN_WEIGHTS ? r->topk_indices : r->stage_indices[s];
+        if (chosen && r->plan.top_k && idx) {
+            srv_buf_puts(b, ",\"indices\":");
+            srv_tensor_write_i32(b, idx, v[s].ndim, v[s].shape, enc);
+        }
         srv_buf_putc(b, '}');
         srv_bigbuf_array_free(copy);
         first = false;
@@ -257,12 +294,22 @@ static int run(srv_app *app, const srv_request *req, srv_response *resp, bool tr
 
     srv_buf *b = &resp->body;
     if (!trace) {
-        srv_response_reserve(resp, estimate(r.plan.out_count, enc) + estimate(r.plan.weights_count, enc));
+        srv_response_reserve(resp, estimate(r.plan.out_count, enc) +
+                                       estimate(r.plan.weights_count, enc) * (r.plan.top_k ? 2 : 1));
         srv_buf_puts(b, "{\"output\":");
         write_tensor(b, r.output, r.plan.out_ndim, r.plan.out_shape, enc);
-        if (r.attn_weights) {
+        if (r.attn_weights && r.plan.top_k) { /* a selection's strongest keys per row */
+            srv_buf_puts(b, ",\"attn_topk\":{\"indices\":");
+            srv_tensor_write_i32(b, r.topk_indices, r.plan.weights_ndim, r.plan.weights_shape,
+                                 enc);
+            srv_buf_puts(b, ",\"values\":");
+            write_values(b, r.attn_weights, r.plan.weights_ndim, r.plan.weights_shape, enc,
+                         r.weights_dtype);
+            srv_buf_putc(b, '}');
+        } else if (r.attn_weights) {
             srv_buf_puts(b, ",\"attn_weights\":");
-            write_tensor(b, r.attn_weights, r.plan.weights_ndim, r.plan.weights_shape, enc);
+            write_values(b, r.attn_weights, r.plan.weights_ndim, r.plan.weights_shape, enc,
+                         r.weights_dtype);
         }
         srv_buf_puts(b, "}");
     } else if (write_trace(b, resp, &r, mha_layer_config(layer->layer)->batch_first, average, enc,

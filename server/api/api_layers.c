@@ -16,6 +16,7 @@
 
 #include "api.h"
 #include "body.h"
+#include "codec/weights_select.h"
 #include "layer_io.h"
 #include "store/config.h"
 
@@ -50,10 +51,13 @@ static json_t *range_json(int64_t lo, int64_t hi)
 }
 
 /* {name, version, config, parameter_count} - the short form used by list and PUT. */
+/* The layer's config is copied, never shared: a JSON value's last reference may be dropped on
+ * another thread (a replica's delete followed by --watch) than the one that wrote it out, and
+ * jansson's reference count does not order the two (the entry's own count does). */
 static json_t *summary_json(const srv_layer *l)
 {
-    return json_pack("{s:s, s:I, s:O, s:I}", "name", l->name, "version", (json_int_t)l->version,
-                     "config", l->config, "parameter_count",
+    return json_pack("{s:s, s:I, s:o, s:I}", "name", l->name, "version", (json_int_t)l->version,
+                     "config", json_deep_copy(l->config), "parameter_count",
                      (json_int_t)mha_param_total(mha_layer_config(l->layer)));
 }
 
@@ -72,6 +76,84 @@ static int query_dim(const srv_request *req, const char *name, int64_t max, int6
                              max, v);
     *out = x;
     return 0;
+}
+
+/* The selection of describe's query (weights_heads=..., weights_dtype=..., average_attn_weights=),
+ * for a pass of N batches of L queries and S0 keys: what it would return and how many bytes, beside
+ * the full map it replaces. NULL with err on a bad parameter; *none set when nothing is chosen. */
+static json_t *selection_json(const srv_layer *l, const srv_request *req, const srv_app *app,
+                              int64_t N, int64_t L, int64_t S0, bool *none, srv_error *err)
+{
+    static const char *const names[] = {"weights_heads", "weights_queries", "weights_keys",
+                                        "weights_top_k", "weights_pool", "weights_pool_op",
+                                        "weights_dtype"};
+    srv_select sel;
+    srv_select_init(&sel);
+    json_t *doc = NULL;
+    *none = false;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        const char *v = srv_request_query(req, names[i]);
+        if (v && srv_select_flat_param(&sel, names[i], v, false, err) < 0)
+            goto done;
+    }
+    bool average = true;
+    const char *avg = srv_request_query(req, "average_attn_weights");
+    if (avg && strcmp(avg, "true") != 0 && strcmp(avg, "false") != 0) {
+        srv_error_set(err, SRV_E_BAD_REQUEST, "average_attn_weights",
+                      "?average_attn_weights= must be true or false, got '%.40s'", avg);
+        goto done;
+    }
+    average = !avg || strcmp(avg, "true") == 0;
+    if (!sel.given) {
+        *none = !avg;
+        if (avg) {
+            srv_error_set(err, SRV_E_BAD_REQUEST, "average_attn_weights",
+                          "?average_attn_weights= goes with a selection (?weights_heads=, "
+                          "?weights_top_k=, ...)");
+            goto done;
+        }
+        goto done;
+    }
+    if (!L) {
+        srv_error_set(err, SRV_E_MISSING_FIELD, "L",
+                      "a selection's size needs the pass's: give ?L= (and ?S=, ?N=) too");
+        goto done;
+    }
+    const mha_config *cfg = mha_layer_config(l->layer);
+    mha_plan plan;
+    mha_error me = {0};
+    mha_limits lim = app->limits;
+    lim.max_elements = INT64_MAX; /* the size is the answer here, not a refusal */
+    if (mha_plan_select(cfg, N, L, S0, true, average, &sel.sel, &lim, &plan, &me) != MHA_OK) {
+        srv_select_engine_error(err, &me, SRV_SELECT_FLAT);
+        goto done;
+    }
+    const int64_t n = plan.weights_count;
+    const bool topk = plan.top_k > 0;
+    const int64_t vbytes = n * srv_wire_dtype_size(sel.dtype), ibytes = topk ? n * 4 : 0;
+    json_t *shape = json_array();
+    for (int i = 0; i < plan.weights_ndim; i++)
+        json_array_append_new(shape, json_integer(plan.weights_shape[i]));
+    double full = (double)plan.N * (double)(average ? 1 : plan.H) * (double)L * (double)plan.S;
+    doc = json_pack("{s:I, s:I, s:I, s:b, s:o, s:I, s:s, s:s, s:{s:I, s:I, s:I}, s:b, s:{s:o, s:I}}",
+                    "N", (json_int_t)plan.N, "L", (json_int_t)L, "S", (json_int_t)plan.S,
+                    "average_attn_weights", average, "shape", shape, "elements", (json_int_t)n,
+                    "dtype", srv_wire_dtype_name(sel.dtype), "returns",
+                    topk ? "attn_topk (indices int32, values)" : "attn_weights", "bytes", "binary",
+                    (json_int_t)(vbytes + ibytes), "base64",
+                    (json_int_t)((vbytes + 2) / 3 * 4 + (ibytes + 2) / 3 * 4), "json_at_most",
+                    (json_int_t)(n * 16 + (topk ? n * 12 : 0)), "fits",
+                    n <= app->limits.max_elements, "full_map", "shape",
+                    average ? json_pack("[I,I,I]", (json_int_t)plan.N, (json_int_t)L,
+                                        (json_int_t)plan.S)
+                            : json_pack("[I,I,I,I]", (json_int_t)plan.N, (json_int_t)plan.H,
+                                        (json_int_t)L, (json_int_t)plan.S),
+                    "binary_bytes", (json_int_t)(full < 2e18 ? full * 4.0 : 8e18));
+    if (!doc)
+        srv_error_set(err, SRV_E_NOMEM, "", "out of memory writing the reply");
+done:
+    srv_select_free(&sel);
+    return doc;
 }
 
 /* {"param": name, "rows": [lo, hi)} plus {"bias": {"param": "in_proj_bias", "rows": ...}} when the
@@ -183,6 +265,15 @@ static json_t *describe_json(const srv_layer *l, const srv_request *req, srv_app
         json_object_set_new(flops, "value", json_real(mha_flops(cfg, N, L, S)));
     }
     json_object_set_new(doc, "flops", flops);
+
+    bool none;
+    json_t *chosen = selection_json(l, req, app, N, L, S, &none, err);
+    if (!chosen && !none) {
+        json_decref(doc);
+        return NULL;
+    }
+    if (chosen)
+        json_object_set_new(doc, "weights_select", chosen);
     return doc;
 }
 
@@ -362,30 +453,32 @@ static srv_layer *layer_from_json(srv_app *app, const char *name, const srv_json
     if (rc < 0)
         return NULL;
 
+    /* the layers' memory: refused here, before anything is allocated (--max-weights-bytes) */
+    int64_t bytes = srv_layer_bytes(&cfg);
+    if (srv_registry_reserve(app->registry, name, bytes, err) < 0)
+        return NULL;
     srv_layer *l = NULL;
     if (weights) {
         mha_error me = {0};
         mha_layer *layer = mha_layer_create(&cfg, &app->limits, &me);
         if (!layer) {
             srv_error_from_mha(err, &me, "config.");
-            return NULL;
-        }
-        if (fill_weights(layer, weights->value, weights->value_len, "weights.", app, err) < 0) {
+        } else if (fill_weights(layer, weights->value, weights->value_len, "weights.", app, err) <
+                   0) {
             mha_layer_free(layer);
-            return NULL;
+        } else {
+            json_t *norm = srv_config_to_json(mha_layer_config(layer));
+            l = norm ? srv_layer_new(name, layer, norm) : (mha_layer_free(layer), NULL);
+            if (!l)
+                srv_error_set(err, SRV_E_NOMEM, "", "out of memory creating layer '%s'", name);
         }
-        json_t *norm = srv_config_to_json(mha_layer_config(layer));
-        l = norm ? srv_layer_new(name, layer, norm) : (mha_layer_free(layer), NULL);
-        if (!l)
-            srv_error_set(err, SRV_E_NOMEM, "", "out of memory creating layer '%s'", name);
     } else {
         char method[32] = "xavier_uniform";
         uint64_t seed = 0;
-        if (init && parse_init(init, method, sizeof method, &seed, err) < 0)
-            return NULL;
-        l = srv_layer_build_init(name, &cfg, &app->limits, method, seed, err);
+        if (!init || parse_init(init, method, sizeof method, &seed, err) == 0)
+            l = srv_layer_build_init(name, &cfg, &app->limits, method, seed, app->pool, err);
     }
-    return l;
+    return srv_layer_charge(l, app->registry, bytes);
 }
 
 int srv_api_layer_put(void *ctx, const srv_request *req, srv_response *resp, srv_error *err)
@@ -479,11 +572,15 @@ int srv_api_weights_put(void *ctx, const srv_request *req, srv_response *resp, s
     srv_layer *l = NULL;
     int rc = -1;
     uint64_t if_version;
+    /* the same config, so the same size: a replacement, counted as the difference */
+    int64_t bytes = srv_layer_bytes(mha_layer_config(old->layer));
     if (srv_if_match(req, app->registry, old->name, &if_version, err) < 0 ||
-        srv_if_none_match(req, app->registry, old->name, &if_version, err) < 0)
+        srv_if_none_match(req, app->registry, old->name, &if_version, err) < 0 ||
+        srv_registry_reserve(app->registry, old->name, bytes, err) < 0)
         goto out;
     if (srv_is_octet(req)) { /* a safetensors file */
-        l = srv_weights_from_safetensors(app, old, req->body, req->body_len, err);
+        l = srv_layer_charge(srv_weights_from_safetensors(app, old, req->body, req->body_len, err),
+                             app->registry, bytes);
         if (!l)
             goto out;
         goto publish;
@@ -491,18 +588,14 @@ int srv_api_weights_put(void *ctx, const srv_request *req, srv_response *resp, s
     mha_layer *layer = mha_layer_create(mha_layer_config(old->layer), &app->limits, &me);
     if (!layer) {
         srv_error_from_mha(err, &me, "");
-        goto out;
-    }
-    if (fill_weights(layer, req->body, req->body_len, "", app, err) < 0) {
+    } else if (fill_weights(layer, req->body, req->body_len, "", app, err) < 0) {
         mha_layer_free(layer);
         srv_body_recheck(app, req->body, req->body_len, err);
-        goto out;
-    }
-    l = srv_layer_new(old->name, layer, json_incref(old->config));
-    if (!l) {
+    } else if (!(l = srv_layer_new(old->name, layer, json_deep_copy(old->config)))) {
         srv_error_set(err, SRV_E_NOMEM, "", "out of memory");
-        goto out;
     }
+    if (!srv_layer_charge(l, app->registry, bytes))
+        goto out;
 publish:
     /* conditional on the version read above (or If-Match's): a concurrent replacement is not
      * overwritten */

@@ -19,6 +19,7 @@ int srv_api_metrics(void *ctx, const srv_request *req, srv_response *resp, srv_e
         .body_bytes = srv_body_budget_held(&app->bodies),
         .body_bytes_limit = app->bodies.limit,
     };
+    srv_registry_weights(app->registry, &g.weights_bytes, &g.weights_bytes_limit);
     resp->content_type = SRV_METRICS_CONTENT_TYPE;
     srv_model_entry *models;
     int n = srv_models_list(app, NULL, &models);

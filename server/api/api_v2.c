@@ -175,6 +175,8 @@ static void v2_forward_args(srv_forward_args *a, const srv_v2_request *vr)
     a->is_causal_given = vr->is_causal_given;
     a->need_weights = vr->need_weights;
     a->average_attn_weights = vr->average_attn_weights;
+    a->select = vr->select; /* a view too: heads stay the request's */
+    a->select_style = SRV_SELECT_FLAT;
 }
 
 int srv_v2_infer(void *ctx, const srv_request *req, srv_response *resp, srv_error *err)
@@ -216,9 +218,17 @@ int srv_v2_infer(void *ctx, const srv_request *req, srv_response *resp, srv_erro
     res[SRV_V2_OUT_OUTPUT].data = fr.output;
     res[SRV_V2_OUT_OUTPUT].ndim = fr.plan.out_ndim;
     memcpy(res[SRV_V2_OUT_OUTPUT].shape, fr.plan.out_shape, sizeof fr.plan.out_shape);
-    res[SRV_V2_OUT_ATTN_WEIGHTS].data = fr.attn_weights;
-    res[SRV_V2_OUT_ATTN_WEIGHTS].ndim = fr.plan.weights_ndim;
-    memcpy(res[SRV_V2_OUT_ATTN_WEIGHTS].shape, fr.plan.weights_shape, sizeof fr.plan.weights_shape);
+    /* the weights: attn_weights, or with a top-k selection its indices and values */
+    const srv_v2_output_id vw = fr.plan.top_k ? SRV_V2_OUT_ATTN_TOPK_VALUES : SRV_V2_OUT_ATTN_WEIGHTS;
+    res[vw].data = fr.attn_weights;
+    res[vw].ndim = fr.plan.weights_ndim;
+    memcpy(res[vw].shape, fr.plan.weights_shape, sizeof fr.plan.weights_shape);
+    res[vw].dtype = fr.weights_dtype;
+    if (fr.plan.top_k) {
+        res[SRV_V2_OUT_ATTN_TOPK_INDICES] = res[vw];
+        res[SRV_V2_OUT_ATTN_TOPK_INDICES].data = fr.topk_indices;
+        res[SRV_V2_OUT_ATTN_TOPK_INDICES].is_int32 = true;
+    }
     size_t json_len;
     if (srv_v2_response_write(&resp->body, &json_len, &vr, l->name, version, res, err) < 0)
         goto done;

@@ -32,6 +32,7 @@ void srv_forward_args_free(srv_forward_args *a)
     srv_tensor_free(&a->value);
     srv_tensor_free(&a->key_padding_mask);
     srv_tensor_free(&a->attn_mask);
+    srv_select_free(&a->select);
     srv_positions_free(&a->positions);
     srv_positions_free(&a->key_positions);
 }
@@ -42,8 +43,11 @@ void srv_forward_result_free(srv_forward_result *r)
         return;
     srv_bigbuf_array_free(r->output);
     srv_bigbuf_array_free(r->attn_weights);
-    for (int i = 0; i < MHA_TRACE_NSTAGES; i++)
+    srv_bigbuf_array_free(r->topk_indices);
+    for (int i = 0; i < MHA_TRACE_NSTAGES; i++) {
         srv_bigbuf_array_free(r->stage[i]);
+        srv_bigbuf_array_free(r->stage_indices[i]);
+    }
     memset(r, 0, sizeof *r);
 }
 
@@ -197,13 +201,16 @@ int srv_forward_run(srv_app *app, const srv_layer *layer, const srv_forward_args
     to_positions(&in.key_positions, &a->key_positions);
     /* a request that leaves is_causal out gets the layer's default (config is_causal) */
     in.is_causal = a->is_causal_given ? a->is_causal : mha_layer_config(layer->layer)->is_causal;
-    /* a trace's attn_weights stage is forward's attn_weights (trace.h) */
-    in.need_weights = stages ? (stages & 1u << MHA_TRACE_ATTN_WEIGHTS) != 0 : a->need_weights;
+    /* a trace's attn_weights stage is forward's attn_weights (trace.h); a selection implies them */
+    in.need_weights = stages ? (stages & 1u << MHA_TRACE_ATTN_WEIGHTS) != 0
+                             : a->need_weights || a->select.given;
     in.average_attn_weights = a->average_attn_weights;
+    in.select = a->select.given ? &a->select.sel : NULL;
+    out->weights_dtype = a->select.dtype;
 
     mha_error me = {0};
     if (mha_plan_forward(layer->layer, &in, &app->limits, &out->plan, &me) != MHA_OK)
-        return srv_error_from_mha(err, &me, "");
+        return srv_select_engine_error(err, &me, a->select_style);
 
     mha_trace tr;
     memset(&tr, 0, sizeof tr);
@@ -218,7 +225,11 @@ int srv_forward_run(srv_app *app, const srv_layer *layer, const srv_forward_args
             srv_trace_stage v;
             srv_trace_stage_view(&out->plan, batch_first, a->average_attn_weights,
                                  (mha_trace_stage)s, &v);
-            total = v.count > INT64_MAX - total ? INT64_MAX : total + v.count;
+            /* a top-k stage has its key indices besides */
+            int64_t n = v.count > INT64_MAX / 2 ? INT64_MAX / 2 : v.count;
+            if (out->plan.top_k && (s == MHA_TRACE_SCORES || s == MHA_TRACE_ATTN_WEIGHTS))
+                n *= 2;
+            total = n > INT64_MAX - total ? INT64_MAX : total + n;
         }
         if (total > app->opt.max_trace_elements)
             return srv_error_set(err, SRV_E_TOO_LARGE, "query",
@@ -234,6 +245,11 @@ int srv_forward_run(srv_app *app, const srv_layer *layer, const srv_forward_args
             out->stage[s] = tr.stage[s] = alloc_floats(count);
             if (!tr.stage[s])
                 goto nomem;
+            if (out->plan.top_k && s == MHA_TRACE_SCORES) {
+                out->stage_indices[s] = tr.indices[s] = (int32_t *)alloc_floats(count);
+                if (!tr.indices[s])
+                    goto nomem;
+            }
         }
         out->traced = stages;
     }
@@ -244,6 +260,11 @@ int srv_forward_run(srv_app *app, const srv_layer *layer, const srv_forward_args
         out->attn_weights = alloc_floats(out->plan.weights_count);
         if (!out->attn_weights)
             goto nomem;
+        if (out->plan.top_k) { /* int32, as many as the values */
+            out->topk_indices = (int32_t *)alloc_floats(out->plan.weights_count);
+            if (!out->topk_indices)
+                goto nomem;
+        }
     }
 
     bool alone = false;
@@ -261,8 +282,9 @@ int srv_forward_run(srv_app *app, const srv_layer *layer, const srv_forward_args
     bool engine_stages = false; /* output and attn_weights alone need no engine trace */
     for (int s = 0; s < MHA_TRACE_NSTAGES; s++)
         engine_stages |= tr.stage[s] != NULL;
-    mha_status st = mha_forward(layer->layer, &in, &out->plan, out->output, out->attn_weights,
-                                engine_stages ? &tr : NULL, pool, &me);
+    mha_status st = mha_forward_select(layer->layer, &in, &out->plan, out->output,
+                                       out->attn_weights, out->topk_indices,
+                                       engine_stages ? &tr : NULL, pool, &me);
     inflight_leave(app);
     out->queue_s = t_pass - t_queue;
     out->pass_s = srv_now() - t_pass;

@@ -15,6 +15,7 @@
 #include "base/error.h"
 #include "codec/positions.h"
 #include "codec/tensor.h"
+#include "codec/weights_select.h"
 #include "mha.h"
 #include "store/registry.h"
 #include "trace.h"
@@ -32,17 +33,24 @@ typedef struct srv_forward_args {
     bool is_causal_given;
     bool need_weights;           /* default false                                           */
     bool average_attn_weights;   /* default true                                            */
+    srv_select select;           /* the weights chosen (weights_select; codec/weights_select.h):
+                                  * when given, forward returns them (need_weights implied) and
+                                  * a trace's scores and attn_weights stages take them       */
+    srv_select_style select_style; /* how errors name its members: /v1's or the flat names    */
 } srv_forward_args;
 
 /* Zeroes args and sets the defaults above. */
 void srv_forward_args_init(srv_forward_args *args);
-/* Frees the tensors args owns. */
+/* Frees the tensors (and the selection) args owns. */
 void srv_forward_args_free(srv_forward_args *args);
 
 typedef struct srv_forward_result {
     mha_plan plan;
     float *output;                     /* [plan.out_count], shaped plan.out_shape              */
     float *attn_weights;               /* [plan.weights_count] when need_weights, else NULL    */
+    int32_t *topk_indices;             /* [plan.weights_count] with a top-k selection, else NULL */
+    int32_t *stage_indices[MHA_TRACE_NSTAGES]; /* a traced scores stage's top-k key indices  */
+    srv_wire_dtype weights_dtype;      /* the precision the chosen weights go out in           */
     float *stage[MHA_TRACE_NSTAGES];   /* a trace's stages, batch-major (mha_trace_stage_shape),
                                         * each NULL unless asked for; never output and
                                         * attn_weights: those are the two above (trace.h)    */

@@ -10,6 +10,7 @@
 
 #include "codec/safetensors.h"
 #include "http/accept.h"
+#include "store/config.h"
 #include "store/persist.h"
 #include "store/weights.h"
 
@@ -95,12 +96,8 @@ int srv_if_match(const srv_request *req, srv_registry *reg, const char *name,
     const char *v = precondition(req, reg, name, "If-Match", &now);
     if (!v)
         return 0;
-    if (is_star(v)) {
-        if (!now)
-            return srv_error_set(err, SRV_E_CONFLICT, "If-Match",
-                                 "If-Match: * asks for an existing layer, and there is no layer "
-                                 "called '%s'", name);
-        *if_version = now;
+    if (is_star(v)) { /* checked where the change happens: on disk, with a data dir */
+        *if_version = SRV_IF_EXISTS;
         return 0;
     }
     /* the condition holds when any tag is the current version, and the change is then
@@ -171,12 +168,51 @@ bool srv_is_octet(const srv_request *req)
            (ct[n] == '\0' || ct[n] == ';' || ct[n] == ' ');
 }
 
+/* Reserves the memory of a layer called name with the config object cfg (--max-weights-bytes).
+ * Returns the bytes reserved, 0 when cfg is not a valid config (nothing reserved: building the
+ * layer reports it), or -1 with err (507). */
+static int64_t reserve_for(srv_app *app, const char *name, const json_t *cfg, srv_error *err)
+{
+    mha_config c;
+    if (!cfg || srv_config_from_json(&c, cfg, &app->limits, "config", NULL) < 0)
+        return 0;
+    int64_t bytes = srv_layer_bytes(&c);
+    return srv_registry_reserve(app->registry, name, bytes, err) < 0 ? -1 : bytes;
+}
+
+/* The config a safetensors body carries in its header's __metadata__["config"], read before its
+ * tensors are (new reference), or NULL. */
+static json_t *header_config(srv_app *app, const char *body, size_t len)
+{
+    uint64_t hlen;
+    srv_st_header h = {0};
+    srv_st_header_limits lim = {SRV_ST_MAX_HEADER, SRV_ST_MAX_TENSORS, app->limits.max_elements,
+                                false};
+    if (len < 8 || srv_st_header_len((const uint8_t *)body, len, SRV_ST_MAX_HEADER, &hlen, "body",
+                                     NULL) < 0 ||
+        srv_st_header_parse(&h, (const uint8_t *)body + 8, (size_t)hlen, len - 8 - hlen, &lim,
+                            "body", NULL) < 0)
+        return NULL;
+    const char *text = json_string_value(json_object_get(h.metadata, "config"));
+    json_t *cfg = text ? json_loads(text, JSON_REJECT_DUPLICATES, NULL) : NULL;
+    srv_st_header_free(&h);
+    return cfg;
+}
+
 srv_layer *srv_layer_from_safetensors(srv_app *app, const char *name, const char *body,
                                       size_t len, srv_error *err)
 {
-    srv_st st;
-    if (srv_st_parse(&st, (const uint8_t *)body, len, app->limits.max_elements, "body", err) < 0)
+    /* the layers' memory is checked from the header, before a tensor is decoded */
+    json_t *early = header_config(app, body, len);
+    int64_t bytes = reserve_for(app, name, early, err);
+    json_decref(early);
+    if (bytes < 0)
         return NULL;
+    srv_st st;
+    if (srv_st_parse(&st, (const uint8_t *)body, len, app->limits.max_elements, "body", err) < 0) {
+        srv_registry_unreserve(app->registry, bytes);
+        return NULL;
+    }
     srv_layer *l = NULL;
     const char *text = srv_st_meta(&st, "config");
     if (!text) {
@@ -195,11 +231,15 @@ srv_layer *srv_layer_from_safetensors(srv_app *app, const char *name, const char
         json_decref(cfg);
         goto out;
     }
-    l = srv_persist_build(name, cfg, &st, &app->limits, err);
+    if (!bytes && (bytes = reserve_for(app, name, cfg, err)) < 0) {
+        bytes = 0;
+    } else {
+        l = srv_persist_build(name, cfg, &st, &app->limits, err);
+    }
     json_decref(cfg);
 out:
     srv_st_free(&st);
-    return l;
+    return srv_layer_charge(l, app->registry, bytes);
 }
 
 srv_layer *srv_weights_from_safetensors(srv_app *app, const srv_layer *old, const char *body,

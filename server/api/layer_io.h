@@ -23,10 +23,10 @@
 #include "http/http.h"
 #include "store/registry.h"
 
-/* Reads If-Match for layer name into *if_version (0 when absent; "*", or a list naming the current
- * version, gives the current version; a list that does not, its first version).
- * Returns 0, or -1 with err: SRV_E_CONFLICT ("*" and no such layer), SRV_E_BAD_REQUEST (not an
- * entity tag attnd gave). */
+/* Reads If-Match for layer name into *if_version (0 when absent; "*" gives SRV_IF_EXISTS; a list
+ * naming the current version gives the current version; a list that does not, its first version).
+ * The condition is checked where the change happens (persist.h: against the data dir, which every
+ * replica shares). Returns 0, or -1 with err: SRV_E_BAD_REQUEST (not an entity tag attnd gave). */
 int srv_if_match(const srv_request *req, srv_registry *reg, const char *name,
                  uint64_t *if_version, srv_error *err);
 

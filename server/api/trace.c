@@ -71,6 +71,8 @@ void srv_trace_stage_view(const mha_plan *plan, bool batch_first, bool average, 
         memcpy(v->shape, plan->weights_shape, sizeof v->shape);
         const char *axes = average ? "NLS" : "NHLS";
         snprintf(v->axes, sizeof v->axes, "%s", plan->batched ? axes : axes + 1);
+        if (plan->top_k) /* the last axis is the k strongest keys */
+            v->axes[strlen(v->axes) - 1] = 'T';
         v->count = plan->weights_count;
         return;
     }
@@ -99,6 +101,8 @@ void srv_trace_stage_view(const mha_plan *plan, bool batch_first, bool average, 
         memcpy(v->shape, e, sizeof v->shape);
         snprintf(v->axes, sizeof v->axes, "%s", axes);
     }
+    if (s == MHA_TRACE_SCORES && plan->top_k)
+        v->axes[strlen(v->axes) - 1] = 'T';
 }
 
 const float *srv_trace_stage_data(const srv_trace_stage *v, const float *src, float **copy)

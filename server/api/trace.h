@@ -17,7 +17,8 @@
  * Every stage names its axes, one letter per dimension, from one legend:
  *   N batch, L query positions (target), S key positions (source: the keys given in k_proj and
  *   v_proj; from k_heads on with the bias_k key and the zero key appended), E embed_dim, H heads,
- *   D head_dim, K kv heads.
+ *   D head_dim, K kv heads, T the k strongest keys of a top-k selection (weights_select: the scores
+ *   and attn_weights stages then hold the selection, scores per head).
  * With the extensions beyond torch: k_heads and v_heads hold the num_kv_heads kv heads, axes N K S D,
  * when there are fewer of them than heads (else N H S D); the projections' and concat's last axis,
  * E, is then H·D (q_proj, concat) or num_kv_heads·D (k_proj, v_proj), which only a torch layer's

@@ -270,6 +270,13 @@ int srv_metrics_render(srv_buf *b, const srv_metrics *m, const srv_metrics_gauge
     header(b, "attnd_request_body_bytes_limit", "gauge",
            "--max-body-memory: bodies that would pass it get 503 before they are read.");
     srv_buf_printf(b, "attnd_request_body_bytes_limit %lld\n", (long long)g->body_bytes_limit);
+    header(b, "attnd_weights_bytes", "gauge",
+           "Bytes of the layers' weights held now (old versions still in use and layers being "
+           "built included).");
+    srv_buf_printf(b, "attnd_weights_bytes %lld\n", (long long)g->weights_bytes);
+    header(b, "attnd_weights_bytes_limit", "gauge",
+           "--max-weights-bytes: a layer that would pass it gets 507 before it is allocated.");
+    srv_buf_printf(b, "attnd_weights_bytes_limit %lld\n", (long long)g->weights_bytes_limit);
     return b->failed ? -1 : 0;
 }
 

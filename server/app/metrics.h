@@ -86,6 +86,8 @@ typedef struct srv_metrics_gauges {
     double start_time;       /* Unix time (s)                                   */
     int64_t body_bytes;      /* request body bytes held now (body_budget.h)     */
     int64_t body_bytes_limit; /* --max-body-memory                              */
+    int64_t weights_bytes;   /* layers' weights held now, reservations included */
+    int64_t weights_bytes_limit; /* --max-weights-bytes                         */
 } srv_metrics_gauges;
 
 /* Appends the whole exposition to out. Returns 0, or -1 when out of memory. */

@@ -80,6 +80,10 @@ static const opt_spec specs[] = {
      "largest trace, the stages it returns together, in elements (413 past it)", NULL, NULL},
     {"max-json-depth", NUM(max_json_depth, U_PLAIN, 2, 1000), "N",
      "deepest nesting of a request body", NULL, NULL},
+    {"max-weights-bytes", NUM(max_weights_bytes, U_BYTES, 1, INT64_C(1) << 50), "SIZE",
+     "all layers' weights held in memory together, the one being created included (507 past it, "
+     "before anything is allocated)",
+     "a quarter of the memory of the machine or container", NULL},
     {"log-format", OPT_LOGFMT, FIELD(log_format), U_PLAIN, 0, 0, "text|json|off",
      "one line per request on stderr, as text or JSON", "text", NULL},
     {"demo", BOOL(demo), NULL, "create a demo layer \"demo\" (E=64, H=4, seed 0) at start", NULL,
@@ -137,6 +141,10 @@ void srv_options_default(srv_options *opt)
     opt->max_tensor_elements = INT64_C(1) << 26;    /* 256 MiB of float32           */
     opt->max_trace_elements = INT64_C(1) << 24;     /* 64 MiB of float32            */
     opt->max_json_depth = 32;
+    /* a quarter of what this process may use (the smaller of the machine's RAM and its cgroup's
+     * limit); --help shows the figure */
+    int64_t mem = srv_memory_limit_bytes();
+    opt->max_weights_bytes = mem > 0 ? mem / 4 : INT64_C(4) << 30;
     opt->log_format = SRV_LOG_TEXT;
     opt->drain_timeout = 30;
 }

@@ -40,6 +40,7 @@ static const struct {
     [SRV_E_UNAVAILABLE] = {503, "unavailable"},
     [SRV_E_NOT_IMPLEMENTED] = {501, "not_implemented"},
     [SRV_E_URI_TOO_LONG] = {414, "uri_too_long"},
+    [SRV_E_INSUFFICIENT_STORAGE] = {507, "insufficient_storage"},
 };
 
 int srv_error_status(srv_code code)

@@ -21,6 +21,7 @@
 
 #include "base/buf.h"
 #include "base/error.h"
+#include "half.h"
 
 #define SRV_TENSOR_MAX_DIMS 8
 
@@ -73,5 +74,17 @@ int srv_encoding_parse(const char *s, srv_encoding *out);
  * "inf" / "nan" (only masks and scores in traces can hold -inf). Returns 0 or -1 (out of memory). */
 int srv_tensor_write(srv_buf *b, const float *data, int ndim, const int64_t *shape,
                      srv_encoding enc);
+
+/* srv_tensor_write with the values in another precision (half.h; the weights a client chose in
+ * half the bytes): nested and flat hold each value rounded to dtype (its float32 form, as above),
+ * flat and base64 say "dtype": "float16" | "bfloat16", base64 carries 2 bytes a value
+ * (little-endian). dtype SRV_WIRE_F32 is srv_tensor_write. */
+int srv_tensor_write_as(srv_buf *b, const float *data, int ndim, const int64_t *shape,
+                        srv_encoding enc, srv_wire_dtype dtype);
+
+/* An int32 tensor (a top-k's key indices): nested integers, flat {"shape", "dtype": "int32",
+ * "data": [...]}, base64 4 bytes a value, little-endian. */
+int srv_tensor_write_i32(srv_buf *b, const int32_t *data, int ndim, const int64_t *shape,
+                         srv_encoding enc);
 
 #endif

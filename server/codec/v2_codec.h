@@ -38,6 +38,7 @@
 #include "mha.h"
 #include "positions.h"
 #include "tensor.h"
+#include "weights_select.h"
 
 /* The model's inputs, by index. */
 typedef enum srv_v2_input_id {
@@ -55,11 +56,13 @@ typedef enum srv_v2_input_id {
 typedef enum srv_v2_output_id {
     SRV_V2_OUT_OUTPUT = 0,
     SRV_V2_OUT_ATTN_WEIGHTS,
+    SRV_V2_OUT_ATTN_TOPK_INDICES, /* with weights_top_k: the strongest keys per row (INT32)     */
+    SRV_V2_OUT_ATTN_TOPK_VALUES,  /* ... and their weights                                     */
     SRV_V2_OUT_COUNT
 } srv_v2_output_id;
 
 /* Static names: "query", ..., "attn_mask", "positions", "key_positions"; "output",
- * "attn_weights". NULL for an index out of range. */
+ * "attn_weights", "attn_topk_indices", "attn_topk_values". NULL for an index out of range. */
 const char *srv_v2_input_name(int id);
 const char *srv_v2_output_name(int id);
 
@@ -93,6 +96,9 @@ typedef struct srv_v2_request {
     bool is_causal_given;      /* else the layer's default (config is_causal) */
     bool need_weights;         /* resolved: true iff attn_weights is returned */
     bool average_attn_weights; /* parameters.average_attn_weights, default true */
+    srv_select select;         /* the weights chosen: parameters weights_heads, weights_queries,
+                                * weights_keys, weights_top_k, weights_pool, weights_pool_op,
+                                * weights_datatype (weights_select.h); owned */
     int noutputs;              /* the outputs to return, in this order */
     srv_v2_output_sel outputs[SRV_V2_OUT_COUNT];
 } srv_v2_request;
@@ -120,16 +126,21 @@ int srv_v2_request_parse(srv_v2_request *req, const char *body, size_t body_len,
 
 void srv_v2_request_free(srv_v2_request *req); /* accepts NULL and a zeroed request */
 
-/* One computed output: data [count] floats shaped [shape] (ndim <= 4); data NULL = not computed. */
+/* One computed output: data [count] values shaped [shape] (ndim <= 4); data NULL = not computed.
+ * Floats by default, written as dtype says (FP32; FP16 / BF16: JSON numbers rounded, binary 2 bytes
+ * a value); int32 (datatype INT32) when is_int32. */
 typedef struct srv_v2_result {
-    const float *data;
+    const void *data;
     int ndim;
     int64_t shape[4];
+    srv_wire_dtype dtype;
+    bool is_int32;
 } srv_v2_result;
 
 /* Appends the inference response for req to b:
  *   {"model_name", "model_version", "id" (when the request had one),
- *    "outputs": [{"name", "datatype": "FP32", "shape", "data": [flat, shortest float32 form]
+ *    "outputs": [{"name", "datatype": "FP32" (FP16, BF16, INT32 as the result says), "shape",
+ *                 "data": [flat, shortest float32 form of each value]
  *                 | "parameters": {"binary_data_size": n}}, ...]}
  * followed by the raw little-endian bytes of the binary outputs, in the order of "outputs".
  * results is indexed by srv_v2_output_id; every output req returns must have data.

@@ -46,6 +46,11 @@ void srv_v2_model_outputs(const mha_config *cfg, srv_v2_tensor_info out[SRV_V2_O
            cfg->embed_dim);
     tensor(&out[SRV_V2_OUT_ATTN_WEIGHTS], srv_v2_output_name(SRV_V2_OUT_ATTN_WEIGHTS), "FP32", true,
            3, -1);
+    /* with parameters.weights_top_k (FP16 / BF16 values with weights_datatype, as attn_weights) */
+    tensor(&out[SRV_V2_OUT_ATTN_TOPK_INDICES], srv_v2_output_name(SRV_V2_OUT_ATTN_TOPK_INDICES),
+           "INT32", true, 3, -1);
+    tensor(&out[SRV_V2_OUT_ATTN_TOPK_VALUES], srv_v2_output_name(SRV_V2_OUT_ATTN_TOPK_VALUES),
+           "FP32", true, 3, -1);
 }
 
 static void put_dims(srv_buf *b, const srv_v2_tensor_info *t)

@@ -36,7 +36,8 @@
 static const char *const v2_input_names[SRV_V2_IN_COUNT] = {
     "query", "key", "value", "key_padding_mask", "attn_mask", "positions", "key_positions",
 };
-static const char *const v2_output_names[SRV_V2_OUT_COUNT] = {"output", "attn_weights"};
+static const char *const v2_output_names[SRV_V2_OUT_COUNT] = {
+    "output", "attn_weights", "attn_topk_indices", "attn_topk_values"};
 
 const char *srv_v2_input_name(int id)
 {
@@ -229,6 +230,36 @@ static int v2_parse_parameters(srv_v2_request *req, bool *need_weights, bool *ne
         srv_error_set(err, SRV_E_BAD_REQUEST, "parameters",
                       "\"parameters\" must be an object of key/value pairs");
         goto error;
+    }
+    /* the chosen weights: weights_* (a name of ours, so an unknown one is refused, not ignored) */
+    const char *key;
+    json_t *val;
+    json_object_foreach(obj, key, val)
+    {
+        if (strncmp(key, "weights_", 8) != 0)
+            continue;
+        char num[32];
+        const char *vtext = json_string_value(val);
+        if (json_is_integer(val)) {
+            snprintf(num, sizeof num, "%" PRId64, (int64_t)json_integer_value(val));
+            vtext = num;
+        }
+        if (!vtext) {
+            srv_error_set(err, SRV_E_BAD_REQUEST, key,
+                          "parameters.%.40s must be a string (or an integer)", key);
+            goto error;
+        }
+        int taken = srv_select_flat_param(&req->select, key, vtext, true, err);
+        if (taken < 0)
+            goto error;
+        if (taken == 0) {
+            srv_error_set(err, SRV_E_UNKNOWN_FIELD, key,
+                          "unknown parameter \"%.40s\"; the weights are chosen with "
+                          "weights_heads, weights_queries, weights_keys, weights_top_k, "
+                          "weights_pool, weights_pool_op and weights_datatype",
+                          key);
+            goto error;
+        }
     }
     static const char *const flags[] = {"is_causal", "need_weights", "average_attn_weights",
                                         "binary_data_output"};
@@ -615,8 +646,8 @@ static int v2_parse_outputs(srv_v2_request *req, bool binary_data_output, const 
                 id = k;
         if (id < 0) {
             srv_error_set(err, SRV_E_UNKNOWN_FIELD, "outputs",
-                          "unknown output '%.64s'; the model's outputs are output and "
-                          "attn_weights",
+                          "unknown output '%.64s'; the model's outputs are output, attn_weights, "
+                          "attn_topk_indices and attn_topk_values",
                           name);
             goto error;
         }
@@ -783,6 +814,7 @@ void srv_v2_request_free(srv_v2_request *req)
     if (!req)
         return;
     free(req->id);
+    srv_select_free(&req->select);
     for (int i = 0; i < SRV_V2_IN_COUNT; i++) {
         srv_tensor_free(&req->inputs[i].json);
         free(req->inputs[i].copy);
@@ -858,21 +890,47 @@ int srv_v2_request_parse(srv_v2_request *req, const char *body, size_t body_len,
     if (outputs &&
         v2_parse_outputs(req, binary_data_output, outputs->value, outputs->value_len, err) < 0)
         goto error;
+    const bool top_k = req->select.sel.has_top_k;
     if (req->noutputs == 0) {
-        /* No outputs asked for: all that the request makes, i.e. output, and attn_weights when
-         * need_weights is true. */
+        /* No outputs asked for: all that the request makes, i.e. output, and the weights when
+         * need_weights is true or some are chosen (attn_weights, or with weights_top_k
+         * attn_topk_indices and attn_topk_values). */
         req->outputs[req->noutputs++] = (srv_v2_output_sel){SRV_V2_OUT_OUTPUT, binary_data_output};
-        if (need_weights)
+        if ((need_weights || req->select.given) && !top_k)
             req->outputs[req->noutputs++] =
                 (srv_v2_output_sel){SRV_V2_OUT_ATTN_WEIGHTS, binary_data_output};
+        if ((need_weights || req->select.given) && top_k) {
+            req->outputs[req->noutputs++] =
+                (srv_v2_output_sel){SRV_V2_OUT_ATTN_TOPK_INDICES, binary_data_output};
+            req->outputs[req->noutputs++] =
+                (srv_v2_output_sel){SRV_V2_OUT_ATTN_TOPK_VALUES, binary_data_output};
+        }
     }
     req->need_weights = false;
-    for (int k = 0; k < req->noutputs; k++)
-        if (req->outputs[k].which == SRV_V2_OUT_ATTN_WEIGHTS)
-            req->need_weights = true;
-    if (need_weights_given && !need_weights && req->need_weights) {
+    for (int k = 0; k < req->noutputs; k++) {
+        const srv_v2_output_id w = req->outputs[k].which;
+        if (w == SRV_V2_OUT_OUTPUT)
+            continue;
+        req->need_weights = true;
+        if (top_k && w == SRV_V2_OUT_ATTN_WEIGHTS) {
+            srv_error_set(err, SRV_E_BAD_REQUEST, "outputs",
+                          "output 'attn_weights' is asked for with parameters.weights_top_k: the "
+                          "top k come back as attn_topk_indices and attn_topk_values");
+            goto error;
+        }
+        if (!top_k && w != SRV_V2_OUT_ATTN_WEIGHTS) {
+            srv_error_set(err, SRV_E_BAD_REQUEST, "outputs",
+                          "output '%s' is asked for without parameters.weights_top_k (the k to "
+                          "keep per row)",
+                          srv_v2_output_name(w));
+            goto error;
+        }
+    }
+    if (need_weights_given && !need_weights && (req->need_weights || req->select.given)) {
         srv_error_set(err, SRV_E_BAD_REQUEST, "outputs",
-                      "output 'attn_weights' is asked for but parameters.need_weights is false");
+                      "%s parameters.need_weights is false",
+                      req->need_weights ? "an attention weights output is asked for but"
+                                        : "weights are chosen (parameters weights_*) but");
         goto error;
     }
     if (v2_attach_binary(req, binsize, body, body_len, header_len, err) < 0)

@@ -43,6 +43,49 @@ static int v2_write_floats(srv_buf *b, const float *f, int64_t count)
     return 0;
 }
 
+/* The same for floats rounded to dtype (FP16 / BF16), a chunk at a time. */
+static int v2_write_rounded(srv_buf *b, const float *f, int64_t count, srv_wire_dtype dtype)
+{
+    enum { CHUNK = 4096 };
+    float tmp[CHUNK];
+    srv_buf_putc(b, '[');
+    for (int64_t i0 = 0; i0 < count; i0 += CHUNK) {
+        int64_t m = count - i0 < CHUNK ? count - i0 : CHUNK;
+        srv_f32_round_array(tmp, f + i0, (size_t)m, dtype);
+        if (srv_buf_reserve(b, 16 * (size_t)m + 18) < 0) {
+            b->failed = true;
+            return -1;
+        }
+        char *p = b->data + b->len;
+        if (i0 > 0)
+            *p++ = ',';
+        p += srv_format_floats(p, tmp, (size_t)m, ',');
+        *p = '\0';
+        b->len = (size_t)(p - b->data);
+    }
+    return srv_buf_putc(b, ']');
+}
+
+static int v2_write_ints(srv_buf *b, const int32_t *x, int64_t count)
+{
+    srv_buf_putc(b, '[');
+    for (int64_t i = 0; i < count; i++)
+        srv_buf_printf(b, i ? ",%d" : "%d", (int)x[i]);
+    return srv_buf_putc(b, ']');
+}
+
+/* The OIP datatype of a result. */
+static const char *v2_datatype(const srv_v2_result *r)
+{
+    return r->is_int32 ? "INT32" : srv_wire_dtype_v2_name(r->dtype);
+}
+
+/* Bytes one element of a result takes in the binary part. */
+static size_t v2_elem_bytes(const srv_v2_result *r)
+{
+    return r->is_int32 ? 4 : (size_t)srv_wire_dtype_size(r->dtype);
+}
+
 int srv_v2_response_write(srv_buf *b, size_t *json_len, const srv_v2_request *req,
                           const char *model_name, const char *model_version,
                           const srv_v2_result results[SRV_V2_OUT_COUNT], srv_error *err)
@@ -62,7 +105,8 @@ int srv_v2_response_write(srv_buf *b, size_t *json_len, const srv_v2_request *re
     /* One allocation for the whole response: the binary part and the numbers are most of it. */
     size_t need = 512 + strlen(model_name) * 6 + (req->id ? strlen(req->id) * 6 : 0);
     for (int k = 0; k < req->noutputs; k++)
-        need += (size_t)counts[req->outputs[k].which] * (req->outputs[k].binary ? 4 : 18);
+        need += (size_t)counts[req->outputs[k].which] *
+                (req->outputs[k].binary ? v2_elem_bytes(&results[req->outputs[k].which]) : 18);
     /* from bigbuf's cache when the body is empty (a fresh 12.6 MB block faulted in cost the L
      * request ~20 ms on the development VM; http/reply.c gives large reply blocks back to the cache) */
     if ((b->len ? srv_buf_reserve(b, need) : srv_bigbuf_reserve(b, need)) < 0)
@@ -79,24 +123,42 @@ int srv_v2_response_write(srv_buf *b, size_t *json_len, const srv_v2_request *re
     for (int k = 0; k < req->noutputs; k++) {
         srv_v2_output_id which = req->outputs[k].which;
         const srv_v2_result *r = &results[which];
-        srv_buf_printf(b, "%s{\"name\":\"%s\",\"datatype\":\"FP32\",\"shape\":", k ? "," : "",
-                       srv_v2_output_name(which));
+        srv_buf_printf(b, "%s{\"name\":\"%s\",\"datatype\":\"%s\",\"shape\":", k ? "," : "",
+                       srv_v2_output_name(which), v2_datatype(r));
         v2_write_shape(b, r->ndim, r->shape);
         if (req->outputs[k].binary) {
             srv_buf_printf(b, ",\"parameters\":{\"binary_data_size\":%" PRId64 "}}",
-                           counts[which] * 4);
+                           counts[which] * (int64_t)v2_elem_bytes(r));
         } else {
             srv_buf_puts(b, ",\"data\":");
-            v2_write_floats(b, r->data, counts[which]);
+            if (r->is_int32)
+                v2_write_ints(b, r->data, counts[which]);
+            else if (r->dtype != SRV_WIRE_F32)
+                v2_write_rounded(b, r->data, counts[which], r->dtype);
+            else
+                v2_write_floats(b, r->data, counts[which]);
             srv_buf_putc(b, '}');
         }
     }
     srv_buf_puts(b, "]}");
     *json_len = b->len;
-    for (int k = 0; k < req->noutputs; k++)
-        if (req->outputs[k].binary)
-            srv_buf_append(b, results[req->outputs[k].which].data,
-                           (size_t)counts[req->outputs[k].which] * sizeof(float));
+    for (int k = 0; k < req->noutputs; k++) {
+        const srv_v2_result *r = &results[req->outputs[k].which];
+        const size_t count = (size_t)counts[req->outputs[k].which];
+        if (!req->outputs[k].binary)
+            continue;
+        if (r->is_int32 || r->dtype == SRV_WIRE_F32) {
+            srv_buf_append(b, r->data, count * v2_elem_bytes(r));
+            continue;
+        }
+        enum { CHUNK = 8192 }; /* float16 / bfloat16 bits, a chunk at a time */
+        uint16_t half[CHUNK];
+        for (size_t i0 = 0; i0 < count; i0 += CHUNK) {
+            size_t m = count - i0 < CHUNK ? count - i0 : CHUNK;
+            srv_f32_to_half_array(half, (const float *)r->data + i0, m, r->dtype);
+            srv_buf_append(b, half, m * 2);
+        }
+    }
     if (b->failed)
         return srv_error_set(err, SRV_E_NOMEM, "", "out of memory writing the response");
     return 0;

@@ -13,8 +13,9 @@
  * Threads: libmicrohttpd runs `threads` threads, each polling many connections with epoll; bodies
  * are read without blocking, so a slow or stalled client holds up nobody, and deadline.c cuts off
  * one that holds a connection too long with its headers or body. Handlers of routes marked
- * SRV_ROUTE_HEAVY with a large body run on a worker (the connection is suspended meanwhile), so a
- * long forward pass does not stall other connections on the same thread.
+ * SRV_ROUTE_HEAVY with a large body, and every handler of routes marked SRV_ROUTE_WORKER, run on a
+ * worker (the connection is suspended meanwhile), so a long forward pass or a layer being built
+ * does not stall other connections on the same thread.
  *
  * The files: server.c (start, drain, stop), request.c (the life of a request, its body), strict.c
  * (the request line and headers against the RFCs' MUSTs), reply.c
@@ -106,7 +107,9 @@ enum srv_route_flags {
     SRV_ROUTE_PROBE = 1 << 5,   /* health/metrics probe (for the admit hook: never needs a key)  */
     SRV_ROUTE_STREAM = 1 << 6,  /* large bodies are shown to the hooks' stream as they arrive    */
     SRV_ROUTE_PUBLIC = 1 << 7,  /* static files anyone may read (the viewer): never need a key   */
-    SRV_ROUTE_WORKER = 1 << 8,  /* always runs on a worker: slow whatever its body (reads files) */
+    SRV_ROUTE_WORKER = 1 << 8,  /* always runs on a worker, whatever its body: slow (reads files,
+                                 * builds layers: a 60-byte PUT can make a 1 GiB one, waits on the
+                                 * data dir)                                                    */
 };
 
 typedef struct srv_route {

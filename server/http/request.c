@@ -15,7 +15,8 @@
  *      --max-body-bytes and the body budget for chunked bodies (413 / 503 at the body's end), and
  *      shown to the route's stream observer (the hooks') as they come;
  *   3. body complete: srv_http_dispatch runs the handler, on this thread or, for heavy routes with
- *      big bodies, on a worker while the connection is suspended (worker.c); the response body
+ *      big bodies and worker routes, on a worker while the connection is suspended (worker.c); the
+ *      response body
  *      buffer is handed to libmicrohttpd without a copy (reply.c); once the handler has run, the
  *      body and its share of the budget are given back;
  *   4. on_completed: the access log line and the counters (reply.c), the context is freed.

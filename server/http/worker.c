@@ -1,6 +1,6 @@
 /*
  * worker.c - the workers that run heavy handlers (routes flagged SRV_ROUTE_HEAVY with large
- * bodies) off the HTTP threads: the connection is suspended while its job waits and runs, so the
+ * bodies, and every SRV_ROUTE_WORKER one) off the HTTP threads: the connection is suspended while its job waits and runs, so the
  * thread that received it keeps serving its other connections.
  */
 #include "http_internal.h"
@@ -31,9 +31,10 @@ static void *worker_main(void *arg)
         if (resp) {
             srv_http_response_init(resp);
             /* Every worker was busy for longer than a pass may wait for a slot: the daemon is
-             * over capacity; say so rather than let the queue grow. */
+             * over capacity; say so rather than let the queue grow. A worker route (a layer
+             * change) waits its turn instead: it is no pass, and its client asked for a change. */
             double waited_ms = (srv_now() - c->queued_at) * 1e3;
-            if (waited_ms > h->cfg.queue_wait_ms) {
+            if (waited_ms > h->cfg.queue_wait_ms && !(c->req.route->flags & SRV_ROUTE_WORKER)) {
                 srv_error err = {0};
                 srv_error_set(&err, SRV_E_UNAVAILABLE, "",
                               "busy: waited %.0f ms for one of %d workers (--max-inflight); retry "

@@ -461,7 +461,7 @@ static void test_endpoints(srv_daemon *d, const golden_case *c)
                   !strcmp(json_string_value(json_array_get(json_object_get(j, "versions"), 0)),
                           ver) &&
                   json_is_string(json_object_get(j, "platform")) && json_array_size(ins) == 7 &&
-                  json_array_size(outs) == 2,
+                  json_array_size(outs) == 4,
               "metadata %s: %ld %s", meta_paths[k], r.status, r.body);
         for (size_t i = 0; i < json_array_size(ins) && i < 5; i++) {
             json_t *t = json_array_get(ins, i);

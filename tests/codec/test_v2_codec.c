@@ -111,7 +111,8 @@ static void test_protocol_response_example(void)
                      &err) == 0,
           "parse: %s", err.message);
     static const float out[6] = {1.0f, 1.1f, 2.0f, 2.1f, 3.0f, 3.1f};
-    srv_v2_result res[SRV_V2_OUT_COUNT] = {{out, 2, {3, 2}}, {NULL, 0, {0}}};
+    srv_v2_result res[SRV_V2_OUT_COUNT] = {{.data = out, .ndim = 2, .shape = {3, 2}},
+                                           {.data = NULL, .ndim = 0, .shape = {0}}};
     srv_buf b;
     srv_buf_init(&b);
     size_t jl = 0;
@@ -160,7 +161,8 @@ static void test_triton_binary_example(void)
 
         /* the response example: output [3,2] FP32 as 24 binary bytes after the JSON */
         static const float out[6] = {1.0f, 1.1f, 2.0f, 2.1f, 3.0f, 3.1f};
-        srv_v2_result res[SRV_V2_OUT_COUNT] = {{out, 2, {3, 2}}, {NULL, 0, {0}}};
+        srv_v2_result res[SRV_V2_OUT_COUNT] = {{.data = out, .ndim = 2, .shape = {3, 2}},
+                                               {.data = NULL, .ndim = 0, .shape = {0}}};
         srv_buf rb;
         srv_buf_init(&rb);
         size_t jl = 0;
@@ -557,7 +559,8 @@ static void test_response_writer(void)
     float out[8] = {0.1f,          1.0f / 3.0f, -2.5e-8f, 16777216.0f,
                     3.4028235e38f, 1.4e-45f,    -0.0f,    1e-3f};
     float w[3] = {0.25f, 0.5f, -INFINITY};
-    srv_v2_result res[SRV_V2_OUT_COUNT] = {{out, 3, {1, 2, 4}}, {w, 2, {1, 3}}};
+    srv_v2_result res[SRV_V2_OUT_COUNT] = {{.data = out, .ndim = 3, .shape = {1, 2, 4}},
+                                           {.data = w, .ndim = 2, .shape = {1, 3}}};
     srv_buf b;
     srv_buf_init(&b);
     size_t jl;
@@ -588,7 +591,8 @@ static void test_response_writer(void)
     srv_buf_free(&b);
 
     /* a missing result is our bug, not a crash */
-    srv_v2_result none[SRV_V2_OUT_COUNT] = {{out, 3, {1, 2, 4}}, {NULL, 0, {0}}};
+    srv_v2_result none[SRV_V2_OUT_COUNT] = {{.data = out, .ndim = 3, .shape = {1, 2, 4}},
+                                            {.data = NULL, .ndim = 0, .shape = {0}}};
     srv_buf_init(&b);
     memset(&err, 0, sizeof err);
     CHECK(srv_v2_response_write(&b, &jl, &req, "l", "1", none, &err) == -1 &&
@@ -650,10 +654,14 @@ static void test_metadata(void)
               "input %s", names[i]);
     }
     json_t *outs = json_object_get(j, "outputs");
-    CHECK(json_array_size(outs) == 2 &&
+    CHECK(json_array_size(outs) == 4 &&
               strcmp(json_string_value(json_object_get(json_array_get(outs, 1), "name")),
-                     "attn_weights") == 0,
-          "two outputs");
+                     "attn_weights") == 0 &&
+              strcmp(json_string_value(json_object_get(json_array_get(outs, 2), "datatype")),
+                     "INT32") == 0 &&
+              strcmp(json_string_value(json_object_get(json_array_get(outs, 3), "name")),
+                     "attn_topk_values") == 0,
+          "four outputs: output, attn_weights, attn_topk_indices (INT32), attn_topk_values");
     CHECK(json_is_false(json_object_get(json_object_get(j, "parameters"), "batch_first")),
           "batch_first reported");
     json_decref(j);
@@ -668,7 +676,8 @@ static void test_metadata(void)
     srv_buf_free(&b);
     srv_buf_init(&b);
     CHECK(srv_v2_error_write(&b, &err, "r-1") == 404 &&
-              strcmp(srv_buf_cstr(&b), "{\"error\":\"no model 'x'\",\"request_id\":\"r-1\"}\n") == 0,
+              strcmp(srv_buf_cstr(&b), "{\"error\":\"no model 'x'\",\"request_id\":\"r-1\"}\n") ==
+                  0,
           "error body with the request id: %s", srv_buf_cstr(&b));
     srv_buf_free(&b);
 }

@@ -130,12 +130,15 @@ static void test_config(void)
               "input %s: %s, dims -1 but the feature size, optional unless query", ins[i],
               types[i]);
     }
-    CHECK(json_array_size(out) == 2 && !strcmp(str(json_array_get(out, 0), "name"), "output") &&
+    CHECK(json_array_size(out) == 4 && !strcmp(str(json_array_get(out, 0), "name"), "output") &&
               json_integer_value(
                   json_array_get(json_object_get(json_array_get(out, 0), "dims"), 2)) == 8 &&
               !strcmp(str(json_array_get(out, 1), "name"), "attn_weights") &&
-              !strcmp(str(json_array_get(out, 1), "data_type"), "TYPE_FP32"),
-          "outputs output [-1,-1,8] and attn_weights");
+              !strcmp(str(json_array_get(out, 1), "data_type"), "TYPE_FP32") &&
+              !strcmp(str(json_array_get(out, 2), "name"), "attn_topk_indices") &&
+              !strcmp(str(json_array_get(out, 2), "data_type"), "TYPE_INT32") &&
+              !strcmp(str(json_array_get(out, 3), "name"), "attn_topk_values"),
+          "outputs output [-1,-1,8], attn_weights, attn_topk_indices (INT32), attn_topk_values");
     const json_t *g = json_array_get(json_object_get(c, "instance_group"), 0);
     CHECK(!strcmp(str(g, "kind"), "KIND_CPU") &&
               json_integer_value(json_object_get(g, "count")) == 3 &&

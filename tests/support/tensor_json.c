@@ -4,6 +4,7 @@
 #include "tensor_json.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -58,6 +59,42 @@ static bool fill_nested(const json_t *v, int depth, int nd, const int64_t *shape
     return true;
 }
 
+/* A float16's value (IEEE binary16), from its definition. */
+static float from_f16(uint16_t h)
+{
+    int e = (h >> 10) & 31, m = h & 1023;
+    float v = e == 0    ? ldexpf((float)m, -24)
+              : e == 31 ? (m ? NAN : INFINITY)
+                        : ldexpf((float)(m + 1024), e - 25);
+    return h & 0x8000 ? -v : v;
+}
+
+/* The raw base64 bytes (in t->data) as floats, in place, by t->dtype: little-endian float16,
+ * bfloat16 (the top half of a float32) or int32; float32 stays as it is. */
+static void widen(tj_tensor *t, const uint8_t *bytes)
+{
+    if (!strcmp(t->dtype, "int32")) {
+        for (int64_t i = 0; i < t->count; i++) {
+            int32_t x;
+            memcpy(&x, bytes + 4 * i, 4);
+            t->data[i] = (float)x;
+        }
+        return;
+    }
+    bool bf = !strcmp(t->dtype, "bfloat16");
+    if (!bf && strcmp(t->dtype, "float16"))
+        return;
+    for (int64_t i = t->count - 1; i >= 0; i--) { /* backwards: 2-byte sources under 4-byte slots */
+        uint16_t h = (uint16_t)(bytes[2 * i] | bytes[2 * i + 1] << 8);
+        if (bf) {
+            uint32_t u = (uint32_t)h << 16;
+            memcpy(&t->data[i], &u, 4);
+        } else {
+            t->data[i] = from_f16(h);
+        }
+    }
+}
+
 int tj_read(tj_tensor *t, const json_t *v)
 {
     memset(t, 0, sizeof *t);
@@ -74,6 +111,9 @@ int tj_read(tj_tensor *t, const json_t *v)
         t->data = malloc((size_t)(t->count ? t->count : 1) * sizeof(float));
         const json_t *data = json_object_get(v, "data");
         const char *b64 = json_string_value(json_object_get(v, "base64"));
+        const char *dt = json_string_value(json_object_get(v, "dtype"));
+        snprintf(t->dtype, sizeof t->dtype, "%s", dt ? dt : "float32");
+        const int esize = !strcmp(t->dtype, "float16") || !strcmp(t->dtype, "bfloat16") ? 2 : 4;
         if (json_is_array(data) && (int64_t)json_array_size(data) == t->count) {
             bool ok = true;
             for (int64_t i = 0; i < t->count; i++)
@@ -93,13 +133,15 @@ int tj_read(tj_tensor *t, const json_t *v)
                 bits += 6;
                 if (bits >= 8) {
                     bits -= 8;
-                    if (k >= (size_t)t->count * 4)
+                    if (k >= (size_t)t->count * (size_t)esize)
                         goto fail;
                     bytes[k++] = (uint8_t)(acc >> bits);
                 }
             }
-            if (k == (size_t)t->count * 4)
+            if (k == (size_t)t->count * (size_t)esize) {
+                widen(t, bytes);
                 return 0;
+            }
         }
     fail:
         tj_free(t);

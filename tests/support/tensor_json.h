@@ -16,9 +16,12 @@ typedef struct tj_tensor {
     int64_t shape[8];
     int64_t count;
     float *data; /* malloc'd [count]; "-inf"/"inf"/"nan" strings become those values */
+    char dtype[12]; /* the "dtype" a flat or base64 tensor names ("float32" when it names none),
+                     * "" for nested arrays */
 } tj_tensor;
 
-/* Reads v (any of the three forms) into t. Returns 0, or -1 (t holds nothing). */
+/* Reads v (any of the three forms) into t. Returns 0, or -1 (t holds nothing). Base64 may be float32,
+ * float16 or bfloat16 (2 bytes a value) or int32 (the values as floats: exact below 2^24). */
 int tj_read(tj_tensor *t, const json_t *v);
 void tj_free(tj_tensor *t);
 

@@ -1,0 +1,653 @@
+/*
+ * mha_select.c - a selection's plan and the weights sink (see mha_select.h).
+ *
+ * Layers of the sink: the public calls clip a block to the chosen rows and keys and route it, per
+ * head, to the output's head slot, or, averaged, into the thread's [rb, S'] block (summed over the
+ * chosen heads, product rounded before the sum and divided by h' at the end: the arithmetic of the
+ * full averaged map, so equal heads give equal bits). Both end in the "emit" functions, which know
+ * one kind each:
+ *   map    rows written into the output (non-temporal stores when scaled, as the full map's);
+ *   top-k  a heap per row kept in the output row itself (values and indices), the worst at the
+ *          root: a key enters when it beats the root (greater, or equal with a lower index), so
+ *          the kept set is exactly the first k of the stable descending order (torch.topk with
+ *          ties to the lower index); sorted best first when the row is done. A run of filled keys
+ *          enters from its lowest index until one is refused (the rest are no better);
+ *   pool   per row, each key block's sum (in double) or max, added into the thread's partial rows;
+ *          a pooled row that lies in one block of the core is written when that block ends; one
+ *          that spans blocks is combined in a shared accumulator in the order of its rows (each
+ *          block waits until the rows above it are in), so the sums never depend on thread timing.
+ */
+#include "mha_select.h"
+
+#include <math.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Plan                                                                                           */
+
+static mha_status check_range(const char *member, const int64_t r[2], int64_t len, const char *axis,
+                              mha_error *err)
+{
+    if (r[0] < 0 || r[1] > len || r[0] >= r[1])
+        return mha_fail(err, MHA_ERR_VALUE, member[0] == 'q' ? "select.queries" : "select.keys",
+                        "%s [%lld, %lld) is %s: it must be a non-empty range [start, stop) within "
+                        "[0, %lld) (%s)",
+                        member, (long long)r[0], (long long)r[1],
+                        r[0] >= r[1] ? "empty" : "outside the axis", (long long)len, axis);
+    return MHA_OK;
+}
+
+static int64_t ceil_div(int64_t a, int64_t b)
+{
+    return (a + b - 1) / b;
+}
+
+mha_status mha_select_plan(mha_plan *p, const mha_select *sel, bool need_weights, bool average,
+                           const mha_limits *lim, mha_error *err)
+{
+    const int64_t H = p->H;
+    mha_status st;
+    if (sel->nheads < 0 || (sel->nheads > 0 && !sel->heads))
+        return mha_fail(err, MHA_ERR_ARG, "select.heads", "heads: NULL list or negative count");
+    if (sel->nheads > 0) {
+        uint8_t *seen = calloc((size_t)H, 1);
+        if (!seen)
+            return mha_fail(err, MHA_ERR_NOMEM, "select.heads", "heads: out of memory");
+        st = MHA_OK;
+        for (int64_t i = 0; i < sel->nheads && st == MHA_OK; i++) {
+            const int64_t h = sel->heads[i];
+            if (h < 0 || h >= H)
+                st = mha_fail(err, MHA_ERR_VALUE, "select.heads",
+                              "heads[%lld] is %lld, outside 0..%lld (the layer has num_heads=%lld)",
+                              (long long)i, (long long)h, (long long)(H - 1), (long long)H);
+            else if (seen[h]++)
+                st = mha_fail(err, MHA_ERR_VALUE, "select.heads",
+                              "heads[%lld] is %lld, which is given twice; list each head once",
+                              (long long)i, (long long)h);
+        }
+        free(seen);
+        if (st != MHA_OK)
+            return st;
+    }
+    int64_t q[2] = {0, p->L}, k[2] = {0, p->S};
+    if (sel->has_queries) {
+        memcpy(q, sel->queries, sizeof q);
+        if ((st = check_range("queries", q, p->L, "L, the query length", err)) != MHA_OK)
+            return st;
+    }
+    if (sel->has_keys) {
+        memcpy(k, sel->keys, sizeof k);
+        if ((st = check_range("keys", k, p->S,
+                              "S, the keys given plus those add_bias_kv and add_zero_attn append",
+                              err)) != MHA_OK)
+            return st;
+    }
+    if (sel->has_top_k && sel->top_k < 1)
+        return mha_fail(err, MHA_ERR_VALUE, "select.top_k", "top_k is %lld; it must be at least 1",
+                        (long long)sel->top_k);
+    if (sel->has_pool && (sel->pool[0] < 1 || sel->pool[1] < 1))
+        return mha_fail(err, MHA_ERR_VALUE, "select.pool",
+                        "pool [%lld, %lld] has a block size below 1; both must be at least 1",
+                        (long long)sel->pool[0], (long long)sel->pool[1]);
+    if (sel->has_pool && sel->has_top_k)
+        return mha_fail(err, MHA_ERR_VALUE, "select.pool",
+                        "pool cannot go with top_k: top_k returns each row's strongest keys, pool "
+                        "a reduced map; ask for one of them");
+    if (sel->pool_op != MHA_POOL_MEAN && sel->pool_op != MHA_POOL_MAX)
+        return mha_fail(err, MHA_ERR_VALUE, "select.pool_op",
+                        "pool_op is unknown; it is mean or max");
+
+    p->selected = true;
+    p->sel_heads = sel->nheads > 0 ? sel->nheads : H;
+    memcpy(p->sel_q, q, sizeof q);
+    memcpy(p->sel_k, k, sizeof k);
+    const int64_t Lq = q[1] - q[0], Sk = k[1] - k[0];
+    int64_t rows = Lq, cols = Sk;
+    p->top_k = 0;
+    p->pool[0] = p->pool[1] = 0;
+    p->pool_op = sel->pool_op;
+    if (sel->has_top_k)
+        cols = p->top_k = sel->top_k < Sk ? sel->top_k : Sk;
+    if (sel->has_pool) {
+        p->pool[0] = sel->pool[0];
+        p->pool[1] = sel->pool[1];
+        rows = ceil_div(Lq, sel->pool[0]);
+        cols = ceil_div(Sk, sel->pool[1]);
+    }
+    p->sel_shape[0] = p->N;
+    p->sel_shape[1] = p->sel_heads;
+    p->sel_shape[2] = rows;
+    p->sel_shape[3] = cols;
+    int64_t c = 1, per_head;
+    bool ok = mha_mul_ok(rows, cols, &per_head) && mha_mul_ok(per_head, p->N, &c) &&
+              mha_mul_ok(c, p->sel_heads, &per_head);
+    if (!ok || per_head > lim->max_elements)
+        return mha_fail(
+            err, MHA_ERR_LIMIT, "select",
+            "the chosen weights would have more than %lld elements; choose fewer heads, "
+            "rows or keys, or pool them",
+            (long long)lim->max_elements);
+    if (!need_weights)
+        return MHA_OK;
+    int n = 0;
+    if (p->batched)
+        p->weights_shape[n++] = p->N;
+    if (!average)
+        p->weights_shape[n++] = p->sel_heads;
+    p->weights_shape[n++] = rows;
+    p->weights_shape[n++] = cols;
+    p->weights_ndim = n;
+    p->weights_count = average ? c : per_head;
+    return MHA_OK;
+}
+
+mha_status mha_plan_select(const mha_config *cfg, int64_t N, int64_t L, int64_t S0, bool batched,
+                           bool average, const mha_select *sel, const mha_limits *limits,
+                           mha_plan *plan, mha_error *err)
+{
+    mha_limits def;
+    if (!cfg || !sel || !plan)
+        return mha_fail(err, MHA_ERR_ARG, "select", "plan_select: NULL argument");
+    if (!limits) {
+        mha_limits_default(&def);
+        limits = &def;
+    }
+    if (N < 1 || L < 1 || S0 < 1 || cfg->num_heads < 1)
+        return mha_fail(err, MHA_ERR_SHAPE, "select", "plan_select: N, L, S0 and H must be >= 1");
+    memset(plan, 0, sizeof *plan);
+    plan->batched = batched;
+    plan->N = batched ? N : 1;
+    plan->L = L;
+    plan->S0 = S0;
+    plan->S = S0 + (cfg->add_bias_kv ? 1 : 0) + (cfg->add_zero_attn ? 1 : 0);
+    plan->E = cfg->embed_dim;
+    plan->H = cfg->num_heads;
+    plan->hd = mha_config_head_dim(cfg);
+    plan->Hkv = mha_config_kv_heads(cfg);
+    return mha_select_plan(plan, sel, true, average, limits, err);
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Sink: set-up                                                                                   */
+
+/* Bytes rounded up to a cache line. */
+static size_t line(size_t bytes)
+{
+    return (bytes + 63) / 64 * 64;
+}
+
+mha_status mha_sink_init(mha_sink *s, const mha_plan *plan, const mha_select *sel, bool average,
+                         float fill, float *values, int32_t *indices, int threads, int64_t rb,
+                         mha_error *err)
+{
+    memset(s, 0, sizeof *s);
+    s->kind = plan->top_k ? MHA_SINK_TOPK : plan->pool[0] ? MHA_SINK_POOL : MHA_SINK_MAP;
+    s->N = plan->N;
+    s->L = plan->L;
+    s->S = plan->S;
+    s->H = plan->H;
+    s->nh = average ? 1 : plan->sel_heads;
+    s->navg = average ? plan->sel_heads : 0;
+    s->q0 = plan->sel_q[0];
+    s->q1 = plan->sel_q[1];
+    s->k0 = plan->sel_k[0];
+    s->k1 = plan->sel_k[1];
+    s->Lq = s->q1 - s->q0;
+    s->Sk = s->k1 - s->k0;
+    s->k = plan->top_k;
+    s->op = plan->pool_op;
+    s->fill = fill;
+    s->rb = rb;
+    s->values = values;
+    s->indices = indices;
+    if (s->kind == MHA_SINK_POOL) {
+        s->pa = plan->pool[0];
+        s->pb = plan->pool[1];
+        s->Lp = ceil_div(s->Lq, s->pa);
+        s->Sp = ceil_div(s->Sk, s->pb);
+        s->part_rows = ceil_div(rb, s->pa) + 1;
+    }
+    /* The pooled rows more than one block of rows feeds (blocks are [t·rb, (t+1)·rb)). */
+    for (int64_t p = 0; s->kind == MHA_SINK_POOL && p < s->Lp; p++) {
+        const int64_t ps = s->q0 + p * s->pa, pe = ps + s->pa < s->q1 ? ps + s->pa : s->q1;
+        if (ps / rb != (pe - 1) / rb)
+            s->nshared++;
+    }
+    const size_t T = (size_t)threads;
+    const size_t b_slots = line((size_t)s->H * sizeof(int64_t));
+    const size_t b_avg = average ? line(T * (size_t)rb * (size_t)s->Sk * sizeof(float)) : 0;
+    const size_t b_part = line(T * (size_t)s->part_rows * (size_t)s->Sp * sizeof(double));
+    const size_t b_heap = s->kind == MHA_SINK_TOPK ? line(T * (size_t)rb * sizeof(int64_t)) : 0;
+    const size_t b_shared_of = line((size_t)s->Lp * sizeof(int64_t));
+    const size_t nacc = (size_t)s->N * (size_t)s->nh * (size_t)s->nshared;
+    const size_t b_acc = line(nacc * (size_t)s->Sp * sizeof(double));
+    const size_t b_next = line(nacc * sizeof(int64_t));
+    const size_t total = b_slots + b_avg + b_part + b_heap + b_shared_of + b_acc + b_next;
+    char *mem = aligned_alloc(64, total);
+    if (!mem)
+        return mha_fail(err, MHA_ERR_NOMEM, "select",
+                        "out of memory for the selection's %zu bytes of state", total);
+    s->mem = mem;
+    s->slot_of_head = (int64_t *)mem;
+    mem += b_slots;
+    s->avg = average ? (float *)mem : NULL;
+    mem += b_avg;
+    s->part = b_part ? (double *)mem : NULL;
+    mem += b_part;
+    s->heap_size = b_heap ? (int64_t *)mem : NULL;
+    mem += b_heap;
+    s->shared_of = (int64_t *)mem;
+    mem += b_shared_of;
+    s->acc = (double *)mem;
+    mem += b_acc;
+    s->next_row = (int64_t *)mem;
+
+    for (int64_t h = 0; h < s->H; h++)
+        s->slot_of_head[h] = sel->nheads > 0 ? -1 : average ? 0 : h;
+    for (int64_t i = 0; i < sel->nheads; i++)
+        s->slot_of_head[sel->heads[i]] = average ? 0 : i;
+    int64_t shared = 0;
+    for (int64_t p = 0; p < s->Lp; p++) {
+        const int64_t ps = s->q0 + p * s->pa, pe = ps + s->pa < s->q1 ? ps + s->pa : s->q1;
+        s->shared_of[p] = ps / rb != (pe - 1) / rb ? shared++ : -1;
+        for (size_t bh = 0; s->shared_of[p] >= 0 && bh < (size_t)(s->N * s->nh); bh++) {
+            const size_t at = bh * (size_t)s->nshared + (size_t)s->shared_of[p];
+            s->next_row[at] = ps;
+            for (int64_t c = 0; c < s->Sp; c++)
+                s->acc[at * (size_t)s->Sp + (size_t)c] = s->op == MHA_POOL_MAX ? -INFINITY : 0.0;
+        }
+    }
+    return MHA_OK;
+}
+
+void mha_sink_free(mha_sink *s)
+{
+    free(s->mem);
+    memset(s, 0, sizeof *s);
+}
+
+bool mha_sink_wants_head(const mha_sink *s, int64_t h)
+{
+    return s->slot_of_head[h] >= 0;
+}
+
+bool mha_sink_wants_rows(const mha_sink *s, int64_t i0, int64_t m)
+{
+    return i0 < s->q1 && i0 + m > s->q0;
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Emit: final values of head slot hs, for rows [r0, r1) of a block whose first chosen row is br0 */
+
+typedef struct rows_view {
+    int64_t b, hs;
+    int64_t br0;    /* the block's first chosen row: per-thread rows count from it  */
+    int64_t r0, r1; /* rows given, within the chosen ones                          */
+} rows_view;
+
+static float *map_row(const mha_sink *s, const rows_view *v, int64_t i)
+{
+    return s->values + ((v->b * s->nh + v->hs) * s->Lq + (i - s->q0)) * s->Sk;
+}
+
+/* Whether (v, j) beats (v2, j2): greater, or equal with a lower key. */
+static inline bool beats(float v, int64_t j, float v2, int64_t j2)
+{
+    return v > v2 || (v == v2 && j < j2);
+}
+
+/* The heap of a row: vals[0..n), idx[0..n), the worst at the root (0). */
+static void heap_sift_down(float *vals, int32_t *idx, int64_t n, int64_t at)
+{
+    const float v = vals[at];
+    const int32_t j = idx[at];
+    for (;;) {
+        int64_t c = 2 * at + 1;
+        if (c >= n)
+            break;
+        if (c + 1 < n && beats(vals[c], idx[c], vals[c + 1], idx[c + 1]))
+            c++; /* the worse child */
+        if (!beats(v, j, vals[c], idx[c]))
+            break;
+        vals[at] = vals[c];
+        idx[at] = idx[c];
+        at = c;
+    }
+    vals[at] = v;
+    idx[at] = j;
+}
+
+static void heap_push(float *vals, int32_t *idx, int64_t *n, float v, int64_t j)
+{
+    int64_t at = (*n)++;
+    while (at > 0) {
+        const int64_t up = (at - 1) / 2;
+        if (!beats(vals[up], idx[up], v, j))
+            break;
+        vals[at] = vals[up];
+        idx[at] = idx[up];
+        at = up;
+    }
+    vals[at] = v;
+    idx[at] = (int32_t)j;
+}
+
+/* Offers key j of value v to a row's heap of capacity k; returns whether it entered. */
+static inline bool heap_offer(float *vals, int32_t *idx, int64_t *n, int64_t k, float v, int64_t j)
+{
+    if (*n < k) {
+        heap_push(vals, idx, n, v, j);
+        return true;
+    }
+    if (!beats(v, j, vals[0], idx[0]))
+        return false;
+    vals[0] = v;
+    idx[0] = (int32_t)j;
+    heap_sift_down(vals, idx, *n, 0);
+    return true;
+}
+
+/* Heap sort: the worst goes to the end, so the row ends best first. */
+static void heap_finish(float *vals, int32_t *idx, int64_t n)
+{
+    for (int64_t end = n - 1; end > 0; end--) {
+        const float v = vals[0];
+        const int32_t j = idx[0];
+        vals[0] = vals[end];
+        idx[0] = idx[end];
+        heap_sift_down(vals, idx, end, 0);
+        vals[end] = v;
+        idx[end] = j;
+    }
+}
+
+/* The pooled row p's partial row in this thread's buffer. */
+static double *part_row(const mha_sink *s, int slot, const rows_view *v, int64_t p)
+{
+    const int64_t first = (v->br0 - s->q0) / s->pa;
+    return s->part + ((int64_t)slot * s->part_rows + (p - first)) * s->Sp;
+}
+
+static void emit_begin(mha_sink *s, int slot, const rows_view *v)
+{
+    if (s->kind == MHA_SINK_TOPK) {
+        for (int64_t i = v->r0; i < v->r1; i++)
+            s->heap_size[(int64_t)slot * s->rb + (i - v->br0)] = 0;
+    } else if (s->kind == MHA_SINK_POOL) {
+        const int64_t p0 = (v->r0 - s->q0) / s->pa, p1 = (v->r1 - 1 - s->q0) / s->pa;
+        const double init = s->op == MHA_POOL_MAX ? -INFINITY : 0.0;
+        for (int64_t p = p0; p <= p1; p++) {
+            double *row = part_row(s, slot, v, p);
+            for (int64_t c = 0; c < s->Sp; c++)
+                row[c] = init;
+        }
+    }
+}
+
+/* Keys [j0, j1) of rows [v.r0, v.r1): row i's value of key j is P[(i - r0)·ld + j - j0] · scale[i -
+ * r0] (scale NULL: the P value itself). */
+static void emit_rows(mha_sink *s, int slot, const rows_view *v, int64_t j0, int64_t j1,
+                      const float *P, int64_t ld, const float *scale)
+{
+    const int64_t rows = v->r1 - v->r0, n = j1 - j0;
+    if (s->kind == MHA_SINK_MAP) {
+        float *dst = map_row(s, v, v->r0) + (j0 - s->k0);
+        if (scale)
+            mha_scale_rows_stream(dst, s->Sk, P, ld, rows, n, scale);
+        else
+            for (int64_t r = 0; r < rows; r++)
+                memcpy(dst + r * s->Sk, P + r * ld, (size_t)n * sizeof(float));
+        return;
+    }
+    for (int64_t r = 0; r < rows; r++) {
+        const int64_t i = v->r0 + r;
+        const float *x = P + r * ld;
+        const float sc = scale ? scale[r] : 1.0f;
+        if (s->kind == MHA_SINK_TOPK) {
+            const int64_t at = (v->b * s->nh + v->hs) * s->Lq + (i - s->q0);
+            float *vals = s->values + at * s->k;
+            int32_t *idx = s->indices + at * s->k;
+            int64_t *size = &s->heap_size[(int64_t)slot * s->rb + (i - v->br0)];
+            int64_t j = 0;
+            for (; j < n && *size < s->k; j++)
+                heap_push(vals, idx, size, scale ? x[j] * sc : x[j], j0 + j);
+            /* the full heap: most keys lose to its root, so look at 16 at a time first */
+            while (j < n) {
+                const int64_t e = j + 16 < n ? j + 16 : n;
+                float best = -INFINITY;
+                for (int64_t t = j; t < e; t++) {
+                    const float w = scale ? x[t] * sc : x[t];
+                    best = w > best ? w : best;
+                }
+                if (best >= vals[0])
+                    for (int64_t t = j; t < e; t++)
+                        heap_offer(vals, idx, size, s->k, scale ? x[t] * sc : x[t], j0 + t);
+                j = e;
+            }
+            continue;
+        }
+        /* pool: each key block's sum (double) or max into the row's partials */
+        double *prow = part_row(s, slot, v, (i - s->q0) / s->pa);
+        for (int64_t j = j0; j < j1;) {
+            const int64_t c = (j - s->k0) / s->pb;
+            const int64_t e = s->k0 + (c + 1) * s->pb < j1 ? s->k0 + (c + 1) * s->pb : j1;
+            if (s->op == MHA_POOL_MAX) {
+                float mx = -INFINITY;
+                for (int64_t t = j; t < e; t++) {
+                    const float w = scale ? x[t - j0] * sc : x[t - j0];
+                    mx = w > mx ? w : mx;
+                }
+                prow[c] = mx > prow[c] ? mx : prow[c];
+            } else {
+                double sum = 0.0;
+                for (int64_t t = j; t < e; t++)
+                    sum += (double)(scale ? x[t - j0] * sc : x[t - j0]);
+                prow[c] += sum;
+            }
+            j = e;
+        }
+    }
+}
+
+/* Keys [j0, j1) of rows [v.r0, v.r1) hold the fill value. */
+static void emit_fill(mha_sink *s, int slot, const rows_view *v, int64_t j0, int64_t j1)
+{
+    const float f = s->fill;
+    for (int64_t i = v->r0; i < v->r1; i++) {
+        if (s->kind == MHA_SINK_MAP) {
+            float *dst = map_row(s, v, i) + (j0 - s->k0);
+            for (int64_t j = 0; j < j1 - j0; j++)
+                dst[j] = f;
+        } else if (s->kind == MHA_SINK_TOPK) {
+            const int64_t at = (v->b * s->nh + v->hs) * s->Lq + (i - s->q0);
+            int64_t *size = &s->heap_size[(int64_t)slot * s->rb + (i - v->br0)];
+            /* equal values: the lowest keys first, and once one is refused the rest are too */
+            for (int64_t j = j0; j < j1; j++)
+                if (!heap_offer(s->values + at * s->k, s->indices + at * s->k, size, s->k, f, j))
+                    break;
+        } else {
+            double *prow = part_row(s, slot, v, (i - s->q0) / s->pa);
+            for (int64_t j = j0; j < j1;) {
+                const int64_t c = (j - s->k0) / s->pb;
+                const int64_t e = s->k0 + (c + 1) * s->pb < j1 ? s->k0 + (c + 1) * s->pb : j1;
+                if (s->op == MHA_POOL_MAX)
+                    prow[c] = f > prow[c] ? f : prow[c];
+                else if (f != 0.0f)
+                    prow[c] += (double)f * (double)(e - j);
+                j = e;
+            }
+        }
+    }
+}
+
+/* Writes pooled row p (all its rows summed in sum) to the output. */
+static void pool_write(const mha_sink *s, const rows_view *v, int64_t p, int64_t nrows,
+                       const double *sum)
+{
+    float *out = s->values + ((v->b * s->nh + v->hs) * s->Lp + p) * s->Sp;
+    for (int64_t c = 0; c < s->Sp; c++) {
+        if (s->op == MHA_POOL_MAX) {
+            out[c] = (float)sum[c];
+            continue;
+        }
+        const int64_t c0 = s->k0 + c * s->pb, c1 = c0 + s->pb < s->k1 ? c0 + s->pb : s->k1;
+        out[c] = (float)(sum[c] / (double)(nrows * (c1 - c0)));
+    }
+}
+
+static void spin_pause(int *spins)
+{
+    if (++*spins < 64) {
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#endif
+    } else {
+        sched_yield();
+    }
+}
+
+static void emit_end(mha_sink *s, int slot, const rows_view *v)
+{
+    if (s->kind == MHA_SINK_MAP) {
+        mha_copy_stream_fence();
+        return;
+    }
+    if (s->kind == MHA_SINK_TOPK) {
+        for (int64_t i = v->r0; i < v->r1; i++) {
+            const int64_t at = (v->b * s->nh + v->hs) * s->Lq + (i - s->q0);
+            heap_finish(s->values + at * s->k, s->indices + at * s->k,
+                        s->heap_size[(int64_t)slot * s->rb + (i - v->br0)]);
+        }
+        return;
+    }
+    const int64_t p0 = (v->r0 - s->q0) / s->pa, p1 = (v->r1 - 1 - s->q0) / s->pa;
+    for (int64_t p = p0; p <= p1; p++) {
+        const int64_t ps = s->q0 + p * s->pa, pe = ps + s->pa < s->q1 ? ps + s->pa : s->q1;
+        const int64_t bs = ps > v->r0 ? ps : v->r0, be = pe < v->r1 ? pe : v->r1;
+        const double *part = part_row(s, slot, v, p);
+        if (bs == ps && be == pe) { /* the whole pooled row is this block's */
+            pool_write(s, v, p, pe - ps, part);
+            continue;
+        }
+        /* shared with the blocks above and below: add in row order */
+        const size_t at = (size_t)((v->b * s->nh + v->hs) * s->nshared + s->shared_of[p]);
+        int64_t *next = &s->next_row[at];
+        double *acc = s->acc + at * (size_t)s->Sp;
+        int spins = 0;
+        while (__atomic_load_n(next, __ATOMIC_ACQUIRE) != bs)
+            spin_pause(&spins);
+        for (int64_t c = 0; c < s->Sp; c++) {
+            if (s->op == MHA_POOL_MAX)
+                acc[c] = part[c] > acc[c] ? part[c] : acc[c];
+            else
+                acc[c] += part[c];
+        }
+        if (be == pe)
+            pool_write(s, v, p, pe - ps, acc);
+        __atomic_store_n(next, be, __ATOMIC_RELEASE);
+    }
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* The calls a core makes                                                                         */
+
+/* The block's chosen rows; false when it has none. */
+static bool clip_rows(const mha_sink *s, int64_t b, int64_t hs, int64_t i0, int64_t m, rows_view *v)
+{
+    v->b = b;
+    v->hs = hs;
+    v->r0 = i0 > s->q0 ? i0 : s->q0;
+    v->r1 = i0 + m < s->q1 ? i0 + m : s->q1;
+    v->br0 = v->r0;
+    return v->r0 < v->r1;
+}
+
+void mha_sink_begin(mha_sink *s, int slot, int64_t b, int64_t i0, int64_t m)
+{
+    rows_view v;
+    if (!s->navg || !clip_rows(s, b, 0, i0, m, &v))
+        return;
+    float *avg = s->avg + (int64_t)slot * s->rb * s->Sk;
+    memset(avg, 0, (size_t)((v.r1 - v.r0) * s->Sk) * sizeof(float));
+}
+
+void mha_sink_head_begin(mha_sink *s, int slot, int64_t b, int64_t h, int64_t i0, int64_t m)
+{
+    rows_view v;
+    if (s->navg || s->slot_of_head[h] < 0 || !clip_rows(s, b, s->slot_of_head[h], i0, m, &v))
+        return;
+    emit_begin(s, slot, &v);
+}
+
+void mha_sink_feed(mha_sink *s, int slot, int64_t b, int64_t h, int64_t i0, int64_t m, int64_t key0,
+                   int64_t n, const float *P, int64_t ld, const float *scale)
+{
+    rows_view v;
+    if (s->slot_of_head[h] < 0 || !clip_rows(s, b, s->slot_of_head[h], i0, m, &v))
+        return;
+    const int64_t j0 = key0 > s->k0 ? key0 : s->k0, j1 = key0 + n < s->k1 ? key0 + n : s->k1;
+    if (j0 >= j1)
+        return;
+    const float *x = P + (v.r0 - i0) * ld + (j0 - key0);
+    const float *sc = scale ? scale + (v.r0 - i0) : NULL;
+    if (!s->navg) {
+        emit_rows(s, slot, &v, j0, j1, x, ld, sc);
+        return;
+    }
+    /* averaged: summed into the thread's block, the product rounded first (the full map's sum) */
+    float *avg = s->avg + (int64_t)slot * s->rb * s->Sk + (j0 - s->k0);
+    for (int64_t r = 0; r < v.r1 - v.r0; r++) {
+        float *d = avg + r * s->Sk;
+        const float *e = x + r * ld;
+        const float f = sc ? sc[r] : 1.0f;
+        for (int64_t j = 0; j < j1 - j0; j++)
+            d[j] += e[j] * f; /* as mha_scaled_add_rows: the product rounded, then the sum */
+    }
+}
+
+void mha_sink_fill(mha_sink *s, int slot, int64_t b, int64_t h, int64_t i0, int64_t m, int64_t key0,
+                   int64_t n)
+{
+    rows_view v;
+    if (s->slot_of_head[h] < 0 || !clip_rows(s, b, s->slot_of_head[h], i0, m, &v))
+        return;
+    const int64_t j0 = key0 > s->k0 ? key0 : s->k0, j1 = key0 + n < s->k1 ? key0 + n : s->k1;
+    if (j0 >= j1)
+        return;
+    if (!s->navg) {
+        emit_fill(s, slot, &v, j0, j1);
+        return;
+    }
+    if (s->fill == 0.0f) /* adds nothing to the sum */
+        return;
+    float *avg = s->avg + (int64_t)slot * s->rb * s->Sk + (j0 - s->k0);
+    for (int64_t r = 0; r < v.r1 - v.r0; r++)
+        for (int64_t j = 0; j < j1 - j0; j++)
+            avg[r * s->Sk + j] += s->fill;
+}
+
+void mha_sink_head_end(mha_sink *s, int slot, int64_t b, int64_t h, int64_t i0, int64_t m)
+{
+    rows_view v;
+    if (s->navg || s->slot_of_head[h] < 0 || !clip_rows(s, b, s->slot_of_head[h], i0, m, &v))
+        return;
+    emit_end(s, slot, &v);
+}
+
+void mha_sink_end(mha_sink *s, int slot, int64_t b, int64_t i0, int64_t m)
+{
+    rows_view v;
+    if (!s->navg || !clip_rows(s, b, 0, i0, m, &v))
+        return;
+    /* torch: weights.sum(dim=1) / num_heads, over the chosen heads */
+    float *avg = s->avg + (int64_t)slot * s->rb * s->Sk;
+    const int64_t rows = v.r1 - v.r0;
+    const float heads = (float)s->navg;
+    for (int64_t j = 0; j < rows * s->Sk; j++)
+        avg[j] /= heads; /* the division mha_div_rows does */
+    emit_begin(s, slot, &v);
+    emit_rows(s, slot, &v, s->k0, s->k1, avg, s->Sk, NULL);
+    emit_end(s, slot, &v);
+}

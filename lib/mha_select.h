@@ -1,0 +1,100 @@
+/*
+ * mha_select.h - private to lib/: a selection's plan, and the weights sink an attention core feeds.
+ *
+ * The sink turns the final weights of a block of query rows of one head, given as it is computed,
+ * into what the selection returns (mha.h, mha_select): the chosen slice, the top k per row kept as
+ * the keys stream past, or the pooled map accumulated block by block; with average_attn_weights,
+ * the mean over the chosen heads first. It holds no full row beyond one per-thread block, and
+ * nothing that depends on the order the core's threads run in: the same inputs give the same bits
+ * on any number of threads.
+ *
+ * How a core feeds it. The core's work is split into blocks of query rows [i0, i0+m) aligned to
+ * `rb` (the rb given to mha_sink_init: i0 a multiple of rb, m <= rb). For each block, on one thread
+ * (its slot), in this order:
+ *
+ *   mha_sink_begin(b, i0, m)
+ *   for each head h (any order; every chosen head once):
+ *       mha_sink_head_begin(b, h, i0, m)
+ *       mha_sink_feed(...) / mha_sink_fill(...) over key ranges that together cover every key
+ *                                                [0, S) exactly once, in any order
+ *       mha_sink_head_end(b, h, i0, m)
+ *   mha_sink_end(b, i0, m)
+ *
+ * Heads the selection does not choose and blocks outside its query rows may be left out (the
+ * calls return at once for them; mha_sink_wants_* let the core skip work). Blocks of one batch that
+ * share a pooled row are combined in the order of their rows (a block waits for the block above
+ * it, which the core must therefore have handed out first: the pool hands out tasks in order).
+ * Values are fed as P[r][j] · scale[r] (the product rounded to float32, as the full map's), or P
+ * itself (scale NULL: the trace's scores); keys a block never computes (causal skipping) are given
+ * with mha_sink_fill, which stands for the sink's fill value (0 for weights, -inf for scores).
+ */
+#ifndef ATTND_MHA_SELECT_H
+#define ATTND_MHA_SELECT_H
+
+#include "mha_internal.h"
+
+/* Resolves and checks in->select against a plan whose N, L, S, H and batched are filled, and sets
+ * plan's selection fields, and with need_weights weights_ndim/shape/count (average: mean over the
+ * chosen heads).
+ * MHA_ERR_VALUE naming the member (mha.h, mha_plan_forward), MHA_ERR_LIMIT past max_elements. */
+mha_status mha_select_plan(mha_plan *plan, const mha_select *sel, bool need_weights, bool average,
+                           const mha_limits *lim, mha_error *err);
+
+typedef enum mha_sink_kind { MHA_SINK_MAP, MHA_SINK_TOPK, MHA_SINK_POOL } mha_sink_kind;
+
+typedef struct mha_sink {
+    /* what */
+    mha_sink_kind kind;
+    int64_t N, L, S, H;
+    int64_t nh;             /* head slots of the output: h', or 1 when averaged           */
+    int64_t navg;           /* heads averaged (h'), 0 when per head                       */
+    int64_t q0, q1, k0, k1; /* the query rows and keys chosen                             */
+    int64_t Lq, Sk;         /* L' = q1 - q0, S' = k1 - k0                                 */
+    int64_t k;              /* k' (top-k)                                                 */
+    int64_t pa, pb, Lp, Sp; /* pool block a x b; pooled rows ⌈L'/a⌉ and columns ⌈S'/b⌉    */
+    mha_pool_op op;
+    float fill;            /* the value of keys given by mha_sink_fill                    */
+    int64_t *slot_of_head; /* [H]: the output's head slot of head h, -1 not chosen        */
+    int64_t rb;            /* rows per block (the core's)                                 */
+    /* where */
+    float *values;    /* [N,nh,L',S'] map, [N,nh,L',k'] top-k, [N,nh,Lp,Sp] pooled   */
+    int32_t *indices; /* [N,nh,L',k'] top-k key indices, else NULL                    */
+    /* per thread (slot) */
+    float *avg;   /* [threads][rb, S'] averaged block, or NULL                   */
+    double *part; /* [threads][part_rows, Sp] pooled partials, or NULL            */
+    int64_t part_rows;
+    int64_t *heap_size; /* [threads][rb] top-k heap sizes, or NULL                      */
+    /* pooled rows that blocks share, combined in row order */
+    int64_t *shared_of; /* [Lp]: index among the shared pooled rows, -1 when one block  */
+    int64_t nshared;
+    double *acc;       /* [N, nh, nshared, Sp]                                         */
+    int64_t *next_row; /* [N, nh, nshared]: the next row to add (atomic)               */
+    void *mem;         /* one allocation holding the above                            */
+} mha_sink;
+
+/* Sets up s for a pass planned as plan (plan.selected) on `threads` threads with blocks of rb rows:
+ * averaged (mean over the chosen heads) or per head, values of kind weights (fill 0) or scores
+ * (fill -inf), written to values [and indices with top-k]. MHA_ERR_NOMEM when its memory cannot be
+ * had. Free with mha_sink_free. */
+mha_status mha_sink_init(mha_sink *s, const mha_plan *plan, const mha_select *sel, bool average,
+                         float fill, float *values, int32_t *indices, int threads, int64_t rb,
+                         mha_error *err);
+void mha_sink_free(mha_sink *s); /* accepts a zeroed sink */
+
+/* Whether head h is chosen; whether rows [i0, i0+m) meet the chosen ones. */
+bool mha_sink_wants_head(const mha_sink *s, int64_t h);
+bool mha_sink_wants_rows(const mha_sink *s, int64_t i0, int64_t m);
+
+void mha_sink_begin(mha_sink *s, int slot, int64_t b, int64_t i0, int64_t m);
+void mha_sink_head_begin(mha_sink *s, int slot, int64_t b, int64_t h, int64_t i0, int64_t m);
+/* Keys [key0, key0+n) of rows [i0, i0+m): row r's value of key key0+j is P[r·ld + j]·scale[r]
+ * (scale NULL: P[r·ld + j]). */
+void mha_sink_feed(mha_sink *s, int slot, int64_t b, int64_t h, int64_t i0, int64_t m, int64_t key0,
+                   int64_t n, const float *P, int64_t ld, const float *scale);
+/* Keys [key0, key0+n) of rows [i0, i0+m) hold the fill value. */
+void mha_sink_fill(mha_sink *s, int slot, int64_t b, int64_t h, int64_t i0, int64_t m, int64_t key0,
+                   int64_t n);
+void mha_sink_head_end(mha_sink *s, int slot, int64_t b, int64_t h, int64_t i0, int64_t m);
+void mha_sink_end(mha_sink *s, int slot, int64_t b, int64_t i0, int64_t m);
+
+#endif
