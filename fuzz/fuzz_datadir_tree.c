@@ -50,16 +50,6 @@
 #include "store/datadir.h"
 #include "store/persist.h"
 
-/* The data dir confined to itself (openat, no link followed: issue 22) came with store/fsio.h and
- * the read/strays/entry calls below. On a tree without it there is nothing this harness can
- * check: it says so and does nothing, rather than fail on the links it is there to test. */
-#if __has_include("store/fsio.h")
-#define CONFINED 1
-#else
-#define CONFINED 0
-#endif
-
-#if CONFINED
 
 #define FAIL(...) (fprintf(stderr, __VA_ARGS__), fputc('\n', stderr), abort())
 #define MAX_EL (1 << 12)
@@ -504,14 +494,3 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     countdown = 0;
     return 0;
 }
-#else
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
-{
-    static bool said;
-    if (!said)
-        fprintf(stderr, "fuzz_datadir_tree: this tree's data dir code follows links (no "
-                        "store/fsio.h yet): nothing to check\n");
-    said = true;
-    return 0;
-}
-#endif
