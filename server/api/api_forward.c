@@ -106,15 +106,38 @@ static int read_forward(const srv_app *app, const srv_request *req, const srv_js
     return 0;
 }
 
-/* Reads a forward body into args and enc (a trace's: stages too). */
-static int parse_forward(const srv_app *app, const srv_request *req, srv_forward_args *args,
-                         srv_encoding *enc, unsigned *stages, srv_error *err)
+/* --max-request-flops from the shapes that query and key declare (the flat and base64 forms do),
+ * before their data is decoded: 0, or -1 with err (413 too_costly). Nested tensors, and shapes that
+ * do not fit the layer, are left to the pass's own checks. */
+static int check_cost_early(const srv_app *app, const mha_config *cfg, const srv_json_member *m,
+                            int n, srv_error *err)
+{
+    const srv_json_member *qm = NULL, *km = NULL;
+    for (int i = 0; i < n; i++) {
+        if (!strcmp(m[i].key, "query"))
+            qm = &m[i];
+        else if (!strcmp(m[i].key, "key") && !srv_member_is_null(&m[i]))
+            km = &m[i];
+    }
+    int64_t q[SRV_TENSOR_MAX_DIMS], k[SRV_TENSOR_MAX_DIMS];
+    int qn = 0, kn = 0;
+    if (!qm || !srv_tensor_peek_shape(qm->value, qm->value_len, q, &qn) ||
+        (km && !srv_tensor_peek_shape(km->value, km->value_len, k, &kn)))
+        return 0;
+    return srv_forward_check_cost(app, cfg, qn, q, kn, km ? k : NULL, err);
+}
+
+/* Reads a forward body for a layer of config cfg into args and enc (a trace's: stages too). */
+static int parse_forward(const srv_app *app, const mha_config *cfg, const srv_request *req,
+                         srv_forward_args *args, srv_encoding *enc, unsigned *stages,
+                         srv_error *err)
 {
     srv_json_member m[SRV_BODY_MAX_MEMBERS];
     int n = srv_body_scan_request(app, req, forward_tensors, m, err);
     if (n < 0)
         return -1;
-    if (read_forward(app, req, m, n, args, enc, stages, err) < 0)
+    if (check_cost_early(app, cfg, m, n, err) < 0 ||
+        read_forward(app, req, m, n, args, enc, stages, err) < 0)
         return srv_body_recheck(app, req->body, req->body_len, err);
     return 0;
 }
@@ -281,13 +304,19 @@ static int run(srv_app *app, const srv_request *req, srv_response *resp, bool tr
     int rc = -1;
     double t0 = srv_now(), t1 = t0, t2 = t0, t3 = t0;
     bool average = true;
-    if (parse_forward(app, req, &args, &enc, trace ? &stages : NULL, err) < 0)
+    args.cancel = req->gone;
+    if (parse_forward(app, mha_layer_config(layer->layer), req, &args, &enc,
+                      trace ? &stages : NULL, err) < 0)
         goto out;
     t1 = srv_now();
     if (srv_forward_run(app, layer, &args, stages, &r, err) < 0)
         goto out;
     average = args.average_attn_weights;
     t2 = srv_now();
+    if (srv_request_gone(req)) { /* nobody will read the reply: do not write it */
+        srv_error_set(err, SRV_E_CANCELLED, "", "the client hung up");
+        goto out;
+    }
     /* the inputs are not needed any more: give their memory back before writing the reply */
     srv_forward_args_free(&args);
     srv_forward_args_init(&args);

@@ -43,6 +43,11 @@ static void connection(void *ctx, int delta)
     srv_metrics_connection(((srv_app *)ctx)->metrics, delta);
 }
 
+static void queued(void *ctx, int delta)
+{
+    srv_metrics_queued(((srv_app *)ctx)->metrics, delta);
+}
+
 static void connection_cut(void *ctx, srv_cut_reason reason)
 {
     srv_metrics_connection_cut(((srv_app *)ctx)->metrics, reason);
@@ -106,6 +111,7 @@ static srv_daemon *start(const srv_options *opt, bool external, srv_error *err)
         .request_end = request_end,
         .connection = connection,
         .connection_cut = connection_cut,
+        .queued = queued,
         .stream_min_body = SRV_PREDECODE_MIN_BODY,
         .stream_open = stream_open,
         .stream_feed = stream_feed,

@@ -12,10 +12,11 @@
  *
  * Threads: libmicrohttpd runs `threads` threads, each polling many connections with epoll; bodies
  * are read without blocking, so a slow or stalled client holds up nobody, and deadline.c cuts off
- * one that holds a connection too long with its headers or body. Handlers of routes marked
- * SRV_ROUTE_HEAVY with a large body, and every handler of routes marked SRV_ROUTE_WORKER, run on a
- * worker (the connection is suspended meanwhile), so a long forward pass or a layer being built
- * does not stall other connections on the same thread.
+ * one that holds a connection too long with its headers or body, and notices one that hangs up
+ * while its request is handled (srv_request.gone: the work for it stops, a queued one is dropped).
+ * Handlers of routes marked SRV_ROUTE_HEAVY with a large body, and every handler of routes marked
+ * SRV_ROUTE_WORKER, run on a worker (the connection is suspended meanwhile), so a long forward pass
+ * or a layer being built does not stall other connections on the same thread.
  *
  * The files: server.c (start, drain, stop), request.c (the life of a request, its body), strict.c
  * (the request line and headers against the RFCs' MUSTs), reply.c
@@ -57,7 +58,14 @@ typedef struct srv_request {
     /* on SRV_ROUTE_STREAM routes: what the hooks' stream_open made of the body as it arrived
      * (the API's base64 predecoder, api/body.c), or NULL */
     void *stream;
+    /* nonzero once the client is seen gone (it hung up) while the request is handled: work for it
+     * can stop (never NULL; read with __atomic_load_n, or srv_request_gone). A handler that stops
+     * for it returns -1 with SRV_E_CANCELLED: the server then sends nothing and closes. */
+    const int *gone;
 } srv_request;
+
+/* True once the request's client has hung up (srv_request.gone). */
+bool srv_request_gone(const srv_request *req);
 
 /* Value of a request header (case-insensitive name), or NULL. Borrowed for the request's life. */
 const char *srv_request_header(const srv_request *req, const char *name);
@@ -155,6 +163,8 @@ typedef struct srv_http_hooks {
                         uint64_t bytes_out);
     void (*connection)(void *ctx, int delta);
     void (*connection_cut)(void *ctx, srv_cut_reason reason);
+    /* a request entered (+1) or left (-1) the queue of work for the workers (may be NULL) */
+    void (*queued)(void *ctx, int delta);
 
     /* SRV_ROUTE_STREAM routes with bodies of stream_min_body bytes or more: stream_open makes an
      * observer for a body of `length` bytes (NULL: none), stream_feed shows it the body so far

@@ -112,6 +112,7 @@ static void free_server(srv_http *h)
 {
     srv_http_workers_stop(h);
     srv_deadlines_free(h->deadlines);
+    srv_body_clients_free(h->clients);
     pthread_cond_destroy(&h->idle);
     pthread_cond_destroy(&h->jobs);
     pthread_mutex_destroy(&h->lock);
@@ -146,9 +147,16 @@ srv_http *srv_http_start(const srv_http_config *cfg, const srv_http_hooks *hooks
         goto fail;
     }
     h->deadlines = srv_deadlines_create(cfg->max_connections, cfg->header_timeout,
-                                        cfg->min_body_rate, on_deadline_event, h, err);
+                                        cfg->min_body_rate, on_deadline_event, srv_http_job_gone, h,
+                                        err);
     if (!h->deadlines)
         goto fail;
+    h->clients = srv_body_clients_create(cfg->max_connections);
+    if (!h->clients) {
+        srv_error_set(err, SRV_E_NOMEM, "max-connections",
+                      "out of memory for the body shares of %d connections", cfg->max_connections);
+        goto fail;
+    }
 
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
                      MHD_USE_ITC;

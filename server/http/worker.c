@@ -1,7 +1,9 @@
 /*
  * worker.c - the workers that run heavy handlers (routes flagged SRV_ROUTE_HEAVY with large
- * bodies, and every SRV_ROUTE_WORKER one) off the HTTP threads: the connection is suspended while its job waits and runs, so the
- * thread that received it keeps serving its other connections.
+ * bodies, and every SRV_ROUTE_WORKER one) off the HTTP threads: the connection is suspended while
+ * its job waits and runs, so the thread that received it keeps serving its other connections. A
+ * job whose client hangs up while it waits leaves the queue at once (srv_http_job_gone), or is
+ * dropped when a worker takes it.
  */
 #include "http_internal.h"
 
@@ -26,7 +28,15 @@ static void *worker_main(void *arg)
         if (!h->jobs_head)
             h->jobs_tail = NULL;
         pthread_mutex_unlock(&h->lock);
+        if (h->hooks.queued)
+            h->hooks.queued(h->hooks.ctx, -1);
 
+        if (srv_request_gone(&c->req)) { /* its client hung up while it waited: drop it */
+            c->cancelled = true;
+            c->done = NULL;
+            MHD_resume_connection(c->req.conn);
+            continue;
+        }
         srv_response *resp = malloc(sizeof *resp);
         if (resp) {
             srv_http_response_init(resp);
@@ -82,6 +92,8 @@ bool srv_http_offload(req_ctx *c)
     else
         h->jobs_head = c;
     h->jobs_tail = c;
+    if (h->hooks.queued) /* under the lock: counted before a worker can take it */
+        h->hooks.queued(h->hooks.ctx, 1);
     pthread_cond_signal(&h->jobs);
     pthread_mutex_unlock(&h->lock);
     return true;
@@ -103,4 +115,30 @@ void srv_http_workers_stop(srv_http *h)
     free(h->workers);
     h->workers = NULL;
     h->nworkers = 0;
+}
+
+void srv_http_job_gone(void *cls, struct MHD_Connection *conn)
+{
+    srv_http *h = cls;
+    req_ctx *found = NULL;
+    pthread_mutex_lock(&h->lock);
+    /* only a queued job is suspended for sure: its conn cannot have closed meanwhile */
+    for (req_ctx **p = &h->jobs_head, *prev = NULL; *p; prev = *p, p = &(*p)->next_job) {
+        req_ctx *c = *p;
+        if (c->req.conn == conn && srv_request_gone(&c->req)) {
+            *p = c->next_job;
+            if (h->jobs_tail == c)
+                h->jobs_tail = prev;
+            found = c;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&h->lock);
+    if (found) {
+        if (h->hooks.queued)
+            h->hooks.queued(h->hooks.ctx, -1);
+        found->cancelled = true;
+        found->done = NULL;
+        MHD_resume_connection(conn);
+    }
 }
