@@ -21,6 +21,7 @@ void srv_forward_args_init(srv_forward_args *a)
 {
     memset(a, 0, sizeof *a);
     a->average_attn_weights = true;
+    a->need_output = true;
 }
 
 void srv_forward_args_free(srv_forward_args *a)
