@@ -364,23 +364,28 @@ static void heap_finish(float *vals, int32_t *idx, int64_t n)
     }
 }
 
-/* The k-th largest (k <= 32) of the maxima of x's runs of 64 keys (n >= 64·k: at least k runs). */
-static float kth_largest_run_max(mha_isa isa, const float *x, int64_t n, int64_t k)
+/* A value that at least k keys of x[0, n) reach (k <= 32, n >= 64·k): x's runs of 64 keys are
+ * dealt round-robin into k bins (each bin's runs spread over the whole row, so keys that cluster
+ * cannot crowd the others out), and the smallest of the k bins' maxima is taken: each bin holds a
+ * key at least that large. Branch-free; typically a few dozen keys reach it. */
+static float k_keys_reach(mha_isa isa, const float *x, int64_t n, int64_t k)
 {
-    float top[32]; /* the k largest maxima so far, largest first */
-    int64_t have = 0;
-    for (int64_t j = 0; j < n; j += 64) {
-        const float m = mha_run_max(isa, x + j, n - j < 64 ? n - j : 64);
-        if (have == k && m <= top[k - 1])
-            continue;
-        int64_t at = have < k ? have++ : k - 1;
-        while (at > 0 && top[at - 1] < m) {
-            top[at] = top[at - 1];
-            at--;
+    float bin[32], maxima[256];
+    for (int64_t i = 0; i < k; i++)
+        bin[i] = -INFINITY;
+    int64_t r = 0; /* runs dealt so far */
+    for (int64_t j0 = 0; j0 < n; j0 += 64 * 256) { /* 256 runs at a time */
+        const int64_t len = n - j0 < 64 * 256 ? n - j0 : 64 * 256;
+        mha_run_maxima64(isa, maxima, x + j0, len);
+        for (int64_t t = 0; t < (len + 63) / 64; t++, r++) {
+            float *b = &bin[r % k];
+            *b = maxima[t] > *b ? maxima[t] : *b;
         }
-        top[at] = m;
     }
-    return top[k - 1];
+    float t0 = bin[0];
+    for (int64_t i = 1; i < k; i++)
+        t0 = bin[i] < t0 ? bin[i] : t0;
+    return t0;
 }
 
 /* The pooled row p's partial row in this thread's buffer. */
@@ -431,12 +436,12 @@ static void emit_rows(mha_sink *s, int slot, const rows_view *v, int64_t j0, int
             int32_t *idx = s->indices + at * s->k;
             int64_t *size = &s->heap_size[(int64_t)slot * s->rb + (i - v->br0)];
             /* Most keys lose: only those that reach a threshold are offered to the heap, found
-             * vectorised. The threshold is the heap's root once it is full, and from the start
-             * the k-th largest of the run's 64-key maxima: k keys at least reach it, so no key
-             * below it can be among the k largest (keys equal to it are offered). */
+             * vectorised. The threshold is the heap's root once it is full, and from the start a
+             * value k keys reach (k_keys_reach), so no key below it can be among the k largest
+             * (keys equal to it are offered; rounding x·sc is monotonic). */
             float thr = *size == s->k ? vals[0] : -INFINITY;
             if (s->k <= 32 && n >= 128 * s->k) {
-                const float t0 = kth_largest_run_max(s->isa, x, n, s->k) * sc;
+                const float t0 = k_keys_reach(s->isa, x, n, s->k) * sc;
                 thr = t0 > thr ? t0 : thr;
             }
             int32_t cand[256];

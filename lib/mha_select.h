@@ -103,6 +103,9 @@ void mha_sink_end(mha_sink *s, int slot, int64_t b, int64_t i0, int64_t m);
 float mha_run_max(mha_isa isa, const float *x, int64_t n);
 double mha_run_sum(mha_isa isa, const float *x, int64_t n);
 
+/* out[r] = the largest of x's r-th run of 64 (the last run may be shorter): ceil(n/64) values. */
+void mha_run_maxima64(mha_isa isa, float *out, const float *x, int64_t n);
+
 /* The positions j < n (ascending, into idx, which has room for n) where x[j]·f >= thr; returns how
  * many. The product is rounded as the weights' own (x·inv). */
 int64_t mha_run_above(mha_isa isa, int32_t *idx, const float *x, int64_t n, float f, float thr);

@@ -173,6 +173,42 @@ __attribute__((target("avx512f"))) static double sum_avx512(const float *x, int6
     return s;
 }
 
+/* out[r] = the largest of x[64r, 64r+64) for r < n/64 (n a multiple of 64). */
+__attribute__((target("avx512f"))) static void maxima64_avx512(float *out, const float *x,
+                                                               int64_t n)
+{
+    for (int64_t r = 0; r < n / 64; r++) {
+        const float *p = x + 64 * r;
+        const __m512 a = _mm512_max_ps(_mm512_loadu_ps(p), _mm512_loadu_ps(p + 16));
+        const __m512 b = _mm512_max_ps(_mm512_loadu_ps(p + 32), _mm512_loadu_ps(p + 48));
+        __m512 m = _mm512_max_ps(a, b);
+        /* the 16 lanes to one: 8, 4, 2, 1 */
+        __m256 h = _mm256_max_ps(_mm512_castps512_ps256(m),
+                                 _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(m), 1)));
+        __m128 q = _mm_max_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+        q = _mm_max_ps(q, _mm_movehl_ps(q, q));
+        q = _mm_max_ss(q, _mm_shuffle_ps(q, q, 1));
+        out[r] = _mm_cvtss_f32(q);
+    }
+}
+
+__attribute__((target("avx2"))) static void maxima64_avx2(float *out, const float *x, int64_t n)
+{
+    for (int64_t r = 0; r < n / 64; r++) {
+        const float *p = x + 64 * r;
+        __m256 m = _mm256_max_ps(_mm256_max_ps(_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8)),
+                                 _mm256_max_ps(_mm256_loadu_ps(p + 16), _mm256_loadu_ps(p + 24)));
+        m = _mm256_max_ps(m, _mm256_max_ps(_mm256_max_ps(_mm256_loadu_ps(p + 32),
+                                                         _mm256_loadu_ps(p + 40)),
+                                           _mm256_max_ps(_mm256_loadu_ps(p + 48),
+                                                         _mm256_loadu_ps(p + 56))));
+        __m128 q = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+        q = _mm_max_ps(q, _mm_movehl_ps(q, q));
+        q = _mm_max_ss(q, _mm_shuffle_ps(q, q, 1));
+        out[r] = _mm_cvtss_f32(q);
+    }
+}
+
 __attribute__((target("avx2"))) static float max_avx2(const float *x, int64_t n)
 {
     __m256 m0 = _mm256_set1_ps(-INFINITY), m1 = m0;
@@ -274,4 +310,22 @@ int64_t mha_run_above(mha_isa isa, int32_t *idx, const float *x, int64_t n, floa
 #endif
     (void)isa;
     return above_portable(idx, x, n, f, thr);
+}
+
+void mha_run_maxima64(mha_isa isa, float *out, const float *x, int64_t n)
+{
+#ifdef HAVE_X86_KERNELS
+    if (isa == MHA_ISA_AVX512) {
+        maxima64_avx512(out, x, n - n % 64);
+    } else if (isa == MHA_ISA_AVX2) {
+        maxima64_avx2(out, x, n - n % 64);
+    } else
+#endif
+    {
+        for (int64_t r = 0; r < n / 64; r++)
+            out[r] = max_portable(x + 64 * r, 64);
+    }
+    (void)isa;
+    if (n % 64)
+        out[n / 64] = max_portable(x + n - n % 64, n % 64);
 }
