@@ -9,6 +9,8 @@
 #                   benchmarks (bench/; installs the peers when missing); never part of the tests
 #   make bench-long the same for L = S = 1024 ... 16384 (N=1, E=1024, H=16): engine and fused ORT
 #   make fuzz       build the libFuzzer harnesses in build-fuzz/ (clang; fuzz/run.sh NAME SECONDS runs one)
+#   make fuzz-check every harness on its committed corpus, then a short run each (CI; fuzz/check.sh)
+#   make soak       SOAK_MINUTES (10) of mixed load on one daemon: errors, latency, RSS each minute
 #   make golden     regenerate tests/golden/ and tests/golden_select/ from torch (needs /usr/bin/python3 with torch)
 #   make test-ui    the viewer (/ui) in headless Chromium (tests/ui/run_browser.sh; installs chromium, playwright-core)
 #   make test-examples   examples/client.py and client.mjs against a daemon (installs python3-numpy,
@@ -60,7 +62,7 @@ BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 DEB_PKGS  := gcc make libmicrohttpd-dev libjansson-dev libopenblas-dev libcurl4-openssl-dev curl
 DEPS_STAMP := $(BUILD)/.deps-ok
 
-.PHONY: all deps run test asan ubsan tsan bench bench-long golden clean format fuzz test-ui test-examples test-container test-scale bench-scale
+.PHONY: all deps run test asan ubsan tsan bench bench-long golden clean format fuzz fuzz-bins fuzz-check soak test-ui test-examples test-container test-scale bench-scale
 all: $(BUILD)/attnd
 
 deps: $(DEPS_STAMP)
@@ -115,6 +117,22 @@ $(BUILD)/bench/%: $(BUILD)/bench/%.o $(BUILD)/libsrv.a $(BUILD)/libmha.a
 	$(call say,LD,$@)
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LIBS) $(TEST_LIBS)
 
+# libFuzzer harnesses: fuzz/build.sh builds them with BUILD=build-fuzz CC=clang FUZZ=1 (every object
+# instrumented for coverage; each harness linked with libFuzzer's main)
+FUZZ_BIN := $(patsubst fuzz/%.c,$(BUILD)/fuzz/%,$(wildcard fuzz/fuzz_*.c))
+ifneq ($(FUZZ),)
+# ... and bodies of 16 KiB already go to a worker and the base64 predecoder (64 KiB and 1 MiB in
+# the daemon), so that fuzz_http reaches both with inputs that cost a millisecond, not a hundred
+CFLAGS   += -fsanitize=fuzzer-no-link -DSRV_OFFLOAD_MIN_BODY=16384 -DSRV_PREDECODE_MIN_BODY=16384
+endif
+$(BUILD)/fuzz/%: $(BUILD)/fuzz/%.o $(BUILD)/libsrv.a $(BUILD)/libmha.a
+	$(call say,LD,$@)
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -fsanitize=fuzzer -o $@ $^ $(LIBS)
+fuzz-bins: $(FUZZ_BIN)
+# fuzz_datadir_tree changes files while the data dir code reads them: its read() and fstatat() calls
+# pass through the harness
+$(BUILD)/fuzz/fuzz_datadir_tree: LDFLAGS += -Wl,--wrap=read,--wrap=fstatat
+
 # bench_engine times the attention core by wrapping the pool's parallel-for (see its header)
 $(BUILD)/bench/bench_engine: LDFLAGS += -Wl,--wrap=mha_pool_run,--wrap=mha_pool_run_limit
 
@@ -159,6 +177,12 @@ bench-scale: $(BUILD)/attnd
 
 fuzz:
 	fuzz/build.sh
+
+fuzz-check:
+	fuzz/check.sh
+
+soak: $(BUILD)/attnd
+	python3 scripts/soak.py --attnd $(BUILD)/attnd --dir $(BUILD)/soak
 
 golden:
 	/usr/bin/python3 tests/torch/gen_golden.py

@@ -64,7 +64,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     srv_dd_layer dl;
     srv_error err = {0};
-    if (srv_datadir_read(dd, "x", MAX_EL, &dl, &err) != 0) {
+    if (srv_datadir_read(dd, "x", MAX_EL, &dl, &err, NULL) != 0) {
         if (err.code == SRV_OK || !err.message[0])
             FAIL("refused without an error");
         if (dl.config || dl.weights.n)

@@ -271,10 +271,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 for (int64_t i = 0; i < rows; i++) {
                     double sum = 0;
                     for (int64_t j = 0; j < S; j++) {
-                        float x = w[i * S + j];
-                        if (!(x >= 0 && x <= 1.0f + 1e-6f))
-                            FAIL("weight row %lld col %lld = %g", (long long)i, (long long)j, x);
-                        sum += x;
+                        float wv = w[i * S + j];
+                        if (!(wv >= 0 && wv <= 1.0f + 1e-6f))
+                            FAIL("weight row %lld col %lld = %g", (long long)i, (long long)j, wv);
+                        sum += wv;
                     }
                     /* averaged rows mix heads: a row whose heads are all masked sums to 0, one
                      * where only some are sums to a multiple of 1/H */

@@ -47,6 +47,7 @@ typedef enum mha_status {
     MHA_ERR_LIMIT,    /* a size is over a limit or overflows; refused before allocating            */
     MHA_ERR_NOMEM,    /* an allocation failed                                                      */
     MHA_ERR_ARG,      /* a programming error by the caller (NULL where a pointer is required)      */
+    MHA_ERR_CANCELLED, /* the caller's cancel flag was set during the pass (mha_inputs.cancel)     */
 } mha_status;
 
 typedef struct mha_error {
@@ -208,6 +209,12 @@ mha_pool *mha_pool_create(int threads, mha_error *err);
 void mha_pool_free(mha_pool *pool);
 int mha_pool_threads(const mha_pool *pool);
 
+/* mha_layer_init on the threads of pool (NULL: the caller's only), at memory speed for large
+ * layers: the values are exactly mha_layer_init's, whatever the number of threads (each thread
+ * starts its share of the generator's stream where drawing in order would have reached it). */
+mha_status mha_layer_init_pool(mha_layer *layer, const char *method, uint64_t seed,
+                               mha_pool *pool, mha_error *err);
+
 /* Sets OpenBLAS's own thread count (openblas_set_num_threads). The engine calls BLAS from its pool
  * threads, so a process that uses a pool should set this to 1 once at start. */
 void mha_blas_set_threads(int threads);
@@ -315,6 +322,11 @@ typedef struct mha_inputs {
      * position: never rotated, ALiBi bias 0, never masked (causal and window included). */
     mha_positions positions;     /* [L] or [N,L] ([L] unbatched)                                 */
     mha_positions key_positions; /* [S0] or [N,S0] ([S0] unbatched)                              */
+    /* NULL, or a flag another thread may set (to nonzero, with an atomic store) to stop the pass:
+     * mha_forward looks at it between blocks of work (a block of query rows of every head, a tile
+     * of a projection; milliseconds each at sizes a server accepts), skips what is left and
+     * returns MHA_ERR_CANCELLED. Read with __atomic_load_n; never written by the engine. */
+    const int *cancel;
 } mha_inputs;
 
 /* What a forward pass will take and give, computed and checked before anything is allocated. */
@@ -412,7 +424,9 @@ typedef struct mha_trace {
  * that fits under the layer's max_workspace_bytes (the attention runs on fewer threads when they
  * do not all fit: a pass planned under the layer's limits never fails for want of room), and
  * frees it before returning (a pool may keep it for the next pass). MHA_ERR_NOMEM when that
- * fails; nothing is written to the outputs' contents in that case that the caller may rely on. */
+ * fails; nothing is written to the outputs' contents in that case that the caller may rely on.
+ * MHA_ERR_CANCELLED when in->cancel was set during the pass: it stops within a block of work, the
+ * scratch is freed (or kept by the pool) as after any pass, and the outputs hold nothing usable. */
 mha_status mha_forward(const mha_layer *layer, const mha_inputs *in, const mha_plan *plan,
                        float *output, float *attn_weights, const mha_trace *trace, mha_pool *pool,
                        mha_error *err);

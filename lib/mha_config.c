@@ -28,6 +28,8 @@ const char *mha_status_name(mha_status status)
         return "nomem";
     case MHA_ERR_ARG:
         return "arg";
+    case MHA_ERR_CANCELLED:
+        return "cancelled";
     }
     return "unknown";
 }

@@ -56,7 +56,18 @@ typedef struct gemm_set {
     int64_t ntasks;
     float *pack; /* NULL: cblas_sgemm; else mha_gemm_avx512 with [slot][pack_floats] buffers */
     int64_t pack_floats;
+    const int *cancel; /* mha_inputs.cancel: set before gemm_add, which then tiles even on one thread */
 } gemm_set;
+
+/* Multiply-adds a tile of a GEMM holds at most when a pass can be cancelled: a few milliseconds of
+ * one core, so a cancelled pass stops that soon even in a projection run on one thread. */
+#define CANCEL_TILE_MADDS (1 << 28)
+
+/* True once the caller set the pass's cancel flag (mha_inputs.cancel). */
+static inline bool cancelled(const int *flag)
+{
+    return flag && __atomic_load_n(flag, __ATOMIC_RELAXED);
+}
 
 /* Boundary of part p of n over [0, len), on a multiple of 16 (kernel-friendly) except the end. */
 static int64_t part_bound(int64_t len, int64_t p, int64_t n)
@@ -73,12 +84,15 @@ static void gemm_add(gemm_set *set, const float *A, int64_t lda, const float *W,
     gemm_job *g = &set->job[set->n++];
     *g = (gemm_job){A, lda, W, bias, C, ldc, M, Nc, K, 1, 1, set->ntasks};
     double work = (double)M * (double)Nc * (double)K;
-    if (threads > 1 && work >= 1 << 20) {
+    if ((threads > 1 || set->cancel) && work >= 1 << 20) {
         /* Two tiles per thread, so a thread slowed by a neighbour on the machine hands part of
          * its share to the other. Each tile makes OpenBLAS repack the operand it shares with the
          * other tiles (all of W for row tiles, all of A for column tiles): splitting the longer
-         * side keeps that below ~1/(4·side) of the work. Tiles keep at least 64 rows/columns. */
+         * side keeps that below ~1/(4·side) of the work. Tiles keep at least 64 rows/columns.
+         * A pass that can be cancelled also keeps tiles under CANCEL_TILE_MADDS. */
         int64_t want = 2 * (int64_t)threads, side = M >= Nc ? M : Nc;
+        if (set->cancel && work / CANCEL_TILE_MADDS + 1 > (double)want)
+            want = (int64_t)(work / CANCEL_TILE_MADDS) + 1;
         int64_t parts = side / 64 < want ? side / 64 : want;
         if (parts > 1) {
             if (M >= Nc)
@@ -93,6 +107,8 @@ static void gemm_add(gemm_set *set, const float *A, int64_t lda, const float *W,
 static void gemm_task(void *arg, int64_t task, int slot)
 {
     const gemm_set *set = arg;
+    if (cancelled(set->cancel))
+        return;
     const gemm_job *g = &set->job[0];
     for (int i = 1; i < set->n && task >= set->job[i].first_task; i++)
         g = &set->job[i];
@@ -234,6 +250,8 @@ static void sink_block(mha_sink *s, int slot, int64_t b, int64_t h, int64_t i0, 
 static void attention_task(void *arg, int64_t task, int slot)
 {
     const fwd *f = arg;
+    if (cancelled(f->in->cancel))
+        return; /* the rest of a cancelled pass: nothing to do */
     const mha_layer *layer = f->layer;
     const mha_inputs *in = f->in;
     const int64_t S0 = f->S0, S = f->S, H = f->H, hd = f->hd, L = f->L;
@@ -643,7 +661,7 @@ mha_status mha_forward_select(const mha_layer *layer, const mha_inputs *in, cons
     /* The projections' own GEMM (when OpenBLAS's kernels are weaker than the CPU) packs weights
      * in the same per-thread slots the attention uses later. */
     const bool own_gemm = mha_own_gemm(plan);
-    gemm_set proj = {.n = 0};
+    gemm_set proj = {.n = 0, .cancel = in->cancel};
     if (self) { /* one GEMM: [N·L,E]·[Dq+2Dkv,E]ᵀ -> q | k | v side by side */
         const int64_t W = Dq + 2 * Dkv;
         float *qkv = carve(&cursor, N * L * W);
@@ -737,7 +755,7 @@ mha_status mha_forward_select(const mha_layer *layer, const mha_inputs *in, cons
     mha_pool_run_limit(pool, N * f.nblk, attention_task, &f, work_threads);
     for (int k = 0; k < 3; k++)
         mha_sink_free(&sinks[k]);
-    gemm_set out = {.n = 0, .pack = proj.pack, .pack_floats = proj.pack_floats};
+    gemm_set out = {.n = 0, .pack = proj.pack, .pack_floats = proj.pack_floats, .cancel = in->cancel};
     int64_t o_bs, o_rs;
     strides(&f, L, E, &o_bs, &o_rs);
     gemm_add(&out, f.cat, Dq, layer->w_out, layer->b_out, output, E, N * L, E, Dq, threads);
@@ -745,5 +763,7 @@ mha_status mha_forward_select(const mha_layer *layer, const mha_inputs *in, cons
     if (trace)
         trace_outputs(&f, output, o_bs, o_rs);
     mha_pool_scratch_put(pool, &scratch);
+    if (cancelled(in->cancel))
+        return mha_fail(err, MHA_ERR_CANCELLED, "", "the pass was cancelled by its caller");
     return MHA_OK;
 }

@@ -8,6 +8,7 @@
 #include "mha.h"
 
 #include <stdarg.h>
+#include <stdint.h>
 
 /* ---------------------------------------------------------------------------------------------- */
 /* Errors and sizes                                                                               */
@@ -48,7 +49,8 @@ struct mha_layer {
     int nparams;
     mha_param_info info[MHA_MAX_PARAMS];
     float *param[MHA_MAX_PARAMS]; /* into data                                      */
-    float *data;                  /* every parameter, one allocation                */
+    float *data;                  /* every parameter, one allocation, 64-byte aligned */
+    void *block;                  /* that allocation (calloc'd: data is inside it)  */
     /* Shortcuts into data (NULL when the config has no such parameter). */
     const float *w_in;            /* [Dq+2Dkv,E] packed                             */
     const float *w_q, *w_k, *w_v; /* [Dq,E], [Dkv,Kd], [Dkv,Vd] (into w_in, packed) */
@@ -93,6 +95,30 @@ void mha_pool_run_limit(mha_pool *pool, int64_t ntasks, mha_task_fn fn, void *ar
  * zeroing and faults. pool NULL: plain mha_scratch_alloc / mha_scratch_free. */
 void *mha_pool_scratch_get(mha_pool *pool, mha_scratch *s, size_t bytes);
 void mha_pool_scratch_put(mha_pool *pool, mha_scratch *s);
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Generator (mha_rng.c): xoshiro256** seeded through splitmix64, the stream layers are drawn from */
+
+typedef struct mha_rng {
+    uint64_t s[4];
+} mha_rng;
+
+void mha_rng_seed(mha_rng *r, uint64_t seed);
+uint64_t mha_rng_next(mha_rng *r);
+double mha_rng_unit(mha_rng *r); /* uniform in [0, 1), 53 random bits: one draw */
+
+/* Moves r on by steps draws, one at a time. */
+void mha_rng_advance(mha_rng *r, uint64_t steps);
+
+/* The generator's step raised to the power 2^log2_steps, as a 256×256 bit matrix (8 KiB; making it
+ * costs log2_steps matrix squarings, a few milliseconds for 2^20): applying it moves a state on by
+ * 2^log2_steps draws at once, so threads can start anywhere in the stream. */
+typedef struct mha_rng_jump {
+    uint64_t col[256][4];
+} mha_rng_jump;
+
+void mha_rng_jump_make(mha_rng_jump *j, int log2_steps);
+void mha_rng_jump_apply(const mha_rng_jump *j, mha_rng *r);
 
 /* ---------------------------------------------------------------------------------------------- */
 /* Softmax                                                                                        */

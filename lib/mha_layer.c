@@ -2,9 +2,9 @@
  * mha_layer.c - layers: every parameter in one allocation, copied in with exact shape and value
  * checks, and initialised as torch's MultiheadAttention._reset_parameters does.
  *
- * The initialiser uses its own generator (splitmix64-seeded xoshiro256**, Box-Muller for normals)
- * so that the same seed gives the same weights on every machine; it cannot reproduce torch's own
- * random stream, only its distributions.
+ * The initialiser uses its own generator (splitmix64-seeded xoshiro256**, mha_rng.c; Box-Muller
+ * for normals) so that the same seed gives the same weights on every machine, and on any number of
+ * threads; it cannot reproduce torch's own random stream, only its distributions.
  */
 #include "mha_internal.h"
 
@@ -48,14 +48,16 @@ mha_layer *mha_layer_create(const mha_config *cfg, const mha_limits *limits, mha
             return NULL;
         }
     }
-    layer->data = aligned_alloc(64, (size_t)total * sizeof(float));
-    if (!layer->data) {
+    /* calloc: a large block comes zeroed from the kernel, page by page as it is first written
+     * (by the threads of an initialisation, or the copy of given weights), not by a memset here */
+    layer->block = calloc(1, (size_t)total * sizeof(float) + 64);
+    if (!layer->block) {
         mha_layer_free(layer);
         mha_fail(err, MHA_ERR_NOMEM, "layer", "out of memory allocating %lld parameters",
                  (long long)total);
         return NULL;
     }
-    memset(layer->data, 0, (size_t)total * sizeof(float));
+    layer->data = (float *)(((uintptr_t)layer->block + 63) & ~(uintptr_t)63);
     for (int i = 0; i < layer->nparams; i++) {
         float *p = layer->data + offset[i];
         const char *name = layer->info[i].name;
@@ -92,7 +94,7 @@ void mha_layer_free(mha_layer *layer)
 {
     if (!layer)
         return;
-    free(layer->data);
+    free(layer->block);
     free(layer);
 }
 
@@ -180,66 +182,78 @@ mha_status mha_layer_set_param(mha_layer *layer, const char *name, const float *
 }
 
 /* ---------------------------------------------------------------------------------------------- */
-/* Deterministic generator: xoshiro256** seeded through splitmix64.                               */
+/* Initialisation: one stream of draws (mha_rng), parameter after parameter in state_dict order,
+ * filled in chunks on the pool's threads. A chunk's first state is found by jumps (mha_rng.c), so
+ * every value is the one a single thread drawing in order gives, whatever the threads.            */
 
-typedef struct rng {
-    uint64_t s[4];
-} rng;
+#define INIT_CHUNK_LOG2 18                      /* draws per chunk: 262144 (1 MiB of floats)   */
+#define INIT_CHUNK ((int64_t)1 << INIT_CHUNK_LOG2)
+#define INIT_PARALLEL_MIN ((int64_t)1 << 20)    /* fewer draws than this: in order, no jumps  */
 
-static uint64_t splitmix64(uint64_t *x)
+typedef enum init_kind { INIT_ZERO, INIT_UNIFORM, INIT_NORMAL } init_kind;
+
+/* out[i] = (2u - 1)·bound for one draw u each. The draws are taken in batches first (the stream
+ * is sequential), then converted in a loop the compiler can pipeline: the same arithmetic on the
+ * same numbers as drawing and converting one at a time, so the same values, twice as fast. */
+static void fill_uniform(float *out, int64_t n, double bound, mha_rng *r)
 {
-    uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
+    uint64_t bits[256];
+    for (int64_t i = 0; i < n; i += 256) {
+        int m = n - i < 256 ? (int)(n - i) : 256;
+        for (int k = 0; k < m; k++)
+            bits[k] = mha_rng_next(r) >> 11; /* 53 bits: mha_rng_unit's */
+        for (int k = 0; k < m; k++)
+            out[i + k] = (float)((2.0 * ((double)(int64_t)bits[k] * 0x1.0p-53) - 1.0) * bound);
+    }
 }
 
-static void rng_seed(rng *r, uint64_t seed)
-{
-    for (int i = 0; i < 4; i++)
-        r->s[i] = splitmix64(&seed);
-}
-
-static uint64_t rotl(uint64_t x, int k)
-{
-    return (x << k) | (x >> (64 - k));
-}
-
-static uint64_t rng_next(rng *r)
-{
-    uint64_t *s = r->s;
-    uint64_t result = rotl(s[1] * 5, 7) * 9;
-    uint64_t t = s[1] << 17;
-    s[2] ^= s[0];
-    s[3] ^= s[1];
-    s[1] ^= s[2];
-    s[0] ^= s[3];
-    s[2] ^= t;
-    s[3] = rotl(s[3], 45);
-    return result;
-}
-
-/* Uniform double in [0, 1) with 53 random bits. */
-static double rng_unit(rng *r)
-{
-    return (double)(rng_next(r) >> 11) * 0x1.0p-53;
-}
-
-static void fill_uniform(float *out, int64_t n, double bound, rng *r)
-{
-    for (int64_t i = 0; i < n; i++)
-        out[i] = (float)((2.0 * rng_unit(r) - 1.0) * bound);
-}
-
-static void fill_normal(float *out, int64_t n, double std, rng *r)
+/* Box-Muller: two draws for each pair of values (the last one of an odd n too). */
+static void fill_normal(float *out, int64_t n, double std, mha_rng *r)
 {
     for (int64_t i = 0; i < n; i += 2) {
-        double u1 = rng_unit(r), u2 = rng_unit(r);
+        double u1 = mha_rng_unit(r), u2 = mha_rng_unit(r);
         double rad = sqrt(-2.0 * log(1.0 - u1)); /* 1 - u1 is in (0, 1]: log is finite */
         out[i] = (float)(std * rad * cos(2.0 * M_PI * u2));
         if (i + 1 < n)
             out[i + 1] = (float)(std * rad * sin(2.0 * M_PI * u2));
     }
+}
+
+/* One run of values of one parameter: out[0, n) drawn from draw `first` of the stream on. */
+typedef struct init_piece {
+    float *out;
+    int64_t n;
+    init_kind kind;
+    double scale;  /* bound (uniform) or standard deviation (normal) */
+    int64_t first; /* draw index in the stream                       */
+} init_piece;
+
+typedef struct init_job {
+    init_piece *pieces;
+    const mha_rng *starts; /* [chunk]: the state at draw chunk · INIT_CHUNK */
+} init_job;
+
+static void fill_piece(const init_piece *p, mha_rng *r)
+{
+    if (p->kind == INIT_ZERO)
+        memset(p->out, 0, (size_t)p->n * sizeof(float));
+    else if (p->kind == INIT_UNIFORM)
+        fill_uniform(p->out, p->n, p->scale, r);
+    else
+        fill_normal(p->out, p->n, p->scale, r);
+}
+
+static void init_task(void *arg, int64_t t, int slot)
+{
+    const init_job *j = arg;
+    const init_piece *p = &j->pieces[t];
+    mha_rng r = {{0}};
+    if (p->kind != INIT_ZERO) {
+        int64_t chunk = p->first >> INIT_CHUNK_LOG2;
+        r = j->starts[chunk];
+        mha_rng_advance(&r, (uint64_t)(p->first - (chunk << INIT_CHUNK_LOG2)));
+    }
+    fill_piece(p, &r);
 }
 
 /* torch.nn.init._calculate_fan_in_and_fan_out: fan_in = shape[1]·receptive, fan_out =
@@ -255,34 +269,94 @@ static void fans(const mha_param_info *p, double *fan_in, double *fan_out)
 
 mha_status mha_layer_init(mha_layer *layer, const char *method, uint64_t seed, mha_error *err)
 {
+    return mha_layer_init_pool(layer, method, seed, NULL, err);
+}
+
+mha_status mha_layer_init_pool(mha_layer *layer, const char *method, uint64_t seed,
+                               mha_pool *pool, mha_error *err)
+{
     if (!layer || !method)
         return mha_fail(err, MHA_ERR_ARG, "init", "init: NULL argument");
     bool zeros = !strcmp(method, "zeros");
     if (!zeros && strcmp(method, "xavier_uniform"))
         return mha_fail(err, MHA_ERR_CONFIG, "method",
                         "unknown init method \"%s\" (use \"xavier_uniform\" or \"zeros\")", method);
-    rng r;
-    rng_seed(&r, seed);
-    /* In state_dict order, each parameter from the same stream. */
+    /* What each parameter is drawn from, and where in the stream, in state_dict order. */
+    init_piece whole[MHA_MAX_PARAMS];
+    int64_t draws = 0;
     for (int i = 0; i < layer->nparams; i++) {
         const mha_param_info *p = &layer->info[i];
-        float *data = layer->param[i];
         const char *name = p->name;
+        init_piece *w = &whole[i];
+        *w = (init_piece){layer->param[i], p->count, INIT_ZERO, 0, draws};
+        if (zeros || p->ndim == 1)
+            continue; /* biases are zero in torch */
         double fan_in, fan_out;
-        if (zeros || p->ndim == 1) {
-            memset(data, 0, (size_t)p->count * sizeof(float)); /* biases are zero in torch */
-            continue;
-        }
         fans(p, &fan_in, &fan_out);
         if (!strcmp(name, "out_proj.weight")) {
             /* kaiming_uniform_(a=sqrt(5)): gain sqrt(2/(1+5)), bound gain·sqrt(3/fan_in). */
-            fill_uniform(data, p->count, 1.0 / sqrt(fan_in), &r);
+            *w = (init_piece){w->out, w->n, INIT_UNIFORM, 1.0 / sqrt(fan_in), draws};
+            draws += p->count;
         } else if (!strcmp(name, "bias_k") || !strcmp(name, "bias_v")) {
-            fill_normal(data, p->count, sqrt(2.0 / (fan_in + fan_out)), &r);
+            *w = (init_piece){w->out, w->n, INIT_NORMAL, sqrt(2.0 / (fan_in + fan_out)), draws};
+            draws += (p->count + 1) / 2 * 2;
         } else {
             /* in_proj_weight [Dq+2Dkv,E] is one tensor to torch: fan_in E, fan_out Dq+2Dkv. */
-            fill_uniform(data, p->count, sqrt(6.0 / (fan_in + fan_out)), &r);
+            *w = (init_piece){w->out, w->n, INIT_UNIFORM, sqrt(6.0 / (fan_in + fan_out)), draws};
+            draws += p->count;
         }
     }
+
+    mha_rng r;
+    mha_rng_seed(&r, seed);
+    int64_t total = 0;
+    for (int i = 0; i < layer->nparams; i++)
+        total += whole[i].n;
+    if (!pool || mha_pool_threads(pool) < 2 || total < INIT_PARALLEL_MIN) {
+        for (int i = 0; i < layer->nparams; i++) /* in order: the stream as it comes */
+            fill_piece(&whole[i], &r);
+        return MHA_OK;
+    }
+
+    /* Cut every parameter at the stream's chunk boundaries (zeros: at the same size), find each
+     * chunk's first state, and fill the pieces in parallel. */
+    int64_t nchunks = draws / INIT_CHUNK + 1, npieces = layer->nparams;
+    for (int i = 0; i < layer->nparams; i++)
+        npieces += whole[i].n / INIT_CHUNK + 1;
+    init_piece *pieces = malloc((size_t)npieces * sizeof *pieces);
+    mha_rng *starts = malloc((size_t)nchunks * sizeof *starts);
+    mha_rng_jump *jump = malloc(sizeof *jump);
+    if (!pieces || !starts || !jump) {
+        free(pieces);
+        free(starts);
+        free(jump);
+        return mha_fail(err, MHA_ERR_NOMEM, "init", "out of memory initialising a layer");
+    }
+    int64_t n = 0;
+    for (int i = 0; i < layer->nparams; i++) {
+        const init_piece *w = &whole[i];
+        if (w->kind == INIT_NORMAL) { /* pairs of draws: kept whole (bias_k, bias_v: [1,1,E]) */
+            pieces[n++] = *w;
+            continue;
+        }
+        for (int64_t done = 0; done < w->n;) {
+            int64_t pos = w->first + done; /* a zero piece draws nothing: cut by size alone */
+            int64_t room = w->kind == INIT_ZERO ? INIT_CHUNK : INIT_CHUNK - (pos & (INIT_CHUNK - 1));
+            int64_t len = w->n - done < room ? w->n - done : room;
+            pieces[n++] = (init_piece){w->out + done, len, w->kind, w->scale, pos};
+            done += len;
+        }
+    }
+    mha_rng_jump_make(jump, INIT_CHUNK_LOG2);
+    starts[0] = r;
+    for (int64_t c = 1; c < nchunks; c++) {
+        starts[c] = starts[c - 1];
+        mha_rng_jump_apply(jump, &starts[c]);
+    }
+    init_job job = {pieces, starts};
+    mha_pool_run(pool, n, init_task, &job);
+    free(pieces);
+    free(starts);
+    free(jump);
     return MHA_OK;
 }

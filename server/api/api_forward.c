@@ -3,7 +3,7 @@
  *
  * Body: {"query": T, "key": T, "value": T, "key_padding_mask": T, "attn_mask": T, "is_causal": b,
  *        "need_weights": b, "average_attn_weights": b, "positions": P, "key_positions": P,
- *        "encoding": "nested"|"flat"|"base64"}
+ *        "weights_select": {...}, "need_output": b, "encoding": "nested"|"flat"|"base64"}
  * (T in any form of tensor.h, P of positions.h; null = absent; is_causal left out = the layer's),
  * and for a trace "stages": [names] (trace.h). The reply is written straight into one buffer that
  * is handed to libmicrohttpd as it is.
@@ -17,10 +17,11 @@
 #include "body.h"
 #include "forward.h"
 
-#define FORWARD_FIELDS                                                                            \
+#define COMMON_FIELDS                                                                             \
     "query, key, value, key_padding_mask, attn_mask, is_causal, need_weights, "                   \
     "average_attn_weights, positions, key_positions, weights_select, encoding"
-#define TRACE_FIELDS FORWARD_FIELDS ", stages"
+#define FORWARD_FIELDS COMMON_FIELDS ", need_output"
+#define TRACE_FIELDS COMMON_FIELDS ", stages"
 
 /* The members whose values are tensors: the scan only delimits them, srv_member_tensor checks them. */
 static const char *const forward_tensors[] = {"query", "key", "value", "key_padding_mask",
@@ -59,6 +60,8 @@ static int read_forward(const srv_app *app, const srv_request *req, const srv_js
         }
         else if (!strcmp(k, "need_weights"))
             flag = &args->need_weights;
+        else if (!stages && !strcmp(k, "need_output"))
+            flag = &args->need_output;
         else if (!strcmp(k, "average_attn_weights"))
             flag = &args->average_attn_weights;
         else if (!strcmp(k, "encoding")) {
@@ -97,6 +100,11 @@ static int read_forward(const srv_app *app, const srv_request *req, const srv_js
     }
     if (!args->query.data)
         return srv_error_set(err, SRV_E_MISSING_FIELD, "query", "query is required");
+    if (!args->need_output && !args->need_weights && !args->select.given)
+        return srv_error_set(err, SRV_E_BAD_REQUEST, "need_output",
+                             "need_output is false and no weights are asked for: the reply would "
+                             "be empty; ask for weights (need_weights or weights_select), or "
+                             "leave need_output out");
     /* The API defines key and value both left out (self-attention) and value left out (= key);
      * value without key is neither, and torch has no such call: most likely a key forgotten */
     if (args->value.data && !args->key.data)
@@ -106,15 +114,38 @@ static int read_forward(const srv_app *app, const srv_request *req, const srv_js
     return 0;
 }
 
-/* Reads a forward body into args and enc (a trace's: stages too). */
-static int parse_forward(const srv_app *app, const srv_request *req, srv_forward_args *args,
-                         srv_encoding *enc, unsigned *stages, srv_error *err)
+/* --max-request-flops from the shapes that query and key declare (the flat and base64 forms do),
+ * before their data is decoded: 0, or -1 with err (413 too_costly). Nested tensors, and shapes that
+ * do not fit the layer, are left to the pass's own checks. */
+static int check_cost_early(const srv_app *app, const mha_config *cfg, const srv_json_member *m,
+                            int n, srv_error *err)
+{
+    const srv_json_member *qm = NULL, *km = NULL;
+    for (int i = 0; i < n; i++) {
+        if (!strcmp(m[i].key, "query"))
+            qm = &m[i];
+        else if (!strcmp(m[i].key, "key") && !srv_member_is_null(&m[i]))
+            km = &m[i];
+    }
+    int64_t q[SRV_TENSOR_MAX_DIMS], k[SRV_TENSOR_MAX_DIMS];
+    int qn = 0, kn = 0;
+    if (!qm || !srv_tensor_peek_shape(qm->value, qm->value_len, q, &qn) ||
+        (km && !srv_tensor_peek_shape(km->value, km->value_len, k, &kn)))
+        return 0;
+    return srv_forward_check_cost(app, cfg, qn, q, kn, km ? k : NULL, err);
+}
+
+/* Reads a forward body for a layer of config cfg into args and enc (a trace's: stages too). */
+static int parse_forward(const srv_app *app, const mha_config *cfg, const srv_request *req,
+                         srv_forward_args *args, srv_encoding *enc, unsigned *stages,
+                         srv_error *err)
 {
     srv_json_member m[SRV_BODY_MAX_MEMBERS];
     int n = srv_body_scan_request(app, req, forward_tensors, m, err);
     if (n < 0)
         return -1;
-    if (read_forward(app, req, m, n, args, enc, stages, err) < 0)
+    if (check_cost_early(app, cfg, m, n, err) < 0 ||
+        read_forward(app, req, m, n, args, enc, stages, err) < 0)
         return srv_body_recheck(app, req->body, req->body_len, err);
     return 0;
 }
@@ -281,25 +312,36 @@ static int run(srv_app *app, const srv_request *req, srv_response *resp, bool tr
     int rc = -1;
     double t0 = srv_now(), t1 = t0, t2 = t0, t3 = t0;
     bool average = true;
-    if (parse_forward(app, req, &args, &enc, trace ? &stages : NULL, err) < 0)
+    args.cancel = req->gone;
+    if (parse_forward(app, mha_layer_config(layer->layer), req, &args, &enc,
+                      trace ? &stages : NULL, err) < 0)
         goto out;
     t1 = srv_now();
     if (srv_forward_run(app, layer, &args, stages, &r, err) < 0)
         goto out;
     average = args.average_attn_weights;
+    bool need_output = args.need_output;
     t2 = srv_now();
+    if (srv_request_gone(req)) { /* nobody will read the reply: do not write it */
+        srv_error_set(err, SRV_E_CANCELLED, "", "the client hung up");
+        goto out;
+    }
     /* the inputs are not needed any more: give their memory back before writing the reply */
     srv_forward_args_free(&args);
     srv_forward_args_init(&args);
 
     srv_buf *b = &resp->body;
     if (!trace) {
-        srv_response_reserve(resp, estimate(r.plan.out_count, enc) +
+        srv_response_reserve(resp, (need_output ? estimate(r.plan.out_count, enc) : 0) +
                                        estimate(r.plan.weights_count, enc) * (r.plan.top_k ? 2 : 1));
-        srv_buf_puts(b, "{\"output\":");
-        write_tensor(b, r.output, r.plan.out_ndim, r.plan.out_shape, enc);
+        srv_buf_putc(b, '{');
+        if (need_output) {
+            srv_buf_puts(b, "\"output\":");
+            write_tensor(b, r.output, r.plan.out_ndim, r.plan.out_shape, enc);
+        }
+        const char *sep = need_output ? "," : "";
         if (r.attn_weights && r.plan.top_k) { /* a selection's strongest keys per row */
-            srv_buf_puts(b, ",\"attn_topk\":{\"indices\":");
+            srv_buf_printf(b, "%s\"attn_topk\":{\"indices\":", sep);
             srv_tensor_write_i32(b, r.topk_indices, r.plan.weights_ndim, r.plan.weights_shape,
                                  enc);
             srv_buf_puts(b, ",\"values\":");
@@ -307,7 +349,7 @@ static int run(srv_app *app, const srv_request *req, srv_response *resp, bool tr
                          r.weights_dtype);
             srv_buf_putc(b, '}');
         } else if (r.attn_weights) {
-            srv_buf_puts(b, ",\"attn_weights\":");
+            srv_buf_printf(b, "%s\"attn_weights\":", sep);
             write_values(b, r.attn_weights, r.plan.weights_ndim, r.plan.weights_shape, enc,
                          r.weights_dtype);
         }

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "api.h"
+#include "store/config.h"
 #include "base/sysinfo.h"
 #include "body.h"
 #include "layer_io.h"
@@ -70,8 +71,8 @@ static int parse_body(srv_app *app, const srv_request *req, char *checkpoint, si
 static int reply(srv_response *resp, const srv_layer *l, bool replaced, const char *checkpoint,
                  int64_t layer, const srv_hf_layer *hl, uint64_t bytes_read, srv_error *err)
 {
-    json_t *doc = json_pack("{s:s, s:I, s:O, s:I, s:{s:s, s:I, s:s, s:i, s:I}}", "name", l->name,
-                            "version", (json_int_t)l->version, "config", l->config,
+    json_t *doc = json_pack("{s:s, s:I, s:o, s:I, s:{s:s, s:I, s:s, s:i, s:I}}", "name", l->name,
+                            "version", (json_int_t)l->version, "config", json_deep_copy(l->config),
                             "parameter_count",
                             (json_int_t)mha_param_total(mha_layer_config(l->layer)), "import",
                             "checkpoint", checkpoint, "layer", (json_int_t)layer, "family",
@@ -121,7 +122,14 @@ int srv_api_layer_import(void *ctx, const srv_request *req, srv_response *resp, 
     if (ck && srv_hf_import(ck, layer, &app->limits, NULL, NULL, &hl, err) == 0) {
         bytes_read = srv_ckpt_bytes_read(ck);
         srv_response_timing(resp, "read", (srv_now() - t0) * 1e3);
-        l = srv_persist_build(name, hl.config, &hl.weights, &app->limits, err);
+        /* the layers' memory (--max-weights-bytes), before the layer is allocated */
+        mha_config c;
+        int64_t bytes = srv_config_from_json(&c, hl.config, &app->limits, "config", NULL) == 0
+                            ? srv_layer_bytes(&c)
+                            : 0;
+        if (srv_registry_reserve(app->registry, name, bytes, err) == 0)
+            l = srv_layer_charge(srv_persist_build(name, hl.config, &hl.weights, &app->limits, err),
+                                 app->registry, bytes);
     }
     srv_ckpt_free(ck);
     bool replaced = false;

@@ -5,9 +5,9 @@
  */
 #include <stdbool.h>
 #include <string.h>
-#include <strings.h>
 
 #include "api.h"
+#include "http/accept.h"
 
 /* True when the table has a GET route with exactly this pattern. */
 static bool serves(const char *pattern)
@@ -19,30 +19,10 @@ static bool serves(const char *pattern)
 }
 
 /* True when an Accept header asks for text/html with a quality above 0 ("text/html;q=0" refuses
- * it). Media ranges are compared case-insensitively, their parameters skipped but q. */
+ * it); wildcard ranges do not count (a script asking for any type gets JSON). */
 static bool wants_html(const char *accept)
 {
-    for (const char *p = accept; p && *p;) {
-        p += strspn(p, " \t,");
-        size_t n = strcspn(p, ",");
-        size_t type = strcspn(p, ";,");
-        while (type > 0 && (p[type - 1] == ' ' || p[type - 1] == '\t'))
-            type--;
-        if (type == 9 && strncasecmp(p, "text/html", 9) == 0) {
-            const char *q = p + type;
-            bool zero = false;
-            while (q < p + n && (q = memchr(q, ';', (size_t)(p + n - q)))) {
-                q++;
-                q += strspn(q, " \t");
-                if ((q[0] == 'q' || q[0] == 'Q') && q[1] == '=')
-                    zero = strspn(q + 2, "0.") == strcspn(q + 2, " \t;,");
-            }
-            if (!zero)
-                return true;
-        }
-        p += n;
-    }
-    return false;
+    return srv_accept_quality(accept, "text/html", NULL) > 0;
 }
 
 int srv_api_index(void *ctx, const srv_request *req, srv_response *resp, srv_error *err)

@@ -51,10 +51,13 @@ static json_t *range_json(int64_t lo, int64_t hi)
 }
 
 /* {name, version, config, parameter_count} - the short form used by list and PUT. */
+/* The layer's config is copied, never shared: a JSON value's last reference may be dropped on
+ * another thread (a replica's delete followed by --watch) than the one that wrote it out, and
+ * jansson's reference count does not order the two (the entry's own count does). */
 static json_t *summary_json(const srv_layer *l)
 {
-    return json_pack("{s:s, s:I, s:O, s:I}", "name", l->name, "version", (json_int_t)l->version,
-                     "config", l->config, "parameter_count",
+    return json_pack("{s:s, s:I, s:o, s:I}", "name", l->name, "version", (json_int_t)l->version,
+                     "config", json_deep_copy(l->config), "parameter_count",
                      (json_int_t)mha_param_total(mha_layer_config(l->layer)));
 }
 
@@ -450,30 +453,32 @@ static srv_layer *layer_from_json(srv_app *app, const char *name, const srv_json
     if (rc < 0)
         return NULL;
 
+    /* the layers' memory: refused here, before anything is allocated (--max-weights-bytes) */
+    int64_t bytes = srv_layer_bytes(&cfg);
+    if (srv_registry_reserve(app->registry, name, bytes, err) < 0)
+        return NULL;
     srv_layer *l = NULL;
     if (weights) {
         mha_error me = {0};
         mha_layer *layer = mha_layer_create(&cfg, &app->limits, &me);
         if (!layer) {
             srv_error_from_mha(err, &me, "config.");
-            return NULL;
-        }
-        if (fill_weights(layer, weights->value, weights->value_len, "weights.", app, err) < 0) {
+        } else if (fill_weights(layer, weights->value, weights->value_len, "weights.", app, err) <
+                   0) {
             mha_layer_free(layer);
-            return NULL;
+        } else {
+            json_t *norm = srv_config_to_json(mha_layer_config(layer));
+            l = norm ? srv_layer_new(name, layer, norm) : (mha_layer_free(layer), NULL);
+            if (!l)
+                srv_error_set(err, SRV_E_NOMEM, "", "out of memory creating layer '%s'", name);
         }
-        json_t *norm = srv_config_to_json(mha_layer_config(layer));
-        l = norm ? srv_layer_new(name, layer, norm) : (mha_layer_free(layer), NULL);
-        if (!l)
-            srv_error_set(err, SRV_E_NOMEM, "", "out of memory creating layer '%s'", name);
     } else {
         char method[32] = "xavier_uniform";
         uint64_t seed = 0;
-        if (init && parse_init(init, method, sizeof method, &seed, err) < 0)
-            return NULL;
-        l = srv_layer_build_init(name, &cfg, &app->limits, method, seed, err);
+        if (!init || parse_init(init, method, sizeof method, &seed, err) == 0)
+            l = srv_layer_build_init(name, &cfg, &app->limits, method, seed, app->pool, err);
     }
-    return l;
+    return srv_layer_charge(l, app->registry, bytes);
 }
 
 int srv_api_layer_put(void *ctx, const srv_request *req, srv_response *resp, srv_error *err)
@@ -567,11 +572,15 @@ int srv_api_weights_put(void *ctx, const srv_request *req, srv_response *resp, s
     srv_layer *l = NULL;
     int rc = -1;
     uint64_t if_version;
+    /* the same config, so the same size: a replacement, counted as the difference */
+    int64_t bytes = srv_layer_bytes(mha_layer_config(old->layer));
     if (srv_if_match(req, app->registry, old->name, &if_version, err) < 0 ||
-        srv_if_none_match(req, app->registry, old->name, &if_version, err) < 0)
+        srv_if_none_match(req, app->registry, old->name, &if_version, err) < 0 ||
+        srv_registry_reserve(app->registry, old->name, bytes, err) < 0)
         goto out;
     if (srv_is_octet(req)) { /* a safetensors file */
-        l = srv_weights_from_safetensors(app, old, req->body, req->body_len, err);
+        l = srv_layer_charge(srv_weights_from_safetensors(app, old, req->body, req->body_len, err),
+                             app->registry, bytes);
         if (!l)
             goto out;
         goto publish;
@@ -579,18 +588,14 @@ int srv_api_weights_put(void *ctx, const srv_request *req, srv_response *resp, s
     mha_layer *layer = mha_layer_create(mha_layer_config(old->layer), &app->limits, &me);
     if (!layer) {
         srv_error_from_mha(err, &me, "");
-        goto out;
-    }
-    if (fill_weights(layer, req->body, req->body_len, "", app, err) < 0) {
+    } else if (fill_weights(layer, req->body, req->body_len, "", app, err) < 0) {
         mha_layer_free(layer);
         srv_body_recheck(app, req->body, req->body_len, err);
-        goto out;
-    }
-    l = srv_layer_new(old->name, layer, json_incref(old->config));
-    if (!l) {
+    } else if (!(l = srv_layer_new(old->name, layer, json_deep_copy(old->config)))) {
         srv_error_set(err, SRV_E_NOMEM, "", "out of memory");
-        goto out;
     }
+    if (!srv_layer_charge(l, app->registry, bytes))
+        goto out;
 publish:
     /* conditional on the version read above (or If-Match's): a concurrent replacement is not
      * overwritten */

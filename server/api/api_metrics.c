@@ -10,6 +10,9 @@
 int srv_api_metrics(void *ctx, const srv_request *req, srv_response *resp, srv_error *err)
 {
     srv_app *app = ctx;
+    pthread_mutex_lock(&app->inflight_lock);
+    int64_t running = app->inflight, waiting = app->inflight_waiting;
+    pthread_mutex_unlock(&app->inflight_lock);
     srv_metrics_gauges g = {
         .layers = srv_registry_count(app->registry),
         .layers_damaged = srv_persist_damaged_count(app->persist),
@@ -18,7 +21,10 @@ int srv_api_metrics(void *ctx, const srv_request *req, srv_response *resp, srv_e
         .start_time = app->started,
         .body_bytes = srv_body_budget_held(&app->bodies),
         .body_bytes_limit = app->bodies.limit,
+        .passes_running = running,
+        .passes_waiting = waiting,
     };
+    srv_registry_weights(app->registry, &g.weights_bytes, &g.weights_bytes_limit);
     resp->content_type = SRV_METRICS_CONTENT_TYPE;
     srv_model_entry *models;
     int n = srv_models_list(app, NULL, &models);

@@ -179,6 +179,21 @@ static void v2_forward_args(srv_forward_args *a, const srv_v2_request *vr)
     a->select_style = SRV_SELECT_FLAT;
 }
 
+/* The inference's cost (--max-request-flops) from the shapes the request declares, before its
+ * tensors are read (srv_v2_request_parse_checked). */
+typedef struct v2_cost {
+    const srv_app *app;
+    const mha_config *cfg;
+} v2_cost;
+
+static int check_cost(void *cls, const srv_v2_request *vr, srv_error *err)
+{
+    const v2_cost *c = cls;
+    const srv_v2_input *q = &vr->inputs[SRV_V2_IN_QUERY], *k = &vr->inputs[SRV_V2_IN_KEY];
+    return srv_forward_check_cost(c->app, c->cfg, q->ndim, q->shape, k->ndim,
+                                  k->present ? k->shape : NULL, err);
+}
+
 int srv_v2_infer(void *ctx, const srv_request *req, srv_response *resp, srv_error *err)
 {
     srv_app *app = ctx;
@@ -201,14 +216,16 @@ int srv_v2_infer(void *ctx, const srv_request *req, srv_response *resp, srv_erro
         goto done;
     }
     size_t header_len;
+    v2_cost cost = {app, mha_layer_config(l->layer)};
     if (srv_v2_header_length(&header_len,
                              srv_request_header(req, "Inference-Header-Content-Length"),
                              req->body_len, err) < 0 ||
-        srv_v2_request_parse(&vr, req->body, req->body_len, header_len,
-                             app->opt.max_tensor_elements, err) < 0)
+        srv_v2_request_parse_checked(&vr, req->body, req->body_len, header_len,
+                                     app->opt.max_tensor_elements, check_cost, &cost, err) < 0)
         goto done;
     srv_forward_args args;
     v2_forward_args(&args, &vr);
+    args.cancel = req->gone;
     t1 = srv_now();
     if (srv_forward_run(app, l, &args, 0, &fr, err) < 0)
         goto done;

@@ -43,6 +43,11 @@ static void connection(void *ctx, int delta)
     srv_metrics_connection(((srv_app *)ctx)->metrics, delta);
 }
 
+static void queued(void *ctx, int delta)
+{
+    srv_metrics_queued(((srv_app *)ctx)->metrics, delta);
+}
+
 static void connection_cut(void *ctx, srv_cut_reason reason)
 {
     srv_metrics_connection_cut(((srv_app *)ctx)->metrics, reason);
@@ -68,7 +73,7 @@ static void stream_close(void *stream)
     free(stream);
 }
 
-srv_daemon *srv_daemon_start(const srv_options *opt, srv_error *err)
+static srv_daemon *start(const srv_options *opt, bool external, srv_error *err)
 {
     srv_daemon *d = calloc(1, sizeof *d);
     if (!d) {
@@ -95,6 +100,7 @@ srv_daemon *srv_daemon_start(const srv_options *opt, srv_error *err)
         .bodies = &d->app->bodies,
         .cors_origin = o->cors_origin,
         .log_format = o->log_format,
+        .external = external,
     };
     srv_http_hooks hooks = {
         .ctx = d->app,
@@ -105,6 +111,7 @@ srv_daemon *srv_daemon_start(const srv_options *opt, srv_error *err)
         .request_end = request_end,
         .connection = connection,
         .connection_cut = connection_cut,
+        .queued = queued,
         .stream_min_body = SRV_PREDECODE_MIN_BODY,
         .stream_open = stream_open,
         .stream_feed = stream_feed,
@@ -118,6 +125,21 @@ srv_daemon *srv_daemon_start(const srv_options *opt, srv_error *err)
     }
     __atomic_store_n(&d->app->ready, true, __ATOMIC_RELEASE);
     return d;
+}
+
+srv_daemon *srv_daemon_start(const srv_options *opt, srv_error *err)
+{
+    return start(opt, false, err);
+}
+
+srv_daemon *srv_daemon_start_external(const srv_options *opt, srv_error *err)
+{
+    return start(opt, true, err);
+}
+
+srv_http *srv_daemon_http(srv_daemon *d)
+{
+    return d->http;
 }
 
 int srv_daemon_port(const srv_daemon *d)

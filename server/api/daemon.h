@@ -16,6 +16,15 @@ typedef struct srv_daemon srv_daemon;
  * use, a data dir that cannot be used, ...). Free with srv_daemon_stop. */
 srv_daemon *srv_daemon_start(const srv_options *opt, srv_error *err);
 
+/* As srv_daemon_start, but listening nowhere and running no HTTP thread: the caller hands it
+ * connections and runs it on its own thread (srv_http_add_connection, srv_http_run on
+ * srv_daemon_http(d)); the workers of heavy requests are threads as usual. For in-process fuzzing
+ * (fuzz/fuzz_http.c), where a round trip must cost microseconds, not a scheduler's wake-ups. */
+srv_daemon *srv_daemon_start_external(const srv_options *opt, srv_error *err);
+
+/* The daemon's HTTP server (borrowed). */
+srv_http *srv_daemon_http(srv_daemon *d);
+
 /* The port the daemon listens on (the real one when started with port 0). */
 int srv_daemon_port(const srv_daemon *d);
 

@@ -21,6 +21,7 @@ void srv_forward_args_init(srv_forward_args *a)
 {
     memset(a, 0, sizeof *a);
     a->average_attn_weights = true;
+    a->need_output = true;
 }
 
 void srv_forward_args_free(srv_forward_args *a)
@@ -97,30 +98,58 @@ static int to_mask(mha_mask *out, const srv_tensor *t, const char *field, srv_er
     return 0;
 }
 
-/* Takes a slot under --max-inflight, waiting up to --queue-wait-ms. *alone tells whether no other
- * pass is in flight. */
-static int inflight_enter(srv_app *app, bool *alone, srv_error *err)
+/* How often a pass waiting for a slot looks whether its client is still there. */
+#define GONE_CHECK_MS 50
+
+static bool gone(const int *cancel)
+{
+    return cancel && __atomic_load_n(cancel, __ATOMIC_RELAXED);
+}
+
+/* now + ms as a CLOCK_REALTIME deadline. */
+static struct timespec after_ms(long ms)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    t.tv_sec += ms / 1000;
+    t.tv_nsec += (ms % 1000) * 1000000L;
+    if (t.tv_nsec >= 1000000000L) {
+        t.tv_sec++;
+        t.tv_nsec -= 1000000000L;
+    }
+    return t;
+}
+
+/* Takes a slot under --max-inflight, waiting up to --queue-wait-ms, and no longer once the client
+ * is gone (cancel). *alone tells whether no other pass is in flight. */
+static int inflight_enter(srv_app *app, const int *cancel, bool *alone, srv_error *err)
 {
     int rc = 0;
     pthread_mutex_lock(&app->inflight_lock);
     if (app->inflight >= app->opt.max_inflight) {
-        struct timespec until;
-        clock_gettime(CLOCK_REALTIME, &until);
-        long ms = app->opt.queue_wait_ms;
-        until.tv_sec += ms / 1000;
-        until.tv_nsec += (ms % 1000) * 1000000L;
-        if (until.tv_nsec >= 1000000000L) {
-            until.tv_sec++;
-            until.tv_nsec -= 1000000000L;
+        const struct timespec until = after_ms(app->opt.queue_wait_ms);
+        app->inflight_waiting++;
+        /* in steps, so a wait whose client hung up ends within GONE_CHECK_MS */
+        while (app->inflight >= app->opt.max_inflight && rc == 0 && !gone(cancel)) {
+            struct timespec step = after_ms(GONE_CHECK_MS);
+            bool last = step.tv_sec > until.tv_sec ||
+                        (step.tv_sec == until.tv_sec && step.tv_nsec >= until.tv_nsec);
+            rc = pthread_cond_timedwait(&app->inflight_cond, &app->inflight_lock,
+                                        last ? &until : &step);
+            if (rc == ETIMEDOUT && !last)
+                rc = 0;
         }
-        while (app->inflight >= app->opt.max_inflight && rc == 0)
-            rc = pthread_cond_timedwait(&app->inflight_cond, &app->inflight_lock, &until);
         if (app->inflight < app->opt.max_inflight)
             rc = 0;
+        app->inflight_waiting--;
     }
-    if (rc == 0)
+    bool left = gone(cancel);
+    if (rc == 0 && !left)
         *alone = ++app->inflight == 1;
     pthread_mutex_unlock(&app->inflight_lock);
+    if (left)
+        return srv_error_set(err, SRV_E_CANCELLED, "",
+                             "the client hung up while its pass waited for a slot");
     if (rc != 0)
         return srv_error_set(err, SRV_E_UNAVAILABLE, "",
                              "busy: %d forward passes in flight (--max-inflight); retry shortly",
@@ -183,6 +212,49 @@ static int check_finite(const srv_forward_result *r, srv_error *err)
                          "scale them down", what, (long long)at);
 }
 
+/* 413 too_costly for a pass of flops on N batches of L queries and S0 keys. */
+static int too_costly(const srv_app *app, double flops, int64_t N, int64_t L, int64_t S0,
+                      const mha_config *cfg, srv_error *err)
+{
+    if (flops <= (double)app->opt.max_request_flops)
+        return 0;
+    return srv_error_set(err, SRV_E_TOO_COSTLY, "query",
+                         "this pass would cost %.3g FLOPs (N=%lld, L=%lld, S=%lld on embed_dim %lld), "
+                         "over the limit of %.3g (--max-request-flops, about a minute of one core); "
+                         "send a shorter sequence or a smaller batch",
+                         flops, (long long)N, (long long)L, (long long)S0,
+                         (long long)cfg->embed_dim, (double)app->opt.max_request_flops);
+}
+
+int srv_forward_check_cost(const srv_app *app, const mha_config *cfg, int q_ndim, const int64_t *q,
+                           int k_ndim, const int64_t *k, srv_error *err)
+{
+    if (!k) {
+        k = q;
+        k_ndim = q_ndim;
+    }
+    /* Shapes that are not a pass's (rank, features, batch, or a tensor over its size limit) are
+     * judged later by the parse and the plan, which say what is wrong: that comes first. */
+    const int64_t kd = k == q || !cfg->kdim ? cfg->embed_dim : cfg->kdim;
+    if (q_ndim < 2 || q_ndim > 3 || k_ndim != q_ndim || q[q_ndim - 1] != cfg->embed_dim ||
+        k[k_ndim - 1] != kd)
+        return 0;
+    int64_t qn = 1, kn = 1;
+    for (int d = 0; d < q_ndim; d++)
+        if (q[d] <= 0 || k[d] <= 0 || __builtin_mul_overflow(qn, q[d], &qn) ||
+            __builtin_mul_overflow(kn, k[d], &kn))
+            return 0;
+    if (qn > app->opt.max_tensor_elements || kn > app->opt.max_tensor_elements)
+        return 0;
+    const bool batched = q_ndim == 3, bf = cfg->batch_first;
+    const int64_t N = batched ? q[bf ? 0 : 1] : 1;
+    const int64_t L = batched ? q[bf ? 1 : 0] : q[0];
+    const int64_t S0 = batched ? k[bf ? 1 : 0] : k[0];
+    if (batched && k[bf ? 0 : 1] != N)
+        return 0;
+    return too_costly(app, mha_flops(cfg, N, L, S0), N, L, S0, cfg, err);
+}
+
 int srv_forward_run(srv_app *app, const srv_layer *layer, const srv_forward_args *a,
                     unsigned stages, srv_forward_result *out, srv_error *err)
 {
@@ -207,10 +279,14 @@ int srv_forward_run(srv_app *app, const srv_layer *layer, const srv_forward_args
     in.average_attn_weights = a->average_attn_weights;
     in.select = a->select.given ? &a->select.sel : NULL;
     out->weights_dtype = a->select.dtype;
+    in.cancel = a->cancel; /* the engine stops between blocks once the client hangs up */
 
     mha_error me = {0};
     if (mha_plan_forward(layer->layer, &in, &app->limits, &out->plan, &me) != MHA_OK)
         return srv_select_engine_error(err, &me, a->select_style);
+    if (too_costly(app, out->plan.flops, out->plan.N, out->plan.L, out->plan.S0,
+                   mha_layer_config(layer->layer), err) < 0)
+        return -1;
 
     mha_trace tr;
     memset(&tr, 0, sizeof tr);
@@ -269,7 +345,7 @@ int srv_forward_run(srv_app *app, const srv_layer *layer, const srv_forward_args
 
     bool alone = false;
     double t_queue = srv_now();
-    if (inflight_enter(app, &alone, err) < 0) {
+    if (inflight_enter(app, a->cancel, &alone, err) < 0) {
         srv_forward_result_free(out);
         return -1;
     }

@@ -32,11 +32,15 @@ typedef struct srv_forward_args {
     bool is_causal;              /* used when is_causal_given; else the layer's is_causal    */
     bool is_causal_given;
     bool need_weights;           /* default false                                           */
+    bool need_output;            /* default true; false: /v1 forward leaves "output" out of its
+                                  * reply (the pass still computes it: only bytes are saved)   */
     bool average_attn_weights;   /* default true                                            */
     srv_select select;           /* the weights chosen (weights_select; codec/weights_select.h):
                                   * when given, forward returns them (need_weights implied) and
                                   * a trace's scores and attn_weights stages take them       */
     srv_select_style select_style; /* how errors name its members: /v1's or the flat names    */
+    const int *cancel;           /* the request's gone flag (srv_request.gone) or NULL: once it
+                                  * is set, a wait for a slot or the pass itself stops          */
 } srv_forward_args;
 
 /* Zeroes args and sets the defaults above. */
@@ -63,10 +67,12 @@ typedef struct srv_forward_result {
  * pass), those stages are kept too: attn_weights is then computed as forward computes it with
  * need_weights (the request's need_weights is not read), output is the output; the others are
  * the engine's. A trace whose stages together (as trace.h shows them) hold more than
- * --max-trace-elements numbers is refused with SRV_E_TOO_LARGE before anything is allocated.
- * Fills out (zeroed first; free with srv_forward_result_free) and returns 0, or -1 with err
- * filled: 400 shape/value errors naming the input, 413 limits, 503 when the in-flight cap stays
- * full for --queue-wait-ms or memory runs out. */
+ * --max-trace-elements numbers is refused with SRV_E_TOO_LARGE, and a pass whose FLOPs pass
+ * --max-request-flops with SRV_E_TOO_COSTLY, before anything is allocated. Fills out (zeroed
+ * first; free with srv_forward_result_free) and returns 0, or -1 with err filled: 400 shape/value
+ * errors naming the input, 413 limits, 503 when the in-flight cap stays full for --queue-wait-ms
+ * or memory runs out, SRV_E_CANCELLED when args->cancel is set while the pass waits for a slot or
+ * runs (its slot and outputs are given back at once). */
 int srv_forward_run(srv_app *app, const srv_layer *layer, const srv_forward_args *args,
                     unsigned stages, srv_forward_result *out, srv_error *err);
 
@@ -78,5 +84,14 @@ void srv_forward_result_free(srv_forward_result *r); /* accepts NULL and zeroed 
  * Every API calls it once per such request. */
 void srv_forward_count(const srv_layer *layer, const srv_request *req, bool ok, double input_s,
                        const srv_forward_result *r, double output_s);
+
+/* The cost limit (--max-request-flops) for a pass on a layer of config cfg whose query has shape
+ * q[0, q_ndim) and key k[0, k_ndim) (k NULL: key = query), as far as the shapes tell before any
+ * tensor is decoded: -1 with err (SRV_E_TOO_COSTLY, 413, naming the estimate and the limit) when
+ * the pass's FLOPs (mha_flops, describe's formula) pass the limit, else 0 (also when the shapes do
+ * not fit the layer: the pass's own checks say why later). srv_forward_run checks its plan the
+ * same way, whatever the API; this lets a handler refuse before it decodes. */
+int srv_forward_check_cost(const srv_app *app, const mha_config *cfg, int q_ndim, const int64_t *q,
+                           int k_ndim, const int64_t *k, srv_error *err);
 
 #endif

@@ -9,11 +9,15 @@
 #include <strings.h>
 
 #include "codec/safetensors.h"
+#include "http/accept.h"
+#include "store/config.h"
 #include "store/persist.h"
 #include "store/weights.h"
 
 /* Parses one entity tag of an If-Match list at *p ("7", W/"7" or 7, blanks around), moving *p past
- * it and its comma. Returns the version, or 0 when it is not one attnd gives. */
+ * it and its comma. Returns the version, or 0 when it is not one attnd gives: a version is written
+ * without leading zeros, and "007" is another tag than "7" (RFC 9110 8.8.3.2 compares tags
+ * character by character). */
 static uint64_t etag_version(const char **p)
 {
     const char *v = *p;
@@ -24,7 +28,7 @@ static uint64_t etag_version(const char **p)
     bool quoted = *v == '"';
     if (quoted)
         v++;
-    if (*v < '0' || *v > '9')
+    if (*v < '1' || *v > '9')
         return 0;
     char *end;
     errno = 0;
@@ -60,23 +64,21 @@ static bool is_star(const char *v)
     return strcmp(v, "*") == 0 || strcmp(v, "* ") == 0;
 }
 
-/* Reads v as a comma-separated list of ETags (RFC 9110): *first gets the first, *found whether one
- * of them is `now`. Returns 0, or -1 with a 400 naming header when a tag is not one this daemon
- * gives or the list is empty. */
-static int etag_list(const char *v, uint64_t now, const char *header, uint64_t *first, bool *found,
-                     srv_error *err)
+int srv_etag_list(const char *v, uint64_t now, const char *header, uint64_t *first, bool *found,
+                  srv_error *err)
 {
     *first = 0;
     *found = false;
-    while (*v) {
+    for (;;) {
+        v += strspn(v, " \t,"); /* blanks, and empty list elements (RFC 9110 5.6.1.2: ignored) */
+        if (!*v)
+            break;
         uint64_t x = etag_version(&v);
         if (!x)
             break;
         if (!*first)
             *first = x;
         *found |= x == now;
-        while (*v == ' ' || *v == '\t')
-            v++;
     }
     if (*v || !*first)
         return srv_error_set(err, SRV_E_BAD_REQUEST, header,
@@ -94,17 +96,13 @@ int srv_if_match(const srv_request *req, srv_registry *reg, const char *name,
     const char *v = precondition(req, reg, name, "If-Match", &now);
     if (!v)
         return 0;
-    if (is_star(v)) {
-        if (!now)
-            return srv_error_set(err, SRV_E_CONFLICT, "If-Match",
-                                 "If-Match: * asks for an existing layer, and there is no layer "
-                                 "called '%s'", name);
-        *if_version = now;
+    if (is_star(v)) { /* checked where the change happens: on disk, with a data dir */
+        *if_version = SRV_IF_EXISTS;
         return 0;
     }
     /* the condition holds when any tag is the current version, and the change is then
      * conditional on that version; else on the first (a 409 naming it) */
-    if (etag_list(v, now, "If-Match", &first, &found, err) < 0)
+    if (srv_etag_list(v, now, "If-Match", &first, &found, err) < 0)
         return -1;
     *if_version = found ? now : first;
     return 0;
@@ -131,7 +129,7 @@ int srv_if_none_match(const srv_request *req, srv_registry *reg, const char *nam
         return 0;
     }
     /* the change happens unless one of the tags is the current version */
-    if (etag_list(v, now, "If-None-Match", &first, &found, err) < 0)
+    if (srv_etag_list(v, now, "If-None-Match", &first, &found, err) < 0)
         return -1;
     if (found)
         return srv_error_set(err, SRV_E_CONFLICT, "If-None-Match",
@@ -145,45 +143,20 @@ void srv_etag(srv_response *resp, uint64_t version)
     srv_response_header(resp, "ETag", "\"%llu\"", (unsigned long long)version);
 }
 
-/* The quality (RFC 9110 "q", 0..1) an Accept list s gives the media type type, and the index of the
- * entry that names it in *pos; -1 when no entry names it exactly (wildcards are not counted). */
-static double accept_q(const char *s, const char *type, int *pos)
-{
-    size_t tn = strlen(type);
-    for (int i = 0; *s; i++) {
-        size_t n = strcspn(s, ",");
-        const char *e = s;
-        while (e < s + n && (*e == ' ' || *e == '\t'))
-            e++;
-        size_t en = strcspn(e, ",; \t");
-        if (en == tn && strncasecmp(e, type, tn) == 0) {
-            double q = 1;
-            for (const char *p = e + en; p < s + n; p++) {
-                if (*p != ';')
-                    continue;
-                p++;
-                while (*p == ' ' || *p == '\t')
-                    p++;
-                if ((*p == 'q' || *p == 'Q') && p[1] == '=')
-                    q = strtod(p + 2, NULL);
-            }
-            *pos = i;
-            return q < 0 ? 0 : q;
-        }
-        s += n + (s[n] == ',');
-    }
-    return -1;
-}
-
 bool srv_wants_octet(const srv_request *req)
 {
     const char *a = srv_request_header(req, "Accept");
     if (!a)
         return false;
+    return srv_accept_prefers_octet(a);
+}
+
+bool srv_accept_prefers_octet(const char *accept)
+{
     /* the higher quality wins, then the earlier entry; JSON when neither is named */
     int po = 0, pj = 0;
-    double qo = accept_q(a, "application/octet-stream", &po);
-    double qj = accept_q(a, "application/json", &pj);
+    int qo = srv_accept_quality(accept, "application/octet-stream", &po);
+    int qj = srv_accept_quality(accept, "application/json", &pj);
     return qo > 0 && (qo > qj || (qo == qj && po < pj));
 }
 
@@ -195,12 +168,51 @@ bool srv_is_octet(const srv_request *req)
            (ct[n] == '\0' || ct[n] == ';' || ct[n] == ' ');
 }
 
+/* Reserves the memory of a layer called name with the config object cfg (--max-weights-bytes).
+ * Returns the bytes reserved, 0 when cfg is not a valid config (nothing reserved: building the
+ * layer reports it), or -1 with err (507). */
+static int64_t reserve_for(srv_app *app, const char *name, const json_t *cfg, srv_error *err)
+{
+    mha_config c;
+    if (!cfg || srv_config_from_json(&c, cfg, &app->limits, "config", NULL) < 0)
+        return 0;
+    int64_t bytes = srv_layer_bytes(&c);
+    return srv_registry_reserve(app->registry, name, bytes, err) < 0 ? -1 : bytes;
+}
+
+/* The config a safetensors body carries in its header's __metadata__["config"], read before its
+ * tensors are (new reference), or NULL. */
+static json_t *header_config(srv_app *app, const char *body, size_t len)
+{
+    uint64_t hlen;
+    srv_st_header h = {0};
+    srv_st_header_limits lim = {SRV_ST_MAX_HEADER, SRV_ST_MAX_TENSORS, app->limits.max_elements,
+                                false};
+    if (len < 8 || srv_st_header_len((const uint8_t *)body, len, SRV_ST_MAX_HEADER, &hlen, "body",
+                                     NULL) < 0 ||
+        srv_st_header_parse(&h, (const uint8_t *)body + 8, (size_t)hlen, len - 8 - hlen, &lim,
+                            "body", NULL) < 0)
+        return NULL;
+    const char *text = json_string_value(json_object_get(h.metadata, "config"));
+    json_t *cfg = text ? json_loads(text, JSON_REJECT_DUPLICATES, NULL) : NULL;
+    srv_st_header_free(&h);
+    return cfg;
+}
+
 srv_layer *srv_layer_from_safetensors(srv_app *app, const char *name, const char *body,
                                       size_t len, srv_error *err)
 {
-    srv_st st;
-    if (srv_st_parse(&st, (const uint8_t *)body, len, app->limits.max_elements, "body", err) < 0)
+    /* the layers' memory is checked from the header, before a tensor is decoded */
+    json_t *early = header_config(app, body, len);
+    int64_t bytes = reserve_for(app, name, early, err);
+    json_decref(early);
+    if (bytes < 0)
         return NULL;
+    srv_st st;
+    if (srv_st_parse(&st, (const uint8_t *)body, len, app->limits.max_elements, "body", err) < 0) {
+        srv_registry_unreserve(app->registry, bytes);
+        return NULL;
+    }
     srv_layer *l = NULL;
     const char *text = srv_st_meta(&st, "config");
     if (!text) {
@@ -219,11 +231,15 @@ srv_layer *srv_layer_from_safetensors(srv_app *app, const char *name, const char
         json_decref(cfg);
         goto out;
     }
-    l = srv_persist_build(name, cfg, &st, &app->limits, err);
+    if (!bytes && (bytes = reserve_for(app, name, cfg, err)) < 0) {
+        bytes = 0;
+    } else {
+        l = srv_persist_build(name, cfg, &st, &app->limits, err);
+    }
     json_decref(cfg);
 out:
     srv_st_free(&st);
-    return l;
+    return srv_layer_charge(l, app->registry, bytes);
 }
 
 srv_layer *srv_weights_from_safetensors(srv_app *app, const srv_layer *old, const char *body,

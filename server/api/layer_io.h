@@ -23,10 +23,10 @@
 #include "http/http.h"
 #include "store/registry.h"
 
-/* Reads If-Match for layer name into *if_version (0 when absent; "*", or a list naming the current
- * version, gives the current version; a list that does not, its first version).
- * Returns 0, or -1 with err: SRV_E_CONFLICT ("*" and no such layer), SRV_E_BAD_REQUEST (not an
- * entity tag attnd gave). */
+/* Reads If-Match for layer name into *if_version (0 when absent; "*" gives SRV_IF_EXISTS; a list
+ * naming the current version gives the current version; a list that does not, its first version).
+ * The condition is checked where the change happens (persist.h: against the data dir, which every
+ * replica shares). Returns 0, or -1 with err: SRV_E_BAD_REQUEST (not an entity tag attnd gave). */
 int srv_if_match(const srv_request *req, srv_registry *reg, const char *name,
                  uint64_t *if_version, srv_error *err);
 
@@ -37,12 +37,23 @@ int srv_if_match(const srv_request *req, srv_registry *reg, const char *name,
 int srv_if_none_match(const srv_request *req, srv_registry *reg, const char *name,
                       uint64_t *if_version, srv_error *err);
 
+/* Reads v, an If-Match or If-None-Match value other than "*", as a comma-separated list of ETags
+ * (RFC 9110 8.8.3; blanks and empty elements ignored as 5.6.1.2 says): *first gets the first
+ * tag's version, *found whether one of them is `now`. Returns 0, or -1 with a 400 naming header
+ * when a tag is not one this daemon gives ("<version>", W/ and the quotes tolerated) or the list
+ * holds none. */
+int srv_etag_list(const char *v, uint64_t now, const char *header, uint64_t *first, bool *found,
+                  srv_error *err);
+
 /* Adds ETag: "<version>" to resp. */
 void srv_etag(srv_response *resp, uint64_t version);
 
 /* True when the request's Accept asks for application/octet-stream with a higher quality than
  * application/json (or the same, listed first). */
 bool srv_wants_octet(const srv_request *req);
+
+/* The same for an Accept value (NULL: no header). */
+bool srv_accept_prefers_octet(const char *accept);
 
 /* True when the request's Content-Type is application/octet-stream. */
 bool srv_is_octet(const srv_request *req);

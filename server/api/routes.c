@@ -25,14 +25,17 @@ const srv_route srv_routes[] = {
     {"GET", "/v1/layers/{name}", srv_api_layer_get, 0,
      "L S N weights_heads weights_queries weights_keys weights_top_k weights_pool weights_pool_op "
      "weights_dtype average_attn_weights"},
+    /* changes run on a worker whatever their size: a small body can make a large layer, and the
+     * data dir's write (and its lock, shared with other replicas) takes what it takes */
     {"PUT", "/v1/layers/{name}", srv_api_layer_put,
-     BODY_JSON | SRV_ROUTE_BINARY | SRV_ROUTE_CHANGES | SRV_ROUTE_HEAVY, ""},
-    {"DELETE", "/v1/layers/{name}", srv_api_layer_delete, SRV_ROUTE_CHANGES, ""},
+     BODY_JSON | SRV_ROUTE_BINARY | SRV_ROUTE_CHANGES | SRV_ROUTE_HEAVY | SRV_ROUTE_WORKER, ""},
+    {"DELETE", "/v1/layers/{name}", srv_api_layer_delete, SRV_ROUTE_CHANGES | SRV_ROUTE_WORKER,
+     ""},
     {"GET", "/v1/layers/{name}/weights", srv_api_weights_get, 0, "encoding"},
     {"POST", "/v1/layers/{name}/import", srv_api_layer_import,
      BODY_JSON | SRV_ROUTE_CHANGES | SRV_ROUTE_HEAVY | SRV_ROUTE_WORKER, ""},
     {"PUT", "/v1/layers/{name}/weights", srv_api_weights_put,
-     BODY_JSON | SRV_ROUTE_BINARY | SRV_ROUTE_CHANGES | SRV_ROUTE_HEAVY, ""},
+     BODY_JSON | SRV_ROUTE_BINARY | SRV_ROUTE_CHANGES | SRV_ROUTE_HEAVY | SRV_ROUTE_WORKER, ""},
     {"POST", "/v1/layers/{name}/forward", srv_api_forward,
      BODY_JSON | SRV_ROUTE_HEAVY | SRV_ROUTE_STREAM, ""},
     {"POST", "/v1/layers/{name}/trace", srv_api_trace, BODY_JSON | SRV_ROUTE_HEAVY | SRV_ROUTE_STREAM,

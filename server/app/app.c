@@ -41,6 +41,7 @@ srv_app *srv_app_create(const srv_options *opt, const srv_route *routes, srv_err
         srv_app_free(app);
         return NULL;
     }
+    srv_registry_set_weights_limit(app->registry, opt->max_weights_bytes);
     app->pool = mha_pool_create(opt->blas_threads, &me);
     if (!app->pool) { /* the engine says why: threads that would not start, memory */
         srv_error_from_mha(err, &me, "");
@@ -51,7 +52,13 @@ srv_app *srv_app_create(const srv_options *opt, const srv_route *routes, srv_err
     if (opt->demo) {
         mha_config cfg;
         mha_config_init(&cfg, 64, 4);
-        srv_layer *l = srv_layer_build_init("demo", &cfg, &app->limits, "xavier_uniform", 0, err);
+        int64_t bytes = srv_layer_bytes(&cfg);
+        srv_layer *l =
+            srv_registry_reserve(app->registry, "demo", bytes, err) < 0
+                ? NULL
+                : srv_layer_charge(srv_layer_build_init("demo", &cfg, &app->limits,
+                                                        "xavier_uniform", 0, app->pool, err),
+                                   app->registry, bytes);
         if (!l || srv_registry_put(app->registry, l, 0, NULL, err) < 0) {
             srv_layer_release(l);
             srv_app_free(app);

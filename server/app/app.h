@@ -39,6 +39,7 @@ typedef struct srv_app {
     pthread_mutex_t inflight_lock;
     pthread_cond_t inflight_cond;
     int inflight;
+    int inflight_waiting;     /* passes waiting for a slot                                     */
 
     /* --checkpoints-dir, opened once (-1: imports are off); imports run one at a time */
     int checkpoints_fd;

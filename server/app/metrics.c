@@ -44,8 +44,10 @@ struct srv_metrics {
     atomic_int_fast64_t in_flight;
     atomic_uint_fast64_t bytes_in, bytes_out;
     atomic_uint_fast64_t passes[2]; /* forward, trace                                          */
+    atomic_uint_fast64_t cancelled; /* requests ended with 499: their client hung up mid-work    */
     atomic_uint_fast64_t flops;
     atomic_int_fast64_t connections;
+    atomic_int_fast64_t queued; /* requests waiting for a worker                           */
     atomic_uint_fast64_t cuts[SRV_CUT_COUNT];
 };
 
@@ -83,7 +85,9 @@ static int status_slot(int status)
         if (STATUSES[i] == status)
             return i;
     int cls = status / 100;
-    if (cls < 1 || cls > 5) /* 0: the client went away (or timed out) before an answer */
+    /* 0: the client went away (or timed out) before an answer; 499: the same, and the work for
+     * it was stopped */
+    if (cls < 1 || cls > 5 || status == 499)
         return SLOT_ABORTED;
     return NSTATUS + cls - 1;
 }
@@ -95,6 +99,8 @@ void srv_metrics_request_end(srv_metrics *m, int route, int status, double secon
         return;
     route_counters *r = &m->routes[route >= 0 && route < m->nroutes ? route : SRV_METRICS_MAX_ROUTES];
     atomic_fetch_add_explicit(&r->requests[status_slot(status)], 1, memory_order_relaxed);
+    if (status == 499)
+        atomic_fetch_add_explicit(&m->cancelled, 1, memory_order_relaxed);
     if (!(seconds >= 0)) /* NaN or a clock step backwards */
         seconds = 0;
     int b = 0;
@@ -112,6 +118,12 @@ void srv_metrics_connection(srv_metrics *m, int delta)
 {
     if (m)
         atomic_fetch_add_explicit(&m->connections, delta, memory_order_relaxed);
+}
+
+void srv_metrics_queued(srv_metrics *m, int delta)
+{
+    if (m)
+        atomic_fetch_add_explicit(&m->queued, delta, memory_order_relaxed);
 }
 
 void srv_metrics_connection_cut(srv_metrics *m, srv_cut_reason reason)
@@ -246,6 +258,21 @@ int srv_metrics_render(srv_buf *b, const srv_metrics *m, const srv_metrics_gauge
     for (int k = 0; k < SRV_CUT_COUNT; k++)
         srv_buf_printf(b, "attnd_http_connections_closed_total{reason=\"%s\"} %llu\n", CUT_NAMES[k],
                        (unsigned long long)get(&m->cuts[k]));
+    header(b, "attnd_http_requests_queued", "gauge",
+           "Requests whose body is in, waiting for a worker (there are --max-inflight).");
+    srv_buf_printf(b, "attnd_http_requests_queued %lld\n",
+                   (long long)atomic_load_explicit(&((srv_metrics *)m)->queued,
+                                                   memory_order_relaxed));
+    header(b, "attnd_forward_passes_running", "gauge",
+           "Forward passes holding one of the --max-inflight slots.");
+    srv_buf_printf(b, "attnd_forward_passes_running %lld\n", (long long)g->passes_running);
+    header(b, "attnd_forward_passes_waiting", "gauge",
+           "Forward passes waiting for a slot (at most --queue-wait-ms).");
+    srv_buf_printf(b, "attnd_forward_passes_waiting %lld\n", (long long)g->passes_waiting);
+    header(b, "attnd_requests_cancelled_total", "counter",
+           "Requests whose client hung up while they were handled, and whose work was stopped "
+           "(a forward pass cut short, a wait for a slot or a worker given up); logged as 499.");
+    srv_buf_printf(b, "attnd_requests_cancelled_total %llu\n", (unsigned long long)get(&m->cancelled));
     header(b, "attnd_forward_passes_total", "counter",
            "Attention forward passes run, by endpoint kind.");
     srv_buf_printf(b, "attnd_forward_passes_total{kind=\"forward\"} %llu\n",
@@ -265,11 +292,19 @@ int srv_metrics_render(srv_buf *b, const srv_metrics *m, const srv_metrics_gauge
     header(b, "attnd_draining", "gauge", "1 once a graceful stop (SIGTERM) began.");
     srv_buf_printf(b, "attnd_draining %d\n", g->draining ? 1 : 0);
     header(b, "attnd_request_body_bytes", "gauge",
-           "Request body bytes held now, all connections together (reserved from Content-Length).");
+           "Request body bytes held now, all connections together (counted as they arrive, in "
+           "steps of 256 KiB).");
     srv_buf_printf(b, "attnd_request_body_bytes %lld\n", (long long)g->body_bytes);
     header(b, "attnd_request_body_bytes_limit", "gauge",
-           "--max-body-memory: bodies that would pass it get 503 before they are read.");
+           "--max-body-memory: bodies that would pass it get 503.");
     srv_buf_printf(b, "attnd_request_body_bytes_limit %lld\n", (long long)g->body_bytes_limit);
+    header(b, "attnd_weights_bytes", "gauge",
+           "Bytes of the layers' weights held now (old versions still in use and layers being "
+           "built included).");
+    srv_buf_printf(b, "attnd_weights_bytes %lld\n", (long long)g->weights_bytes);
+    header(b, "attnd_weights_bytes_limit", "gauge",
+           "--max-weights-bytes: a layer that would pass it gets 507 before it is allocated.");
+    srv_buf_printf(b, "attnd_weights_bytes_limit %lld\n", (long long)g->weights_bytes_limit);
     return b->failed ? -1 : 0;
 }
 

@@ -19,6 +19,11 @@
  *                                                  (deadline.h): header_timeout, body_too_slow,
  *                                                  half_closed (idle after the client's FIN),
  *                                                  reply_too_slow
+ *   attnd_requests_cancelled_total                 requests whose client hung up while they were
+ *                                                  handled and whose work stopped (status 499,
+ *                                                  counted as code="aborted" above)
+ *   attnd_http_requests_queued                     requests waiting for a worker
+ *   attnd_forward_passes_running, attnd_forward_passes_waiting   passes holding a slot, waiting
  *   attnd_forward_passes_total{kind="forward"|"trace"}  engine passes run
  *   attnd_forward_flops_total                      their FLOPs (mha_flops)
  *   attnd_layers, attnd_layers_damaged, attnd_ready, attnd_draining   gauges given at scrape time
@@ -61,12 +66,16 @@ void srv_metrics_free(srv_metrics *m); /* accepts NULL */
 void srv_metrics_request_begin(srv_metrics *m);
 
 /* A request was answered (in flight - 1): route is its index in the table, or -1 when no route
- * matched; status the HTTP status; seconds from arrival to answer; bytes of body in and out. */
+ * matched; status the HTTP status (0: no answer; 499: its client hung up and its work stopped,
+ * counted as cancelled too); seconds from arrival to answer; bytes of body in and out. */
 void srv_metrics_request_end(srv_metrics *m, int route, int status, double seconds,
                              uint64_t bytes_in, uint64_t bytes_out);
 
 /* A client connection opened (delta 1) or closed (-1). */
 void srv_metrics_connection(srv_metrics *m, int delta);
+
+/* A request entered (+1) or left (-1) the queue of work waiting for a worker. */
+void srv_metrics_queued(srv_metrics *m, int delta);
 
 /* The daemon closed a connection for `reason` (http/deadline.h). */
 void srv_metrics_connection_cut(srv_metrics *m, srv_cut_reason reason);
@@ -85,7 +94,11 @@ typedef struct srv_metrics_gauges {
     bool draining;
     double start_time;       /* Unix time (s)                                   */
     int64_t body_bytes;      /* request body bytes held now (body_budget.h)     */
+    int64_t passes_running;  /* forward passes holding a slot (--max-inflight)  */
+    int64_t passes_waiting;  /* forward passes waiting for a slot               */
     int64_t body_bytes_limit; /* --max-body-memory                              */
+    int64_t weights_bytes;   /* layers' weights held now, reservations included */
+    int64_t weights_bytes_limit; /* --max-weights-bytes                         */
 } srv_metrics_gauges;
 
 /* Appends the whole exposition to out. Returns 0, or -1 when out of memory. */

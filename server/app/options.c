@@ -72,7 +72,10 @@ static const opt_spec specs[] = {
     {"max-body-bytes", NUM(max_body_bytes, U_BYTES, 1, INT64_C(1) << 40), "SIZE",
      "largest request body (413 past it, sent before the body is read)", NULL, NULL},
     {"max-body-memory", NUM(max_body_memory, U_BYTES, 0, INT64_C(1) << 50), "SIZE",
-     "request bodies held at once, all connections together (503 + Retry-After past it)", NULL,
+     "request bodies held at once, all connections together, counted as their bytes arrive "
+     "(503 + Retry-After past it; one client address holds at most a quarter while others hold "
+     "bodies too)",
+     NULL,
      "half the memory of the machine or container, at least --max-body-bytes"},
     {"max-tensor-elements", NUM(max_tensor_elements, U_COUNT, 1, INT64_C(1) << 32), "N",
      "largest tensor (input, output, weights or parameter), in elements", NULL, NULL},
@@ -80,6 +83,14 @@ static const opt_spec specs[] = {
      "largest trace, the stages it returns together, in elements (413 past it)", NULL, NULL},
     {"max-json-depth", NUM(max_json_depth, U_PLAIN, 2, 1000), "N",
      "deepest nesting of a request body", NULL, NULL},
+    {"max-weights-bytes", NUM(max_weights_bytes, U_BYTES, 1, INT64_C(1) << 50), "SIZE",
+     "all layers' weights held in memory together, the one being created included (507 past it, "
+     "before anything is allocated)",
+     "a quarter of the memory of the machine or container", NULL},
+    {"max-request-flops", NUM(max_request_flops, U_PLAIN, 1, INT64_C(1) << 62), "FLOPS",
+     "a forward or trace estimated (from its shapes, as describe's FLOPs) to cost more is refused "
+     "with 413 too_costly before it runs (3000000000000 is about a minute of one core)",
+     NULL, NULL},
     {"log-format", OPT_LOGFMT, FIELD(log_format), U_PLAIN, 0, 0, "text|json|off",
      "one line per request on stderr, as text or JSON", "text", NULL},
     {"demo", BOOL(demo), NULL, "create a demo layer \"demo\" (E=64, H=4, seed 0) at start", NULL,
@@ -137,6 +148,15 @@ void srv_options_default(srv_options *opt)
     opt->max_tensor_elements = INT64_C(1) << 26;    /* 256 MiB of float32           */
     opt->max_trace_elements = INT64_C(1) << 24;     /* 64 MiB of float32            */
     opt->max_json_depth = 32;
+    /* a quarter of what this process may use (the smaller of the machine's RAM and its cgroup's
+     * limit); --help shows the figure */
+    int64_t mem = srv_memory_limit_bytes();
+    opt->max_weights_bytes = mem > 0 ? mem / 4 : INT64_C(4) << 30;
+    /* About a minute of one core: the demo layer (E=64, H=4: head_dim 16, the engine's least
+     * efficient shape) ran at 54 GFLOP/s on one Zen 4 core at L = S = 16384 (best of repeated runs
+     * on the shared build machine, 2026-11-25), 3.2e12 in 60 s; layers with head_dim 64 run at
+     * 140-187 GFLOP/s on one thread (docs/benchmarks.md), so this takes them 16-21 s. */
+    opt->max_request_flops = INT64_C(3000000000000);
     opt->log_format = SRV_LOG_TEXT;
     opt->drain_timeout = 30;
 }

@@ -37,7 +37,9 @@ typedef struct srv_options {
     int64_t max_body_memory;     /* --max-body-memory, bodies held at once (503); 0 = auto */
     int64_t max_tensor_elements; /* --max-tensor-elements, per input/output/param tensor   */
     int64_t max_trace_elements;  /* --max-trace-elements, all stages of one trace (413)    */
+    int64_t max_weights_bytes;   /* --max-weights-bytes, all layers' weights together (507) */
     int max_json_depth;          /* --max-json-depth, nesting of any request body           */
+    int64_t max_request_flops;   /* --max-request-flops, estimated cost of one pass (413)   */
     /* behaviour */
     srv_log_format log_format;   /* --log-format text|json|off                               */
     bool demo;                   /* --demo, create the layer "demo" at start                */

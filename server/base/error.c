@@ -40,6 +40,9 @@ static const struct {
     [SRV_E_UNAVAILABLE] = {503, "unavailable"},
     [SRV_E_NOT_IMPLEMENTED] = {501, "not_implemented"},
     [SRV_E_URI_TOO_LONG] = {414, "uri_too_long"},
+    [SRV_E_INSUFFICIENT_STORAGE] = {507, "insufficient_storage"},
+    [SRV_E_TOO_COSTLY] = {413, "too_costly"},
+    [SRV_E_CANCELLED] = {499, "client_closed_request"},
 };
 
 int srv_error_status(srv_code code)
@@ -121,6 +124,9 @@ int srv_error_from_mha(srv_error *err, const mha_error *e, const char *prefix)
         break;
     case MHA_ERR_NOMEM:
         code = SRV_E_NOMEM;
+        break;
+    case MHA_ERR_CANCELLED:
+        code = SRV_E_CANCELLED;
         break;
     default:
         code = SRV_E_INTERNAL;

@@ -36,6 +36,9 @@ typedef enum srv_code {
     SRV_E_UNAVAILABLE,      /* 503 shutting down, not ready, or busy (Retry-After)             */
     SRV_E_NOT_IMPLEMENTED,  /* 501 a transfer coding attnd does not speak (RFC 9112 6.1)        */
     SRV_E_URI_TOO_LONG,     /* 414 a query with more arguments than attnd reads                */
+    SRV_E_INSUFFICIENT_STORAGE, /* 507 the disk is full, or the layers would pass --max-weights-bytes */
+    SRV_E_TOO_COSTLY,       /* 413 a pass estimated to cost more than --max-request-flops      */
+    SRV_E_CANCELLED,        /* 499 the client hung up and the work for it stopped (no reply)    */
     SRV_E_COUNT
 } srv_code;
 

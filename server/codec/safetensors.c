@@ -91,8 +91,8 @@ static int str_cmp(const void *a, const void *b)
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
-int srv_st_write(srv_buf *out, const srv_st_view *tensors, int n, const json_t *metadata,
-                 srv_error *err)
+int srv_st_write_stream(srv_st_sink sink, void *ctx, const srv_st_view *tensors, int n,
+                        const json_t *metadata, srv_error *err)
 {
     const srv_st_view **order = calloc(n > 0 ? (size_t)n : 1, sizeof *order);
     const char **mkeys = NULL;
@@ -185,43 +185,68 @@ int srv_st_write(srv_buf *out, const srv_st_view *tensors, int n, const json_t *
     uint8_t len8[8];
     for (int i = 0; i < 8; i++)
         len8[i] = (uint8_t)((uint64_t)h.len >> (8 * i));
-    srv_buf_append(out, len8, 8);
-    srv_buf_append(out, h.data, h.len);
-    if (srv_buf_reserve(out, (size_t)off) != 0) {
-        srv_error_set(err, SRV_E_NOMEM, "", "out of memory writing safetensors (%" PRIu64
-                      " bytes of data)", off);
-        goto error;
-    }
+    if (sink(ctx, len8, 8) != 0 || sink(ctx, h.data, h.len) != 0)
+        goto sink_error;
+    /* the data, little-endian, through a staging block (never a second copy of the whole) */
+    uint8_t stage[1 << 16];
     for (int i = 0; i < n; i++) {
         const srv_st_view *t = order[i];
         int64_t count = 1;
         for (int d = 0; d < t->ndim; d++)
             count *= t->shape[d];
-        uint8_t *p = (uint8_t *)out->data + out->len;
-        for (int64_t j = 0; j < count; j++) {
-            uint32_t bits;
-            memcpy(&bits, &t->data[j], sizeof bits);
-            p[0] = (uint8_t)bits;
-            p[1] = (uint8_t)(bits >> 8);
-            p[2] = (uint8_t)(bits >> 16);
-            p[3] = (uint8_t)(bits >> 24);
-            p += 4;
+        for (int64_t j = 0; j < count;) {
+            int64_t m = count - j < (int64_t)sizeof stage / 4 ? count - j : (int64_t)sizeof stage / 4;
+            uint8_t *p = stage;
+            for (int64_t k = 0; k < m; k++) {
+                uint32_t bits;
+                memcpy(&bits, &t->data[j + k], sizeof bits);
+                p[0] = (uint8_t)bits;
+                p[1] = (uint8_t)(bits >> 8);
+                p[2] = (uint8_t)(bits >> 16);
+                p[3] = (uint8_t)(bits >> 24);
+                p += 4;
+            }
+            if (sink(ctx, stage, (size_t)m * 4) != 0)
+                goto sink_error;
+            j += m;
         }
-        out->len += (size_t)count * 4;
-    }
-    out->data[out->len] = '\0';
-    if (out->failed) {
-        srv_error_set(err, SRV_E_NOMEM, "", "out of memory writing safetensors");
-        goto error;
     }
     free(order);
     free(mkeys);
     srv_buf_free(&h);
     return 0;
 
+sink_error: /* the sink said why (its err); otherwise: */
+    srv_error_set(err, SRV_E_INTERNAL, "", "could not write the safetensors file");
 error:
     free(order);
     free(mkeys);
     srv_buf_free(&h);
     return -1;
+}
+
+static int buf_sink(void *ctx, const void *bytes, size_t n)
+{
+    return srv_buf_append(ctx, bytes, n);
+}
+
+int srv_st_write(srv_buf *out, const srv_st_view *tensors, int n, const json_t *metadata,
+                 srv_error *err)
+{
+    /* room for the data and a header of any likely size up front: the buffer grows once */
+    uint64_t data = 0;
+    for (int i = 0; i < n && tensors; i++) {
+        uint64_t count = 1;
+        for (int d = 0; d < tensors[i].ndim && d < SRV_TENSOR_MAX_DIMS; d++)
+            count = tensors[i].shape[d] > 0 ? count * (uint64_t)tensors[i].shape[d] : 0;
+        data += count * 4;
+    }
+    if (data < SIZE_MAX / 2)
+        srv_buf_reserve(out, (size_t)data + 4096);
+    if (srv_st_write_stream(buf_sink, out, tensors, n, metadata, err) != 0)
+        return -1;
+    if (out->failed)
+        return srv_error_set(err, SRV_E_NOMEM, "", "out of memory writing safetensors");
+    out->data[out->len] = '\0';
+    return 0;
 }

@@ -149,6 +149,16 @@ typedef struct srv_st_view {
 int srv_st_write(srv_buf *out, const srv_st_view *tensors, int n, const json_t *metadata,
                  srv_error *err);
 
+/* Where srv_st_write_stream puts the file, piece by piece in order: 0, or -1 to stop. */
+typedef int (*srv_st_sink)(void *ctx, const void *bytes, size_t n);
+
+/* The same file handed to sink in pieces (the header, then the data in blocks of 64 KiB), so a
+ * large one is written out without a second copy in memory (the data dir's weights). Returns 0,
+ * or -1 with err: a bad argument, or the sink stopped (err then only says the write failed: the
+ * sink's own context says why). */
+int srv_st_write_stream(srv_st_sink sink, void *ctx, const srv_st_view *tensors, int n,
+                        const json_t *metadata, srv_error *err);
+
 /* Converts one IEEE half (binary16) or bfloat16 bit pattern to float32 (exact). */
 float srv_st_f16_to_f32(uint16_t h);
 float srv_st_bf16_to_f32(uint16_t h);

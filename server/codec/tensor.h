@@ -61,6 +61,14 @@ int srv_tensor_parse(srv_tensor *out, const char *json, size_t len, const srv_te
 
 void srv_tensor_free(srv_tensor *t); /* frees data; accepts NULL and zeroed tensors */
 
+/* The shape a tensor value in the flat or base64 form declares (text [json, json+len): an object
+ * with a "shape" member), read without decoding or checking its data (tensor_peek.c): true with
+ * shape[0, *ndim) filled, or false when the text does not say (the nested form, no "shape", or
+ * anything unexpected). A look before the work, never a verdict: srv_tensor_parse reads the same
+ * text strictly and judges it (the shape it finds is the one peeked when both succeed). */
+bool srv_tensor_peek_shape(const char *json, size_t len, int64_t shape[SRV_TENSOR_MAX_DIMS],
+                           int *ndim);
+
 typedef enum srv_encoding { SRV_ENC_NESTED = 0, SRV_ENC_FLAT, SRV_ENC_BASE64 } srv_encoding;
 
 /* Parses "nested" | "flat" | "base64"; -1 for anything else. */

@@ -80,6 +80,9 @@ typedef struct srv_v2_input {
     void *copy;                         /* owned: binary data copied to an aligned buffer */
     int int_size;                       /* the position inputs: INT64 8, INT32 4 (else 0) */
     srv_positions pos;                  /* owned: the position inputs' values (data unused) */
+    const char *data_text;              /* the JSON "data" text in the body (borrowed), read
+                                           after every input's shape; NULL for binary data */
+    size_t data_len;
 } srv_v2_input;
 
 typedef struct srv_v2_output_sel {
@@ -123,6 +126,18 @@ int srv_v2_header_length(size_t *out, const char *value, size_t body_len, srv_er
  * the engine's to check (mha_plan_forward). */
 int srv_v2_request_parse(srv_v2_request *req, const char *body, size_t body_len, size_t header_len,
                          int64_t max_elements, srv_error *err);
+
+/* Called by srv_v2_request_parse_checked once the request's inputs (names, datatypes, shapes),
+ * parameters and outputs are read and checked, before any tensor data is read: return 0 to go on,
+ * or -1 with err filled to refuse the request (the parse then fails with err). req holds no data
+ * yet (every input's data is NULL). */
+typedef int (*srv_v2_shapes_check)(void *cls, const srv_v2_request *req, srv_error *err);
+
+/* srv_v2_request_parse that lets check (may be NULL) judge the request by its shapes before any
+ * tensor data is decoded (what a pass on those shapes would cost: api_v2.c). */
+int srv_v2_request_parse_checked(srv_v2_request *req, const char *body, size_t body_len,
+                                 size_t header_len, int64_t max_elements, srv_v2_shapes_check check,
+                                 void *cls, srv_error *err);
 
 void srv_v2_request_free(srv_v2_request *req); /* accepts NULL and a zeroed request */
 

@@ -559,9 +559,9 @@ static int v2_parse_input(srv_v2_request *req, int64_t binsize[SRV_V2_IN_COUNT],
     if (!data)
         return srv_error_set(err, SRV_E_MISSING_FIELD, nm,
                              "input '%s' has neither \"data\" nor parameters.binary_data_size", nm);
-    if (v2_is_positions(id))
-        return v2_parse_positions_data(in, id, data->value, data->value_len, max_elements, err);
-    return v2_parse_json_data(in, id, data->value, data->value_len, max_elements, err);
+    in->data_text = data->value; /* read once every input's shape is known */
+    in->data_len = data->value_len;
+    return 0;
 }
 
 static int v2_parse_inputs(srv_v2_request *req, int64_t binsize[SRV_V2_IN_COUNT], const char *text,
@@ -826,6 +826,14 @@ void srv_v2_request_free(srv_v2_request *req)
 int srv_v2_request_parse(srv_v2_request *req, const char *body, size_t body_len, size_t header_len,
                          int64_t max_elements, srv_error *err)
 {
+    return srv_v2_request_parse_checked(req, body, body_len, header_len, max_elements, NULL, NULL,
+                                        err);
+}
+
+int srv_v2_request_parse_checked(srv_v2_request *req, const char *body, size_t body_len,
+                                 size_t header_len, int64_t max_elements, srv_v2_shapes_check check,
+                                 void *cls, srv_error *err)
+{
     memset(req, 0, sizeof *req);
     req->average_attn_weights = true;
     if (header_len > body_len)
@@ -932,6 +940,18 @@ int srv_v2_request_parse(srv_v2_request *req, const char *body, size_t body_len,
                       req->need_weights ? "an attention weights output is asked for but"
                                         : "weights are chosen (parameters weights_*) but");
         goto error;
+    }
+    /* every shape is known, no data read yet: the caller may refuse the request here */
+    if (check && check(cls, req, err) < 0)
+        goto error;
+    for (int k = 0; k < req->ninputs; k++) {
+        int input = req->input_order[k];
+        srv_v2_input *in = &req->inputs[input];
+        if (!in->data_text)
+            continue;
+        if ((v2_is_positions(input) ? v2_parse_positions_data : v2_parse_json_data)(
+                in, input, in->data_text, in->data_len, max_elements, err) < 0)
+            goto error;
     }
     if (v2_attach_binary(req, binsize, body, body_len, header_len, err) < 0)
         goto error;

@@ -6,14 +6,23 @@
  * request is answered, and requests wait their turn for the engine (--max-inflight) with their
  * bodies in hand. Enough clients each sending a large body at once would grow the daemon past the
  * machine's (or the container's) memory and get it killed, layers and all. With a budget, a body
- * that does not fit is refused with 503 + Retry-After before it is read (from Content-Length), or
- * as soon as a chunked one grows past it, and the daemon keeps serving the others.
+ * whose first step does not fit is refused with 503 + Retry-After before it is read, one that grows
+ * past it later gets the 503 once it has been sent (the rest is read and dropped), and the daemon
+ * keeps serving the others.
  *
- * A body counts from its headers (its Content-Length, reserved up front) or from its bytes as they
- * arrive (chunked), until its request is complete. Decoded tensors and replies are not counted: they
- * are bounded per pass by --max-tensor-elements and in number by --max-inflight.
+ * A body counts from its bytes as they arrive, reserved a step ahead (request.c), until its request
+ * is complete, whether it is chunked or has a Content-Length: a client that declares 16 MiB and
+ * sends 4 KB/s holds what it sent, not what it declared. Decoded tensors and replies are not counted:
+ * they are bounded per pass by --max-tensor-elements and in number by --max-inflight.
  *
- * Thread-safe (one atomic counter); no lock on any path.
+ * One client address may hold at most 1/SRV_BODY_CLIENT_SHARE of the budget while bodies from
+ * other addresses are held too (srv_body_clients): many slow connections from one place cannot
+ * take it all from everyone else. Alone, an address may use all of it (behind a proxy every
+ * client has the proxy's address). IPv6 addresses count by their /64, which one client often has
+ * whole.
+ *
+ * Thread-safe: the total is one atomic counter (srv_body_budget_take/give take no lock); the
+ * per-address shares are kept under one mutex, taken once per step of a body.
  */
 #ifndef ATTND_BODY_BUDGET_H
 #define ATTND_BODY_BUDGET_H
@@ -40,5 +49,45 @@ void srv_body_budget_give(srv_body_budget *b, int64_t bytes);
 
 /* Bytes reserved now (for /metrics and error messages). */
 int64_t srv_body_budget_held(const srv_body_budget *b);
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Shares per client address                                                                      */
+
+#define SRV_BODY_CLIENT_SHARE 4 /* an address holds at most a quarter while others hold some too */
+
+/* Who sent a body: the address family and the address (IPv4 whole, IPv6 its first 64 bits, an
+ * IPv4-mapped IPv6 address as IPv4). */
+typedef struct srv_body_client {
+    unsigned char key[10];
+} srv_body_client;
+
+/* The client of a socket address (NULL or an unknown family: one shared "unknown" client). */
+struct sockaddr;
+void srv_body_client_of(srv_body_client *out, const struct sockaddr *addr);
+
+typedef struct srv_body_clients srv_body_clients;
+
+/* The shares of up to `capacity` addresses holding bodies at once (--max-connections: each holds
+ * at least one connection). NULL when out of memory. Free with srv_body_clients_free. */
+srv_body_clients *srv_body_clients_create(int capacity);
+void srv_body_clients_free(srv_body_clients *cl); /* accepts NULL */
+
+typedef enum srv_body_take_result {
+    SRV_BODY_TAKEN = 0,   /* reserved                                                         */
+    SRV_BODY_FULL,        /* the budget has no room                                           */
+    SRV_BODY_OVER_SHARE,  /* the address would pass its share while others hold bodies too   */
+} srv_body_take_result;
+
+/* Reserves `bytes` (>= 0) for client `who` from b, within its share (see the top). Reserves
+ * nothing unless it returns SRV_BODY_TAKEN. */
+srv_body_take_result srv_body_take(srv_body_budget *b, srv_body_clients *cl,
+                                   const srv_body_client *who, int64_t bytes);
+
+/* Gives back `bytes` that srv_body_take reserved for who. */
+void srv_body_give(srv_body_budget *b, srv_body_clients *cl, const srv_body_client *who,
+                   int64_t bytes);
+
+/* Bytes who holds now (0 when it holds none). */
+int64_t srv_body_client_held(srv_body_clients *cl, const srv_body_client *who);
 
 #endif

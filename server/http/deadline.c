@@ -11,7 +11,8 @@
  *     cut off, a body at real network speed never is;
  *   - between requests (keep-alive) a connection is idle under libmicrohttpd's --timeout only;
  *   - while a request is handled (on a worker, its connection suspended) no deadline of ours
- *     applies;
+ *     applies; but a client that hangs up meanwhile is noticed within two ticks and its request's
+ *     gone flag set, so the work for it stops (below);
  *   - a reply must be taken by the client at --min-body-rate on average too, after the same grace
  *     (counted in bytes the client's kernel acknowledged): a client that reads a large reply a few
  *     bytes at a time would otherwise hold the reply's memory for as long as it likes, since
@@ -24,6 +25,19 @@
  * "request_timeout"; none when cut while its reply is under way), then shutdown(fd, SHUT_RDWR):
  * libmicrohttpd's next read or write fails and it closes the connection itself, on its own thread,
  * with its usual cleanup.
+ *
+ * Clients gone while their request is handled: libmicrohttpd does not look at a connection then
+ * (suspended while a worker runs the handler, or busy in the handler on its own thread), so the
+ * reaper does, every tick, with poll(POLLRDHUP) on each busy connection's socket. A reset (POLLERR,
+ * POLLHUP) means gone. The client's FIN alone (POLLRDHUP) is ambiguous: a client that closed its
+ * socket sends one, and so does one that only shut down its sending side and still waits for the
+ * reply (nc -N, some proxies; test_deadline.c's half-closed clients must get their answer). So an
+ * HTTP/1.1 connection busy for a tick or more that shows a FIN is sent "HTTP/1.1 100 Continue" and blank line (RFC 9110
+ * 15.2: a client must take any 1xx before the final reply, and ignores one it does not expect): a
+ * client still reading takes it, a closed socket answers it with a reset, which the next tick sees.
+ * HTTP/1.0 clients may not be sent a 1xx, so for them the FIN is taken as gone. The gone flag is
+ * read by the handler (srv_request_gone) and the engine (mha_inputs.cancel), and the gone callback
+ * lets the server drop the request from its worker queue at once.
  *
  * How: libmicrohttpd's connection notifications (MHD_OPTION_NOTIFY_CONNECTION) keep a registry of
  * open connections (slots in one array, so the reaper can walk it in batches and drop the lock in
@@ -44,6 +58,7 @@
 #include "deadline.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <linux/tcp.h> /* struct tcp_info with tcpi_bytes_received (glibc's netinet/tcp.h lacks it) */
 #include <netinet/in.h>
 #include <pthread.h>
@@ -57,9 +72,10 @@
 
 #include <microhttpd.h>
 
-#define TICK_MS 250     /* deadlines are enforced within this much of their expiry             */
-#define IDLE_EVERY 4    /* idle connections are looked at every 4th tick (once a second)         */
+#define TICK_MS 100     /* deadlines are enforced, and hang-ups seen, within this much            */
+#define IDLE_EVERY 10   /* idle connections are looked at every 10th tick (once a second)        */
 #define BATCH 256       /* slots checked per hold of the lock                                    */
+#define PROBE "HTTP/1.1 100 Continue\r\n\r\n" /* to a busy HTTP/1.1 client that sent a FIN  */
 #define MARK_UNSET UINT64_MAX
 #define TCP_CLOSE_WAIT_STATE 8 /* the kernel's TCP_CLOSE_WAIT: the peer sent its FIN              */
 
@@ -76,7 +92,12 @@ typedef enum phase {
 typedef struct conn_slot {
     srv_deadlines *owner;
     int fd;
+    struct MHD_Connection *conn;
     phase phase;
+    int gone;            /* the client hung up while the request was busy (atomic: the engine
+                          * reads it without the lock); reset at each request's begin          */
+    bool http11;         /* the request is HTTP/1.1: a FIN is probed with a 100 Continue         */
+    bool probed;         /* the probe was sent for this request                                  */
     int next_free;       /* free list                                                        */
     int idle_halfclosed; /* idle checks that found the connection half-closed in a row        */
     bool timed_out;      /* closed by the reaper for a missed deadline                        */
@@ -97,6 +118,7 @@ struct srv_deadlines {
     int free_head; /* -1: full                                          */
     double header_timeout, min_rate, body_grace;
     srv_deadline_event event; /* may be NULL */
+    srv_deadline_gone gone;   /* may be NULL */
     void *event_cls;
     char reply_header[512], reply_body[512]; /* the 408s, whole HTTP responses */
     size_t reply_header_len, reply_body_len;
@@ -159,6 +181,30 @@ static void reap(srv_deadlines *dl, conn_slot *s, srv_cut_reason why)
     s->phase = PH_CLOSING;
     if (dl->event)
         dl->event(dl->event_cls, 0, 1, why);
+}
+
+/* Whether the client of a busy connection has gone (see the top): sets s->gone and returns true
+ * the tick it is seen. Lock held. */
+static bool check_gone(conn_slot *s)
+{
+    if (__atomic_load_n(&s->gone, __ATOMIC_RELAXED))
+        return false;
+    struct pollfd p = {.fd = s->fd, .events = POLLRDHUP};
+    if (poll(&p, 1, 0) <= 0)
+        return false;
+    bool gone = p.revents & (POLLERR | POLLHUP | POLLNVAL);
+    if (!gone && (p.revents & POLLRDHUP)) {
+        if (!s->http11)
+            gone = true;
+        else if (!s->probed) {
+            s->probed = true;
+            ssize_t n = send(s->fd, PROBE, sizeof PROBE - 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+            gone = n < 0 && (errno == EPIPE || errno == ECONNRESET);
+        }
+    }
+    if (gone)
+        __atomic_store_n(&s->gone, 1, __ATOMIC_RELAXED);
+    return gone;
 }
 
 /* Acts on one slot if it is past its deadline. Lock held. */
@@ -239,10 +285,19 @@ static void *reaper_main(void *arg)
          * the walk by index survives connections coming and going meanwhile. */
         for (int base = 0; base < dl->used_hi && !dl->stopping; base += BATCH) {
             double now = mono_now();
-            int end = base + BATCH < dl->used_hi ? base + BATCH : dl->used_hi;
-            for (int i = base; i < end; i++)
-                check_slot(dl, &dl->slots[i], now, idle_pass);
+            int end = base + BATCH < dl->used_hi ? base + BATCH : dl->used_hi, ngone = 0;
+            struct MHD_Connection *gone[BATCH];
+            for (int i = base; i < end; i++) {
+                conn_slot *s = &dl->slots[i];
+                check_slot(dl, s, now, idle_pass);
+                /* busy for a tick at least: a quick request is done before a hang-up matters,
+                 * and a half-closed client of one is never sent the probe */
+                if (s->phase == PH_BUSY && now - s->since >= TICK_MS / 1e3 && check_gone(s))
+                    gone[ngone++] = s->conn;
+            }
             pthread_mutex_unlock(&dl->lock);
+            for (int i = 0; i < ngone && dl->gone; i++) /* without the lock: they may resume */
+                dl->gone(dl->event_cls, gone[i]);
             pthread_mutex_lock(&dl->lock);
         }
     }
@@ -251,7 +306,8 @@ static void *reaper_main(void *arg)
 }
 
 srv_deadlines *srv_deadlines_create(int capacity, int header_timeout_s, int min_body_rate,
-                                    srv_deadline_event event, void *cls, srv_error *err)
+                                    srv_deadline_event event, srv_deadline_gone gone, void *cls,
+                                    srv_error *err)
 {
     srv_deadlines *dl = calloc(1, sizeof *dl);
     if (capacity < 1)
@@ -276,6 +332,7 @@ srv_deadlines *srv_deadlines_create(int capacity, int header_timeout_s, int min_
     dl->body_grace = header_timeout_s;
     dl->min_rate = min_body_rate;
     dl->event = event;
+    dl->gone = gone;
     dl->event_cls = cls;
     char msg[200];
     snprintf(msg, sizeof msg, "the request's headers took longer than %d s (--header-timeout)",
@@ -341,6 +398,7 @@ void srv_deadlines_notify(void *cls, struct MHD_Connection *conn, void **socket_
             if (i >= dl->used_hi)
                 dl->used_hi = i + 1;
             s->fd = info->connect_fd;
+            s->conn = conn;
             s->phase = PH_HEADER;
             s->since = mono_now();
             s->timed_out = false;
@@ -358,6 +416,7 @@ void srv_deadlines_notify(void *cls, struct MHD_Connection *conn, void **socket_
         pthread_mutex_lock(&dl->lock);
         s->phase = PH_FREE;
         s->fd = -1;
+        s->conn = NULL;
         s->next_free = dl->free_head;
         dl->free_head = (int)(s - dl->slots);
         pthread_mutex_unlock(&dl->lock);
@@ -385,11 +444,19 @@ static void enter(conn_slot *s, phase p)
     pthread_mutex_unlock(&s->owner->lock);
 }
 
-void srv_deadlines_request_begin(struct MHD_Connection *conn)
+const int *srv_deadlines_request_begin(struct MHD_Connection *conn, bool http11)
 {
+    static const int never = 0; /* for connections past the registry's capacity */
     conn_slot *s = slot_of(conn);
-    if (s)
-        enter(s, PH_BODY);
+    if (!s)
+        return &never;
+    pthread_mutex_lock(&s->owner->lock);
+    __atomic_store_n(&s->gone, 0, __ATOMIC_RELAXED);
+    s->http11 = http11;
+    s->probed = false;
+    pthread_mutex_unlock(&s->owner->lock);
+    enter(s, PH_BODY);
+    return &s->gone;
 }
 
 void srv_deadlines_body_bytes(struct MHD_Connection *conn, size_t n)

@@ -1,15 +1,19 @@
 /*
  * deadline.h - per-phase deadlines for client connections: headers within --header-timeout, a body
- * at no less than --min-body-rate, half-closed idle connections closed (design: deadline.c).
+ * at no less than --min-body-rate, half-closed idle connections closed; and clients that hang up
+ * while their request is handled noticed (design: deadline.c).
  *
  * libmicrohttpd only knows an idle timeout (--timeout), reset by every byte, so a client trickling a
- * byte every few seconds would keep its connection forever. This module keeps a registry of open
- * connections, fed by libmicrohttpd's connection notifications and by request.c's callbacks at each
- * phase of a request, and a reaper thread that closes those past their deadline.
+ * byte every few seconds would keep its connection forever; and it does not look at a connection
+ * whose request is being handled (suspended, or on its own thread), so it cannot tell that the
+ * client has gone. This module keeps a registry of open connections, fed by libmicrohttpd's
+ * connection notifications and by request.c's callbacks at each phase of a request, and a reaper
+ * thread that closes those past their deadline and marks those whose client has gone.
  */
 #ifndef ATTND_DEADLINE_H
 #define ATTND_DEADLINE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "base/error.h"
@@ -31,13 +35,21 @@ typedef enum srv_cut_reason {
  * reaper; must not block. */
 typedef void (*srv_deadline_event)(void *cls, int delta, int cut, srv_cut_reason reason);
 
+/* The client of conn hung up while its request was handled (its gone flag is set). Called from
+ * the reaper without the registry's lock held, so it may call into libmicrohttpd (resume conn);
+ * conn may have completed and closed meanwhile unless it is suspended, so it must only be
+ * compared with connections the caller knows to be alive. */
+typedef void (*srv_deadline_gone)(void *cls, struct MHD_Connection *conn);
+
 /* Creates the registry for up to `capacity` connections (--max-connections; connections past it are
  * not tracked) and starts its reaper thread. header_timeout_s: seconds a request's headers may take
  * (0 = no limit); min_body_rate: bytes/s a body must average after a grace of header_timeout_s
  * (0 = no limit). Open connections and the ones cut off are reported to event(cls, ...) (may be
- * NULL). Returns NULL with err filled on failure. Free with srv_deadlines_free. */
+ * NULL); clients gone while their request is handled to gone(cls, ...) (may be NULL). Returns NULL
+ * with err filled on failure. Free with srv_deadlines_free. */
 srv_deadlines *srv_deadlines_create(int capacity, int header_timeout_s, int min_body_rate,
-                                    srv_deadline_event event, void *cls, srv_error *err);
+                                    srv_deadline_event event, srv_deadline_gone gone, void *cls,
+                                    srv_error *err);
 
 /* Stops the reaper and frees the registry. Call after libmicrohttpd is stopped (no connection is
  * left in it). Accepts NULL. */
@@ -49,14 +61,18 @@ void srv_deadlines_free(srv_deadlines *dl);
 void srv_deadlines_notify(void *cls, struct MHD_Connection *conn, void **socket_context, int toe);
 
 /* The phases of a request on conn, called from libmicrohttpd's threads (request.c, reply.c):
- *   request_begin  headers complete (the first access callback): the body's clock starts;
+ *   request_begin  headers complete (the first access callback): the body's clock starts; returns
+ *                  the request's gone flag (never NULL; read with __atomic_load_n): nonzero once
+ *                  the client is seen gone while the request is busy (see deadline.c for how an
+ *                  HTTP/1.1 client that only half-closed is told apart); http11: the request is
+ *                  HTTP/1.1 (1xx replies allowed);
  *   body_bytes     n more body bytes arrived;
  *   busy           the request is being handled (on a worker): no deadline of ours;
  *   sending        its reply is queued: the client must take it at --min-body-rate on average,
  *                  after the grace;
  *   request_end    the request completed (keep-alive): the connection is idle under --timeout until
  *                  the next request's first byte, which starts that request's headers' clock. */
-void srv_deadlines_request_begin(struct MHD_Connection *conn);
+const int *srv_deadlines_request_begin(struct MHD_Connection *conn, bool http11);
 void srv_deadlines_body_bytes(struct MHD_Connection *conn, size_t n);
 void srv_deadlines_busy(struct MHD_Connection *conn);
 void srv_deadlines_sending(struct MHD_Connection *conn);

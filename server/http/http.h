@@ -12,9 +12,11 @@
  *
  * Threads: libmicrohttpd runs `threads` threads, each polling many connections with epoll; bodies
  * are read without blocking, so a slow or stalled client holds up nobody, and deadline.c cuts off
- * one that holds a connection too long with its headers or body. Handlers of routes marked
- * SRV_ROUTE_HEAVY with a large body run on a worker (the connection is suspended meanwhile), so a
- * long forward pass does not stall other connections on the same thread.
+ * one that holds a connection too long with its headers or body, and notices one that hangs up
+ * while its request is handled (srv_request.gone: the work for it stops, a queued one is dropped).
+ * Handlers of routes marked SRV_ROUTE_HEAVY with a large body, and every handler of routes marked
+ * SRV_ROUTE_WORKER, run on a worker (the connection is suspended meanwhile), so a long forward pass
+ * or a layer being built does not stall other connections on the same thread.
  *
  * The files: server.c (start, drain, stop), request.c (the life of a request, its body), strict.c
  * (the request line and headers against the RFCs' MUSTs), reply.c
@@ -56,7 +58,14 @@ typedef struct srv_request {
     /* on SRV_ROUTE_STREAM routes: what the hooks' stream_open made of the body as it arrived
      * (the API's base64 predecoder, api/body.c), or NULL */
     void *stream;
+    /* nonzero once the client is seen gone (it hung up) while the request is handled: work for it
+     * can stop (never NULL; read with __atomic_load_n, or srv_request_gone). A handler that stops
+     * for it returns -1 with SRV_E_CANCELLED: the server then sends nothing and closes. */
+    const int *gone;
 } srv_request;
+
+/* True once the request's client has hung up (srv_request.gone). */
+bool srv_request_gone(const srv_request *req);
 
 /* Value of a request header (case-insensitive name), or NULL. Borrowed for the request's life. */
 const char *srv_request_header(const srv_request *req, const char *name);
@@ -106,7 +115,9 @@ enum srv_route_flags {
     SRV_ROUTE_PROBE = 1 << 5,   /* health/metrics probe (for the admit hook: never needs a key)  */
     SRV_ROUTE_STREAM = 1 << 6,  /* large bodies are shown to the hooks' stream as they arrive    */
     SRV_ROUTE_PUBLIC = 1 << 7,  /* static files anyone may read (the viewer): never need a key   */
-    SRV_ROUTE_WORKER = 1 << 8,  /* always runs on a worker: slow whatever its body (reads files) */
+    SRV_ROUTE_WORKER = 1 << 8,  /* always runs on a worker, whatever its body: slow (reads files,
+                                 * builds layers: a 60-byte PUT can make a 1 GiB one, waits on the
+                                 * data dir)                                                    */
 };
 
 typedef struct srv_route {
@@ -152,6 +163,8 @@ typedef struct srv_http_hooks {
                         uint64_t bytes_out);
     void (*connection)(void *ctx, int delta);
     void (*connection_cut)(void *ctx, srv_cut_reason reason);
+    /* a request entered (+1) or left (-1) the queue of work for the workers (may be NULL) */
+    void (*queued)(void *ctx, int delta);
 
     /* SRV_ROUTE_STREAM routes with bodies of stream_min_body bytes or more: stream_open makes an
      * observer for a body of `length` bytes (NULL: none), stream_feed shows it the body so far
@@ -178,6 +191,10 @@ typedef struct srv_http_config {
     srv_body_budget *bodies;   /* bodies held at once (borrowed; must outlive the server)         */
     const char *cors_origin;   /* allowed browser origins ("" = no CORS): cors.c                  */
     srv_log_format log_format; /* the access log (base/log.h)                                     */
+    bool external;             /* no listening socket and no threads of libmicrohttpd's: the      *
+                                * caller hands connections in (srv_http_add_connection) and runs  *
+                                * the server in its own loop (srv_http_run); host and port unused *
+                                * (in-process fuzzing: fuzz/fuzz_http.c)                          */
 } srv_http_config;
 
 typedef struct srv_http srv_http;
@@ -196,6 +213,19 @@ int srv_http_port(const srv_http *h);
  * flight to complete. Returns the number still in flight (0 = all done). Call srv_http_stop
  * afterwards. */
 int srv_http_drain(srv_http *h, int deadline_ms);
+
+/* A server started with cfg->external: serves the connected stream socket fd (one end of a
+ * socketpair) as a client connection from 127.0.0.1; the server owns fd from then on. Returns 0 or
+ * -1 (refused: connection limit, out of memory; fd is closed). */
+int srv_http_add_connection(srv_http *h, int fd);
+
+/* A server started with cfg->external: does what is ready on its connections, waiting up to
+ * timeout_ms (0: not at all) for something to be. Returns 0 or -1. */
+int srv_http_run(srv_http *h, int timeout_ms);
+
+/* Requests handed to a worker whose connection is not resumed yet: their replies are still to
+ * come (a caller running an external server waits for them before it closes its connections). */
+int srv_http_busy(const srv_http *h);
 
 /* Stops the server (closing every connection) and frees it. Accepts NULL. */
 void srv_http_stop(srv_http *h);

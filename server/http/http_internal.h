@@ -21,6 +21,7 @@ struct srv_http {
     char host[256];           /* cfg.host points here                                       */
     char cors_origin[512];    /* cfg.cors_origin points here                                */
     srv_deadlines *deadlines; /* per-phase deadlines of every connection (deadline.h)       */
+    srv_body_clients *clients; /* each client address's share of cfg.bodies (body_budget.h)   */
     int port;
 
     pthread_mutex_t lock;
@@ -34,6 +35,7 @@ struct srv_http {
     pthread_t *workers;
     int nworkers;
     req_ctx *jobs_head, *jobs_tail;
+    int busy;             /* handed to a worker and not resumed yet (atomic)           */
     bool stopping;
 };
 
@@ -50,10 +52,14 @@ struct req_ctx {
     bool responded;      /* a response was queued                                              */
     bool no_host;        /* an HTTP/1.1 request without Host (400, RFC 9112 3.2)               */
     bool too_large;      /* a chunked body went over the limit: the rest is read and dropped   */
-    bool over_budget;    /* a chunked body grew past --max-body-memory: the same, then 503     */
+    int over_budget;     /* a body grew past --max-body-memory (SRV_BODY_FULL) or its address's
+                          * share (SRV_BODY_OVER_SHARE): the rest is read and dropped, then 503 */
+    int64_t length;      /* Content-Length, 0 when chunked or none                             */
     int64_t reserved;    /* bytes of the body budget (cfg.bodies) this request holds           */
+    srv_body_client client; /* whose share of the budget the body counts in                     */
     size_t dropped;      /* bytes read and dropped since over_budget                            */
     bool offloaded;      /* the handler runs (or ran) on a worker                              */
+    bool cancelled;      /* its client hung up and the work for it stopped: no reply, logged 499 */
     double t_body;       /* srv_now() when the body was complete (the handler's start)         */
     srv_response *done;  /* the worker's response, queued when the connection resumes         */
     req_ctx *next_job;
@@ -70,7 +76,8 @@ struct req_ctx {
 
 /* request.c: libmicrohttpd's access and completion callbacks (cls = the srv_http), and the one
  * place every request with a complete body passes through: runs its handler into resp, then gives
- * back its body and its share of the body budget. */
+ * back its body and its share of the body budget (c->cancelled set when the handler stopped
+ * because the client hung up: SRV_E_CANCELLED). */
 enum MHD_Result srv_http_on_request(void *cls, struct MHD_Connection *conn, const char *url,
                                     const char *method, const char *version,
                                     const char *upload_data, size_t *upload_data_size,
@@ -120,5 +127,8 @@ enum MHD_Result srv_http_preflight(req_ctx *c);
 int srv_http_workers_start(srv_http *h);
 bool srv_http_offload(req_ctx *c);
 void srv_http_workers_stop(srv_http *h);
+/* deadline.c's gone callback (cls = the srv_http): the request on conn, if it waits in the queue
+ * with its gone flag set, leaves it at once (no reply; its connection resumes and closes). */
+void srv_http_job_gone(void *cls, struct MHD_Connection *conn);
 
 #endif

@@ -8,16 +8,22 @@
  *      (401 / 403: the API key), check its query arguments (400), the body's framing and size
  *      against the limits (501 for a transfer coding other than chunked, 400 for Content-Lengths
  *      that disagree, 411, 413 from Content-Length, 415 for the type or a Content-Encoding),
- *      reserve its Content-Length from the body budget (503 when it does not fit, body_budget.h)
- *      and answer at once when they fail, before any of the body is read (libmicrohttpd then
- *      sends no "100 Continue");
- *   2. body chunks in: appended to one buffer sized from Content-Length up front, counted against
- *      --max-body-bytes and the body budget for chunked bodies (413 / 503 at the body's end), and
- *      shown to the route's stream observer (the hooks') as they come;
+ *      reserve the body's first step from the body budget (503 when even that does not fit, or
+ *      when the client's address would pass its share: body_budget.h) and answer at once when they
+ *      fail, before any of the body is read (libmicrohttpd then sends no "100 Continue");
+ *   2. body chunks in: appended to one buffer (its address space reserved from Content-Length up
+ *      front; pages are touched only as bytes arrive), counted against --max-body-bytes (chunked
+ *      bodies: 413 at the body's end) and against the body budget a step ahead of the bytes
+ *      received, Content-Length or chunked alike (503 at the body's end when a step does not fit),
+ *      so a slow sender holds what it sent, not what it declared; and shown to the route's stream
+ *      observer (the hooks') as they come;
  *   3. body complete: srv_http_dispatch runs the handler, on this thread or, for heavy routes with
- *      big bodies, on a worker while the connection is suspended (worker.c); the response body
+ *      big bodies and worker routes, on a worker while the connection is suspended (worker.c); the
+ *      response body
  *      buffer is handed to libmicrohttpd without a copy (reply.c); once the handler has run, the
- *      body and its share of the budget are given back;
+ *      body and its share of the budget are given back. A client that hangs up meanwhile is seen
+ *      by deadline.c (srv_request.gone): a handler that stops for it (SRV_E_CANCELLED), or a job
+ *      dropped from the worker queue, gets no reply and its connection is closed;
  *   4. on_completed: the access log line and the counters (reply.c), the context is freed.
  * Each step also tells deadline.c the request's phase (headers in, body bytes, handled, done), so a
  * client too slow with its headers or body is cut off (--header-timeout, --min-body-rate).
@@ -35,15 +41,19 @@
 
 /* Bodies at least this large on a SRV_ROUTE_HEAVY route run on a worker thread. Below it the
  * handler's work is short (an S request, 19 KB in and 60 KB out, takes a few hundred microseconds
- * in all) and the hop to a worker (suspend, wake, resume) would cost more than it saves. */
-#define OFFLOAD_MIN_BODY 65536
+ * in all) and the hop to a worker (suspend, wake, resume) would cost more than it saves. (The fuzz
+ * build lowers it, so that fuzz_http reaches the workers with small inputs.) */
+#ifndef SRV_OFFLOAD_MIN_BODY
+#define SRV_OFFLOAD_MIN_BODY 65536
+#endif
 
 /* How much of a chunked body past --max-body-bytes (or --max-body-memory) is read (and dropped) so
  * that the client gets its 413 (503); past this the connection is closed instead. */
 #define DISCARD_MAX ((size_t)64 << 20)
 
-/* A chunked body reserves its share of --max-body-memory in steps of this much, not per chunk. */
-#define BUDGET_STEP ((int64_t)1 << 20)
+/* A body reserves its part of --max-body-memory this far ahead of the bytes it has received, not
+ * per read: a slow sender holds at most this much more than it sent. */
+#define BUDGET_STEP ((int64_t)256 << 10)
 
 /* ---------------------------------------------------------------------------------------------- */
 /* What handlers read of a request                                                                */
@@ -51,6 +61,11 @@
 const char *srv_request_header(const srv_request *req, const char *name)
 {
     return MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND, name);
+}
+
+bool srv_request_gone(const srv_request *req)
+{
+    return req->gone && __atomic_load_n(req->gone, __ATOMIC_RELAXED);
 }
 
 const char *srv_request_query(const srv_request *req, const char *name)
@@ -157,39 +172,52 @@ static enum MHD_Result length_differs(void *cls, enum MHD_ValueKind kind, const 
     return MHD_YES;
 }
 
-/* Makes c hold at least `need` bytes of the body budget (a chunked body growing; need <= c->limit).
- * Returns false when they do not fit (c->reserved unchanged). */
-static bool budget_reserve(req_ctx *c, int64_t need)
+/* Makes c hold at least `need` bytes of the body budget (a body growing; need <= its size limit):
+ * a step more when that fits, else exactly need. Returns SRV_BODY_TAKEN, or why not (c->reserved
+ * unchanged). */
+static srv_body_take_result budget_reserve(req_ctx *c, int64_t need)
 {
     if (need <= c->reserved)
-        return true;
-    srv_body_budget *b = c->h->cfg.bodies;
-    int64_t step = c->reserved + BUDGET_STEP < c->limit ? c->reserved + BUDGET_STEP : c->limit;
+        return SRV_BODY_TAKEN;
+    srv_http *h = c->h;
+    int64_t cap = c->length ? c->length : c->limit; /* never more than the body can be */
+    int64_t step = c->reserved + BUDGET_STEP < cap ? c->reserved + BUDGET_STEP : cap;
     int64_t want = need > step ? need : step;
-    if (!srv_body_budget_take(b, want - c->reserved)) {
+    srv_body_take_result r = srv_body_take(h->cfg.bodies, h->clients, &c->client, want - c->reserved);
+    if (r != SRV_BODY_TAKEN && want > need) {
         want = need; /* the step did not fit: the exact size might */
-        if (!srv_body_budget_take(b, want - c->reserved))
-            return false;
+        r = srv_body_take(h->cfg.bodies, h->clients, &c->client, want - c->reserved);
     }
-    c->reserved = want;
-    return true;
+    if (r == SRV_BODY_TAKEN)
+        c->reserved = want;
+    return r;
 }
 
 static void budget_release(req_ctx *c)
 {
     if (c->reserved)
-        srv_body_budget_give(c->h->cfg.bodies, c->reserved);
+        srv_body_give(c->h->cfg.bodies, c->h->clients, &c->client, c->reserved);
     c->reserved = 0;
 }
 
-static int budget_error(req_ctx *c, srv_error *err, unsigned long long length)
+/* The 503 for a body that does not fit (why: FULL or OVER_SHARE). */
+static int budget_error(req_ctx *c, srv_error *err, srv_body_take_result why)
 {
     const srv_body_budget *b = c->h->cfg.bodies;
+    unsigned long long length = (unsigned long long)c->length;
+    if (why == SRV_BODY_OVER_SHARE)
+        return srv_error_set(err, SRV_E_NOMEM, "",
+                             "request bodies from this client's address hold %lld bytes; while "
+                             "other clients' bodies are held too, one address may hold at most "
+                             "1/%d of --max-body-memory (%lld bytes); retry later",
+                             (long long)srv_body_client_held(c->h->clients, &c->client),
+                             SRV_BODY_CLIENT_SHARE, (long long)(b->limit / SRV_BODY_CLIENT_SHARE));
     return srv_error_set(err, SRV_E_NOMEM, "",
-                         "request bodies of %lld bytes are held now, and this one%s (%llu bytes%s) "
+                         "request bodies of %lld bytes are held now, and this one (%llu bytes%s%s) "
                          "would take them past --max-body-memory (%lld bytes); retry later",
-                         (long long)srv_body_budget_held(b), length ? "" : " so far",
-                         length ? length : (unsigned long long)c->bytes_in, length ? "" : ", chunked",
+                         (long long)srv_body_budget_held(b),
+                         length ? length : (unsigned long long)c->bytes_in,
+                         length ? "" : " so far, chunked", length && c->bytes_in ? ", being sent" : "",
                          (long long)b->limit);
 }
 
@@ -198,8 +226,11 @@ void srv_http_dispatch(req_ctx *c, srv_response *resp)
     srv_error err = {0};
     c->req.body = c->body.data ? c->body.data : "";
     c->req.body_len = c->body.len;
-    if (c->req.route->handler(c->h->hooks.ctx, &c->req, resp, &err) < 0)
+    if (c->req.route->handler(c->h->hooks.ctx, &c->req, resp, &err) < 0) {
+        if (err.code == SRV_E_CANCELLED) /* the client hung up and the handler stopped for it */
+            c->cancelled = true;
         srv_http_error_reply(c, resp, &err);
+    }
     /* the reply is built and holds no pointer into the body: its memory and its share of
      * --max-body-memory go back now, not when the client has read the reply (a client's next
      * request must not find its last body still counted) */
@@ -300,11 +331,19 @@ static enum MHD_Result on_headers(req_ctx *c)
                       "Content-Encoding '%.32s' is not supported; send the body uncompressed", ce);
         return srv_http_queue_error(c, &err, NULL, true);
     }
-    if (length && !srv_body_budget_take(h->cfg.bodies, (int64_t)length)) {
-        budget_error(c, &err, length);
+    c->length = (int64_t)length;
+    if (length || chunked) {
+        const union MHD_ConnectionInfo *ci =
+            MHD_get_connection_info(c->req.conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+        srv_body_client_of(&c->client, ci ? ci->client_addr : NULL);
+    }
+    /* the first step now, so a budget that is really full answers before the body is read */
+    int64_t first = (int64_t)length < BUDGET_STEP ? (int64_t)length : BUDGET_STEP;
+    srv_body_take_result taken = first ? budget_reserve(c, first) : SRV_BODY_TAKEN;
+    if (taken != SRV_BODY_TAKEN) {
+        budget_error(c, &err, taken);
         return srv_http_queue_error(c, &err, NULL, true);
     }
-    c->reserved = (int64_t)length;
     if (length && srv_bigbuf_reserve(&c->body, (size_t)length) < 0) {
         srv_error_set(&err, SRV_E_NOMEM, "", "out of memory for a body of %llu bytes", length);
         return srv_http_queue_error(c, &err, NULL, true);
@@ -405,7 +444,7 @@ enum MHD_Result srv_http_on_request(void *cls, struct MHD_Connection *conn, cons
         __atomic_add_fetch(&h->active, 1, __ATOMIC_SEQ_CST);
         if (h->hooks.request_begin)
             h->hooks.request_begin(h->hooks.ctx);
-        srv_deadlines_request_begin(conn);
+        c->req.gone = srv_deadlines_request_begin(conn, strcmp(version, MHD_HTTP_VERSION_1_1) == 0);
         srv_error err = {0};
         if (srv_http_check_syntax(c, method, url, version, &err) < 0)
             return srv_http_queue_error(c, &err, NULL, true);
@@ -419,10 +458,12 @@ enum MHD_Result srv_http_on_request(void *cls, struct MHD_Connection *conn, cons
         srv_deadlines_body_bytes(conn, n);
         if (c->responded) /* an early error reply is queued; the rest is dropped */
             return MHD_YES;
+        srv_body_take_result taken = SRV_BODY_TAKEN;
         if (!c->too_large && !c->over_budget && (int64_t)(c->body.len + n) <= c->limit &&
-            !budget_reserve(c, (int64_t)(c->body.len + n))) {
-            /* a chunked body grew past --max-body-memory: dropped, and 503 at its end (as 413) */
-            c->over_budget = true;
+            (taken = budget_reserve(c, (int64_t)(c->body.len + n))) != SRV_BODY_TAKEN) {
+            /* the body grew past what --max-body-memory (or its address's share) has room for:
+             * dropped, and 503 at its end (as 413) */
+            c->over_budget = taken;
             srv_bigbuf_free(&c->body);
             budget_release(c);
         }
@@ -465,10 +506,12 @@ enum MHD_Result srv_http_on_request(void *cls, struct MHD_Connection *conn, cons
     }
     if (c->over_budget) {
         srv_error err = {0};
-        budget_error(c, &err, 0);
+        budget_error(c, &err, (srv_body_take_result)c->over_budget);
         return srv_http_queue_error(c, &err, NULL, true);
     }
     if (c->offloaded) {
+        if (c->cancelled) /* its client hung up: nothing to send, the connection closes */
+            return MHD_NO;
         if (!c->done) {
             if (c->req.route == NULL) /* cannot happen: offloaded requests have a route */
                 return MHD_NO;
@@ -484,14 +527,14 @@ enum MHD_Result srv_http_on_request(void *cls, struct MHD_Connection *conn, cons
     }
     unsigned flags = c->req.route->flags;
     if (((flags & SRV_ROUTE_WORKER) ||
-         ((flags & SRV_ROUTE_HEAVY) && c->body.len >= OFFLOAD_MIN_BODY)) &&
+         ((flags & SRV_ROUTE_HEAVY) && c->body.len >= SRV_OFFLOAD_MIN_BODY)) &&
         srv_http_offload(c))
         return MHD_YES;
 
     srv_response resp;
     srv_http_response_init(&resp);
     srv_http_dispatch(c, &resp);
-    enum MHD_Result ok = srv_http_queue(c, &resp, false);
+    enum MHD_Result ok = c->cancelled ? MHD_NO : srv_http_queue(c, &resp, false);
     srv_http_response_free(&resp);
     return ok;
 }
@@ -514,8 +557,12 @@ void srv_http_on_completed(void *cls, struct MHD_Connection *conn, void **con_cl
         return;
     }
     /* a request that ended without a reply is logged with status 0 (client gone, idle timeout),
-     * or 408 when deadline.c cut it off */
-    int status = c->responded ? c->status : srv_deadlines_timed_out(conn) ? 408 : 0;
+     * 408 when deadline.c cut it off, or 499 (nginx's "client closed request") when its client
+     * hung up while it was handled and the work for it stopped */
+    int status = c->responded           ? c->status
+               : c->cancelled           ? 499
+               : srv_deadlines_timed_out(conn) ? 408
+                                        : 0;
     srv_http_log_request(c, status);
     if (c->done) {
         srv_http_response_free(c->done);

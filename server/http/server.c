@@ -112,6 +112,7 @@ static void free_server(srv_http *h)
 {
     srv_http_workers_stop(h);
     srv_deadlines_free(h->deadlines);
+    srv_body_clients_free(h->clients);
     pthread_cond_destroy(&h->idle);
     pthread_cond_destroy(&h->jobs);
     pthread_mutex_destroy(&h->lock);
@@ -135,9 +136,9 @@ srv_http *srv_http_start(const srv_http_config *cfg, const srv_http_hooks *hooks
     h->cfg.host = h->host;
     h->cfg.cors_origin = h->cors_origin;
 
-    struct sockaddr_storage addr;
+    struct sockaddr_storage addr = {0};
     socklen_t alen = 0;
-    if (resolve(h->host, cfg->port, &addr, &alen, err) < 0)
+    if (!cfg->external && resolve(h->host, cfg->port, &addr, &alen, err) < 0)
         goto fail;
 
     /* Workers run heavy handlers; as many as passes may be in flight. */
@@ -146,16 +147,25 @@ srv_http *srv_http_start(const srv_http_config *cfg, const srv_http_hooks *hooks
         goto fail;
     }
     h->deadlines = srv_deadlines_create(cfg->max_connections, cfg->header_timeout,
-                                        cfg->min_body_rate, on_deadline_event, h, err);
+                                        cfg->min_body_rate, on_deadline_event, srv_http_job_gone, h,
+                                        err);
     if (!h->deadlines)
         goto fail;
+    h->clients = srv_body_clients_create(cfg->max_connections);
+    if (!h->clients) {
+        srv_error_set(err, SRV_E_NOMEM, "max-connections",
+                      "out of memory for the body shares of %d connections", cfg->max_connections);
+        goto fail;
+    }
 
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
                      MHD_USE_ITC;
     if (addr.ss_family == AF_INET6)
         flags |= MHD_USE_IPv6;
+    if (cfg->external) /* polled by srv_http_run, level-triggered, on the caller's thread */
+        flags = MHD_USE_NO_LISTEN_SOCKET | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ITC;
     struct MHD_OptionItem ops[] = {
-        {MHD_OPTION_SOCK_ADDR, 0, &addr},
+        {MHD_OPTION_SOCK_ADDR, 0, cfg->external ? NULL : &addr},
         {MHD_OPTION_CONNECTION_TIMEOUT, (intptr_t)cfg->timeout, NULL},
         {MHD_OPTION_CONNECTION_LIMIT, (intptr_t)cfg->max_connections, NULL},
         /* Per-connection buffer for headers and body reads, grown 64 KB at a time while a body
@@ -171,7 +181,7 @@ srv_http *srv_http_start(const srv_http_config *cfg, const srv_http_hooks *hooks
         {MHD_OPTION_UNESCAPE_CALLBACK, (intptr_t)srv_http_unescape, NULL},
         /* every request's context is made when its request line arrives (strict.c) */
         {MHD_OPTION_URI_LOG_CALLBACK, (intptr_t)srv_http_on_target, h},
-        {cfg->threads > 1 ? MHD_OPTION_THREAD_POOL_SIZE : MHD_OPTION_END,
+        {cfg->threads > 1 && !cfg->external ? MHD_OPTION_THREAD_POOL_SIZE : MHD_OPTION_END,
          (intptr_t)cfg->threads, NULL},
         /* No MHD_OPTION_LISTENING_ADDRESS_REUSE: its 1 is SO_REUSEPORT, which lets a second daemon
          * bind the same port and take half the connections (a layer PUT to one is "not found" on
@@ -197,6 +207,21 @@ fail:
 int srv_http_port(const srv_http *h)
 {
     return h->port;
+}
+
+int srv_http_add_connection(srv_http *h, int fd)
+{
+    struct sockaddr_in peer = {0};
+    peer.sin_family = AF_INET;
+    peer.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    return MHD_add_connection(h->mhd, fd, (const struct sockaddr *)&peer, sizeof peer) == MHD_YES
+               ? 0
+               : -1;
+}
+
+int srv_http_run(srv_http *h, int timeout_ms)
+{
+    return MHD_run_wait(h->mhd, timeout_ms) == MHD_YES ? 0 : -1;
 }
 
 int srv_http_drain(srv_http *h, int deadline_ms)

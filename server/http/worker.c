@@ -1,7 +1,9 @@
 /*
  * worker.c - the workers that run heavy handlers (routes flagged SRV_ROUTE_HEAVY with large
- * bodies) off the HTTP threads: the connection is suspended while its job waits and runs, so the
- * thread that received it keeps serving its other connections.
+ * bodies, and every SRV_ROUTE_WORKER one) off the HTTP threads: the connection is suspended while
+ * its job waits and runs, so the thread that received it keeps serving its other connections. A
+ * job whose client hangs up while it waits leaves the queue at once (srv_http_job_gone), or is
+ * dropped when a worker takes it.
  */
 #include "http_internal.h"
 
@@ -26,14 +28,23 @@ static void *worker_main(void *arg)
         if (!h->jobs_head)
             h->jobs_tail = NULL;
         pthread_mutex_unlock(&h->lock);
+        if (h->hooks.queued)
+            h->hooks.queued(h->hooks.ctx, -1);
 
+        if (srv_request_gone(&c->req)) { /* its client hung up while it waited: drop it */
+            c->cancelled = true;
+            c->done = NULL;
+            MHD_resume_connection(c->req.conn);
+            continue;
+        }
         srv_response *resp = malloc(sizeof *resp);
         if (resp) {
             srv_http_response_init(resp);
             /* Every worker was busy for longer than a pass may wait for a slot: the daemon is
-             * over capacity; say so rather than let the queue grow. */
+             * over capacity; say so rather than let the queue grow. A worker route (a layer
+             * change) waits its turn instead: it is no pass, and its client asked for a change. */
             double waited_ms = (srv_now() - c->queued_at) * 1e3;
-            if (waited_ms > h->cfg.queue_wait_ms) {
+            if (waited_ms > h->cfg.queue_wait_ms && !(c->req.route->flags & SRV_ROUTE_WORKER)) {
                 srv_error err = {0};
                 srv_error_set(&err, SRV_E_UNAVAILABLE, "",
                               "busy: waited %.0f ms for one of %d workers (--max-inflight); retry "
@@ -46,6 +57,7 @@ static void *worker_main(void *arg)
         }
         c->done = resp; /* NULL: out of memory, answered when resumed */
         MHD_resume_connection(c->req.conn);
+        __atomic_sub_fetch(&h->busy, 1, __ATOMIC_RELEASE);
     }
 }
 
@@ -71,6 +83,7 @@ bool srv_http_offload(req_ctx *c)
         return false;
     }
     c->offloaded = true;
+    __atomic_add_fetch(&h->busy, 1, __ATOMIC_RELAXED);
     MHD_suspend_connection(c->req.conn);
     c->next_job = NULL;
     c->queued_at = srv_now();
@@ -79,9 +92,16 @@ bool srv_http_offload(req_ctx *c)
     else
         h->jobs_head = c;
     h->jobs_tail = c;
+    if (h->hooks.queued) /* under the lock: counted before a worker can take it */
+        h->hooks.queued(h->hooks.ctx, 1);
     pthread_cond_signal(&h->jobs);
     pthread_mutex_unlock(&h->lock);
     return true;
+}
+
+int srv_http_busy(const srv_http *h)
+{
+    return __atomic_load_n(&h->busy, __ATOMIC_ACQUIRE);
 }
 
 void srv_http_workers_stop(srv_http *h)
@@ -95,4 +115,30 @@ void srv_http_workers_stop(srv_http *h)
     free(h->workers);
     h->workers = NULL;
     h->nworkers = 0;
+}
+
+void srv_http_job_gone(void *cls, struct MHD_Connection *conn)
+{
+    srv_http *h = cls;
+    req_ctx *found = NULL;
+    pthread_mutex_lock(&h->lock);
+    /* only a queued job is suspended for sure: its conn cannot have closed meanwhile */
+    for (req_ctx **p = &h->jobs_head, *prev = NULL; *p; prev = *p, p = &(*p)->next_job) {
+        req_ctx *c = *p;
+        if (c->req.conn == conn && srv_request_gone(&c->req)) {
+            *p = c->next_job;
+            if (h->jobs_tail == c)
+                h->jobs_tail = prev;
+            found = c;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&h->lock);
+    if (found) {
+        if (h->hooks.queued)
+            h->hooks.queued(h->hooks.ctx, -1);
+        found->cancelled = true;
+        found->done = NULL;
+        MHD_resume_connection(conn);
+    }
 }

@@ -28,6 +28,14 @@ static const struct {
     "embed_dim, num_heads, kdim, vdim, bias, add_bias_kv, add_zero_attn, batch_first, dropout, "  \
     "head_dim, num_kv_heads, rope, alibi, window, is_causal"
 
+bool srv_config_field_known(const char *name)
+{
+    for (size_t i = 0; i < NFIELDS; i++)
+        if (strcmp(fields[i].name, name) == 0)
+            return true;
+    return false;
+}
+
 static int get_dim(const json_t *v, const char *path, int64_t *out, srv_error *err)
 {
     if (!json_is_integer(v))
@@ -205,7 +213,7 @@ json_t *srv_config_to_json(const mha_config *cfg)
 }
 
 srv_layer *srv_layer_build_init(const char *name, const mha_config *cfg, const mha_limits *limits,
-                                const char *method, uint64_t seed, srv_error *err)
+                                const char *method, uint64_t seed, mha_pool *pool, srv_error *err)
 {
     mha_error me = {0};
     mha_layer *layer = mha_layer_create(cfg, limits, &me);
@@ -213,7 +221,7 @@ srv_layer *srv_layer_build_init(const char *name, const mha_config *cfg, const m
         srv_error_from_mha(err, &me, "config.");
         return NULL;
     }
-    if (mha_layer_init(layer, method, seed, &me) != MHA_OK) {
+    if (mha_layer_init_pool(layer, method, seed, pool, &me) != MHA_OK) {
         mha_layer_free(layer);
         srv_error_from_mha(err, &me, "init.");
         return NULL;

@@ -12,6 +12,8 @@
 #ifndef ATTND_CONFIG_H
 #define ATTND_CONFIG_H
 
+#include <stdbool.h>
+
 #include <jansson.h>
 
 #include "base/error.h"
@@ -23,14 +25,18 @@
 int srv_config_from_json(mha_config *cfg, const json_t *obj, const mha_limits *limits,
                          const char *field, srv_error *err);
 
+/* True when name is a field of a config object ("embed_dim", "rope", ...). */
+bool srv_config_field_known(const char *name);
+
 /* The config as a JSON object with every field spelled out (new reference; NULL when out of
  * memory). kdim, vdim, head_dim and num_kv_heads are written resolved (never null); rope is
  * {"theta": t} or null, window an integer or null. */
 json_t *srv_config_to_json(const mha_config *cfg);
 
 /* Builds a layer entry named `name` from cfg, initialised with method ("xavier_uniform" or "zeros")
- * and seed. Returns a new entry (one reference, the caller's) or NULL with err filled. */
+ * and seed, on the threads of pool (NULL: the caller's; the values are the same either way).
+ * Returns a new entry (one reference, the caller's) or NULL with err filled. */
 srv_layer *srv_layer_build_init(const char *name, const mha_config *cfg, const mha_limits *limits,
-                                const char *method, uint64_t seed, srv_error *err);
+                                const char *method, uint64_t seed, mha_pool *pool, srv_error *err);
 
 #endif

@@ -16,13 +16,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#define WEIGHTS_FILE "weights.safetensors"
-#define CONFIG_FILE "config.json"
-#define TEMP_MARK ".tmp-"
+#include "datadir_internal.h"
+#include "fsio.h"
+
 #define DELETED_PREFIX ".deleted-"
 #define READ_ATTEMPTS 5
 
-static atomic_uint temp_counter;
+atomic_uint srv_ddi_temp_counter;
 
 bool srv_dd_stamp_equal(const srv_dd_stamp *a, const srv_dd_stamp *b)
 {
@@ -43,33 +43,19 @@ bool srv_dd_name_valid(const char *name)
     return true;
 }
 
-/* snprintf into a PATH_MAX buffer; -1 (err filled) when the path does not fit. */
-static int path_fmt(char out[PATH_MAX], srv_error *err, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static int path_fmt(char out[PATH_MAX], srv_error *err, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(out, PATH_MAX, fmt, ap);
-    va_end(ap);
-    if (n < 0 || n >= PATH_MAX)
-        return srv_error_set(err, SRV_E_INTERNAL, "", "data dir path too long");
-    return 0;
-}
-
 static uint64_t mtime_ns(const struct stat *st)
 {
     return (uint64_t)st->st_mtim.tv_sec * 1000000000u + (uint64_t)st->st_mtim.tv_nsec;
 }
 
-static void stamp_weights(srv_dd_stamp *s, const struct stat *st)
+void srv_ddi_stamp_weights(srv_dd_stamp *s, const struct stat *st)
 {
     s->w_ino = st ? (uint64_t)st->st_ino : 0;
     s->w_mtime_ns = st ? mtime_ns(st) : 0;
     s->w_size = st ? (uint64_t)st->st_size : 0;
 }
 
-static void stamp_config(srv_dd_stamp *s, const struct stat *st)
+void srv_ddi_stamp_config(srv_dd_stamp *s, const struct stat *st)
 {
     s->c_ino = st ? (uint64_t)st->st_ino : 0;
     s->c_mtime_ns = st ? mtime_ns(st) : 0;
@@ -82,21 +68,77 @@ static bool same_file(const struct stat *a, const struct stat *b)
            a->st_size == b->st_size;
 }
 
-/* Reads a whole regular file of at most cap bytes. Returns 0 (*buf malloc'd, NUL-terminated, *st
- * filled), 1 when the file does not exist, -1 with err filled otherwise. shown names it in errors. */
-static int read_file(const char *path, const char *shown, size_t cap, char **buf, size_t *len,
-                     struct stat *st, srv_error *err)
+const char *srv_ddi_kind_of(mode_t m)
+{
+    return S_ISLNK(m)    ? "a symbolic link"
+           : S_ISDIR(m)  ? "a directory"
+           : S_ISREG(m)  ? "a file"
+           : S_ISFIFO(m) ? "a FIFO"
+           : S_ISSOCK(m) ? "a socket"
+           : S_ISCHR(m)  ? "a character device"
+           : S_ISBLK(m)  ? "a block device"
+                         : "not a regular file";
+}
+
+srv_code srv_ddi_io_code(int e)
+{
+    switch (e) {
+    case ENOSPC:
+    case EDQUOT:
+        return SRV_E_INSUFFICIENT_STORAGE;
+    case ENOMEM:
+        return SRV_E_NOMEM;
+    default:
+        return SRV_E_UNAVAILABLE;
+    }
+}
+
+int srv_ddi_not_a_layer_dir(srv_error *err, const char *name, mode_t m)
+{
+    if (S_ISLNK(m))
+        return srv_error_set(err, SRV_E_CONFLICT, "name",
+                             "layers/%s in the data dir is a symbolic link, which attnd never "
+                             "follows: it is not a layer, and neither the link nor what it points "
+                             "to is changed (remove the link to use the name)",
+                             name);
+    return srv_error_set(err, SRV_E_CONFLICT, "name",
+                         "layers/%s in the data dir is %s, not a layer directory: it is left as it "
+                         "is (remove it to use the name)",
+                         name, srv_ddi_kind_of(m));
+}
+
+int srv_ddi_open_layer_dir(const srv_datadir *dd, const char *name)
+{
+    return openat(dd->layers_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+}
+
+int srv_ddi_read_file_at(int dirfd, const char *file, const char *shown, size_t cap, char **buf,
+                        size_t *len, struct stat *st, srv_error *err)
 {
     *buf = NULL;
     *len = 0;
-    /* O_NONBLOCK: opening a FIFO someone left in the data dir would otherwise block until a
-     * writer comes (a hung start); it is refused below as not a regular file */
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    struct stat ls;
+    if (fstatat(dirfd, file, &ls, AT_SYMLINK_NOFOLLOW) != 0) {
+        if (errno == ENOENT)
+            return 1;
+        return srv_error_set(err, SRV_E_INTERNAL, "", "cannot read %s: %s", shown,
+                             strerror(errno));
+    }
+    if (S_ISLNK(ls.st_mode))
+        return srv_error_set(err, SRV_E_BAD_REQUEST, "",
+                             "%s is a symbolic link: attnd does not follow links inside the data "
+                             "dir (put the file itself there)",
+                             shown);
+    if (!S_ISREG(ls.st_mode))
+        return srv_error_set(err, SRV_E_BAD_REQUEST, "", "%s is %s, not a regular file", shown,
+                             srv_ddi_kind_of(ls.st_mode));
+    /* O_NOFOLLOW and O_NONBLOCK: the entry may have been replaced since the fstatat */
+    int fd = openat(dirfd, file, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
     if (fd < 0) {
         if (errno == ENOENT)
             return 1;
         return srv_error_set(err, SRV_E_INTERNAL, "", "cannot open %s: %s", shown,
-                             strerror(errno));
+                             errno == ELOOP ? "it became a symbolic link" : strerror(errno));
     }
     if (fstat(fd, st) != 0 || !S_ISREG(st->st_mode)) {
         close(fd);
@@ -135,112 +177,195 @@ static int read_file(const char *path, const char *shown, size_t cap, char **buf
     return 0;
 }
 
-static int fsync_dir(const char *path, srv_error *err)
+int srv_ddi_fsync_dir(int dirfd, const char *shown, srv_error *err)
 {
-    int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0)
-        return srv_error_set(err, SRV_E_INTERNAL, "", "cannot open directory %s: %s", path,
-                             strerror(errno));
-    int rc = fsync(fd);
-    int e = errno;
-    close(fd);
-    if (rc != 0)
-        return srv_error_set(err, SRV_E_INTERNAL, "", "cannot fsync directory %s: %s", path,
-                             strerror(e));
-    return 0;
+    if (srv_fs_fsync(dirfd) == 0)
+        return 0;
+    return srv_error_set(err, srv_ddi_io_code(errno), "", "cannot fsync %s: %s", shown, strerror(errno));
 }
 
-/* Writes data to a new temp file <dir>/.<base>.tmp-<pid>-<n>, fsync'd and closed; its path goes to
- * tmp. On failure nothing is left behind. */
-static int write_temp(const char *dir, const char *base, const void *data, size_t len,
-                      char tmp[PATH_MAX], srv_error *err)
+int srv_ddi_temp_open(srv_ddi_temp *t, int dirfd, const char *shown, const char *base,
+                      srv_error *err)
 {
-    unsigned n = atomic_fetch_add(&temp_counter, 1);
-    if (path_fmt(tmp, err, "%s/.%s" TEMP_MARK "%ld-%u", dir, base, (long)getpid(), n) != 0)
-        return -1;
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd < 0)
-        return srv_error_set(err, SRV_E_INTERNAL, "", "cannot create %s: %s", tmp,
-                             strerror(errno));
+    memset(t, 0, sizeof *t);
+    t->dirfd = dirfd;
+    t->shown = shown;
+    t->base = base;
+    unsigned n = atomic_fetch_add(&srv_ddi_temp_counter, 1);
+    snprintf(t->name, sizeof t->name, ".%s" TEMP_MARK "%ld-%u", base, (long)getpid(), n);
+    t->fd = srv_fs_openat(dirfd, t->name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                          0644);
+    if (t->fd >= 0)
+        return 0;
+    t->name[0] = '\0';
+    return srv_error_set(err, srv_ddi_io_code(errno), "", "cannot create a temp file for %s%s%s: %s",
+                         shown, shown[0] ? "/" : "", base, strerror(errno));
+}
+
+int srv_ddi_temp_write(void *temp, const void *data, size_t len)
+{
+    srv_ddi_temp *t = temp;
     const char *p = data;
-    size_t done = 0;
-    while (done < len) {
-        ssize_t w = write(fd, p + done, len - done);
+    for (size_t done = 0; !t->step && done < len;) {
+        ssize_t w = srv_fs_write(t->fd, p + done, len - done);
         if (w < 0 && errno == EINTR)
             continue;
         if (w <= 0) {
-            int e = errno;
-            close(fd);
-            unlink(tmp);
-            return srv_error_set(err, SRV_E_INTERNAL, "", "cannot write %s: %s", tmp,
-                                 strerror(e));
+            t->err_no = w < 0 ? errno : EIO;
+            t->step = "write";
+        } else {
+            done += (size_t)w;
         }
-        done += (size_t)w;
     }
-    if (fsync(fd) != 0) {
-        int e = errno;
-        close(fd);
-        unlink(tmp);
-        return srv_error_set(err, SRV_E_INTERNAL, "", "cannot fsync %s: %s", tmp, strerror(e));
+    return t->step ? -1 : 0;
+}
+
+int srv_ddi_temp_close(srv_ddi_temp *t, bool keep, srv_error *err)
+{
+    if (keep && !t->step && srv_fs_fsync(t->fd) != 0) {
+        t->err_no = errno;
+        t->step = "fsync";
     }
-    if (close(fd) != 0) {
-        int e = errno;
-        unlink(tmp);
-        return srv_error_set(err, SRV_E_INTERNAL, "", "cannot close %s: %s", tmp, strerror(e));
+    if (close(t->fd) != 0 && keep && !t->step) {
+        t->err_no = errno;
+        t->step = "close";
     }
+    t->fd = -1;
+    if (keep && !t->step)
+        return 0;
+    srv_fs_unlinkat(t->dirfd, t->name, 0);
+    t->name[0] = '\0';
+    if (!t->step)
+        return -1; /* given up by the caller, who says why */
+    return srv_error_set(err, srv_ddi_io_code(t->err_no), "", "cannot %s %s%s%s (a temp file): %s",
+                         t->step, t->shown, t->shown[0] ? "/" : "", t->base,
+                         strerror(t->err_no));
+}
+
+int srv_ddi_write_temp(int dirfd, const char *shown, const char *base, const void *data,
+                       size_t len, char tmp[TEMP_NAME_MAX], srv_error *err)
+{
+    srv_ddi_temp t;
+    tmp[0] = '\0';
+    if (srv_ddi_temp_open(&t, dirfd, shown, base, err) != 0)
+        return -1;
+    srv_ddi_temp_write(&t, data, len);
+    if (srv_ddi_temp_close(&t, true, err) != 0)
+        return -1;
+    memcpy(tmp, t.name, TEMP_NAME_MAX);
     return 0;
 }
 
-/* Makes path a directory (and fsyncs its parent when it created it). */
-static int ensure_dir(const char *path, const char *parent, srv_error *err)
+/* Makes `name` a directory inside dirfd unless it is one; never follows a link. For the data dir's
+ * own layers/ at open: errors name `shown` (an absolute path: the operator reads these at start). */
+static int ensure_subdir(int dirfd, const char *name, const char *shown, srv_error *err)
 {
-    if (mkdir(path, 0755) == 0)
-        return parent ? fsync_dir(parent, err) : 0;
     struct stat st;
-    if (errno == EEXIST && stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+    if (srv_fs_mkdirat(dirfd, name, 0755) == 0)
+        return srv_fs_fsync(dirfd) == 0
+                   ? 0
+                   : srv_error_set(err, SRV_E_INTERNAL, "", "cannot fsync the directory of %s: %s",
+                                   shown, strerror(errno));
+    if (errno != EEXIST)
+        return srv_error_set(err, SRV_E_INTERNAL, "", "cannot create directory %s: %s", shown,
+                             strerror(errno));
+    if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+        return srv_error_set(err, SRV_E_INTERNAL, "", "cannot read %s: %s", shown,
+                             strerror(errno));
+    if (S_ISDIR(st.st_mode))
         return 0;
-    return srv_error_set(err, SRV_E_INTERNAL, "", "cannot create directory %s: %s", path,
-                         errno == EEXIST ? "a file of that name exists" : strerror(errno));
+    return srv_error_set(err, SRV_E_INTERNAL, "",
+                         "%s is %s, not a directory (attnd does not follow links inside its data "
+                         "dir: point --data-dir at the real directory instead)",
+                         shown, srv_ddi_kind_of(st.st_mode));
+}
+
+/* Checks that layers/ can be written by writing (and removing) a file there: what a write needs,
+ * on any file system (access(2) cannot tell an NFS export mounted read-only on the server). A
+ * read-only file system turns the data dir read-only (ro_fs: its layers are served, changes get
+ * 503); any other refusal is an error (the daemon would accept changes it cannot keep). */
+static int probe_write(srv_datadir *dd, srv_error *err)
+{
+    char name[TEMP_NAME_MAX];
+    snprintf(name, sizeof name, ".attnd-probe" TEMP_MARK "%ld-%u", (long)getpid(),
+             atomic_fetch_add(&srv_ddi_temp_counter, 1));
+    int fd = srv_fs_openat(dd->layers_fd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                           0600);
+    if (fd >= 0) {
+        close(fd);
+        srv_fs_unlinkat(dd->layers_fd, name, 0);
+        return 0;
+    }
+    if (errno == EROFS) {
+        dd->read_only = dd->ro_fs = true;
+        return 0;
+    }
+    return srv_error_set(err, SRV_E_INTERNAL, "", "data dir %s is not writable: %s", dd->layers,
+                         strerror(errno));
+}
+
+int srv_ddi_refuse_change(const srv_datadir *dd, srv_error *err)
+{
+    if (dd->ro_fs)
+        return srv_error_set(err, SRV_E_UNAVAILABLE, "",
+                             "the data dir is on a read-only file system: its layers are served, "
+                             "but none can be changed");
+    return srv_error_set(err, SRV_E_FORBIDDEN, "", "the data dir is open read-only");
 }
 
 srv_datadir *srv_datadir_open(const char *path, bool read_only, srv_error *err)
 {
     srv_datadir *dd = calloc(1, sizeof *dd);
-    char layers[PATH_MAX];
     if (!dd) {
         srv_error_set(err, SRV_E_NOMEM, "", "out of memory");
         return NULL;
     }
+    dd->root_fd = dd->layers_fd = dd->lock_fd = -1;
     dd->temp_grace_s = 600;
     dd->read_only = read_only;
     if (!path || !path[0]) {
         srv_error_set(err, SRV_E_INTERNAL, "", "data dir path is empty");
         goto error;
     }
-    if (path_fmt(layers, err, "%s/layers", path) != 0)
-        goto error;
-    if (read_only) {
-        struct stat st;
-        if (stat(layers, &st) != 0 || !S_ISDIR(st.st_mode) || access(layers, R_OK | X_OK) != 0) {
-            srv_error_set(err, SRV_E_INTERNAL, "", "data dir %s: cannot read %s: %s", path, layers,
-                          errno ? strerror(errno) : "not a directory");
-            goto error;
-        }
-    } else {
-        if (ensure_dir(path, NULL, err) != 0 || ensure_dir(layers, path, err) != 0)
-            goto error;
-        if (access(layers, R_OK | W_OK | X_OK) != 0) {
-            srv_error_set(err, SRV_E_INTERNAL, "", "data dir %s is not writable: %s", layers,
-                          strerror(errno));
-            goto error;
-        }
-    }
     dd->root = strdup(path);
-    dd->layers = strdup(layers);
-    if (!dd->root || !dd->layers) {
+    if (!dd->root || asprintf(&dd->layers, "%s/layers", path) < 0) {
+        dd->layers = NULL;
         srv_error_set(err, SRV_E_NOMEM, "", "out of memory");
         goto error;
     }
+    /* the data dir's own path may be a link (a mount, a volume): it is followed, once */
+    if (!read_only && mkdir(path, 0755) != 0 && errno != EEXIST) {
+        srv_error_set(err, SRV_E_INTERNAL, "", "cannot create data dir %s: %s", path,
+                      strerror(errno));
+        goto error;
+    }
+    dd->root_fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dd->root_fd < 0) {
+        srv_error_set(err, SRV_E_INTERNAL, "", "cannot open data dir %s: %s", path,
+                      strerror(errno));
+        goto error;
+    }
+    if (!read_only && ensure_subdir(dd->root_fd, "layers", dd->layers, err) != 0)
+        goto error;
+    dd->layers_fd = openat(dd->root_fd, "layers", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (dd->layers_fd < 0) {
+        struct stat st;
+        bool other = (errno == ELOOP || errno == ENOTDIR) &&
+                     fstatat(dd->root_fd, "layers", &st, AT_SYMLINK_NOFOLLOW) == 0;
+        srv_error_set(err, SRV_E_INTERNAL, "", "data dir %s: cannot read %s: %s%s", path,
+                      dd->layers, other ? srv_ddi_kind_of(st.st_mode) : strerror(errno),
+                      other ? " (attnd does not follow links inside its data dir: point "
+                              "--data-dir at the real directory instead)"
+                            : "");
+        goto error;
+    }
+    if (faccessat(dd->layers_fd, ".", R_OK | X_OK, AT_EACCESS) != 0) {
+        srv_error_set(err, SRV_E_INTERNAL, "", "data dir %s is not readable: %s", dd->layers,
+                      strerror(errno));
+        goto error;
+    }
+    if (!read_only && probe_write(dd, err) != 0)
+        goto error;
     return dd;
 error:
     srv_datadir_free(dd);
@@ -251,6 +376,12 @@ void srv_datadir_free(srv_datadir *dd)
 {
     if (!dd)
         return;
+    if (dd->layers_fd >= 0)
+        close(dd->layers_fd);
+    if (dd->lock_fd >= 0)
+        close(dd->lock_fd);
+    if (dd->root_fd >= 0)
+        close(dd->root_fd);
     free(dd->root);
     free(dd->layers);
     free(dd);
@@ -261,25 +392,38 @@ static int entry_cmp(const void *a, const void *b)
     return strcmp(((const srv_dd_entry *)a)->name, ((const srv_dd_entry *)b)->name);
 }
 
+DIR *srv_ddi_open_dir_stream(int dirfd)
+{
+    int fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return NULL;
+    DIR *d = fdopendir(fd);
+    if (!d)
+        close(fd);
+    else
+        rewinddir(d);
+    return d;
+}
+
 int srv_datadir_list(srv_datadir *dd, srv_dd_entry **out, srv_error *err)
 {
     *out = NULL;
-    DIR *d = opendir(dd->layers);
+    DIR *d = srv_ddi_open_dir_stream(dd->layers_fd);
     if (!d)
-        return srv_error_set(err, SRV_E_INTERNAL, "", "cannot read %s: %s", dd->layers,
-                             strerror(errno));
+        return srv_error_set(err, SRV_E_INTERNAL, "", "cannot read layers/: %s", strerror(errno));
     srv_dd_entry *list = NULL;
     int n = 0, cap = 0;
     struct dirent *de;
     while ((de = readdir(d)) != NULL) {
         if (!srv_dd_name_valid(de->d_name))
             continue;
-        char wp[PATH_MAX], cp[PATH_MAX];
-        if (path_fmt(wp, NULL, "%s/%s/" WEIGHTS_FILE, dd->layers, de->d_name) != 0 ||
-            path_fmt(cp, NULL, "%s/%s/" CONFIG_FILE, dd->layers, de->d_name) != 0)
+        int lfd = srv_ddi_open_layer_dir(dd, de->d_name); /* a link or a file: not a layer (strays) */
+        if (lfd < 0)
             continue;
         struct stat ws, cs;
-        bool hw = stat(wp, &ws) == 0, hc = stat(cp, &cs) == 0;
+        bool hw = fstatat(lfd, WEIGHTS_FILE, &ws, AT_SYMLINK_NOFOLLOW) == 0;
+        bool hc = fstatat(lfd, CONFIG_FILE, &cs, AT_SYMLINK_NOFOLLOW) == 0;
+        close(lfd);
         if (!hw && !hc)
             continue;
         if (n == cap) {
@@ -288,16 +432,15 @@ int srv_datadir_list(srv_datadir *dd, srv_dd_entry **out, srv_error *err)
             if (!g) {
                 free(list);
                 closedir(d);
-                return srv_error_set(err, SRV_E_NOMEM, "", "out of memory listing %s",
-                                     dd->layers);
+                return srv_error_set(err, SRV_E_NOMEM, "", "out of memory listing layers/");
             }
             list = g;
         }
         srv_dd_entry *e = &list[n++];
         memset(e, 0, sizeof *e);
         memcpy(e->name, de->d_name, strlen(de->d_name) + 1); /* valid: at most 64 chars */
-        stamp_weights(&e->stamp, hw ? &ws : NULL);
-        stamp_config(&e->stamp, hc ? &cs : NULL);
+        srv_ddi_stamp_weights(&e->stamp, hw ? &ws : NULL);
+        srv_ddi_stamp_config(&e->stamp, hc ? &cs : NULL);
     }
     closedir(d);
     if (n > 1)
@@ -306,15 +449,37 @@ int srv_datadir_list(srv_datadir *dd, srv_dd_entry **out, srv_error *err)
     return n;
 }
 
-void srv_datadir_strays(srv_datadir *dd, void (*fn)(const char *name, void *ctx), void *ctx)
+void srv_datadir_strays(srv_datadir *dd,
+                        void (*fn)(const char *name, const char *reason, void *ctx), void *ctx)
 {
-    DIR *d = opendir(dd->layers);
+    DIR *d = srv_ddi_open_dir_stream(dd->layers_fd);
     if (!d)
         return;
     struct dirent *de;
-    while ((de = readdir(d)) != NULL)
-        if (de->d_name[0] != '.' && !srv_dd_name_valid(de->d_name))
-            fn(de->d_name, ctx);
+    char reason[sizeof ((srv_error *)0)->message];
+    while ((de = readdir(d)) != NULL) {
+        struct stat st;
+        if (de->d_name[0] == '.')
+            continue; /* hidden: temps, deleted layers */
+        if (!srv_dd_name_valid(de->d_name)) {
+            snprintf(reason, sizeof reason,
+                     "layers/%.64s is not a layer name (1-64 of A-Z a-z 0-9 . _ -, not starting "
+                     "with .): rename it to serve it",
+                     de->d_name);
+        } else if (fstatat(dd->layers_fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+                   S_ISDIR(st.st_mode)) {
+            continue;
+        } else if (S_ISLNK(st.st_mode)) {
+            snprintf(reason, sizeof reason,
+                     "layers/%.64s is a symbolic link: attnd does not follow links inside the "
+                     "data dir, so it is not a layer (put the layer's directory itself there)",
+                     de->d_name);
+        } else {
+            snprintf(reason, sizeof reason, "layers/%.64s is %s, not a directory: not a layer",
+                     de->d_name, srv_ddi_kind_of(st.st_mode));
+        }
+        fn(de->d_name, reason, ctx);
+    }
     closedir(d);
 }
 
@@ -327,14 +492,42 @@ void srv_dd_layer_free(srv_dd_layer *layer)
     memset(layer, 0, sizeof *layer);
 }
 
-/* Parses config text as a JSON object (duplicate keys refused); NULL with err filled. */
-static json_t *config_parse(const char *text, size_t len, const char *shown, srv_error *err)
+/* What is wrong with JSON text that did not parse, in words that quote none of it. */
+static const char *json_problem(const json_error_t *jerr)
+{
+    switch (json_error_code(jerr)) {
+    case json_error_invalid_utf8:
+        return "invalid UTF-8";
+    case json_error_premature_end_of_input:
+        return "the text ends too early";
+    case json_error_end_of_input_expected:
+        return "text after the end of the value";
+    case json_error_duplicate_key:
+        return "a key given twice";
+    case json_error_null_character:
+    case json_error_null_byte_in_key:
+        return "a NUL character";
+    case json_error_numeric_overflow:
+        return "a number out of range";
+    case json_error_stack_overflow:
+        return "nested too deep";
+    case json_error_out_of_memory:
+        return "out of memory";
+    default:
+        return "invalid syntax";
+    }
+}
+
+json_t *srv_ddi_config_parse(const char *text, size_t len, const char *shown, srv_error *err,
+                            srv_error *log)
 {
     json_error_t jerr;
     json_t *c = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
     if (!c) {
-        srv_error_set(err, SRV_E_BAD_REQUEST, "", "%s is not valid JSON: %s (line %d)", shown,
-                      jerr.text, jerr.line);
+        srv_error_set(log, SRV_E_BAD_REQUEST, "", "%s is not valid JSON: %s (line %d, column %d)",
+                      shown, jerr.text, jerr.line, jerr.column);
+        srv_error_set(err, SRV_E_BAD_REQUEST, "", "%s is not valid JSON: %s (line %d, column %d)",
+                      shown, json_problem(&jerr), jerr.line, jerr.column);
         return NULL;
     }
     if (!json_is_object(c)) {
@@ -345,11 +538,27 @@ static json_t *config_parse(const char *text, size_t len, const char *shown, srv
     return c;
 }
 
-/* True when the layer dir holds a config temp file whose content equals want: the trace of a
- * commit that passed its commit point but did not rename config.json (yet). */
-static bool config_temp_matches(const char *dir, const json_t *want)
+/* What is wrong with a safetensors file srv_st_parse refused (code: its error's), in words that
+ * quote none of it: the parser's own message names tensors, dtypes and header bytes. */
+static int weights_problem(srv_error *err, srv_code code, const char *shown)
 {
-    DIR *d = opendir(dir);
+    switch (code) {
+    case SRV_E_BAD_VALUE:
+        return srv_error_set(err, code, "", "%s holds a NaN or infinite value (weights must be "
+                             "finite)", shown);
+    case SRV_E_TOO_LARGE:
+        return srv_error_set(err, code, "", "%s holds a tensor or a header over attnd's limits "
+                             "(--max-tensor-elements)", shown);
+    case SRV_E_NOMEM:
+        return srv_error_set(err, code, "", "out of memory reading %s", shown);
+    default:
+        return srv_error_set(err, code, "", "%s is not a valid safetensors file", shown);
+    }
+}
+
+bool srv_ddi_config_temp_matches(int dirfd, const json_t *want)
+{
+    DIR *d = srv_ddi_open_dir_stream(dirfd);
     if (!d)
         return false;
     bool found = false;
@@ -357,13 +566,13 @@ static bool config_temp_matches(const char *dir, const json_t *want)
     while (!found && (de = readdir(d)) != NULL) {
         if (strncmp(de->d_name, "." CONFIG_FILE TEMP_MARK, strlen("." CONFIG_FILE TEMP_MARK)) != 0)
             continue;
-        char p[PATH_MAX], *text;
+        char *text;
         size_t len;
         struct stat st;
-        if (path_fmt(p, NULL, "%s/%s", dir, de->d_name) != 0 ||
-            read_file(p, p, SRV_DD_CONFIG_MAX, &text, &len, &st, NULL) != 0)
+        if (srv_ddi_read_file_at(dirfd, de->d_name, "a config temp file", SRV_DD_CONFIG_MAX, &text, &len,
+                         &st, NULL) != 0)
             continue;
-        json_t *c = config_parse(text, len, p, NULL);
+        json_t *c = srv_ddi_config_parse(text, len, "a config temp file", NULL, NULL);
         found = c && json_equal(c, want);
         json_decref(c);
         free(text);
@@ -372,37 +581,36 @@ static bool config_temp_matches(const char *dir, const json_t *want)
     return found;
 }
 
-/* Writes config.json of layer dir atomically (temp, fsync, rename, fsync dir). */
-static int write_config(const char *dir, const json_t *config, srv_error *err)
+/* Writes config.json of the layer dir dirfd (shown: "layers/<name>") atomically: temp, fsync,
+ * rename, fsync dir. */
+static int write_config(int dirfd, const char *shown, const json_t *config, srv_error *err)
 {
     char *text = json_dumps(config, JSON_INDENT(2));
-    char tmp[PATH_MAX], dst[PATH_MAX];
+    char tmp[TEMP_NAME_MAX];
     if (!text)
         return srv_error_set(err, SRV_E_NOMEM, "", "out of memory writing config.json");
     size_t len = strlen(text);
-    int rc = path_fmt(dst, err, "%s/" CONFIG_FILE, dir);
-    if (rc == 0) {
-        /* json_dumps leaves no final newline: write it with the text */
-        char *t2 = realloc(text, len + 2);
-        if (!t2)
-            rc = srv_error_set(err, SRV_E_NOMEM, "", "out of memory writing config.json");
-        else {
-            text = t2;
-            text[len] = '\n';
-            text[len + 1] = '\0';
-            rc = write_temp(dir, CONFIG_FILE, text, len + 1, tmp, err);
-        }
+    int rc;
+    /* json_dumps leaves no final newline: write it with the text */
+    char *t2 = realloc(text, len + 2);
+    if (!t2) {
+        rc = srv_error_set(err, SRV_E_NOMEM, "", "out of memory writing config.json");
+    } else {
+        text = t2;
+        text[len] = '\n';
+        text[len + 1] = '\0';
+        rc = srv_ddi_write_temp(dirfd, shown, CONFIG_FILE, text, len + 1, tmp, err);
     }
     free(text);
     if (rc != 0)
         return -1;
-    if (rename(tmp, dst) != 0) {
+    if (srv_fs_renameat(dirfd, tmp, dirfd, CONFIG_FILE) != 0) {
         int e = errno;
-        unlink(tmp);
-        return srv_error_set(err, SRV_E_INTERNAL, "", "cannot rename %s to %s: %s", tmp, dst,
-                             strerror(e));
+        srv_fs_unlinkat(dirfd, tmp, 0);
+        return srv_error_set(err, srv_ddi_io_code(e), "", "cannot rename a temp file to %s/" CONFIG_FILE
+                             ": %s", shown, strerror(e));
     }
-    return fsync_dir(dir, err);
+    return srv_ddi_fsync_dir(dirfd, shown, err);
 }
 
 /* Turns err's message into "<prefix>: <message>" (cut to fit). */
@@ -423,35 +631,46 @@ static void prefix_message(srv_error *err, const char *prefix)
     memcpy(err->message, m, sizeof m);
 }
 
-/* One attempt at reading a layer; *retry is set when a file changed under the reader. */
+/* One attempt at reading a layer; *retry is set when a file changed under the reader. err gets
+ * what may be shown to a client, log the full story when it says more (datadir.h). */
 static int read_once(srv_datadir *dd, const char *name, int64_t max_elements, srv_dd_layer *out,
-                     bool *retry, srv_error *err)
+                     bool *retry, srv_error *err, srv_error *log)
 {
-    char dir[PATH_MAX], wp[PATH_MAX], cp[PATH_MAX], wshown[128], cshown[128];
+    char dshown[80], wshown[128], cshown[128];
     char *wbuf = NULL, *cbuf = NULL;
     size_t wlen = 0, clen = 0;
     struct stat ws, cs, again;
     json_t *file_config = NULL, *meta_config = NULL;
     *retry = false;
-    if (path_fmt(dir, err, "%s/%s", dd->layers, name) != 0 ||
-        path_fmt(wp, err, "%s/" WEIGHTS_FILE, dir) != 0 ||
-        path_fmt(cp, err, "%s/" CONFIG_FILE, dir) != 0)
-        return -1;
+    snprintf(dshown, sizeof dshown, "layers/%s", name);
     snprintf(wshown, sizeof wshown, "layers/%s/" WEIGHTS_FILE, name);
     snprintf(cshown, sizeof cshown, "layers/%s/" CONFIG_FILE, name);
+    int dirfd = srv_ddi_open_layer_dir(dd, name);
+    if (dirfd < 0) {
+        struct stat st;
+        if (errno == ENOENT)
+            return srv_error_set(err, SRV_E_LAYER_NOT_FOUND, "", "%s does not exist", dshown);
+        if ((errno == ELOOP || errno == ENOTDIR) &&
+            fstatat(dd->layers_fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0)
+            return srv_error_set(err, SRV_E_BAD_REQUEST, "", "%s is %s, not a layer directory%s",
+                                 dshown, srv_ddi_kind_of(st.st_mode),
+                                 S_ISLNK(st.st_mode) ? " (links are not followed)" : "");
+        return srv_error_set(err, SRV_E_INTERNAL, "", "cannot open %s: %s", dshown,
+                             strerror(errno));
+    }
 
     /* a weights file holds at most SRV_ST_MAX_TENSORS tensors of max_elements F64 each */
     uint64_t wcap = (uint64_t)max_elements * 8;
     wcap = wcap > SIZE_MAX / 16 ? SIZE_MAX / 2 : wcap * 16 + SRV_ST_MAX_HEADER + 8;
-    int wr = read_file(wp, wshown, (size_t)wcap, &wbuf, &wlen, &ws, err);
+    int wr = srv_ddi_read_file_at(dirfd, WEIGHTS_FILE, wshown, (size_t)wcap, &wbuf, &wlen, &ws, err);
     if (wr < 0)
         goto error;
-    int cr = read_file(cp, cshown, SRV_DD_CONFIG_MAX, &cbuf, &clen, &cs, err);
+    int cr = srv_ddi_read_file_at(dirfd, CONFIG_FILE, cshown, SRV_DD_CONFIG_MAX, &cbuf, &clen, &cs, err);
     if (cr < 0)
         goto error;
     if (wr == 1 && cr == 1) {
-        srv_error_set(err, SRV_E_LAYER_NOT_FOUND, "", "layers/%s holds neither " CONFIG_FILE
-                      " nor " WEIGHTS_FILE, name);
+        srv_error_set(err, SRV_E_LAYER_NOT_FOUND, "", "%s holds neither " CONFIG_FILE
+                      " nor " WEIGHTS_FILE, dshown);
         goto error;
     }
     if (wr == 1) {
@@ -459,25 +678,30 @@ static int read_once(srv_datadir *dd, const char *name, int64_t max_elements, sr
                       " and " WEIGHTS_FILE ")", wshown);
         goto error;
     }
-    if (srv_st_parse(&out->weights, (const uint8_t *)wbuf, wlen, max_elements, wshown, err) != 0) {
-        prefix_message(err, wshown); /* logs show the message, not the field */
+    srv_error st_err = {0};
+    if (srv_st_parse(&out->weights, (const uint8_t *)wbuf, wlen, max_elements, wshown, &st_err) !=
+        0) {
+        prefix_message(&st_err, wshown); /* logs show the message, not the field */
+        srv_error_set(log, st_err.code, "", "%s", st_err.message);
+        weights_problem(err, st_err.code, wshown);
         goto error;
     }
     /* a writer replaced the weights while we read the config: start again */
-    if (stat(wp, &again) != 0 || !same_file(&ws, &again)) {
+    if (fstatat(dirfd, WEIGHTS_FILE, &again, AT_SYMLINK_NOFOLLOW) != 0 || !same_file(&ws, &again)) {
         *retry = true;
         srv_error_set(err, SRV_E_INTERNAL, "", "%s keeps changing while being read", wshown);
         goto error;
     }
     const char *mtext = srv_st_meta(&out->weights, "attnd.config");
     if (mtext) {
-        meta_config = config_parse(mtext, strlen(mtext), "the attnd.config metadata", err);
+        meta_config = srv_ddi_config_parse(mtext, strlen(mtext), "its attnd.config metadata", err, log);
         if (!meta_config) {
             prefix_message(err, wshown);
+            prefix_message(log, wshown);
             goto error;
         }
     }
-    if (cr == 0 && !(file_config = config_parse(cbuf, clen, cshown, err)) && !meta_config)
+    if (cr == 0 && !(file_config = srv_ddi_config_parse(cbuf, clen, cshown, err, log)) && !meta_config)
         goto error;
 
     if (!meta_config) {
@@ -488,26 +712,29 @@ static int read_once(srv_datadir *dd, const char *name, int64_t max_elements, sr
         }
         out->config = file_config;
         file_config = NULL;
-        stamp_config(&out->stamp, &cs);
+        srv_ddi_stamp_config(&out->stamp, &cs);
     } else if (file_config && json_equal(file_config, meta_config)) {
         out->config = file_config;
         file_config = NULL;
-        stamp_config(&out->stamp, &cs);
-    } else if (!file_config || config_temp_matches(dir, meta_config)) {
+        srv_ddi_stamp_config(&out->stamp, &cs);
+    } else if (!file_config || srv_ddi_config_temp_matches(dirfd, meta_config)) {
         /* the commit reached weights.safetensors but not config.json: complete it */
         if (err)
             memset(err, 0, sizeof *err); /* a damaged config.json is what we are repairing */
+        if (log)
+            memset(log, 0, sizeof *log);
         out->config = meta_config;
         meta_config = NULL;
         out->repaired = true;
         struct stat ns;
-        if (!dd->read_only && write_config(dir, out->config, err) != 0)
+        if (!dd->read_only && write_config(dirfd, dshown, out->config, err) != 0)
             goto error;
-        if (stat(cp, &ns) == 0)
-            stamp_config(&out->stamp, &ns);
+        if (fstatat(dirfd, CONFIG_FILE, &ns, AT_SYMLINK_NOFOLLOW) == 0)
+            srv_ddi_stamp_config(&out->stamp, &ns);
     } else {
         /* config.json changed under us (a writer renamed it just now): start again */
-        if (stat(cp, &again) != 0 || !same_file(&cs, &again)) {
+        if (fstatat(dirfd, CONFIG_FILE, &again, AT_SYMLINK_NOFOLLOW) != 0 ||
+            !same_file(&cs, &again)) {
             *retry = true;
             srv_error_set(err, SRV_E_INTERNAL, "", "%s keeps changing while being read", cshown);
             goto error;
@@ -515,15 +742,16 @@ static int read_once(srv_datadir *dd, const char *name, int64_t max_elements, sr
         out->config = file_config;
         file_config = NULL;
         out->hand_edited = true;
-        stamp_config(&out->stamp, &cs);
+        srv_ddi_stamp_config(&out->stamp, &cs);
     }
-    stamp_weights(&out->stamp, &ws);
+    srv_ddi_stamp_weights(&out->stamp, &ws);
     const char *version = srv_st_meta(&out->weights, "attnd.version");
     snprintf(out->version, sizeof out->version, "%s", version ? version : "");
     json_decref(file_config);
     json_decref(meta_config);
     free(wbuf);
     free(cbuf);
+    close(dirfd);
     return 0;
 
 error:
@@ -531,12 +759,13 @@ error:
     json_decref(meta_config);
     free(wbuf);
     free(cbuf);
+    close(dirfd);
     srv_dd_layer_free(out);
     return -1;
 }
 
 int srv_datadir_read(srv_datadir *dd, const char *name, int64_t max_elements, srv_dd_layer *out,
-                     srv_error *err)
+                     srv_error *err, srv_error *log)
 {
     memset(out, 0, sizeof *out);
     if (!srv_dd_name_valid(name))
@@ -544,40 +773,74 @@ int srv_datadir_read(srv_datadir *dd, const char *name, int64_t max_elements, sr
                              name);
     for (int attempt = 0;; attempt++) {
         bool retry;
-        srv_error local = {0};
-        int rc = read_once(dd, name, max_elements, out, &retry, &local);
+        srv_error local = {0}, local_log = {0};
+        int rc = read_once(dd, name, max_elements, out, &retry, &local, &local_log);
         if (rc == 0)
             return 0;
         if (!retry || attempt + 1 == READ_ATTEMPTS) {
             if (err && err->code == SRV_OK)
                 *err = local;
+            if (log && log->code == SRV_OK)
+                *log = local_log.code != SRV_OK ? local_log : local;
             return -1;
         }
     }
+}
+
+/* Opens the directory of layer name for a change, creating it when create is set and it is
+ * missing (*created then tells; the layers dir is fsync'd). Returns the fd, or -1 with err:
+ * SRV_E_CONFLICT when the name is taken by anything but a directory (left untouched),
+ * SRV_E_LAYER_NOT_FOUND when it is missing (and create is not set). */
+static int open_for_change(srv_datadir *dd, const char *name, bool create, bool *created,
+                           srv_error *err)
+{
+    *created = false;
+    if (create) {
+        if (srv_fs_mkdirat(dd->layers_fd, name, 0755) == 0)
+            *created = true;
+        else if (errno != EEXIST)
+            return srv_error_set(err, srv_ddi_io_code(errno), "", "cannot create layers/%s: %s", name,
+                                 strerror(errno));
+    }
+    int fd = srv_ddi_open_layer_dir(dd, name);
+    if (fd < 0) {
+        int e = errno;
+        struct stat st;
+        if (e == ENOENT)
+            return srv_error_set(err, SRV_E_LAYER_NOT_FOUND, "", "layers/%s does not exist", name);
+        if ((e == ELOOP || e == ENOTDIR) &&
+            fstatat(dd->layers_fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0)
+            return srv_ddi_not_a_layer_dir(err, name, st.st_mode);
+        return srv_error_set(err, srv_ddi_io_code(e), "", "cannot open layers/%s: %s", name,
+                             strerror(e));
+    }
+    if (*created && srv_fs_fsync(dd->layers_fd) != 0) {
+        int e = errno;
+        close(fd);
+        srv_fs_unlinkat(dd->layers_fd, name, AT_REMOVEDIR);
+        *created = false;
+        return srv_error_set(err, srv_ddi_io_code(e), "", "cannot fsync layers/: %s", strerror(e));
+    }
+    return fd;
 }
 
 int srv_datadir_write(srv_datadir *dd, const char *name, const json_t *config,
                       const srv_st_view *tensors, int n, const char *version, srv_dd_stamp *stamp,
                       srv_error *err)
 {
-    char dir[PATH_MAX], wp[PATH_MAX], cp[PATH_MAX], wtmp[PATH_MAX] = "", ctmp[PATH_MAX] = "";
+    char shown[80], wtmp[TEMP_NAME_MAX] = "", ctmp[TEMP_NAME_MAX] = "";
     char *ctext = NULL, *mtext = NULL;
     json_t *meta = NULL;
-    srv_buf wbuf;
-    srv_buf_init(&wbuf);
+    int dirfd = -1, rc = -1;
+    bool created = false;
     if (!srv_dd_name_valid(name))
         return srv_error_set(err, SRV_E_BAD_NAME, "", "\"%.80s\" is not a valid layer name",
                              name);
     if (!json_is_object(config))
         return srv_error_set(err, SRV_E_INTERNAL, "", "srv_datadir_write: config not an object");
     if (dd->read_only)
-        return srv_error_set(err, SRV_E_FORBIDDEN, "", "the data dir is open read-only");
-    if (path_fmt(dir, err, "%s/%s", dd->layers, name) != 0 ||
-        path_fmt(wp, err, "%s/" WEIGHTS_FILE, dir) != 0 ||
-        path_fmt(cp, err, "%s/" CONFIG_FILE, dir) != 0)
-        return -1;
-    if (ensure_dir(dir, dd->layers, err) != 0)
-        return -1;
+        return srv_ddi_refuse_change(dd, err);
+    snprintf(shown, sizeof shown, "layers/%s", name);
 
     mtext = json_dumps(config, JSON_COMPACT | JSON_SORT_KEYS);
     ctext = json_dumps(config, JSON_INDENT(2));
@@ -587,109 +850,180 @@ int srv_datadir_write(srv_datadir *dd, const char *name, const json_t *config,
         (version && version[0] &&
          json_object_set_new(meta, "attnd.version", json_string(version)))) {
         srv_error_set(err, SRV_E_NOMEM, "", "out of memory writing layer %s", name);
-        goto error;
+        goto out;
     }
-    if (srv_st_write(&wbuf, tensors, n, meta, err) != 0)
-        goto error;
     size_t clen = strlen(ctext);
     char *c2 = realloc(ctext, clen + 2);
     if (!c2) {
         srv_error_set(err, SRV_E_NOMEM, "", "out of memory writing layer %s", name);
-        goto error;
+        goto out;
     }
     ctext = c2;
     ctext[clen++] = '\n';
     ctext[clen] = '\0';
 
-    if (write_temp(dir, WEIGHTS_FILE, wbuf.data, wbuf.len, wtmp, err) != 0) {
-        wtmp[0] = '\0';
-        goto error;
+    dirfd = open_for_change(dd, name, true, &created, err);
+    if (dirfd < 0)
+        goto out;
+    /* the weights go from the layer's memory to the file through a small block: writing a layer
+     * never holds a second copy of it */
+    srv_ddi_temp wt;
+    if (srv_ddi_temp_open(&wt, dirfd, shown, WEIGHTS_FILE, err) != 0)
+        goto out;
+    srv_error serr = {0};
+    int sr = srv_st_write_stream(srv_ddi_temp_write, &wt, tensors, n, meta, &serr);
+    if (srv_ddi_temp_close(&wt, sr == 0, err) != 0) {
+        if (!wt.step && err) /* the stream itself failed (not the disk): its reason */
+            *err = serr;
+        goto out;
     }
-    if (write_temp(dir, CONFIG_FILE, ctext, clen, ctmp, err) != 0) {
-        ctmp[0] = '\0';
-        goto error;
-    }
-    if (rename(wtmp, wp) != 0) {
-        srv_error_set(err, SRV_E_INTERNAL, "", "cannot rename %s to %s: %s", wtmp, wp,
-                      strerror(errno));
-        goto error;
+    memcpy(wtmp, wt.name, sizeof wtmp);
+    if (srv_ddi_write_temp(dirfd, shown, CONFIG_FILE, ctext, clen, ctmp, err) != 0)
+        goto out;
+    if (srv_fs_renameat(dirfd, wtmp, dirfd, WEIGHTS_FILE) != 0) {
+        srv_error_set(err, srv_ddi_io_code(errno), "", "cannot rename a temp file to %s/" WEIGHTS_FILE
+                      ": %s", shown, strerror(errno));
+        goto out;
     }
     /* commit point passed: from here a reader finds the new layer (see datadir.h) */
     wtmp[0] = '\0';
-    if (fsync_dir(dir, err) != 0 || rename(ctmp, cp) != 0 || fsync_dir(dir, err) != 0) {
-        srv_error_set(err, SRV_E_INTERNAL, "",
-                      "layer %s: the new weights were committed but finishing failed (%s); the "
-                      "next start completes it", name, strerror(errno));
+    created = false;
+    rc = 0;
+    if (srv_ddi_fsync_dir(dirfd, shown, err) != 0) {
+        rc = 1; /* durable only once the directory is: the next write or reader tries again */
+    } else if (srv_fs_renameat(dirfd, ctmp, dirfd, CONFIG_FILE) != 0) {
+        srv_error_set(err, srv_ddi_io_code(errno), "", "cannot rename a temp file to %s/" CONFIG_FILE
+                      ": %s (the next reader completes it from the weights)", shown,
+                      strerror(errno));
         ctmp[0] = '\0'; /* the temp is what a reader repairs from: keep it */
-        goto error;
+        rc = 1;
+    } else {
+        ctmp[0] = '\0';
+        if (srv_ddi_fsync_dir(dirfd, shown, err) != 0)
+            rc = 1;
     }
+    if (rc == 1)
+        prefix_message(err, "the new layer is committed but finishing it failed");
     if (stamp) {
         struct stat ws, cs;
         memset(stamp, 0, sizeof *stamp);
-        if (stat(wp, &ws) == 0)
-            stamp_weights(stamp, &ws);
-        if (stat(cp, &cs) == 0)
-            stamp_config(stamp, &cs);
+        if (fstatat(dirfd, WEIGHTS_FILE, &ws, AT_SYMLINK_NOFOLLOW) == 0)
+            srv_ddi_stamp_weights(stamp, &ws);
+        if (fstatat(dirfd, CONFIG_FILE, &cs, AT_SYMLINK_NOFOLLOW) == 0)
+            srv_ddi_stamp_config(stamp, &cs);
     }
-    json_decref(meta);
-    free(mtext);
-    free(ctext);
-    srv_buf_free(&wbuf);
-    return 0;
 
-error:
+out:
     if (wtmp[0])
-        unlink(wtmp);
-    if (ctmp[0])
-        unlink(ctmp);
+        srv_fs_unlinkat(dirfd, wtmp, 0);
+    if (ctmp[0] && rc < 0)
+        srv_fs_unlinkat(dirfd, ctmp, 0);
+    if (dirfd >= 0)
+        close(dirfd);
+    if (created) /* a new layer that did not get written: leave no empty directory */
+        srv_fs_unlinkat(dd->layers_fd, name, AT_REMOVEDIR);
     json_decref(meta);
     free(mtext);
     free(ctext);
-    srv_buf_free(&wbuf);
-    return -1;
+    return rc;
 }
 
-/* Unlinks the files of dir and removes it; errors ignored. Returns 1 when dir is gone. */
-static int remove_dir(const char *dir)
+int srv_datadir_entry(srv_datadir *dd, const char *name, srv_error *err)
 {
-    DIR *d = opendir(dir);
-    if (d) {
-        struct dirent *de;
-        while ((de = readdir(d)) != NULL) {
-            char p[PATH_MAX];
-            if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-                continue;
-            if (path_fmt(p, NULL, "%s/%s", dir, de->d_name) == 0)
-                unlink(p);
+    struct stat st;
+    if (!srv_dd_name_valid(name))
+        return srv_error_set(err, SRV_E_BAD_NAME, "", "\"%.80s\" is not a valid layer name",
+                             name);
+    if (fstatat(dd->layers_fd, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+        return errno == ENOENT ? 0
+                               : srv_error_set(err, SRV_E_INTERNAL, "", "cannot read layers/%s: %s",
+                                               name, strerror(errno));
+    return S_ISDIR(st.st_mode) ? 1 : srv_ddi_not_a_layer_dir(err, name, st.st_mode);
+}
+
+/* Unlinks everything in the directory dirfd (subdirectories too, to depth levels; links are
+ * unlinked, never followed); errors ignored. */
+static void empty_dir(int dirfd, int depth)
+{
+    DIR *d = srv_ddi_open_dir_stream(dirfd);
+    if (!d)
+        return;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+            continue;
+        if (srv_fs_unlinkat(dirfd, de->d_name, 0) == 0 || errno != EISDIR || depth <= 0)
+            continue;
+        int sub = openat(dirfd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (sub >= 0) {
+            empty_dir(sub, depth - 1);
+            close(sub);
         }
-        closedir(d);
+        srv_fs_unlinkat(dirfd, de->d_name, AT_REMOVEDIR);
     }
-    return rmdir(dir) == 0;
+    closedir(d);
+}
+
+/* Empties and removes the directory `name` of layers/ (never following a link). Returns 1 when
+ * it is gone. */
+static int remove_tree(srv_datadir *dd, const char *name)
+{
+    int fd = srv_ddi_open_layer_dir(dd, name);
+    if (fd < 0)
+        return 0;
+    empty_dir(fd, 4);
+    close(fd);
+    return srv_fs_unlinkat(dd->layers_fd, name, AT_REMOVEDIR) == 0;
 }
 
 int srv_datadir_remove(srv_datadir *dd, const char *name, srv_error *err)
 {
-    char dir[PATH_MAX], gone[PATH_MAX];
+    char gone[TEMP_NAME_MAX];
     if (!srv_dd_name_valid(name))
         return srv_error_set(err, SRV_E_BAD_NAME, "", "\"%.80s\" is not a valid layer name",
                              name);
     if (dd->read_only)
-        return srv_error_set(err, SRV_E_FORBIDDEN, "", "the data dir is open read-only");
-    unsigned n = atomic_fetch_add(&temp_counter, 1);
-    if (path_fmt(dir, err, "%s/%s", dd->layers, name) != 0 ||
-        path_fmt(gone, err, "%s/" DELETED_PREFIX "%s-%ld-%u", dd->layers, name, (long)getpid(),
-                 n) != 0)
-        return -1;
-    if (rename(dir, gone) != 0) {
-        if (errno == ENOENT)
+        return srv_ddi_refuse_change(dd, err);
+    bool created;
+    int fd = open_for_change(dd, name, false, &created, err);
+    if (fd < 0) {
+        if (err && err->code == SRV_E_LAYER_NOT_FOUND) {
+            memset(err, 0, sizeof *err); /* not on disk: nothing to remove */
             return 0;
-        return srv_error_set(err, SRV_E_INTERNAL, "", "cannot remove layer %s (rename %s): %s",
-                             name, dir, strerror(errno));
-    }
-    if (fsync_dir(dd->layers, err) != 0)
+        }
         return -1;
-    remove_dir(gone); /* what is left is removed by srv_datadir_clean */
-    return 0;
+    }
+    struct stat held, moved;
+    unsigned n = atomic_fetch_add(&srv_ddi_temp_counter, 1);
+    snprintf(gone, sizeof gone, DELETED_PREFIX "%s-%ld-%u", name, (long)getpid(), n);
+    if (fstat(fd, &held) != 0 || srv_fs_renameat(dd->layers_fd, name, dd->layers_fd, gone) != 0) {
+        int e = errno;
+        close(fd);
+        if (e == ENOENT)
+            return 0;
+        return srv_error_set(err, srv_ddi_io_code(e), "", "cannot remove layers/%s: %s", name,
+                             strerror(e));
+    }
+    /* the directory opened above is the one that moved; if the name was swapped for a link in
+     * between, put it back and change nothing */
+    if (fstatat(dd->layers_fd, gone, &moved, AT_SYMLINK_NOFOLLOW) != 0 ||
+        moved.st_ino != held.st_ino || moved.st_dev != held.st_dev) {
+        srv_fs_renameat(dd->layers_fd, gone, dd->layers_fd, name);
+        close(fd);
+        return srv_error_set(err, SRV_E_CONFLICT, "name",
+                             "layers/%s was replaced while being removed; it is left as it is",
+                             name);
+    }
+    int rc = 0;
+    if (srv_ddi_fsync_dir(dd->layers_fd, "layers/", err) != 0) {
+        prefix_message(err, "the layer is removed but the removal may not be durable yet");
+        rc = 1;
+    }
+    /* what is left is removed by srv_datadir_clean */
+    empty_dir(fd, 4);
+    close(fd);
+    srv_fs_unlinkat(dd->layers_fd, gone, AT_REMOVEDIR);
+    return rc;
 }
 
 static bool stale(const struct stat *st, time_t now, int grace)
@@ -698,43 +1032,56 @@ static bool stale(const struct stat *st, time_t now, int grace)
     return now - t >= grace;
 }
 
+/* Removes the stale temp files (".<file>.tmp-<pid>-<n>", regular files only) of directory dirfd;
+ * returns how many. */
+static int clean_temps(int dirfd, time_t now, int grace)
+{
+    DIR *d = srv_ddi_open_dir_stream(dirfd);
+    struct dirent *fe;
+    int removed = 0;
+    while (d && (fe = readdir(d)) != NULL) {
+        struct stat fs;
+        if (fe->d_name[0] != '.' || !strstr(fe->d_name, TEMP_MARK) ||
+            fstatat(dirfd, fe->d_name, &fs, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(fs.st_mode) ||
+            !stale(&fs, now, grace))
+            continue;
+        removed += srv_fs_unlinkat(dirfd, fe->d_name, 0) == 0;
+    }
+    if (d)
+        closedir(d);
+    return removed;
+}
+
 int srv_datadir_clean(srv_datadir *dd)
 {
     if (dd->read_only)
         return 0;
-    DIR *d = opendir(dd->layers);
-    if (!d)
-        return 0;
-    int removed = 0;
     time_t now = time(NULL);
+    /* the version counter's temps (dd_versions.c) and the start's write probe, in the data dir
+     * itself and in layers/ */
+    int removed = clean_temps(dd->root_fd, now, dd->temp_grace_s) +
+                  clean_temps(dd->layers_fd, now, dd->temp_grace_s);
+    DIR *d = srv_ddi_open_dir_stream(dd->layers_fd);
+    if (!d)
+        return removed;
     struct dirent *de;
     while ((de = readdir(d)) != NULL) {
-        char p[PATH_MAX];
         struct stat st;
-        if (path_fmt(p, NULL, "%s/%s", dd->layers, de->d_name) != 0 || lstat(p, &st) != 0 ||
+        if (fstatat(dd->layers_fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
             !S_ISDIR(st.st_mode))
             continue;
         if (strncmp(de->d_name, DELETED_PREFIX, strlen(DELETED_PREFIX)) == 0) {
             if (stale(&st, now, dd->temp_grace_s))
-                removed += remove_dir(p);
+                removed += remove_tree(dd, de->d_name);
             continue;
         }
         if (!srv_dd_name_valid(de->d_name))
             continue;
-        DIR *ld = opendir(p);
-        if (!ld)
+        int lfd = srv_ddi_open_layer_dir(dd, de->d_name);
+        if (lfd < 0)
             continue;
-        struct dirent *fe;
-        while ((fe = readdir(ld)) != NULL) {
-            char fp[PATH_MAX];
-            struct stat fs;
-            if (fe->d_name[0] != '.' || !strstr(fe->d_name, TEMP_MARK) ||
-                path_fmt(fp, NULL, "%s/%s", p, fe->d_name) != 0 || lstat(fp, &fs) != 0 ||
-                !S_ISREG(fs.st_mode) || !stale(&fs, now, dd->temp_grace_s))
-                continue;
-            removed += unlink(fp) == 0;
-        }
-        closedir(ld);
+        removed += clean_temps(lfd, now, dd->temp_grace_s);
+        close(lfd);
     }
     closedir(d);
     return removed;

@@ -11,6 +11,7 @@
 #include "base/error.h"
 #include "base/log.h"
 #include "config.h"
+#include "redact.h"
 #include "weights.h"
 
 srv_persist *srv_persist_create(const char *data_dir, bool read_only, srv_log_format log_format,
@@ -30,6 +31,10 @@ srv_persist *srv_persist_create(const char *data_dir, bool read_only, srv_log_fo
             srv_persist_free(p);
             return NULL;
         }
+        if (p->dd->ro_fs)
+            srv_log(log_format, "warn",
+                    "data dir %s is on a read-only file system: its layers are served, every "
+                    "change is refused (503)", data_dir);
     }
     return p;
 }
@@ -69,16 +74,9 @@ srv_layer *srv_persist_build(const char *name, const json_t *config, const srv_s
     return l;
 }
 
-/* Records (reason != NULL) or forgets (NULL) that layer name is damaged. Caller holds p->lock. */
-static void set_damaged_locked(srv_persist *p, const char *name, const char *reason);
-static void set_damaged(srv_persist *p, const char *name, const char *reason)
-{
-    pthread_mutex_lock(&p->damaged_lock);
-    set_damaged_locked(p, name, reason);
-    pthread_mutex_unlock(&p->damaged_lock);
-}
-
-static void set_damaged_locked(srv_persist *p, const char *name, const char *reason)
+/* Records (reason != NULL) or forgets (NULL) that layers/<name> cannot be served; stray: it is not
+ * a layer at all (found by the scan p->stray_scan). Caller holds damaged_lock. */
+static void set_damaged_locked(srv_persist *p, const char *name, const char *reason, bool stray)
 {
     int i = 0;
     while (i < p->ndamaged && strcmp(p->damaged[i].name, name) != 0)
@@ -96,9 +94,19 @@ static void set_damaged_locked(srv_persist *p, const char *name, const char *rea
             return; /* the log line still tells */
         p->damaged = g;
         p->ndamaged++;
+        memset(&p->damaged[i], 0, sizeof p->damaged[i]);
         snprintf(p->damaged[i].name, sizeof p->damaged[i].name, "%s", name);
     }
     snprintf(p->damaged[i].reason, sizeof p->damaged[i].reason, "%s", reason);
+    p->damaged[i].stray = stray;
+    p->damaged[i].seen = p->stray_scan;
+}
+
+static void set_damaged(srv_persist *p, const char *name, const char *reason)
+{
+    pthread_mutex_lock(&p->damaged_lock);
+    set_damaged_locked(p, name, reason, false);
+    pthread_mutex_unlock(&p->damaged_lock);
 }
 
 /* Records (stamp != NULL) or forgets the stamp of layer name on disk. Caller holds p->lock. */
@@ -131,54 +139,105 @@ static const srv_known *find_known(const srv_persist *p, const char *name)
     return NULL;
 }
 
-/* The version stored with a layer attnd wrote ("attnd.version"), or 0 (written by hand, or not
- * a plain number up to 2^53, which a JSON client reads exactly): the registry then gives one. */
-static uint64_t disk_version(const srv_dd_layer *dl)
+/* The version of a layer read from disk, the same for every replica that reads these files: the
+ * one attnd stored with it ("attnd.version", a plain number up to 2^53, which a JSON client reads
+ * exactly), unless config.json was edited by hand since; else the one recorded for these files, or
+ * a new one recorded now (datadir.h, "Replicas"); 0 (the registry numbers it) when the data dir
+ * cannot record one. Caller holds p->lock. */
+static uint64_t layer_version(srv_persist *p, srv_registry *reg, const char *name,
+                              const srv_dd_layer *dl)
 {
     const char *t = dl->version;
     uint64_t v = 0;
-    if (!t[0] || strlen(t) > 16)
-        return 0;
-    for (; *t; t++) {
-        if (*t < '0' || *t > '9')
-            return 0;
+    bool plain = t[0] && strlen(t) <= 16;
+    for (; plain && *t; t++) {
+        plain = *t >= '0' && *t <= '9';
         v = v * 10 + (uint64_t)(*t - '0');
     }
-    return v <= ((uint64_t)1 << 53) ? v : 0;
+    if (plain && v && v <= ((uint64_t)1 << 53) && !dl->hand_edited)
+        return v;
+    srv_error e = {0};
+    v = srv_datadir_adopt(p->dd, name, &dl->stamp, srv_registry_last_version(reg), &e);
+    if (!v && e.code != SRV_OK)
+        srv_log(p->log_format, "warn", "layer '%s': no version recorded in %s (%s); this replica "
+                "numbers it itself", name, p->dd->root, e.message);
+    return v;
 }
 
-/* Reads and builds layer name from disk. Caller holds p->lock. */
-static srv_layer *load_one(srv_persist *p, const char *name, const mha_limits *limits,
-                           srv_dd_layer *dl, srv_error *err)
+/* Reads and builds layer name from disk. Caller holds p->lock. On failure err says what is wrong
+ * in words fit for /readyz (never the files' contents, redact.h) and log the full story. */
+static srv_layer *load_one(srv_persist *p, srv_registry *reg, const char *name,
+                           const mha_limits *limits, srv_dd_layer *dl, srv_error *err,
+                           srv_error *log)
 {
-    if (srv_datadir_read(p->dd, name, limits->max_elements, dl, err) < 0)
+    if (srv_datadir_read(p->dd, name, limits->max_elements, dl, err, log) < 0)
         return NULL;
-    srv_layer *l = srv_persist_build(name, dl->config, &dl->weights, limits, err);
+    srv_error e = {0};
+    /* the layers' memory (--max-weights-bytes): a layer that does not fit is not loaded */
+    mha_config cfg;
+    int64_t bytes = srv_config_from_json(&cfg, dl->config, limits, "config", NULL) == 0
+                        ? srv_layer_bytes(&cfg)
+                        : 0;
+    srv_layer *l = srv_registry_reserve(reg, name, bytes, &e) < 0
+                       ? NULL
+                       : srv_layer_charge(srv_persist_build(name, dl->config, &dl->weights,
+                                                            limits, &e),
+                                          reg, bytes);
     if (!l) {
         /* say which layer and field: logs and /readyz show only the message */
-        char pre[160], m[sizeof err->message];
-        snprintf(pre, sizeof pre, "layers/%s: %.64s%s", name, err->field,
-                 err->field[0] ? ": " : "");
-        size_t pl = strlen(pre), ml = strlen(err->message);
-        if (ml > sizeof m - 1 - pl)
-            ml = sizeof m - 1 - pl;
-        memcpy(m, pre, pl);
-        memcpy(m + pl, err->message, ml);
-        m[pl + ml] = '\0';
-        memcpy(err->message, m, sizeof m);
+        char where[96];
+        snprintf(where, sizeof where, "layers/%s", name);
+        srv_error_set(log, e.code, "", "%s: %.64s%s%s", where, e.field, e.field[0] ? ": " : "",
+                      e.message);
+        if (err && err->code == SRV_OK) {
+            err->code = e.code;
+            srv_redact_build_error(err->message, sizeof err->message, where, &e);
+        }
     }
     return l;
 }
 
-static void report_stray(const char *name, void *ctx)
+typedef struct stray_scan {
+    srv_persist *p;
+    int changes; /* strays found that were not reported before */
+} stray_scan;
+
+static void report_stray(const char *name, const char *reason, void *ctx)
 {
-    srv_persist *p = ctx;
-    char reason[200];
-    snprintf(reason, sizeof reason,
-             "layers/%.64s is not a layer name (1-64 of A-Z a-z 0-9 . _ -, not starting with .): "
-             "rename it to serve it", name);
-    set_damaged(p, name, reason);
-    srv_log(p->log_format, "error", "%s", reason);
+    stray_scan *s = ctx;
+    srv_persist *p = s->p;
+    bool known = false;
+    pthread_mutex_lock(&p->damaged_lock);
+    for (int i = 0; !known && i < p->ndamaged; i++)
+        known = p->damaged[i].stray && strcmp(p->damaged[i].name, name) == 0 &&
+                strcmp(p->damaged[i].reason, reason) == 0;
+    set_damaged_locked(p, name, reason, true);
+    pthread_mutex_unlock(&p->damaged_lock);
+    if (!known) {
+        s->changes++;
+        srv_log(p->log_format, "error", "%s", reason);
+    }
+}
+
+/* Reports every entry of layers/ that is not a layer, and forgets those reported before that are
+ * gone. Returns how many appeared or went. Caller holds p->lock. */
+static int scan_strays(srv_persist *p)
+{
+    stray_scan s = {p, 0};
+    pthread_mutex_lock(&p->damaged_lock);
+    p->stray_scan++;
+    pthread_mutex_unlock(&p->damaged_lock);
+    srv_datadir_strays(p->dd, report_stray, &s);
+    pthread_mutex_lock(&p->damaged_lock);
+    for (int i = p->ndamaged - 1; i >= 0; i--)
+        if (p->damaged[i].stray && p->damaged[i].seen != p->stray_scan) {
+            memmove(&p->damaged[i], &p->damaged[i + 1],
+                    (size_t)(p->ndamaged - i - 1) * sizeof *p->damaged);
+            p->ndamaged--;
+            s.changes++;
+        }
+    pthread_mutex_unlock(&p->damaged_lock);
+    return s.changes;
 }
 
 int srv_persist_load_all(srv_persist *p, srv_registry *reg, const mha_limits *limits)
@@ -196,13 +255,14 @@ int srv_persist_load_all(srv_persist *p, srv_registry *reg, const mha_limits *li
     }
     int loaded = 0;
     pthread_mutex_lock(&p->lock);
-    srv_datadir_strays(p->dd, report_stray, p);
+    scan_strays(p);
     for (int i = 0; i < n; i++) {
         srv_dd_layer dl;
-        srv_error e = {0};
-        srv_layer *l = load_one(p, list[i].name, limits, &dl, &e);
+        srv_error e = {0}, log = {0};
+        srv_layer *l = load_one(p, reg, list[i].name, limits, &dl, &e, &log);
         set_known(p, list[i].name, l ? &dl.stamp : &list[i].stamp);
-        if (l && srv_registry_put_version(reg, l, disk_version(&dl), 0, NULL, &e) == 0) {
+        if (l && srv_registry_put_version(reg, l, layer_version(p, reg, list[i].name, &dl), 0, NULL,
+                                          &e) == 0) {
             loaded++;
             set_damaged(p, list[i].name, NULL);
             srv_log(p->log_format, "info", "loaded layer '%s' from %s/layers%s%s", list[i].name,
@@ -210,7 +270,8 @@ int srv_persist_load_all(srv_persist *p, srv_registry *reg, const mha_limits *li
                     dl.hand_edited ? " (config.json edited by hand)" : "");
         } else {
             set_damaged(p, list[i].name, e.message);
-            srv_log(p->log_format, "error", "layer '%s' not loaded: %s", list[i].name, e.message);
+            srv_log(p->log_format, "error", "layer '%s' not loaded from %s: %s", list[i].name,
+                    p->dd->root, log.code != SRV_OK ? log.message : e.message);
         }
         srv_layer_release(l);
         srv_dd_layer_free(&dl);
@@ -229,9 +290,10 @@ int srv_persist_reload(srv_persist *p, srv_registry *reg, const char *name,
     srv_dd_layer dl;
     srv_error e = {0};
     int rc;
-    srv_layer *l = load_one(p, name, limits, &dl, &e);
+    srv_layer *l = load_one(p, reg, name, limits, &dl, &e, NULL);
     if (l) {
-        rc = srv_registry_put_version(reg, l, disk_version(&dl), 0, NULL, &e) == 0 ? 1 : -1;
+        uint64_t v = layer_version(p, reg, name, &dl);
+        rc = srv_registry_put_version(reg, l, v, 0, NULL, &e) == 0 ? 1 : -1;
         if (rc == 1) {
             set_damaged(p, name, NULL);
             set_known(p, name, &dl.stamp);
@@ -281,9 +343,10 @@ int srv_persist_sync(srv_persist *p, srv_registry *reg, const mha_limits *limits
         if (k && srv_dd_stamp_equal(&k->stamp, &list[i].stamp))
             continue;
         srv_dd_layer dl;
-        srv_error e = {0};
-        srv_layer *l = load_one(p, list[i].name, limits, &dl, &e);
-        if (l && srv_registry_put_version(reg, l, disk_version(&dl), 0, NULL, &e) == 0) {
+        srv_error e = {0}, log = {0};
+        srv_layer *l = load_one(p, reg, list[i].name, limits, &dl, &e, &log);
+        if (l && srv_registry_put_version(reg, l, layer_version(p, reg, list[i].name, &dl), 0, NULL,
+                                          &e) == 0) {
             set_known(p, list[i].name, &dl.stamp);
             set_damaged(p, list[i].name, NULL);
             srv_log(p->log_format, "info", "layer '%s' (re)loaded from the data dir", list[i].name);
@@ -291,7 +354,8 @@ int srv_persist_sync(srv_persist *p, srv_registry *reg, const mha_limits *limits
             /* keep serving what was there; try again when the files change */
             set_known(p, list[i].name, &list[i].stamp);
             set_damaged(p, list[i].name, e.message);
-            srv_log(p->log_format, "error", "layer '%s' not reloaded: %s", list[i].name, e.message);
+            srv_log(p->log_format, "error", "layer '%s' not reloaded from %s: %s", list[i].name,
+                    p->dd->root, log.code != SRV_OK ? log.message : e.message);
         }
         changes++;
         srv_layer_release(l);
@@ -313,64 +377,152 @@ int srv_persist_sync(srv_persist *p, srv_registry *reg, const mha_limits *limits
                 name);
         changes++;
     }
+    /* after the loop above, which forgets what it unpublishes: a layer dir replaced by a link is
+     * unpublished there and reported here */
+    changes += scan_strays(p);
     pthread_mutex_unlock(&p->lock);
     free(list);
     return changes;
 }
 
-/* The If-Match check before touching the disk (the registry checks again when publishing). */
-static int check_version(srv_registry *reg, const char *name, uint64_t if_version, srv_error *err)
+/* The If-Match / If-None-Match check of a change of layer name, now at version cur (0: there is
+ * none; SRV_DD_NO_VERSION: it exists, but no version names it). 0, or -1 with a 409 saying why. */
+static int check_version(const char *name, uint64_t cur, uint64_t if_version, srv_error *err)
 {
-    if (!if_version)
-        return 0;
-    srv_layer *cur = srv_registry_get(reg, name, NULL);
-    uint64_t v = cur ? cur->version : 0;
-    srv_layer_release(cur);
-    if (v == if_version || (if_version == SRV_IF_ABSENT && !v))
+    bool exists = cur != 0;
+    if (!if_version || (if_version == SRV_IF_ABSENT && !exists) ||
+        (if_version == SRV_IF_EXISTS && exists) || (exists && cur == if_version))
         return 0;
     if (if_version == SRV_IF_ABSENT)
         return srv_error_set(err, SRV_E_CONFLICT, "If-None-Match",
-                             "If-None-Match: * asks for a new layer, and layer '%s' exists (version "
-                             "%llu)", name, (unsigned long long)v);
-    if (!v)
+                             "If-None-Match: * asks for a new layer, and layer '%s' exists", name);
+    if (!exists)
+        return if_version == SRV_IF_EXISTS
+                   ? srv_error_set(err, SRV_E_CONFLICT, "If-Match",
+                                   "If-Match: * asks for an existing layer, and there is no layer "
+                                   "called '%s'", name)
+                   : srv_error_set(err, SRV_E_CONFLICT, "If-Match",
+                                   "layer '%s' does not exist, so it cannot be at version %llu",
+                                   name, (unsigned long long)if_version);
+    if (cur == SRV_DD_NO_VERSION)
         return srv_error_set(err, SRV_E_CONFLICT, "If-Match",
-                             "layer '%s' does not exist, so it cannot be at version %llu", name,
-                             (unsigned long long)if_version);
+                             "layer '%s' in the data dir changed by hand (or is damaged) and has "
+                             "no version yet: read it again once it is loaded, or change it "
+                             "without If-Match", name);
     return srv_error_set(err, SRV_E_CONFLICT, "If-Match",
                          "layer '%s' is at version %llu, not %llu; read it again and retry", name,
-                         (unsigned long long)v, (unsigned long long)if_version);
+                         (unsigned long long)cur, (unsigned long long)if_version);
+}
+
+/* The version of layer name in memory (0: none). */
+static uint64_t memory_version(srv_registry *reg, const char *name)
+{
+    srv_layer *cur = srv_registry_get(reg, name, NULL);
+    uint64_t v = cur ? cur->version : 0;
+    srv_layer_release(cur);
+    return v;
+}
+
+/* Writes l to the data dir if its version there meets if_version, under the data dir's lock (one
+ * change at a time across every process sharing it), with a new version from its counter
+ * (*version). *existed tells whether there was a layer of that name on disk (with a version: one
+ * that is served, not a damaged one). Caller holds p->lock.
+ * 0, or -1 with err: 409, 503, 507. */
+static int save(srv_persist *p, srv_registry *reg, srv_layer *l, uint64_t if_version,
+                uint64_t *version, bool *existed, srv_error *err)
+{
+    srv_error e = {0};
+    uint64_t cur = 0;
+    if (srv_datadir_lock(p->dd, &e) != 0)
+        return srv_error_set(err, e.code, "", "layer '%s' not saved: %s", l->name, e.message);
+    int rc = srv_datadir_version(p->dd, l->name, &cur, err) != 0 ||
+                     check_version(l->name, cur, if_version, err) != 0 ||
+                     srv_datadir_next_version(p->dd, srv_registry_last_version(reg), version,
+                                              &e) != 0
+                 ? -1
+                 : 0;
+    *existed = cur != 0 && cur != SRV_DD_NO_VERSION; /* a layer another replica serves */
+    if (rc == 0) {
+        srv_st_view v[MHA_MAX_PARAMS];
+        int n = srv_weights_views(l->layer, v);
+        srv_dd_stamp stamp;
+        char vtext[24];
+        snprintf(vtext, sizeof vtext, "%llu", (unsigned long long)*version);
+        int w = srv_datadir_write(p->dd, l->name, l->config, v, n, vtext, &stamp, &e);
+        if (w >= 0) {
+            set_known(p, l->name, &stamp);
+            if (w == 1) /* committed: served and answered as written; the log says the rest */
+                srv_log(p->log_format, "warn", "layer '%s' saved to %s: %s", l->name, p->dd->root,
+                        e.message);
+        } else {
+            rc = -1;
+        }
+    }
+    srv_datadir_unlock(p->dd);
+    if (rc < 0 && e.code != SRV_OK) { /* the disk refused (a conflict is answered as is) */
+        srv_log(p->log_format, "error", "layer '%s' not saved to %s, the old one is kept: %s",
+                l->name, p->dd->root, e.message);
+        if (e.code == SRV_E_CONFLICT)
+            srv_error_set(err, e.code, e.field, "%s", e.message);
+        else
+            srv_error_set(err, e.code, "",
+                          "could not save layer '%s' to the data dir (%s); the layer is unchanged",
+                          l->name, e.message);
+    }
+    return rc;
 }
 
 int srv_persist_put(srv_persist *p, srv_registry *reg, srv_layer *l, uint64_t if_version,
                     bool *replaced, srv_error *err)
 {
     pthread_mutex_lock(&p->lock);
-    int rc = check_version(reg, l->name, if_version, err);
-    uint64_t version = 0; /* with a data dir: reserved now, stored with the layer */
-    if (rc == 0 && p->dd) {
-        srv_st_view v[MHA_MAX_PARAMS];
-        int n = srv_weights_views(l->layer, v);
-        srv_error e = {0};
-        srv_dd_stamp stamp;
-        char vtext[24];
-        version = srv_registry_next_version(reg);
-        snprintf(vtext, sizeof vtext, "%llu", (unsigned long long)version);
-        if (srv_datadir_write(p->dd, l->name, l->config, v, n, vtext, &stamp, &e) == 0)
-            set_known(p, l->name, &stamp);
-        else {
-            srv_log(p->log_format, "error", "layer '%s' not saved, the old one is kept: %s",
-                    l->name, e.message);
-            rc = srv_error_set(err, SRV_E_INTERNAL, "",
-                               "could not save layer '%s' to the data dir (%s); the layer is "
-                               "unchanged", l->name, e.message);
-        }
-    }
+    uint64_t version = 0; /* with a data dir: the counter's, stored with the layer */
+    bool existed = false;
+    int rc = p->dd ? save(p, reg, l, if_version, &version, &existed, err)
+                   : check_version(l->name, memory_version(reg, l->name), if_version, err);
     if (rc == 0) {
-        rc = srv_registry_put_version(reg, l, version, if_version, replaced, err);
+        /* with a data dir the condition was checked on disk, which every replica shares; memory
+         * may be behind it (another replica's change not followed yet): publish unconditionally */
+        rc = srv_registry_put_version(reg, l, version, p->dd ? 0 : if_version, replaced, err);
         if (rc == 0)
             set_damaged(p, l->name, NULL);
+        if (rc == 0 && replaced)
+            *replaced = *replaced || existed;
     }
     pthread_mutex_unlock(&p->lock);
+    return rc;
+}
+
+/* Removes layer name from the data dir if its version there meets if_version, under the lock
+ * (see save). Caller holds p->lock. 0, or -1 with err: 404, 409, 503. */
+static int unsave(srv_persist *p, const char *name, uint64_t if_version, srv_error *err)
+{
+    srv_error e = {0};
+    uint64_t cur = 0;
+    if (srv_datadir_lock(p->dd, &e) != 0)
+        return srv_error_set(err, e.code, "", "layer '%s' not deleted: %s", name, e.message);
+    int rc = srv_datadir_version(p->dd, name, &cur, err);
+    if (rc == 0 && !cur)
+        rc = srv_error_set(err, SRV_E_LAYER_NOT_FOUND, "name", "no layer called '%s'", name);
+    if (rc == 0)
+        rc = check_version(name, cur, if_version, err);
+    if (rc == 0) {
+        int r = srv_datadir_remove(p->dd, name, &e);
+        if (r == 1)
+            srv_log(p->log_format, "warn", "layer '%s' deleted from %s: %s", name, p->dd->root,
+                    e.message);
+        if (r < 0) {
+            srv_log(p->log_format, "error", "layer '%s' not deleted from %s: %s", name,
+                    p->dd->root, e.message);
+            rc = e.code == SRV_E_CONFLICT
+                     ? srv_error_set(err, e.code, e.field, "%s", e.message)
+                     : srv_error_set(err, e.code, "",
+                                     "could not delete layer '%s' from the data dir (%s); it is "
+                                     "still served",
+                                     name, e.message);
+        }
+    }
+    srv_datadir_unlock(p->dd);
     return rc;
 }
 
@@ -378,34 +530,16 @@ int srv_persist_delete(srv_persist *p, srv_registry *reg, const char *name, uint
                        srv_error *err)
 {
     pthread_mutex_lock(&p->lock);
-    srv_layer *cur = srv_registry_get(reg, name, NULL);
-    /* a damaged layer is not served but may be deleted (from disk) all the same */
-    bool damaged = false;
-    pthread_mutex_lock(&p->damaged_lock);
-    for (int i = 0; !cur && i < p->ndamaged; i++)
-        damaged |= strcmp(p->damaged[i].name, name) == 0;
-    pthread_mutex_unlock(&p->damaged_lock);
-    /* so may an unloaded one (model repository extension): its files, and the registry's record */
-    bool unloaded = !cur && srv_registry_is_unloaded(reg, name, NULL);
-    int rc = cur ? check_version(reg, name, if_version, err)
-             : (damaged || unloaded) && !if_version
-                 ? 0
-                 : srv_error_set(err, SRV_E_LAYER_NOT_FOUND, "name", "no layer called '%s'", name);
-    bool served = cur != NULL;
-    srv_layer_release(cur);
-    if (rc == 0 && p->dd) {
-        srv_error e = {0};
-        if (srv_datadir_remove(p->dd, name, &e) < 0) {
-            srv_log(p->log_format, "error", "layer '%s' not deleted from the data dir: %s", name,
-                    e.message);
-            rc = srv_error_set(err, SRV_E_INTERNAL, "",
-                               "could not delete layer '%s' from the data dir (%s); it is still "
-                               "served", name, e.message);
-        }
-    }
+    /* with a data dir, what is on disk decides (a damaged layer, an unloaded one, one another
+     * replica made); a name that is not a layer directory there is a conflict that touches
+     * nothing. Without one: what is served, or unloaded (model repository extension) */
+    int rc = p->dd ? unsave(p, name, if_version, err)
+                   : check_version(name, memory_version(reg, name), if_version, err);
+    if (rc == 0 && !p->dd && !memory_version(reg, name) &&
+        !(srv_registry_is_unloaded(reg, name, NULL) && !if_version))
+        rc = srv_error_set(err, SRV_E_LAYER_NOT_FOUND, "name", "no layer called '%s'", name);
     if (rc == 0) {
-        if (served || unloaded)
-            rc = srv_registry_delete(reg, name, if_version, err);
+        srv_registry_delete(reg, name, 0, NULL); /* absent from memory: nothing to do */
         set_damaged(p, name, NULL);
         set_known(p, name, NULL);
     }

@@ -4,12 +4,17 @@
  * Every change of a layer (PUT layer, PUT weights, DELETE) goes through srv_persist_put /
  * srv_persist_delete, which write the disk first and publish to the registry only when the write
  * succeeded: a failed write answers 5xx and leaves the old layer served (memory and disk agree).
- * Changes are serialised by one lock (they are rare; reads and forward passes never take it), so
- * an If-Match check, the disk write and the publish happen as one step.
+ * Changes are serialised by one lock (they are rare; reads and forward passes never take it) and,
+ * with a data dir, by the data dir's lock across every process sharing it (datadir.h, "Replicas"):
+ * the If-Match check against the version on disk, the new version, the write and the publish
+ * happen as one step, whichever replica a writer goes through.
  *
  * At start srv_persist_load_all reads every layer directory; a layer that cannot be loaded
  * (damaged or half-written file, config that does not fit its weights) is logged with the reason,
  * listed by srv_persist_damaged_json (GET /readyz shows it) and skipped; the others are served.
+ * An entry of layers/ that is not a layer (a symbolic link, a file, a FIFO, a name that is not a
+ * layer name) is listed the same way, at start and on every --watch step; a PUT or DELETE of its
+ * name is a 409 that leaves it as it is.
  * Without a data dir the same calls only publish (layers live in memory).
  *
  * For --watch (replicas sharing a data dir): srv_persist_sync compares the data dir with what this
@@ -37,8 +42,10 @@
 #include "registry.h"
 
 typedef struct srv_damaged {
-    char name[65];
+    char name[256];            /* an entry of layers/ (a stray's name may be any file name)     */
     char reason[sizeof ((srv_error *)0)->message];
+    bool stray;                /* not a layer at all (srv_datadir_strays), rescanned each sync  */
+    unsigned seen;             /* strays: the scan that last found it                           */
 } srv_damaged;
 
 typedef struct srv_known {
@@ -57,6 +64,7 @@ typedef struct srv_persist {
     srv_known *known;          /* every layer on disk this process has seen, with its stamp    */
     int nknown;
     double last_clean;         /* Unix time of the last removal of stale temp files            */
+    unsigned stray_scan;       /* counts the scans for strays (guarded by damaged_lock)        */
 } srv_persist;
 
 /* Opens the data dir (data_dir "" = none; read_only: never write it). NULL with err filled when

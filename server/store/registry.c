@@ -18,6 +18,11 @@ struct srv_registry {
     srv_unloaded *unloaded; /* layers unloaded, unordered (few); owns their references */
     int nunloaded;
     uint64_t last_version;
+    /* the layers' memory, under its own lock: an entry freed under `lock` (a put replacing the
+     * last reference) gives its bytes back from there (order: lock, then weights_lock) */
+    pthread_mutex_t weights_lock;
+    int64_t weights_limit; /* --max-weights-bytes (0: none)                                     */
+    int64_t weights_held;  /* bytes of every entry alive and every reservation                   */
 };
 
 static double now_unix(void)
@@ -86,14 +91,82 @@ void srv_layer_release(srv_layer *l)
     mha_layer_free(l->layer);
     json_decref(l->config);
     srv_layer_stats_release(l->stats);
+    if (l->owner)
+        srv_registry_unreserve(l->owner, l->charged);
     free(l);
+}
+
+int64_t srv_layer_bytes(const mha_config *cfg)
+{
+    return mha_param_total(cfg) * (int64_t)sizeof(float);
+}
+
+void srv_registry_set_weights_limit(srv_registry *reg, int64_t limit)
+{
+    pthread_mutex_lock(&reg->weights_lock);
+    reg->weights_limit = limit > 0 ? limit : 0;
+    pthread_mutex_unlock(&reg->weights_lock);
+}
+
+static int find(const srv_registry *reg, const char *name);
+
+int srv_registry_reserve(srv_registry *reg, const char *name, int64_t bytes, srv_error *err)
+{
+    int rc = 0;
+    pthread_mutex_lock(&reg->lock);
+    int i = find(reg, name);
+    int64_t credit = i >= 0 ? reg->items[i]->charged : 0;
+    pthread_mutex_unlock(&reg->lock);
+    pthread_mutex_lock(&reg->weights_lock);
+    int64_t held = reg->weights_held;
+    if (reg->weights_limit && held - credit + bytes > reg->weights_limit)
+        rc = srv_error_set(
+            err, SRV_E_INSUFFICIENT_STORAGE, "",
+            "layer '%s' needs %lld bytes of weights (%lld parameters), and the layers already "
+            "hold %lld%s of --max-weights-bytes %lld: delete a layer, make this one smaller, or "
+            "raise the limit",
+            name, (long long)bytes, (long long)(bytes / (int64_t)sizeof(float)),
+            (long long)(held - credit), credit ? " (not counting the layer it replaces)" : "",
+            (long long)reg->weights_limit);
+    else
+        reg->weights_held += bytes;
+    pthread_mutex_unlock(&reg->weights_lock);
+    return rc;
+}
+
+void srv_registry_unreserve(srv_registry *reg, int64_t bytes)
+{
+    pthread_mutex_lock(&reg->weights_lock);
+    reg->weights_held -= bytes;
+    pthread_mutex_unlock(&reg->weights_lock);
+}
+
+srv_layer *srv_layer_charge(srv_layer *l, srv_registry *reg, int64_t bytes)
+{
+    if (!l) {
+        srv_registry_unreserve(reg, bytes);
+        return NULL;
+    }
+    l->owner = reg;
+    l->charged = bytes;
+    return l;
+}
+
+void srv_registry_weights(srv_registry *reg, int64_t *held, int64_t *limit)
+{
+    pthread_mutex_lock(&reg->weights_lock);
+    *held = reg->weights_held;
+    *limit = reg->weights_limit;
+    pthread_mutex_unlock(&reg->weights_lock);
 }
 
 srv_registry *srv_registry_create(void)
 {
     srv_registry *reg = calloc(1, sizeof *reg);
-    if (reg)
+    if (reg) {
         pthread_mutex_init(&reg->lock, NULL);
+        pthread_mutex_init(&reg->weights_lock, NULL);
+    }
     return reg;
 }
 
@@ -106,6 +179,7 @@ void srv_registry_free(srv_registry *reg)
     free(reg->items);
     srv_unloaded_free(reg->unloaded, reg->nunloaded);
     pthread_mutex_destroy(&reg->lock);
+    pthread_mutex_destroy(&reg->weights_lock);
     free(reg);
 }
 
@@ -163,9 +237,20 @@ srv_layer *srv_registry_get(srv_registry *reg, const char *name, srv_error *err)
     return l;
 }
 
+/* True when a layer at version cur (0: none) meets the condition if_version (registry.h). */
+static bool version_holds(uint64_t if_version, uint64_t cur)
+{
+    return !if_version || (if_version == SRV_IF_ABSENT && !cur) ||
+           (if_version == SRV_IF_EXISTS && cur) || (cur && cur == if_version);
+}
+
 static int version_conflict(srv_error *err, const char *name, uint64_t if_version,
                             const srv_layer *cur)
 {
+    if (if_version == SRV_IF_EXISTS)
+        return srv_error_set(err, SRV_E_CONFLICT, "If-Match",
+                             "If-Match: * asks for an existing layer, and there is no layer "
+                             "called '%s'", name);
     if (if_version == SRV_IF_ABSENT)
         return srv_error_set(err, SRV_E_CONFLICT, "If-None-Match",
                              "If-None-Match: * asks for a new layer, and layer '%s' exists (version "
@@ -177,6 +262,14 @@ static int version_conflict(srv_error *err, const char *name, uint64_t if_versio
     return srv_error_set(err, SRV_E_CONFLICT, "If-Match",
                          "layer '%s' is at version %llu, not %llu; read it again and retry", name,
                          (unsigned long long)cur->version, (unsigned long long)if_version);
+}
+
+uint64_t srv_registry_last_version(srv_registry *reg)
+{
+    pthread_mutex_lock(&reg->lock);
+    uint64_t v = reg->last_version;
+    pthread_mutex_unlock(&reg->lock);
+    return v;
 }
 
 uint64_t srv_registry_next_version(srv_registry *reg)
@@ -200,8 +293,7 @@ int srv_registry_put_version(srv_registry *reg, srv_layer *l, uint64_t version,
     pthread_mutex_lock(&reg->lock);
     int i = find(reg, l->name);
     srv_layer *old = i >= 0 ? reg->items[i] : NULL;
-    if (if_version == SRV_IF_ABSENT ? old != NULL
-                                    : if_version && (!old || old->version != if_version)) {
+    if (!version_holds(if_version, old ? old->version : 0)) {
         rc = version_conflict(err, l->name, if_version, old);
         goto out;
     }
@@ -264,7 +356,7 @@ int srv_registry_delete(srv_registry *reg, const char *name, uint64_t if_version
         drop_unloaded(reg, u, NULL);
     } else if (i < 0) {
         rc = srv_error_set(err, SRV_E_LAYER_NOT_FOUND, "name", "no layer called '%s'", name);
-    } else if (if_version && reg->items[i]->version != if_version) {
+    } else if (!version_holds(if_version, reg->items[i]->version)) {
         rc = version_conflict(err, name, if_version, reg->items[i]);
     } else {
         srv_layer *old = reg->items[i];

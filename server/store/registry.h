@@ -31,6 +31,8 @@ typedef struct srv_layer {
     srv_layer_stats *stats; /* owned reference: the name's request counters, shared by its versions
                              * (a put hands the replaced entry's on); never NULL once published    */
     int refs;            /* private: use srv_layer_ref / srv_layer_release                        */
+    struct srv_registry *owner; /* private: the registry its weights are counted in (or NULL)     */
+    int64_t charged;     /* private: bytes counted there, given back when the entry is freed      */
 } srv_layer;
 
 typedef struct srv_registry srv_registry;
@@ -59,12 +61,17 @@ srv_layer *srv_registry_get(srv_registry *reg, const char *name, srv_error *err)
 /* Publishes l under l->name, replacing any entry of that name atomically (and loading it, when
  * it was unloaded); the registry takes its own reference (the caller keeps and must release theirs). Sets l->version (and l->created from the
  * replaced entry). if_version: 0 = unconditional; SRV_IF_ABSENT = only when there is no entry yet
- * (If-None-Match: *); otherwise the put happens only when the current entry's version equals it
+ * (If-None-Match: *); SRV_IF_EXISTS = only when there is one (If-Match: *); otherwise the put
+ * happens only when the current entry's version equals it
  * (SRV_E_CONFLICT otherwise, or when there is no entry). *replaced (may be NULL) tells whether an
  * entry was replaced; l then counts on the replaced entry's stats. Returns 0 or -1. */
-#define SRV_IF_ABSENT UINT64_MAX
+#define SRV_IF_ABSENT UINT64_MAX        /* If-None-Match: *                                  */
+#define SRV_IF_EXISTS (UINT64_MAX - 1)  /* If-Match: * (whatever version)                     */
 int srv_registry_put(srv_registry *reg, srv_layer *l, uint64_t if_version, bool *replaced,
                      srv_error *err);
+
+/* The highest version this registry gave or was given (0: none yet). */
+uint64_t srv_registry_last_version(srv_registry *reg);
 
 /* Reserves a new version number (never given out again by this registry), for a put that must
  * know its version before it publishes (the data dir stores it with the layer). */
@@ -121,5 +128,35 @@ void srv_unloaded_free(srv_unloaded *list, int n);
 
 /* True when name is unloaded (*version, may be NULL, gets the version it had). */
 bool srv_registry_is_unloaded(srv_registry *reg, const char *name, uint64_t *version);
+
+/* ---------------------------------------------------------------------------------------------- */
+/* The layers' memory (--max-weights-bytes)                                                        */
+/*
+ * Every layer's weights count against one limit, from before they are allocated until the entry is
+ * freed (an old version a request still holds still counts): a builder reserves the bytes, allocates
+ * only when that succeeds, and hands the reservation to the entry it makes (srv_layer_charge). A
+ * layer that replaces one of the same name is counted as the difference (the old one goes once its
+ * last request ends), so a layer can always be replaced by one of its own size.
+ */
+
+/* What a layer of this config counts: its parameters, 4 bytes each (a checked config). */
+int64_t srv_layer_bytes(const mha_config *cfg);
+
+/* Sets the limit (0: none). */
+void srv_registry_set_weights_limit(srv_registry *reg, int64_t limit);
+
+/* Reserves bytes for a layer about to be built for name. Returns 0, or -1 with err:
+ * SRV_E_INSUFFICIENT_STORAGE (507) naming the layer's size, what is held and the limit. */
+int srv_registry_reserve(srv_registry *reg, const char *name, int64_t bytes, srv_error *err);
+
+/* Gives back bytes reserved for a layer that was not made. */
+void srv_registry_unreserve(srv_registry *reg, int64_t bytes);
+
+/* Hands bytes reserved in reg to l, given back when l is freed; when l is NULL (its build failed)
+ * they are given back now. Returns l. */
+srv_layer *srv_layer_charge(srv_layer *l, srv_registry *reg, int64_t bytes);
+
+/* The bytes held (layers alive and reservations) and the limit (0: none). */
+void srv_registry_weights(srv_registry *reg, int64_t *held, int64_t *limit);
 
 #endif

@@ -44,8 +44,9 @@ struct srv_watch {
  * watch limit) only leaves that directory to the periodic rescan. */
 static void watch_dir(srv_watch *w, const char *path)
 {
+    /* IN_DONT_FOLLOW: a link in the layers dir is not a layer, and is never followed */
     uint32_t mask = IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_CLOSE_WRITE |
-                    IN_ATTRIB | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR;
+                    IN_ATTRIB | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR | IN_DONT_FOLLOW;
     if (inotify_add_watch(w->inotify_fd, path, mask) >= 0 || errno == ENOENT || errno == ENOTDIR)
         return;
     if (!w->inotify_warned)
@@ -71,7 +72,7 @@ static void watch_dirs(srv_watch *w)
     struct dirent *de;
     while ((de = readdir(d)) != NULL) {
         if (de->d_name[0] == '.' || (de->d_type != DT_DIR && de->d_type != DT_UNKNOWN))
-            continue; /* hidden: temps and deleted layers, never served */
+            continue; /* hidden: temps and deleted layers; links and files: not layers */
         if (snprintf(path, sizeof path, "%s/%s", layers, de->d_name) < (int)sizeof path)
             watch_dir(w, path);
     }

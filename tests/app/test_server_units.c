@@ -26,7 +26,7 @@ static srv_layer *make_layer(const char *name, int64_t E, uint64_t seed)
     mha_config cfg;
     mha_config_init(&cfg, E, 2);
     srv_error err = {0};
-    srv_layer *l = srv_layer_build_init(name, &cfg, NULL, "xavier_uniform", seed, &err);
+    srv_layer *l = srv_layer_build_init(name, &cfg, NULL, "xavier_uniform", seed, NULL, &err);
     CHECK(l != NULL, "build %s: %s", name, err.message);
     return l;
 }

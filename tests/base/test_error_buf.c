@@ -32,6 +32,9 @@ static void test_table(void)
         {SRV_E_INTERNAL, 500, "internal"},          {SRV_E_NOMEM, 503, "out_of_memory"},
         {SRV_E_UNAVAILABLE, 503, "unavailable"},    {SRV_E_NOT_IMPLEMENTED, 501, "not_implemented"},
         {SRV_E_URI_TOO_LONG, 414, "uri_too_long"},
+        {SRV_E_INSUFFICIENT_STORAGE, 507, "insufficient_storage"},
+        {SRV_E_TOO_COSTLY, 413, "too_costly"},
+        {SRV_E_CANCELLED, 499, "client_closed_request"},
     };
     size_t n = sizeof want / sizeof want[0];
     CHECK(n == SRV_E_COUNT - 1, "every code has a row in this test (%zu vs %d)", n, SRV_E_COUNT - 1);

@@ -496,9 +496,53 @@ static void test_any_special(void)
     CHECK(wrong == 0, "srv_floats_any_special wrong %d times", wrong);
 }
 
+/* srv_tensor_peek_shape: the shape the flat and base64 forms declare, read without the data; and
+ * when both it and the parse succeed, the same shape. */
+static void test_peek_shape(void)
+{
+    static const struct {
+        const char *json;
+        int ndim; /* -1: does not say */
+        int64_t shape[3];
+    } cases[] = {
+        {"{\"shape\": [2, 3], \"data\": [1, 2, 3, 4, 5, 6]}", 2, {2, 3}},
+        {" {\"data\": [[1], {\"x\": \"]}\"}], \"dtype\": \"float32\", \"shape\" : [ 1 ,2,3 ] } ", 3, {1, 2, 3}},
+        {"{\"base64\": \"a\\\"b\\\\\", \"shape\": [4]}", 1, {4}},
+        {"{\"shape\": []}", 0, {0}},
+        {"{\"shape\": [262144, 64], \"base64\": \"!!\"}", 2, {262144, 64}},
+        {"[[1, 2], [3, 4]]", -1, {0}},
+        {"{\"data\": [1]}", -1, {0}},
+        {"{\"shape\": [1, -2]}", -1, {0}},
+        {"{\"shape\": [1.5]}", -1, {0}},
+        {"{\"shape\": [99999999999999999999]}", -1, {0}},
+        {"{\"shape\": [1,1,1,1,1,1,1,1,1]}", -1, {0}},
+        {"{\"data\": [1, 2", -1, {0}},
+        {"{\"data\": \"unterminated", -1, {0}},
+        {"{\"sh\\u0061pe\": [1]}", -1, {0}},
+        {"", -1, {0}},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int64_t shape[SRV_TENSOR_MAX_DIMS];
+        int ndim = -1;
+        bool got = srv_tensor_peek_shape(cases[i].json, strlen(cases[i].json), shape, &ndim);
+        bool ok = got == (cases[i].ndim >= 0);
+        for (int d = 0; ok && got && d < cases[i].ndim; d++)
+            ok = ndim == cases[i].ndim && shape[d] == cases[i].shape[d];
+        CHECK(ok, "peek %zu (%s): %s, ndim %d", i, cases[i].json, got ? "says" : "does not say",
+              ndim);
+    }
+    /* the text is read within its length only: a prefix that stops inside the data says nothing */
+    const char *t = "{\"data\": [1, 2], \"shape\": [2]}";
+    int64_t shape[SRV_TENSOR_MAX_DIMS];
+    int ndim;
+    CHECK(!srv_tensor_peek_shape(t, 12, shape, &ndim) && srv_tensor_peek_shape(t, strlen(t), shape, &ndim),
+          "peek stays within the given length");
+}
+
 int main(void)
 {
     test_any_special();
+    test_peek_shape();
     test_nested();
     test_number_runs();
     test_flat();

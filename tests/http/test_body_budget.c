@@ -14,8 +14,12 @@
  *   - --max-body-memory below --max-body-bytes is refused at start.
  * The only waits are polls of /metrics for what the daemon does with bytes already sent.
  */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/socket.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -102,92 +106,300 @@ static void test_start_refused(void)
           "equal values are accepted");
 }
 
-static void test_daemon(void)
+/* A client sending a forward body of `total` bytes from source address `src` (127.0.0.x) on its
+ * own connection, a part at a time. */
+typedef struct sender {
+    int fd;
+    char *body;
+    size_t total, sent;
+} sender;
+
+/* Connects from src to 127.0.0.1:port and sends the headers and the first `first` bytes. */
+static bool sender_start(sender *s, int port, const char *src, size_t total, size_t first)
+{
+    memset(s, 0, sizeof *s);
+    s->fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in from = {.sin_family = AF_INET}, to = {.sin_family = AF_INET};
+    inet_pton(AF_INET, src, &from.sin_addr);
+    inet_pton(AF_INET, "127.0.0.1", &to.sin_addr);
+    to.sin_port = htons((uint16_t)port);
+    int one = 1;
+    setsockopt(s->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    if (s->fd < 0 || bind(s->fd, (struct sockaddr *)&from, sizeof from) < 0 ||
+        connect(s->fd, (struct sockaddr *)&to, sizeof to) < 0)
+        return false;
+    s->body = padded_body(total);
+    s->total = total;
+    char head[256];
+    int hl = snprintf(head, sizeof head,
+                      "POST /v1/layers/b/forward HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+                      "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n", total);
+    return hc_send_all(s->fd, head, (size_t)hl) == (size_t)hl && (first == 0 || hc_send_all(s->fd, s->body, first) == first) &&
+           (s->sent = first, true);
+}
+
+/* Sends up to `upto` bytes of the body in all. */
+static bool sender_more(sender *s, size_t upto)
+{
+    bool ok = hc_send_all(s->fd, s->body + s->sent, upto - s->sent) == upto - s->sent;
+    s->sent = upto;
+    return ok;
+}
+
+/* Sends the rest and reads the reply; returns its status (0 if none), reply gets its start. */
+static int sender_finish(sender *s, char *reply, size_t size)
+{
+    sender_more(s, s->total);
+    size_t got = 0;
+    ssize_t k;
+    while (got + 1 < size && (k = read(s->fd, reply + got, size - 1 - got)) > 0)
+        got += (size_t)k;
+    reply[got] = '\0';
+    int status = 0;
+    sscanf(reply, "HTTP/1.1 %d", &status);
+    return status;
+}
+
+static void sender_close(sender *s)
+{
+    if (s->fd >= 0)
+        close(s->fd);
+    free(s->body);
+    memset(s, 0, sizeof *s);
+    s->fd = -1;
+}
+
+static srv_daemon *start_budget_daemon(int64_t budget)
 {
     srv_options opt;
     hc_options(&opt);
-    opt.max_body_bytes = BUDGET;
-    opt.max_body_memory = BUDGET;
+    opt.max_body_bytes = budget;
+    opt.max_body_memory = budget;
     srv_daemon *d = hc_start(&opt);
     if (!CHECK(d != NULL, "daemon started"))
-        return;
-    int port = srv_daemon_port(d);
+        return NULL;
     hc_response r;
-    char code[64];
     hc_request(d, "PUT", "/v1/layers/b", NULL, "{\"config\": {\"embed_dim\": 4, \"num_heads\": 2}}", -1,
                NULL, &r);
     CHECK(r.status == 201, "layer created (%ld)", r.status);
     hc_response_free(&r);
     CHECK(wait_held(d, 0) == 0, "nothing held at rest");
+    return d;
+}
 
-    /* one client sends the headers and a little of a 700 KB body, then waits */
-    char *held = padded_body(HELD);
-    int fd = hc_connect(port);
-    char head[256];
-    int hl = snprintf(head, sizeof head,
-                      "POST /v1/layers/b/forward HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
-                      "Content-Type: application/json\r\nContent-Length: %d\r\n\r\n", HELD);
-    CHECK(fd >= 0 && hc_send_all(fd, head, (size_t)hl) == (size_t)hl &&
-              hc_send_all(fd, held, 1000) == 1000, "first client sent its headers");
-    CHECK(wait_held(d, HELD) == HELD, "its Content-Length is reserved");
-
-    char *other = padded_body(OTHER);
-    hc_request(d, "POST", "/v1/layers/b/forward", NULL, other, OTHER, NULL, &r);
+/* POSTs a padded forward body of size bytes (chunked or not); returns the status; code_out (may be
+ * NULL) gets the error code, msg (may be NULL) the reply body and its Retry-After. */
+static long post_body(srv_daemon *d, size_t size, bool chunked, char *code_out, size_t code_size,
+                      char *msg, size_t msg_size)
+{
+    char *b = padded_body(size);
+    hc_opts o = {.chunked = chunked};
+    hc_response r;
+    hc_request(d, "POST", "/v1/layers/b/forward", NULL, b, (long)size, &o, &r);
+    long st = r.status;
+    if (code_out)
+        hc_error_code(&r, code_out, code_size);
     char retry[16] = "";
-    CHECK(r.status == 503 && !strcmp(hc_error_code(&r, code, sizeof code), "out_of_memory") &&
-              hc_header(&r, "Retry-After", retry, sizeof retry) && strstr(r.body, "--max-body-memory"),
-          "a body that does not fit: 503 out_of_memory with Retry-After (%ld, %s, Retry-After '%s')",
-          r.status, r.body, retry);
+    if (msg) /* the body, then the Retry-After header's value if any */
+        snprintf(msg, msg_size, "%s Retry-After: %s", r.body ? r.body : "",
+                 hc_header(&r, "Retry-After", retry, sizeof retry) ? retry : "none");
     hc_response_free(&r);
+    free(b);
+    return st;
+}
 
-    hc_opts chunked = {.chunked = true};
-    hc_request(d, "POST", "/v1/layers/b/forward", NULL, other, OTHER, &chunked, &r);
-    CHECK(r.status == 503 && !strcmp(hc_error_code(&r, code, sizeof code), "out_of_memory") &&
-              strstr(r.body, "chunked"),
-          "a chunked body growing past the budget: 503 at its end (%ld, %s)", r.status, r.body);
-    hc_response_free(&r);
+/* request.c's BUDGET_STEP: a body's reservation grows in steps of this much, a step ahead of what
+ * arrived (so it is the bytes received rounded up to whole steps, at most the Content-Length) */
+#define STEP 262144
 
+/* One address, a 1 MiB budget: a body holds what it has received (a step ahead), not its
+ * Content-Length; a body whose first step does not fit is refused before it is read; one that
+ * outgrows the budget later gets its 503 at its end; the budget comes back when bodies are done. */
+static void test_daemon(void)
+{
+    srv_daemon *d = start_budget_daemon(BUDGET);
+    if (!d)
+        return;
+    int port = srv_daemon_port(d);
+    char code[64], msg[512], reply[4096];
+
+    sender a, b;
+    CHECK(sender_start(&a, port, "127.0.0.1", HELD, 1000), "A sent its headers and 1000 bytes");
+    CHECK(wait_held(d, STEP) == STEP, "A declares %d bytes and holds one step, not its Content-Length",
+          HELD);
+    CHECK(post_body(d, OTHER, false, code, sizeof code, msg, sizeof msg) == 200,
+          "a %d-byte body is served meanwhile: %s", OTHER, msg);
+    CHECK(sender_more(&a, HELD - 1), "A sent all but one byte");
+    CHECK(wait_held(d, HELD) == HELD, "A holds its body now");
+    CHECK(sender_start(&b, port, "127.0.0.1", 300000, 290000), "B sent 290000 of 300000 bytes");
+    CHECK(wait_held(d, HELD + 300000) == HELD + 300000, "A and B hold 1,000,000 bytes");
+
+    code[0] = '\0';
+    long st = post_body(d, OTHER, false, code, sizeof code, msg, sizeof msg);
+    CHECK(st == 503 && !strcmp(code, "out_of_memory") && strstr(msg, "--max-body-memory") &&
+              strstr(msg, "Retry-After: 1"),
+          "a body whose first step does not fit: 503 out_of_memory with Retry-After (%ld %s %s)", st,
+          code, msg);
+    st = post_body(d, OTHER, true, code, sizeof code, msg, sizeof msg);
+    CHECK(st == 503 && strstr(msg, "chunked"),
+          "a chunked body growing past the budget: 503 at its end (%ld %s)", st, msg);
+    hc_response r;
     hc_request(d, "POST", "/v1/layers/b/forward", NULL, "{\"query\": [[1, 2, 3, 4]]}", -1, NULL, &r);
-    CHECK(r.status == 200, "a small request is served meanwhile (%ld)", r.status);
+    CHECK(r.status == 200, "a small body fits in what is left (%ld)", r.status);
     hc_response_free(&r);
-    hc_request(d, "POST", "/v1/layers/b/forward", NULL, other, BUDGET + 1, NULL, &r);
-    CHECK(r.status == 0 || r.status == 413, "over --max-body-bytes stays 413 (%ld)", r.status);
-    hc_response_free(&r);
-    CHECK(wait_held(d, HELD) == HELD, "refused bodies hold nothing");
+    st = post_body(d, BUDGET + 1, false, NULL, 0, NULL, 0);
+    CHECK(st == 0 || st == 413, "over --max-body-bytes stays 413 (%ld)", st);
+    CHECK(wait_held(d, HELD + 300000) == HELD + 300000, "refused bodies hold nothing");
 
-    /* the first client finishes: answered, and its share is free again */
-    char reply[4096] = "";
-    CHECK(hc_send_all(fd, held + 1000, HELD - 1000) == HELD - 1000, "first client sent the rest");
-    size_t got = 0;
-    ssize_t k;
-    while (got + 1 < sizeof reply && (k = read(fd, reply + got, sizeof reply - 1 - got)) > 0)
-        got += (size_t)k;
-    reply[got] = '\0';
-    CHECK(strncmp(reply, "HTTP/1.1 200", 12) == 0, "the held body's request is served: %.60s", reply);
-    close(fd);
+    CHECK(sender_finish(&a, reply, sizeof reply) == 200, "A's request is served: %.60s", reply);
+    CHECK(sender_finish(&b, reply, sizeof reply) == 200, "B's request is served: %.60s", reply);
+    sender_close(&a);
+    sender_close(&b);
     CHECK(wait_held(d, 0) == 0, "released once answered");
-
-    hc_request(d, "POST", "/v1/layers/b/forward", NULL, other, OTHER, NULL, &r);
-    CHECK(r.status == 200, "the refused request now fits (%ld %.200s)", r.status, r.body);
-    hc_response_free(&r);
-    hc_request(d, "POST", "/v1/layers/b/forward", NULL, other, OTHER, &chunked, &r);
-    CHECK(r.status == 200, "and chunked too (%ld %.200s)", r.status, r.body);
-    hc_response_free(&r);
+    CHECK(post_body(d, OTHER, false, NULL, 0, msg, sizeof msg) == 200, "the refused body now fits");
+    CHECK(post_body(d, OTHER, true, NULL, 0, msg, sizeof msg) == 200, "and chunked too: %.200s", msg);
     CHECK(wait_held(d, 0) == 0, "nothing held at the end");
-
     hc_request(d, "GET", "/metrics", NULL, NULL, 0, NULL, &r);
     CHECK(r.status == 200 && strstr(r.body, "\nattnd_request_body_bytes_limit 1048576\n"),
           "/metrics shows the limit");
     hc_response_free(&r);
-    free(held);
-    free(other);
     hc_stop(d);
+}
+
+/* The issue's case: four clients declare 16 MiB each on a 64 MiB budget and send 4 KB; they hold
+ * a step each, and another client's 32 MiB body is served. */
+static void test_slow_senders(void)
+{
+    srv_daemon *d = start_budget_daemon(INT64_C(64) << 20);
+    if (!d)
+        return;
+    int port = srv_daemon_port(d);
+    sender slow[4];
+    for (int i = 0; i < 4; i++)
+        CHECK(sender_start(&slow[i], port, "127.0.0.1", (size_t)16 << 20, 4096),
+              "slow sender %d declared 16 MiB and sent 4 KB", i);
+    CHECK(wait_held(d, 4 * STEP) == 4 * STEP, "the four hold a step each, not 64 MiB");
+    char msg[256];
+    long st = post_body(d, (size_t)32 << 20, false, NULL, 0, msg, sizeof msg);
+    CHECK(st == 200, "another client's 32 MiB body is served (%ld %.200s)", st, msg);
+    hc_response r;
+    hc_request(d, "POST", "/v1/layers/b/forward", NULL, "{\"query\": [[1, 2, 3, 4]]}", -1, NULL, &r);
+    CHECK(r.status == 200, "and a small one (%ld)", r.status);
+    hc_response_free(&r);
+    for (int i = 0; i < 4; i++)
+        sender_close(&slow[i]);
+    CHECK(wait_held(d, 0) == 0, "the slow senders' steps come back when they hang up");
+    hc_stop(d);
+}
+
+/* Shares: on an 8 MiB budget one address may hold 2 MiB while another holds bodies too, and all of
+ * it alone. Clients from 127.0.0.2, .3 and .1 (every 127/8 address is the loopback on Linux). */
+static void test_shares(void)
+{
+    const int64_t budget = INT64_C(8) << 20, share = budget / SRV_BODY_CLIENT_SHARE;
+    srv_daemon *d = start_budget_daemon(budget);
+    if (!d)
+        return;
+    int port = srv_daemon_port(d);
+    char reply[4096], msg[512];
+    sender b, a1, a2;
+    CHECK(sender_start(&b, port, "127.0.0.3", (size_t)1 << 20, (size_t)1 << 19),
+          "B (127.0.0.3) sent half of 1 MiB");
+    CHECK(wait_held(d, 1 << 19) == 1 << 19, "B holds what it sent (in whole steps)");
+    /* A, from another address, grows one body past the share: it is dropped and answered 503 */
+    CHECK(sender_start(&a1, port, "127.0.0.2", (size_t)4 << 20, (size_t)(share - 2 * STEP)),
+          "A (127.0.0.2) sent %lld bytes of 4 MiB", (long long)(share - 2 * STEP));
+    CHECK(sender_start(&a2, port, "127.0.0.2", (size_t)1 << 20, 0), "A's second connection");
+    long long held = wait_held(d, (1 << 19) + share - STEP);
+    CHECK(held == (1 << 19) + share - STEP, "A holds a step under its share (%lld)", held);
+    int st = sender_finish(&a1, reply, sizeof reply);
+    CHECK(st == 503 && strstr(reply, "this client's address") && strstr(reply, "1/4 of --max-body-memory") &&
+              strstr(reply, "Retry-After: 1"),
+          "A's body past its share while B holds one: 503 at its end (%d %.400s)", st, reply);
+    sender_close(&a1);
+    st = sender_finish(&a2, reply, sizeof reply);
+    CHECK(st == 200, "A's other body, within the share, is served (%d %.100s)", st, reply);
+    sender_close(&a2);
+    CHECK(post_body(d, (size_t)3 << 19, false, NULL, 0, msg, sizeof msg) == 200,
+          "a third address's 1.5 MiB body is served meanwhile: %.200s", msg);
+    long st3 = post_body(d, (size_t)3 << 20, false, NULL, 0, msg, sizeof msg);
+    CHECK(st3 == 503 && strstr(msg, "this client's address"),
+          "but not a 3 MiB one while B holds a body (%ld %.200s)", st3, msg);
+    CHECK(sender_finish(&b, reply, sizeof reply) == 200, "B is served: %.60s", reply);
+    sender_close(&b);
+    CHECK(wait_held(d, 0) == 0, "nothing held");
+
+    /* alone, an address may hold more than its share */
+    sender alone;
+    CHECK(sender_start(&alone, port, "127.0.0.2", (size_t)6 << 20, (size_t)5 << 20),
+          "A alone sent 5 MiB of 6");
+    CHECK(wait_held(d, 5 << 20) == 5 << 20, "A alone holds 5 MiB, more than twice its share");
+    CHECK(sender_finish(&alone, reply, sizeof reply) == 200, "and is served: %.60s", reply);
+    sender_close(&alone);
+    CHECK(wait_held(d, 0) == 0, "nothing held at the end");
+    hc_stop(d);
+}
+
+static void test_client_keys(void)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET}, b = a;
+    inet_pton(AF_INET, "10.0.0.1", &a.sin_addr);
+    inet_pton(AF_INET, "10.0.0.2", &b.sin_addr);
+    struct sockaddr_in6 m = {.sin6_family = AF_INET6}, x = m, y = m;
+    inet_pton(AF_INET6, "::ffff:10.0.0.1", &m.sin6_addr);
+    inet_pton(AF_INET6, "2001:db8:1:2::1", &x.sin6_addr);
+    inet_pton(AF_INET6, "2001:db8:1:2:ffff::9", &y.sin6_addr);
+    srv_body_client ka, kb, km, kx, ky;
+    srv_body_client_of(&ka, (struct sockaddr *)&a);
+    srv_body_client_of(&kb, (struct sockaddr *)&b);
+    srv_body_client_of(&km, (struct sockaddr *)&m);
+    srv_body_client_of(&kx, (struct sockaddr *)&x);
+    srv_body_client_of(&ky, (struct sockaddr *)&y);
+    CHECK(memcmp(&ka, &kb, sizeof ka) != 0, "two IPv4 addresses are two clients");
+    CHECK(memcmp(&ka, &km, sizeof ka) == 0, "an IPv4-mapped IPv6 address is its IPv4 address");
+    CHECK(memcmp(&kx, &ky, sizeof kx) == 0, "IPv6 addresses of one /64 are one client");
+
+    /* the table: many addresses in and out, each one's bytes its own */
+    srv_body_budget bud = {.limit = INT64_C(1) << 40};
+    srv_body_clients *cl = srv_body_clients_create(64);
+    srv_body_client k[100];
+    for (int i = 0; i < 100; i++) {
+        struct sockaddr_in s = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(0x0a000000u + (unsigned)i)};
+        srv_body_client_of(&k[i], (struct sockaddr *)&s);
+    }
+    bool ok = true;
+    for (int round = 0; round < 3; round++) {
+        for (int i = 0; i < 100; i++)
+            ok &= srv_body_take(&bud, cl, &k[i], i + 1) == SRV_BODY_TAKEN;
+        for (int i = 0; i < 100; i += 2) /* give back every other one: slots shift back */
+            srv_body_give(&bud, cl, &k[i], i + 1);
+        for (int i = 0; i < 100; i++)
+            ok &= srv_body_client_held(cl, &k[i]) == (i % 2 ? i + 1 : 0);
+        for (int i = 1; i < 100; i += 2)
+            srv_body_give(&bud, cl, &k[i], i + 1);
+    }
+    CHECK(ok && srv_body_budget_held(&bud) == 0, "100 addresses in a table for 64: held and given back");
+    srv_body_budget small = {.limit = 400};
+    CHECK(srv_body_take(&small, cl, &k[0], 150) == SRV_BODY_TAKEN, "alone: past the share (100)");
+    CHECK(srv_body_take(&small, cl, &k[1], 50) == SRV_BODY_TAKEN, "another address, within its share");
+    CHECK(srv_body_take(&small, cl, &k[1], 51) == SRV_BODY_OVER_SHARE, "but not past it");
+    CHECK(srv_body_take(&small, cl, &k[0], 1) == SRV_BODY_OVER_SHARE,
+          "nor the first, now that another holds bytes");
+    srv_body_give(&small, cl, &k[1], 50);
+    CHECK(srv_body_take(&small, cl, &k[0], 250) == SRV_BODY_TAKEN, "alone again: up to the limit");
+    CHECK(srv_body_take(&small, cl, &k[0], 1) == SRV_BODY_FULL, "and no further");
+    srv_body_give(&small, cl, &k[0], 400);
+    CHECK(srv_body_budget_held(&small) == 0 && srv_body_client_held(cl, &k[0]) == 0, "all given back");
+    srv_body_clients_free(cl);
 }
 
 int main(void)
 {
     test_arithmetic();
     test_start_refused();
+    test_client_keys();
     test_daemon();
+    test_slow_senders();
+    test_shares();
     return check_report();
 }

@@ -74,8 +74,16 @@ static void test_if_match_list(srv_daemon *d)
     snprintf(h, sizeof h, "If-Match: \"%llu\",W/\"%llu\"", v, v + 70);
     CHECK(status_with(d, "DELETE", "/v1/layers/m", NULL, h) == 409, "DELETE with stale tags");
 
-    const char *bad[] = {"If-Match: \"1\" \"2\"", "If-Match: , \"1\"", "If-Match: \"1\",,\"2\"",
-                         "If-Match: abc", "If-Match: \"\""};
+    /* empty list elements are ignored (RFC 9110 5.6.1.2: a recipient MUST), so these hold */
+    snprintf(h, sizeof h, "If-Match: , \"%llu\",, \"%llu\",", v + 80, v + 1);
+    CHECK(status_with(d, "PUT", "/v1/layers/m", LAYER, h) == 200, "empty list elements are ignored");
+    /* a version is never written with leading zeros: "0<v>" is another tag (compared
+     * character by character) */
+    snprintf(h, sizeof h, "If-Match: \"0%llu\"", v + 2);
+    CHECK(status_with(d, "PUT", "/v1/layers/m", LAYER, h) == 400, "a tag with a leading zero");
+
+    const char *bad[] = {"If-Match: \"1\" \"2\"", "If-Match: ,", "If-Match: \"1\",x,\"2\"",
+                         "If-Match: abc", "If-Match: \"\"", "If-Match: \"0\"", "If-Match: \"01\""};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         const char *hs[] = {bad[i], NULL};
         hc_opts o = {.headers = hs};
@@ -261,6 +269,14 @@ static void test_accept(srv_daemon *d)
     weights_type(d, "application/json;q=0.5, application/octet-stream", "application/octet-stream");
     weights_type(d, "application/octet-stream; q=0", "application/json");
     weights_type(d, "APPLICATION/OCTET-STREAM", "application/octet-stream");
+    /* a q that is not an RFC 9110 qvalue makes its member count for nothing */
+    weights_type(d, "application/octet-stream;q=2", "application/json");
+    weights_type(d, "application/octet-stream;q=.5", "application/json");
+    weights_type(d, "application/json;q=abc, application/octet-stream;q=0.001", "application/octet-stream");
+    /* empty members, quoted parameters holding commas, parameters before q */
+    weights_type(d, ",, application/json;q=0.5 ,application/octet-stream;x=\"a,b\";q=0.6,",
+                 "application/octet-stream");
+    weights_type(d, "application/octet-stream;q=1.000, application/json;q=1", "application/octet-stream");
 }
 
 /* A safetensors weights upload with an unknown or a missing parameter answers with the codes a

@@ -94,7 +94,7 @@ static void test_write_read(srv_datadir *dd)
     free(text);
 
     srv_dd_layer l;
-    CHECK(srv_datadir_read(dd, "alpha", 1 << 20, &l, &err) == 0, "read: %s", err.message);
+    CHECK(srv_datadir_read(dd, "alpha", 1 << 20, &l, &err, NULL) == 0, "read: %s", err.message);
     CHECK(same_weights(&l, &a), "weights read back bit for bit");
     CHECK(json_equal(l.config, c), "config read back");
     CHECK(strcmp(l.version, "v1") == 0, "version read back (%s)", l.version);
@@ -115,7 +115,7 @@ static void test_write_read(srv_datadir *dd)
     srv_dd_stamp st2;
     CHECK(srv_datadir_write(dd, "alpha", c, b.v, 4, "v2", &st2, &err) == 0, "replace");
     CHECK(!srv_dd_stamp_equal(&st1, &st2), "stamp changes on replace");
-    CHECK(srv_datadir_read(dd, "alpha", 1 << 20, &l, &err) == 0 && same_weights(&l, &b) &&
+    CHECK(srv_datadir_read(dd, "alpha", 1 << 20, &l, &err, NULL) == 0 && same_weights(&l, &b) &&
               strcmp(l.version, "v2") == 0,
           "replaced weights read back");
     srv_dd_layer_free(&l);
@@ -158,7 +158,7 @@ static void test_crashes(srv_datadir *dd)
     snprintf(p, sizeof p, "%s/.config.json.tmp-99999-2", dir);
     snprintf(q, sizeof q, "%s/layers/beta/config.json", other);
     CHECK(td_copy_file(p, q) == 0, "config temp");
-    CHECK(srv_datadir_read(dd, "beta", 1 << 20, &l, &err) == 0 && same_weights(&l, &v1) &&
+    CHECK(srv_datadir_read(dd, "beta", 1 << 20, &l, &err, NULL) == 0 && same_weights(&l, &v1) &&
               json_equal(l.config, c1) && !l.repaired,
           "crash before commit: v1 loads, the temps are ignored (%s)", err.message);
     srv_dd_layer_free(&l);
@@ -173,7 +173,7 @@ static void test_crashes(srv_datadir *dd)
     CHECK(w2 && td_put_file(p, w2, len) == 0, "v2 weights in place");
     snprintf(p, sizeof p, "%s/.config.json.tmp-99999-3", dir);
     CHECK(td_copy_file(p, q) == 0, "v2 config temp");
-    CHECK(srv_datadir_read(dd, "beta", 1 << 20, &l, &err) == 0 && same_weights(&l, &v2) &&
+    CHECK(srv_datadir_read(dd, "beta", 1 << 20, &l, &err, NULL) == 0 && same_weights(&l, &v2) &&
               json_equal(l.config, c2) && l.repaired && strcmp(l.version, "v2") == 0,
           "crash between renames: v2 loads whole, commit completed (%s)", err.message);
     srv_dd_layer_free(&l);
@@ -187,7 +187,7 @@ static void test_crashes(srv_datadir *dd)
     /* 3. a new layer whose commit stopped after the weights: config.json missing */
     snprintf(p, sizeof p, "%s/config.json", dir);
     unlink(p);
-    CHECK(srv_datadir_read(dd, "beta", 1 << 20, &l, &err) == 0 && json_equal(l.config, c2) &&
+    CHECK(srv_datadir_read(dd, "beta", 1 << 20, &l, &err, NULL) == 0 && json_equal(l.config, c2) &&
               l.repaired && exists(p),
           "weights carrying their config restore a missing config.json");
     srv_dd_layer_free(&l);
@@ -198,7 +198,7 @@ static void test_crashes(srv_datadir *dd)
     json_t *edited = json_pack("{s:i, s:i, s:b}", "embed_dim", 4, "num_heads", 1, "batch_first",
                                1);
     CHECK(json_dump_file(edited, p, 0) == 0, "hand edit");
-    CHECK(srv_datadir_read(dd, "beta", 1 << 20, &l, &err) == 0 && json_equal(l.config, edited) &&
+    CHECK(srv_datadir_read(dd, "beta", 1 << 20, &l, &err, NULL) == 0 && json_equal(l.config, edited) &&
               l.hand_edited && !l.repaired,
           "hand-edited config.json is used");
     srv_dd_layer_free(&l);
@@ -208,7 +208,7 @@ static void test_crashes(srv_datadir *dd)
     snprintf(p, sizeof p, "%s/weights.safetensors", dir);
     CHECK(td_put_file(p, w2, len > 100 ? 100 : len) == 0, "truncate weights");
     memset(&err, 0, sizeof err);
-    CHECK(srv_datadir_read(dd, "beta", 1 << 20, &l, &err) == -1 &&
+    CHECK(srv_datadir_read(dd, "beta", 1 << 20, &l, &err, NULL) == -1 &&
               strstr(err.message, "layers/beta/weights.safetensors") &&
               l.config == NULL && l.weights.n == 0,
           "truncated weights refused, nothing half-loaded: %s", err.message);
@@ -223,7 +223,7 @@ static void test_crashes(srv_datadir *dd)
     /* 6. weights missing, config present */
     unlink(p);
     memset(&err, 0, sizeof err);
-    CHECK(srv_datadir_read(dd, "beta", 1 << 20, &l, &err) == -1 &&
+    CHECK(srv_datadir_read(dd, "beta", 1 << 20, &l, &err, NULL) == -1 &&
               strstr(err.message, "weights.safetensors is missing"),
           "missing weights reported: %s", err.message);
 
@@ -232,7 +232,7 @@ static void test_crashes(srv_datadir *dd)
     snprintf(p, sizeof p, "%s/config.json", dir);
     CHECK(td_put_file(p, "{\"embed_dim\": 8,", 16) == 0, "bad config");
     memset(&err, 0, sizeof err);
-    CHECK(srv_datadir_read(dd, "beta", 1 << 20, &l, &err) == -1 &&
+    CHECK(srv_datadir_read(dd, "beta", 1 << 20, &l, &err, NULL) == -1 &&
               strstr(err.message, "config.json is not valid JSON"),
           "bad config.json reported: %s", err.message);
 
@@ -249,7 +249,7 @@ static void test_crashes(srv_datadir *dd)
     CHECK(!listed, "a dir holding only temps is not listed");
     free(list);
     memset(&err, 0, sizeof err);
-    CHECK(srv_datadir_read(dd, "gamma", 1 << 20, &l, &err) == -1 &&
+    CHECK(srv_datadir_read(dd, "gamma", 1 << 20, &l, &err, NULL) == -1 &&
               err.code == SRV_E_LAYER_NOT_FOUND,
           "reading it: not found");
     dd->temp_grace_s = 600;
@@ -275,7 +275,7 @@ static void test_hand_written(srv_datadir *dd)
         }
         srv_dd_layer l;
         srv_error err = {0};
-        CHECK(srv_datadir_read(dd, names[k], 1 << 20, &l, &err) == 0, "%s loads: %s", names[k],
+        CHECK(srv_datadir_read(dd, names[k], 1 << 20, &l, &err, NULL) == 0, "%s loads: %s", names[k],
               err.message);
         CHECK(l.version[0] == '\0' && !l.repaired && !l.hand_edited, "%s: hand-written",
               names[k]);
@@ -305,19 +305,19 @@ static void test_not_regular(srv_datadir *dd)
         srv_dd_layer l;
         srv_error err = {0};
         alarm(20);
-        CHECK(srv_datadir_read(dd, f ? "odd1" : "odd0", 1 << 20, &l, &err) == -1 && err.code != SRV_OK,
+        CHECK(srv_datadir_read(dd, f ? "odd1" : "odd0", 1 << 20, &l, &err, NULL) == -1 && err.code != SRV_OK,
               "a FIFO as %s is refused: %s", files[f], err.message);
         alarm(0);
         remove(p);
         if (symlink("/dev/zero", p) == 0) {
             memset(&err, 0, sizeof err);
-            CHECK(srv_datadir_read(dd, f ? "odd1" : "odd0", 1 << 20, &l, &err) == -1,
+            CHECK(srv_datadir_read(dd, f ? "odd1" : "odd0", 1 << 20, &l, &err, NULL) == -1,
                   "/dev/zero as %s is refused: %s", files[f], err.message);
             remove(p);
         }
         mkdir(p, 0755);
         memset(&err, 0, sizeof err);
-        CHECK(srv_datadir_read(dd, f ? "odd1" : "odd0", 1 << 20, &l, &err) == -1,
+        CHECK(srv_datadir_read(dd, f ? "odd1" : "odd0", 1 << 20, &l, &err, NULL) == -1,
               "a directory as %s is refused: %s", files[f], err.message);
         rmdir(p);
         remove(other);
@@ -337,7 +337,7 @@ static void test_remove(srv_datadir *dd)
     snprintf(p, sizeof p, "%s/layers/delta", root);
     CHECK(!exists(p), "delta's dir is gone");
     srv_dd_layer l;
-    CHECK(srv_datadir_read(dd, "delta", 1 << 20, &l, &err) == -1, "delta no longer reads");
+    CHECK(srv_datadir_read(dd, "delta", 1 << 20, &l, &err, NULL) == -1, "delta no longer reads");
     CHECK(srv_datadir_remove(dd, "delta", &err) == 0, "removing it again is fine");
     /* a delete interrupted after its rename leaves a hidden dir: never a layer, cleaned */
     snprintf(p, sizeof p, "%s/layers/.deleted-zeta-1-1", root);
@@ -352,8 +352,13 @@ static void test_remove(srv_datadir *dd)
         hidden |= list[i].name[0] == '.';
     CHECK(!hidden, "hidden dirs never listed");
     free(list);
+    /* a version counter's temp left by a crash, in the data dir itself */
+    char ct[256];
+    snprintf(ct, sizeof ct, "%s/.attnd.counter.tmp-1-1", root);
+    td_put_file(ct, "7\n", 2);
     dd->temp_grace_s = 0;
-    CHECK(srv_datadir_clean(dd) >= 1 && !exists(p), "interrupted delete cleaned");
+    CHECK(srv_datadir_clean(dd) >= 2 && !exists(p) && !exists(ct),
+          "interrupted delete and the counter's temp cleaned");
     dd->temp_grace_s = 600;
 
     CHECK(!srv_dd_name_valid("../x") && !srv_dd_name_valid(".hidden") && !srv_dd_name_valid("") &&
@@ -398,7 +403,7 @@ static void test_open(void)
     ro->temp_grace_s = 0;
     CHECK(srv_datadir_clean(ro) == 0 && exists(t), "read-only: leftovers left alone");
     srv_dd_layer l;
-    CHECK(srv_datadir_read(ro, "alpha", 1 << 20, &l, &err) == 0, "read-only: alpha reads");
+    CHECK(srv_datadir_read(ro, "alpha", 1 << 20, &l, &err, NULL) == 0, "read-only: alpha reads");
     srv_dd_layer_free(&l);
     json_decref(c);
     srv_datadir_free(ro);

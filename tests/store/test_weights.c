@@ -63,7 +63,7 @@ static void test_torch_layers(void)
     int layers = 0;
     json_object_foreach(expected, name, want) {
         srv_dd_layer l;
-        if (!CHECK(srv_datadir_read(dd, name, 1 << 20, &l, &err) == 0, "%s reads: %s", name,
+        if (!CHECK(srv_datadir_read(dd, name, 1 << 20, &l, &err, NULL) == 0, "%s reads: %s", name,
                    err.message))
             continue;
         mha_config cfg;

@@ -1,0 +1,274 @@
+/*
+ * test_cancel.c - work for a client that has gone stops: against in-process daemons (port 0) on the
+ * demo layer (E=64, H=4), with passes of [1, 65536, 64] (1.1e12 FLOPs: tens of seconds on one core,
+ * under --max-request-flops) whose clients hang up.
+ *
+ *   - two such passes run at once (--max-inflight 2), their clients close their sockets: both are
+ *     counted in attnd_requests_cancelled_total long before they could have finished, their slots
+ *     come back (no pass in flight), a small forward is served, and the process is idle afterwards
+ *     (almost no CPU time over half a second);
+ *   - with one slot (--max-inflight 1): a pass waiting in the worker queue and a small one waiting
+ *     for the slot on its HTTP thread leave at once when their clients hang up, while the running
+ *     pass goes on; then it is cancelled too;
+ *   - a half-closed HTTP/1.1 client of a long pass (shutdown(SHUT_WR), still reading) is not taken
+ *     for gone: it gets the server's "100 Continue" probe, then its 200;
+ *   - an HTTP/1.0 client that half-closes is taken for gone (no 1xx may be sent to it).
+ * The waits poll the daemon's state (metrics, its slots) with generous bounds; what is checked is
+ * what happened, never how fast.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "http_client.h"
+
+#define L_BIG 65536
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* A whole HTTP request: a forward of a [1, L, 64] base64 query (malloc'd; *len its length). */
+static char *big_request(int L, const char *version, size_t *len)
+{
+    size_t nbytes = (size_t)L * 64 * 4, b64len = (nbytes + 2) / 3 * 4;
+    unsigned char *raw = malloc(nbytes);
+    for (size_t i = 0; i < nbytes / 4; i++) {
+        float v = (float)((i * 7919) % 2001) / 2000.0f - 0.5f;
+        memcpy(raw + 4 * i, &v, 4);
+    }
+    static const char tbl[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    char *body = malloc(b64len + 256), *p = body;
+    p += sprintf(p, "{\"query\": {\"shape\": [1, %d, 64], \"dtype\": \"float32\", \"base64\": \"", L);
+    for (size_t i = 0; i < nbytes; i += 3) {
+        unsigned v = (unsigned)raw[i] << 16 | (i + 1 < nbytes ? (unsigned)raw[i + 1] << 8 : 0) |
+                     (i + 2 < nbytes ? raw[i + 2] : 0);
+        *p++ = tbl[v >> 18 & 63];
+        *p++ = tbl[v >> 12 & 63];
+        *p++ = i + 1 < nbytes ? tbl[v >> 6 & 63] : '=';
+        *p++ = i + 2 < nbytes ? tbl[v & 63] : '=';
+    }
+    p += sprintf(p, "\"}}");
+    size_t blen = (size_t)(p - body);
+    char *req = malloc(blen + 256);
+    int hl = sprintf(req, "POST /v1/layers/demo/forward %s\r\nHost: 127.0.0.1\r\n"
+                          "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n",
+                     version, blen);
+    memcpy(req + hl, body, blen);
+    *len = (size_t)hl + blen;
+    free(raw);
+    free(body);
+    return req;
+}
+
+static const char small_forward[] =
+    "{\"query\": [[0,1,2,3,4,5,6,7,8,9,0,1,2,3,4,5,6,7,8,9,0,1,2,3,4,5,6,7,8,9,0,1,2,3,4,5,6,7,8,9,"
+    "0,1,2,3,4,5,6,7,8,9,0,1,2,3,4,5,6,7,8,9,0,1,2,3]]}";
+
+/* A metric's value from /metrics (-1 when absent). */
+static long long metric(srv_daemon *d, const char *name)
+{
+    hc_response r;
+    long long v = -1;
+    char key[128];
+    snprintf(key, sizeof key, "\n%s ", name);
+    if (hc_request(d, "GET", "/metrics", NULL, NULL, 0, NULL, &r) == 0 && r.status == 200) {
+        const char *p = strstr(r.body, key);
+        if (p)
+            v = atoll(p + strlen(key));
+    }
+    hc_response_free(&r);
+    return v;
+}
+
+/* Polls (every 20 ms, at most timeout_s) until metric `name` is `want`. */
+static bool wait_metric(srv_daemon *d, const char *name, long long want, double timeout_s)
+{
+    double t0 = now_s();
+    while (metric(d, name) != want && now_s() - t0 < timeout_s)
+        sleep_ms(20);
+    return metric(d, name) == want;
+}
+
+static long long passes_in_flight(srv_daemon *d)
+{
+    return metric(d, "attnd_forward_passes_running");
+}
+
+/* Until the engine has `want` passes running. */
+static bool wait_passes(srv_daemon *d, int want, double timeout_s)
+{
+    return wait_metric(d, "attnd_forward_passes_running", want, timeout_s);
+}
+
+/* Polls until attnd_requests_cancelled_total reaches want; returns the seconds it took, or -1. */
+static double wait_cancelled(srv_daemon *d, long long want, double timeout_s)
+{
+    double t0 = now_s();
+    while (metric(d, "attnd_requests_cancelled_total") < want && now_s() - t0 < timeout_s)
+        sleep_ms(20);
+    return metric(d, "attnd_requests_cancelled_total") >= want ? now_s() - t0 : -1;
+}
+
+static double cpu_s(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec * 1e-6 + (double)ru.ru_stime.tv_sec +
+           ru.ru_stime.tv_usec * 1e-6;
+}
+
+static srv_daemon *start(int max_inflight, int queue_wait_ms)
+{
+    srv_options opt;
+    hc_options(&opt);
+    opt.demo = true;
+    opt.threads = 2;
+    opt.blas_threads = 2;
+    opt.max_inflight = max_inflight;
+    opt.queue_wait_ms = queue_wait_ms;
+    srv_daemon *d = hc_start(&opt);
+    CHECK(d != NULL, "daemon started");
+    return d;
+}
+
+static int send_request(int port, const char *req, size_t len)
+{
+    int fd = hc_connect(port);
+    CHECK(fd >= 0 && hc_send_all(fd, req, len) == len, "a request of %zu bytes sent", len);
+    return fd;
+}
+
+static void small_served(srv_daemon *d, const char *when)
+{
+    hc_response r;
+    hc_request(d, "POST", "/v1/layers/demo/forward", NULL, small_forward, -1, NULL, &r);
+    CHECK(r.status == 200, "a small forward is served %s (%ld)", when, r.status);
+    hc_response_free(&r);
+}
+
+static void test_two_abandoned(const char *big, size_t big_len)
+{
+    srv_daemon *d = start(2, 2000);
+    if (!d)
+        return;
+    int port = srv_daemon_port(d);
+    int fds[2];
+    for (int i = 0; i < 2; i++)
+        fds[i] = send_request(port, big, big_len);
+    CHECK(wait_passes(d, 2, 120), "both passes run (%lld in flight)", passes_in_flight(d));
+    double hung_up = now_s();
+    for (int i = 0; i < 2; i++)
+        close(fds[i]);
+    double took = wait_cancelled(d, 2, 20);
+    CHECK(took >= 0, "both abandoned passes are counted as cancelled (after %.2f s; a pass alone "
+                     "takes tens of seconds)", took);
+    CHECK(wait_passes(d, 0, 20), "their slots are free (%lld in flight)", passes_in_flight(d));
+    small_served(d, "after the hang-up");
+    printf("  two abandoned passes: cancelled %.3f s after the hang-up, a small forward served "
+           "%.3f s after it\n", took, now_s() - hung_up);
+    double c0 = cpu_s(), w0 = now_s();
+    sleep_ms(500);
+    double cpu = cpu_s() - c0, wall = now_s() - w0;
+    CHECK(cpu < 0.1, "the process is idle afterwards: %.3f s of CPU in %.2f s", cpu, wall);
+    CHECK(metric(d, "attnd_forward_passes_total{kind=\"forward\"}") == 1,
+          "only the small pass counts as run");
+    hc_stop(d);
+}
+
+static void test_queues(const char *big, size_t big_len)
+{
+    srv_daemon *d = start(1, 60000);
+    if (!d)
+        return;
+    int port = srv_daemon_port(d);
+    int a = send_request(port, big, big_len);
+    CHECK(wait_passes(d, 1, 120), "A's pass runs");
+    /* B waits for the one worker, C (a small body, on its HTTP thread) for the one slot */
+    int b = send_request(port, big, big_len);
+    char creq[512];
+    int cl = snprintf(creq, sizeof creq,
+                      "POST /v1/layers/demo/forward HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                      "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s",
+                      strlen(small_forward), small_forward);
+    int c = send_request(port, creq, (size_t)cl);
+    CHECK(wait_metric(d, "attnd_http_requests_queued", 1, 120), "B waits for the worker");
+    CHECK(wait_metric(d, "attnd_forward_passes_waiting", 1, 20), "C waits for the slot");
+    close(b);
+    close(c);
+    CHECK(wait_cancelled(d, 2, 20) >= 0, "B (queued) and C (waiting for a slot) leave at once");
+    CHECK(metric(d, "attnd_http_requests_queued") == 0 &&
+              metric(d, "attnd_forward_passes_waiting") == 0,
+          "nothing waits any more");
+    CHECK(passes_in_flight(d) == 1, "while A's pass goes on");
+    close(a);
+    CHECK(wait_cancelled(d, 3, 20) >= 0, "then A's pass is cancelled too");
+    CHECK(wait_passes(d, 0, 20), "the slot is free");
+    small_served(d, "");
+    hc_stop(d);
+}
+
+/* An HTTP/1.1 client that half-closes and keeps reading gets its reply (after the probe); an
+ * HTTP/1.0 one is taken for gone. A [1, 8192, 64] pass: long enough to be looked at. */
+static void test_half_close(void)
+{
+    srv_daemon *d = start(2, 2000);
+    if (!d)
+        return;
+    int port = srv_daemon_port(d);
+    size_t len;
+    char *req = big_request(8192, "HTTP/1.1", &len);
+    int fd = send_request(port, req, len);
+    free(req);
+    shutdown(fd, SHUT_WR);
+    char buf[4096];
+    size_t got = 0;
+    ssize_t k;
+    while (got + 1 < sizeof buf && (k = read(fd, buf + got, sizeof buf - 1 - got)) > 0)
+        got += (size_t)k;
+    buf[got] = '\0';
+    close(fd);
+    const char *final = strstr(buf, "HTTP/1.1 200");
+    CHECK(final && (final == buf || !strncmp(buf, "HTTP/1.1 100 Continue\r\n\r\n", 25)),
+          "a half-closed HTTP/1.1 client still reading gets its 200 (after a 100 Continue if it was "
+          "probed): %.80s", buf);
+    CHECK(metric(d, "attnd_requests_cancelled_total") == 0, "and is not counted as cancelled");
+
+    req = big_request(L_BIG, "HTTP/1.0", &len);
+    fd = send_request(port, req, len);
+    free(req);
+    CHECK(wait_passes(d, 1, 120), "an HTTP/1.0 pass runs");
+    shutdown(fd, SHUT_WR);
+    CHECK(wait_cancelled(d, 1, 20) >= 0, "an HTTP/1.0 client's FIN is taken for gone");
+    got = 0;
+    while (got + 1 < sizeof buf && (k = read(fd, buf + got, sizeof buf - 1 - got)) > 0)
+        got += (size_t)k;
+    CHECK(got == 0, "and gets no reply, the connection closed (%zu bytes)", got);
+    close(fd);
+    hc_stop(d);
+}
+
+int main(void)
+{
+    size_t big_len;
+    char *big = big_request(L_BIG, "HTTP/1.1", &big_len);
+    test_two_abandoned(big, big_len);
+    test_queues(big, big_len);
+    test_half_close();
+    free(big);
+    return check_report();
+}
