@@ -33,6 +33,7 @@ static int read_forward(const srv_app *app, const srv_request *req, const srv_js
                         int n, srv_forward_args *args, srv_encoding *enc, unsigned *stages,
                         srv_error *err)
 {
+    bool need_weights_given = false;
     if (stages)
         *stages = SRV_TRACE_ALL;
     for (int i = 0; i < n; i++) {
@@ -58,8 +59,10 @@ static int read_forward(const srv_app *app, const srv_request *req, const srv_js
                 return -1;
             continue;
         }
-        else if (!strcmp(k, "need_weights"))
+        else if (!strcmp(k, "need_weights")) {
             flag = &args->need_weights;
+            need_weights_given = true;
+        }
         else if (!stages && !strcmp(k, "need_output"))
             flag = &args->need_output;
         else if (!strcmp(k, "average_attn_weights"))
@@ -100,6 +103,10 @@ static int read_forward(const srv_app *app, const srv_request *req, const srv_js
     }
     if (!args->query.data)
         return srv_error_set(err, SRV_E_MISSING_FIELD, "query", "query is required");
+    if (!stages && need_weights_given && !args->need_weights && args->select.given)
+        return srv_error_set(err, SRV_E_BAD_REQUEST, "need_weights",
+                             "need_weights is false but weights_select chooses weights to return; "
+                             "leave need_weights out (weights_select implies it)");
     if (!args->need_output && !args->need_weights && !args->select.given)
         return srv_error_set(err, SRV_E_BAD_REQUEST, "need_output",
                              "need_output is false and no weights are asked for: the reply would "
