@@ -385,7 +385,7 @@ app.select = function select(sel, {average = false} = {}) {
     return p;
   }
   const request = app.input.request, name = app.layer.name;
-  p = oneAtATime(() => app.call((c) => c.forward(name, {...request, averageAttnWeights: average, weightsSelect: sel})))
+  p = oneAtATime(() => app.call((c) => c.forward(name, {...request, averageAttnWeights: average, weightsSelect: sel, needOutput: false})))
     .then((r) => ({attnWeights: r.attnWeights, attnTopk: r.attnTopk}));
   app.cache.set(key, p);
   p.catch(() => app.cache.delete(key));

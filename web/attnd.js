@@ -338,7 +338,7 @@ function stageSelect(sel) {
 const MEMBER = {
   keyPaddingMask: "key_padding_mask", attnMask: "attn_mask", isCausal: "is_causal",
   needWeights: "need_weights", averageAttnWeights: "average_attn_weights",
-  weightsSelect: "weights_select", keyPositions: "key_positions",
+  weightsSelect: "weights_select", keyPositions: "key_positions", needOutput: "need_output",
 };
 const TENSOR_MEMBERS = new Set(["query", "key", "value", "key_padding_mask", "attn_mask"]);
 
@@ -505,14 +505,15 @@ export class Client {
   /**
    * POST /v1/layers/{name}/forward. inputs: query, key, value, keyPaddingMask, attnMask (tensors),
    * isCausal, needWeights, averageAttnWeights, weightsSelect ({heads, queries, keys, topK, pool,
-   * poolOp, dtype}: see selectBody), and any other member under its API name.
+   * poolOp, dtype}: see selectBody), needOutput (false: the reply has no output, output is null),
+   * and any other member under its API name.
    * Returns {output, attnWeights?, attnTopk?}: tensors as {data, shape, dtype}, weights always a
    * Float32Array (float16 and bfloat16 widened exactly; wireDtype says what came), and top-k as
    * {indices: Int32Array (absolute key indices), values: Float32Array, shape: [..., k]}.
    */
   async forward(name, inputs, {signal} = {}) {
     const j = await this.request("POST", `${layerPath(name)}/forward`, {json: requestBody(inputs), signal});
-    const out = {output: decodeTensor(j.output)};
+    const out = {output: j.output != null ? decodeTensor(j.output) : null};
     if (j.attn_weights != null) out.attnWeights = decodeTensor(j.attn_weights);
     if (j.attn_topk != null) {
       const idx = decodeTensor(j.attn_topk.indices), val = decodeTensor(j.attn_topk.values);

@@ -99,6 +99,16 @@ test("forward sends base64 under the API's names and returns Float32Arrays", asy
   assert.deepEqual(r.attnWeights.data, w);
 });
 
+test("needOutput: false is sent as need_output, and a reply without output gives output null", async () => {
+  const w = Float32Array.from([0.5, 0.5]);
+  const fetch = fakeFetch(() => ({body: {attn_weights: {shape: [1, 2], dtype: "float32", base64: b64(w)}}}));
+  const c = new Client("http://attnd.test:8080/", {fetch});
+  const r = await c.forward("demo", {query: {data: Float32Array.from([1, 2]), shape: [1, 2]}, needWeights: true, needOutput: false});
+  assert.equal(fetch.calls[0].json.need_output, false);
+  assert.equal(r.output, null);
+  assert.deepEqual(r.attnWeights.data, w);
+});
+
 test("layer names are escaped in paths; describe passes L, S, N", async () => {
   const fetch = fakeFetch(() => ({body: {name: "x"}}));
   const c = new Client("", {fetch});
