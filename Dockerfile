@@ -13,9 +13,11 @@
 ARG DEBIAN_IMAGE=docker.io/library/debian:bookworm-slim
 
 FROM ${DEBIAN_IMAGE} AS build
+# (libxsmm-dev exists for amd64 only; elsewhere the Makefile builds without it)
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-        gcc libc6-dev make libmicrohttpd-dev libjansson-dev libopenblas-dev libxsmm-dev \
+        gcc libc6-dev make libmicrohttpd-dev libjansson-dev libopenblas-dev \
+        $(if [ "$(dpkg --print-architecture)" = amd64 ]; then echo libxsmm-dev; fi) \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .

@@ -40,8 +40,17 @@ LDFLAGS  += -fsanitize=$(SAN)
 endif
 LIBS      = -lmicrohttpd -ljansson -lopenblas -lm -lpthread
 # The engine's JIT GEMM kernels come from libxsmm's code generator (lib/mha_jit.c; Debian ships it as
-# a static library only). XSMM=0 builds without it: the hand-written kernels run instead.
-XSMM     ?= 1
+# a static library only, for amd64). XSMM=0 builds without it: the hand-written kernels run instead.
+# Unset, XSMM is 1 on x86-64 when libxsmm-dev is installed or the deps step can install it (root),
+# else 0 (the deps step says so).
+ifeq ($(origin XSMM),undefined)
+XSMM_AUTO := 1
+ifneq ($(filter x86_64-%,$(shell $(CC) -dumpmachine 2>/dev/null)),)
+XSMM     := $(if $(wildcard /usr/include/libxsmm_generator.h),1,$(if $(filter 0,$(shell id -u)),1,0))
+else
+XSMM     := 0
+endif
+endif
 ifeq ($(XSMM),1)
 CFLAGS   += -DATTND_HAVE_LIBXSMM
 LIBS     += -lxsmmgen -ldl
@@ -85,6 +94,10 @@ $(DEPS_STAMP):
 	    if [ "$$(id -u)" != 0 ]; then echo "run as root, or: sudo apt-get install$$missing" >&2; exit 1; fi; \
 	    DEBIAN_FRONTEND=noninteractive apt-get update -q && \
 	    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$missing || exit 1; \
+	fi
+	@if [ "$(XSMM)" != 1 ] && [ -n "$(XSMM_AUTO)" ]; then \
+	    echo "note: building without libxsmm's code generator (libxsmm-dev is for x86-64, as root:" \
+	         "apt-get install libxsmm-dev): the engine's hand-written kernels run instead"; \
 	fi
 	@mkdir -p $(@D) && touch $@
 
