@@ -31,8 +31,8 @@
 #include "store/hf_checkpoint.h"
 #include "store/hf_import.h"
 #include "store/persist.h"
+#include "fuzz_fail.h"
 
-#define FAIL(...) (fprintf(stderr, __VA_ARGS__), fputc('\n', stderr), abort())
 #define MAX_EL (1 << 16)
 
 static char root[256], ckpt[300];

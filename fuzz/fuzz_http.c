@@ -49,8 +49,8 @@
 #include "app/options.h"
 #include "base/sysinfo.h"
 #include "fuzz_expand.h"
+#include "fuzz_fail.h"
 
-#define FAIL(...) (fprintf(stderr, __VA_ARGS__), fputc('\n', stderr), abort())
 
 #define MAX_REQUEST ((size_t)128 << 10) /* expanded input, bytes */
 #define MAX_MARKS 64
