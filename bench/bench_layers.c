@@ -4,8 +4,9 @@
  *
  *   1. a 1 GiB layer (E=8192, H=8, kdim=vdim=8191: 268 M parameters) created and initialised
  *      (xavier_uniform) on 1 and on 2 threads, next to a memset of the same 1 GiB of fresh memory
- *      (the floor: the kernel's page faults and the memory's write speed) and to the same
- *      initialisation when the pages are already there (the generator's own cost);
+ *      (the floor: the kernel's page faults and the memory's write speed), to the former way
+ *      (every page zeroed at create, then one thread), and to the same initialisation when the
+ *      pages are already there (the generator's own cost);
  *   2. an in-process daemon (2 HTTP threads) asked for three such layers at once by three 60-byte
  *      PUTs, while one client polls GET /healthz: the PUTs' times, and /healthz's median and worst
  *      latency during them.
@@ -62,7 +63,7 @@ static void engine(int64_t E, int reps)
     double bytes = (double)mha_param_total(&cfg) * 4;
     printf("== a layer of %.0f MiB (E=%lld, H=8, kdim=vdim=%lld), median of %d\n", bytes / 1048576,
            (long long)E, (long long)E - 1, reps);
-    double t_memset[16], t_init[2][16], t_again[2][16];
+    double t_memset[16], t_init[2][16], t_again[2][16], t_former[16];
     mha_error err = {0};
     for (int r = 0; r < reps; r++) {
         double t0 = now_s();
@@ -73,6 +74,17 @@ static void engine(int64_t E, int reps)
         memset(p, 1, (size_t)bytes);
         t_memset[r] = now_s() - t0;
         munmap(p, (size_t)bytes);
+        /* the former way: every page zeroed at create, then the values drawn on one thread */
+        t0 = now_s();
+        mha_layer *former = mha_layer_create(&cfg, &lim, &err);
+        if (!former)
+            return;
+        for (int i = 0; i < mha_layer_param_count(former); i++)
+            memset((void *)mha_layer_param_data(former, i), 0,
+                   (size_t)mha_layer_param_info(former, i)->count * sizeof(float));
+        mha_layer_init_pool(former, "xavier_uniform", 0, NULL, &err);
+        t_former[r] = now_s() - t0;
+        mha_layer_free(former);
         for (int t = 0; t < 2; t++) {
             mha_pool *pool = mha_pool_create(t + 1, &err);
             t0 = now_s();
@@ -91,6 +103,8 @@ static void engine(int64_t E, int reps)
     }
     printf("  %-52s %8.3f s\n", "memset of fresh memory, one thread (the floor)",
            median(t_memset, reps));
+    printf("  %-52s %8.3f s\n", "the former way: memset at create, then one thread",
+           median(t_former, reps));
     for (int t = 0; t < 2; t++) {
         char what[96];
         snprintf(what, sizeof what, "create + init, %d thread%s", t + 1, t ? "s" : "");

@@ -9,6 +9,9 @@
 # Ends with "N passed, N failed" (one check per harness and step).
 set -uo pipefail
 cd "$(dirname "$0")/.."
+# the harnesses that write files (data dir, checkpoints) do it under $TMPDIR: in memory when possible
+if [ -z "${FUZZ_TMPDIR:-}" ] && [ -d /dev/shm ] && [ -w /dev/shm ]; then FUZZ_TMPDIR=/dev/shm; fi
+export TMPDIR=${FUZZ_TMPDIR:-${TMPDIR:-/tmp}}
 root=$PWD
 if ! fuzz/build.sh; then
     echo "fuzz-check: the harnesses do not build"

@@ -242,6 +242,7 @@ static void start(void)
     opt.max_body_memory = 1 << 20;
     opt.max_tensor_elements = 1 << 14; /* a pass costs < 50 MFLOP */
     opt.max_trace_elements = 1 << 15;
+    opt.max_weights_bytes = 1 << 20; /* a few small layers, then 507 */
     opt.header_timeout = 0; /* deadlines run on a clock: this harness has none */
     opt.min_body_rate = 0;
     srv_error err = {0};

@@ -7,8 +7,9 @@
  * body. An accepted request must be consistent: query present, every present input's count =
  * product of its shape <= max_elements, data there when count > 0, floats finite (-inf only in
  * FP32 masks), bools 0/1, positions whole numbers in [0, 2^24) of the declared shape, outputs
- * distinct; and a response written for it (with made-up results
- * of the right sizes) must be valid JSON up to json_len.
+ * distinct; and a response written for it (with made-up results of the right sizes) must be
+ * valid JSON up to json_len, followed by exactly the binary outputs it announces
+ * (binary_data_size), in order, each holding its values (the /v2 binary framing).
  */
 #include <jansson.h>
 #include <math.h>
@@ -101,10 +102,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (req.noutputs == 2 && req.outputs[0].which == req.outputs[1].which)
         FAIL("an output asked twice");
 
-    /* a response for it, with made-up results shaped like the query */
-    static float zeros[16];
-    srv_v2_result res[SRV_V2_OUT_COUNT] = {{.data = zeros, .ndim = 2, .shape = {2, 8}},
-                                           {.data = zeros, .ndim = 2, .shape = {4, 4}}};
+    /* a response for it, with made-up results of 16 values each (the top-k indices as INT32; the
+     * weights in the precision the request asks, weights_datatype) */
+    static float vals[SRV_V2_OUT_COUNT][16];
+    static int32_t idx[16];
+    for (int i = 0; i < 16; i++) {
+        for (int o = 0; o < SRV_V2_OUT_COUNT; o++)
+            vals[o][i] = (float)i * 0.5f - 3 + (float)o / (float)(i + 1);
+        idx[i] = 15 - i;
+    }
+    srv_v2_result res[SRV_V2_OUT_COUNT];
+    for (int o = 0; o < SRV_V2_OUT_COUNT; o++) {
+        bool weights = o != SRV_V2_OUT_OUTPUT && o != SRV_V2_OUT_ATTN_TOPK_INDICES;
+        res[o] = (srv_v2_result){.data = vals[o], .ndim = 2, .shape = {4, 4},
+                                 .dtype = weights ? req.select.dtype : SRV_WIRE_F32};
+    }
+    res[SRV_V2_OUT_ATTN_TOPK_INDICES].data = idx;
+    res[SRV_V2_OUT_ATTN_TOPK_INDICES].is_int32 = true;
     srv_buf b;
     srv_buf_init(&b);
     size_t json_len = 0;
@@ -114,6 +128,41 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     json_t *doc = json_loadb(b.data, json_len, 0, &je);
     if (!doc)
         FAIL("response is not JSON: %s\n%.300s", je.text, b.data);
+    /* the binary framing: the outputs sent as binary_data_size bytes follow the JSON in order,
+     * each exactly its values; the others carry "data"; nothing else follows */
+    size_t at = json_len;
+    json_t *outs = json_object_get(doc, "outputs");
+    if (!json_is_array(outs) || json_array_size(outs) == 0)
+        FAIL("response without outputs:\n%.300s", b.data);
+    for (size_t i = 0; i < json_array_size(outs); i++) {
+        json_t *o = json_array_get(outs, i);
+        const char *name = json_string_value(json_object_get(o, "name"));
+        const char *dt = json_string_value(json_object_get(o, "datatype"));
+        int which = -1;
+        for (int k = 0; k < SRV_V2_OUT_COUNT; k++)
+            if (name && strcmp(name, srv_v2_output_name(k)) == 0)
+                which = k;
+        if (which < 0 || !dt)
+            FAIL("response output %s, datatype %s", name ? name : "(none)", dt ? dt : "(none)");
+        bool half = strcmp(dt, "FP16") == 0 || strcmp(dt, "BF16") == 0;
+        size_t bytes = half ? 32 : 64;
+        json_t *bds = json_object_get(json_object_get(o, "parameters"), "binary_data_size");
+        if (bds) {
+            if (!json_is_integer(bds) || (size_t)json_integer_value(bds) != bytes ||
+                json_object_get(o, "data"))
+                FAIL("binary output %s (%s): binary_data_size %lld, or data too", name, dt,
+                     (long long)json_integer_value(bds));
+            const void *raw = which == SRV_V2_OUT_ATTN_TOPK_INDICES ? (const void *)idx : vals[which];
+            if (at + bytes > b.len || (!half && memcmp(b.data + at, raw, bytes) != 0))
+                FAIL("binary output %s: its bytes at %zu are not its values", name, at);
+            at += bytes;
+        } else if (json_array_size(json_object_get(o, "data")) != 16) {
+            FAIL("output %s: %zu values in data, 16 expected", name,
+                 json_array_size(json_object_get(o, "data")));
+        }
+    }
+    if (at != b.len)
+        FAIL("the response has %zu bytes, its JSON and binary outputs %zu", b.len, at);
     json_decref(doc);
     srv_buf_free(&b);
     srv_v2_request_free(&req);

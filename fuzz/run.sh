@@ -8,6 +8,9 @@
 # To fold what a run found into the committed corpus, minimised: fuzz/merge.sh NAME.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# the harnesses that write files (data dir, checkpoints) do it under $TMPDIR: in memory when possible
+if [ -z "${FUZZ_TMPDIR:-}" ] && [ -d /dev/shm ] && [ -w /dev/shm ]; then FUZZ_TMPDIR=/dev/shm; fi
+export TMPDIR=${FUZZ_TMPDIR:-${TMPDIR:-/tmp}}
 name=$1
 secs=${2:-60}
 shift $(( $# >= 2 ? 2 : 1 ))

@@ -531,6 +531,51 @@ def codec_seeds():
 
 
 # ---------------------------------------------------------------------------------------------
+# fuzz_datadir_tree: operations (kind, name, file/target, length, data) until FF, then actions
+
+TREE_NAMES = ["a", "b", "victim", "x.y", ".hidden", "bad name", "c"]  # fuzz_datadir_tree.c's tables
+TREE_FILES = ["config.json", "weights.safetensors", ".weights.safetensors.tmp-1-1", "other"]
+
+
+def tree_seeds():
+    H = "datadir_tree"
+    cfg = b'{"embed_dim": 2, "num_heads": 1}'
+    w = safetensors(layer_params({"embed_dim": 2, "num_heads": 1}))
+    meta = {"format": "pt", "attnd.config": '{"add_bias_kv":false,"add_zero_attn":false,"batch_first":true,'
+            '"bias":true,"dropout":0.0,"embed_dim":2,"kdim":2,"num_heads":1,"vdim":2}', "attnd.version": "4"}
+    w_attnd = safetensors(layer_params({"embed_dim": 2, "num_heads": 1}), meta)
+
+    def op(kind, name, fsel, data=b""):
+        return bytes([kind, name, fsel]) + struct.pack("<H", len(data)) + data
+
+    def act(kind, name=0):
+        return bytes([name << 3 | kind])
+
+    layer_b = op(1, 1, 0, cfg) + op(1, 1, 1, w)
+    everything = b"".join(act(k, n) for n in (0, 1, 2) for k in (0, 1, 2, 3, 4, 5, 6))
+    seeds_ = {
+        "link_out_dir": op(2, 0, 0) + layer_b,              # layers/a -> ../../outside/victim
+        "link_secret": op(2, 0, 1) + layer_b,               # layers/a -> outside/secret
+        "link_root": op(2, 0, 2) + op(2, 6, 3) + op(2, 3, 4) + op(2, 2, 5),  # /, dangling, a loop, ../b
+        "file_links": op(3, 0, 6) + op(1, 0, 0, cfg),       # layers/a/weights.safetensors -> outside
+        "fifos": op(4, 0, 4) + op(4, 1, 1) + layer_b,       # layers/a FIFO; layers/b/weights FIFO (bit 2)
+        "socket": op(5, 0, 1) + op(1, 0, 0, cfg),
+        "sparse": op(6, 0, 1, w[:64]) + op(1, 0, 0, cfg),   # a weights file declaring 2^40 bytes
+        "plain_file": op(7, 0, 0, cfg) + layer_b,
+        "hidden": op(1, 4, 0, cfg) + op(1, 4, 1, w) + op(1, 5, 0, cfg) + layer_b,
+        "temps": op(1, 1, 2, w) + layer_b,
+        "repair": op(1, 1, 1, w_attnd) + op(1, 1, 2, cfg),  # an interrupted commit: no config.json
+        "hand_edit": op(1, 1, 1, w_attnd) + op(1, 1, 0, b'{"embed_dim": 2, "num_heads": 1, "bias": true}'),
+    }
+    for name, ops in seeds_.items():
+        seed(H, name, ops + b"\xff" + everything)
+    # changes while the reader reads: armed before a read of b, each kind of change
+    for c in range(8):
+        seed(H, f"change_{c}", layer_b + b"\xff" + act(7, 1) + bytes([c * 2 + 1, c << 1 | (c & 1)])
+             + act(2, 1) + act(0) + act(4, 1) + act(5, 1))
+
+
+# ---------------------------------------------------------------------------------------------
 
 def main():
     if len(sys.argv) != 2:
@@ -543,6 +588,7 @@ def main():
     options_seeds()
     hf_seeds()
     codec_seeds()
+    tree_seeds()
     for harness, files in OUT.items():
         d = os.path.join(out, harness)
         os.makedirs(d, exist_ok=True)

@@ -198,6 +198,7 @@ mha_status mha_sink_init(mha_sink *s, const mha_plan *plan, const mha_select *se
     s->Sk = s->k1 - s->k0;
     s->k = plan->top_k;
     s->op = plan->pool_op;
+    s->isa = plan->isa;
     s->fill = fill;
     s->rb = rb;
     s->values = values;
@@ -363,6 +364,30 @@ static void heap_finish(float *vals, int32_t *idx, int64_t n)
     }
 }
 
+/* A value that at least k keys of x[0, n) reach (k <= 32, n >= 64·k): x's runs of 64 keys are
+ * dealt round-robin into k bins (each bin's runs spread over the whole row, so keys that cluster
+ * cannot crowd the others out), and the smallest of the k bins' maxima is taken: each bin holds a
+ * key at least that large. Branch-free; typically a few dozen keys reach it. */
+static float k_keys_reach(mha_isa isa, const float *x, int64_t n, int64_t k)
+{
+    float bin[32], maxima[256];
+    for (int64_t i = 0; i < k; i++)
+        bin[i] = -INFINITY;
+    int64_t r = 0; /* runs dealt so far */
+    for (int64_t j0 = 0; j0 < n; j0 += 64 * 256) { /* 256 runs at a time */
+        const int64_t len = n - j0 < 64 * 256 ? n - j0 : 64 * 256;
+        mha_run_maxima64(isa, maxima, x + j0, len);
+        for (int64_t t = 0; t < (len + 63) / 64; t++, r++) {
+            float *b = &bin[r % k];
+            *b = maxima[t] > *b ? maxima[t] : *b;
+        }
+    }
+    float t0 = bin[0];
+    for (int64_t i = 1; i < k; i++)
+        t0 = bin[i] < t0 ? bin[i] : t0;
+    return t0;
+}
+
 /* The pooled row p's partial row in this thread's buffer. */
 static double *part_row(const mha_sink *s, int slot, const rows_view *v, int64_t p)
 {
@@ -404,26 +429,28 @@ static void emit_rows(mha_sink *s, int slot, const rows_view *v, int64_t j0, int
     for (int64_t r = 0; r < rows; r++) {
         const int64_t i = v->r0 + r;
         const float *x = P + r * ld;
-        const float sc = scale ? scale[r] : 1.0f;
+        const float sc = scale ? scale[r] : 1.0f; /* x·1 is x: the scores as they are */
         if (s->kind == MHA_SINK_TOPK) {
             const int64_t at = (v->b * s->nh + v->hs) * s->Lq + (i - s->q0);
             float *vals = s->values + at * s->k;
             int32_t *idx = s->indices + at * s->k;
             int64_t *size = &s->heap_size[(int64_t)slot * s->rb + (i - v->br0)];
-            int64_t j = 0;
-            for (; j < n && *size < s->k; j++)
-                heap_push(vals, idx, size, scale ? x[j] * sc : x[j], j0 + j);
-            /* the full heap: most keys lose to its root, so look at 16 at a time first */
-            while (j < n) {
-                const int64_t e = j + 16 < n ? j + 16 : n;
-                float best = -INFINITY;
-                for (int64_t t = j; t < e; t++) {
-                    const float w = scale ? x[t] * sc : x[t];
-                    best = w > best ? w : best;
-                }
-                if (best >= vals[0])
-                    for (int64_t t = j; t < e; t++)
-                        heap_offer(vals, idx, size, s->k, scale ? x[t] * sc : x[t], j0 + t);
+            /* Most keys lose: only those that reach a threshold are offered to the heap, found
+             * vectorised. The threshold is the heap's root once it is full, and from the start a
+             * value k keys reach (k_keys_reach), so no key below it can be among the k largest
+             * (keys equal to it are offered; rounding x·sc is monotonic). */
+            float thr = *size == s->k ? vals[0] : -INFINITY;
+            if (s->k <= 32 && n >= 128 * s->k) {
+                const float t0 = k_keys_reach(s->isa, x, n, s->k) * sc;
+                thr = t0 > thr ? t0 : thr;
+            }
+            int32_t cand[256];
+            for (int64_t j = 0; j < n;) {
+                const int64_t e = j + 256 < n ? j + 256 : n;
+                const float root = *size == s->k && vals[0] > thr ? vals[0] : thr;
+                const int64_t nc = mha_run_above(s->isa, cand, x + j, e - j, sc, root);
+                for (int64_t t = 0; t < nc; t++)
+                    heap_offer(vals, idx, size, s->k, x[j + cand[t]] * sc, j0 + j + cand[t]);
                 j = e;
             }
             continue;
@@ -433,18 +460,13 @@ static void emit_rows(mha_sink *s, int slot, const rows_view *v, int64_t j0, int
         for (int64_t j = j0; j < j1;) {
             const int64_t c = (j - s->k0) / s->pb;
             const int64_t e = s->k0 + (c + 1) * s->pb < j1 ? s->k0 + (c + 1) * s->pb : j1;
-            if (s->op == MHA_POOL_MAX) {
-                float mx = -INFINITY;
-                for (int64_t t = j; t < e; t++) {
-                    const float w = scale ? x[t - j0] * sc : x[t - j0];
-                    mx = w > mx ? w : mx;
-                }
-                prow[c] = mx > prow[c] ? mx : prow[c];
-            } else {
-                double sum = 0.0;
-                for (int64_t t = j; t < e; t++)
-                    sum += (double)(scale ? x[t - j0] * sc : x[t - j0]);
-                prow[c] += sum;
+            if (s->op == MHA_POOL_MAX) { /* the largest x·sc is the largest x, times sc */
+                const float mx = mha_run_max(s->isa, x + (j - j0), e - j);
+                const float w = scale ? mx * sc : mx;
+                prow[c] = w > prow[c] ? w : prow[c];
+            } else { /* Σ x·sc as sc·Σ x, in double */
+                const double sum = mha_run_sum(s->isa, x + (j - j0), e - j);
+                prow[c] += scale ? sum * (double)sc : sum;
             }
             j = e;
         }
@@ -598,13 +620,8 @@ void mha_sink_feed(mha_sink *s, int slot, int64_t b, int64_t h, int64_t i0, int6
     }
     /* averaged: summed into the thread's block, the product rounded first (the full map's sum) */
     float *avg = s->avg + (int64_t)slot * s->rb * s->Sk + (j0 - s->k0);
-    for (int64_t r = 0; r < v.r1 - v.r0; r++) {
-        float *d = avg + r * s->Sk;
-        const float *e = x + r * ld;
-        const float f = sc ? sc[r] : 1.0f;
-        for (int64_t j = 0; j < j1 - j0; j++)
-            d[j] += e[j] * f; /* as mha_scaled_add_rows: the product rounded, then the sum */
-    }
+    for (int64_t r = 0; r < v.r1 - v.r0; r++)
+        mha_run_add_scaled(s->isa, avg + r * s->Sk, x + r * ld, j1 - j0, sc ? sc[r] : 1.0f);
 }
 
 void mha_sink_fill(mha_sink *s, int slot, int64_t b, int64_t h, int64_t i0, int64_t m, int64_t key0,
@@ -644,9 +661,7 @@ void mha_sink_end(mha_sink *s, int slot, int64_t b, int64_t i0, int64_t m)
     /* torch: weights.sum(dim=1) / num_heads, over the chosen heads */
     float *avg = s->avg + (int64_t)slot * s->rb * s->Sk;
     const int64_t rows = v.r1 - v.r0;
-    const float heads = (float)s->navg;
-    for (int64_t j = 0; j < rows * s->Sk; j++)
-        avg[j] /= heads; /* the division mha_div_rows does */
+    mha_run_div(s->isa, avg, rows * s->Sk, (float)s->navg);
     emit_begin(s, slot, &v);
     emit_rows(s, slot, &v, s->k0, s->k1, avg, s->Sk, NULL);
     emit_end(s, slot, &v);

@@ -53,6 +53,7 @@ typedef struct mha_sink {
     int64_t k;              /* k' (top-k)                                                 */
     int64_t pa, pb, Lp, Sp; /* pool block a x b; pooled rows ⌈L'/a⌉ and columns ⌈S'/b⌉    */
     mha_pool_op op;
+    mha_isa isa;           /* the plan's kernel set (mha_select_runs.c)                   */
     float fill;            /* the value of keys given by mha_sink_fill                    */
     int64_t *slot_of_head; /* [H]: the output's head slot of head h, -1 not chosen        */
     int64_t rb;            /* rows per block (the core's)                                 */
@@ -96,5 +97,22 @@ void mha_sink_fill(mha_sink *s, int slot, int64_t b, int64_t h, int64_t i0, int6
                    int64_t n);
 void mha_sink_head_end(mha_sink *s, int slot, int64_t b, int64_t h, int64_t i0, int64_t m);
 void mha_sink_end(mha_sink *s, int slot, int64_t b, int64_t i0, int64_t m);
+
+/* The largest of x[0, n) (-inf for n = 0), and their sum in double, with isa's kernels
+ * (mha_select_runs.c; x holds no NaN). */
+float mha_run_max(mha_isa isa, const float *x, int64_t n);
+double mha_run_sum(mha_isa isa, const float *x, int64_t n);
+
+/* out[r] = the largest of x's r-th run of 64 (the last run may be shorter): ceil(n/64) values. */
+void mha_run_maxima64(mha_isa isa, float *out, const float *x, int64_t n);
+
+/* The positions j < n (ascending, into idx, which has room for n) where x[j]·f >= thr; returns how
+ * many. The product is rounded as the weights' own (x·inv). */
+int64_t mha_run_above(mha_isa isa, int32_t *idx, const float *x, int64_t n, float f, float thr);
+
+/* d[j] += x[j]·f (the product rounded first, as the full averaged map sums), and x[j] /= div, for
+ * j < n (d and x do not overlap). */
+void mha_run_add_scaled(mha_isa isa, float *d, const float *x, int64_t n, float f);
+void mha_run_div(mha_isa isa, float *x, int64_t n, float div);
 
 #endif

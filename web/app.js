@@ -2,8 +2,8 @@
 // views it draws. Every number shown comes from the public /v1 API.
 
 import {Client, AttndError} from "./attnd.js";
-import {parseState, stateQuery, DEFAULTS, VIEWS} from "./state.js";
-import {splitTokens, tokenInputs, parsePasted, squeeze} from "./tokens.js";
+import {parseState, stateQuery, DEFAULTS, VIEWS, MAX_GENERATED} from "./state.js";
+import {splitTokens, tokenInputs, parsePasted, squeeze, generateTokens} from "./tokens.js";
 import {parseNpy} from "./npy.js";
 import {headColours} from "./colormap.js";
 import {count, bytesText} from "./format.js";
@@ -11,18 +11,24 @@ import {h, $, $$} from "./dom.js";
 import {download} from "./export.js";
 import {initLayersPanel, renderLayerList, askKey} from "./layers.js";
 import {renderHeads} from "./view_heads.js";
-import {renderLines} from "./view_lines.js";
+import {renderLines, MAX_LINE_TOKENS} from "./view_lines.js";
 import {renderTrace} from "./view_trace.js";
 import {renderParams} from "./view_params.js";
 import {renderCompare} from "./view_compare.js";
+import {renderZoom, currentWindow, overviewSelect} from "./view_zoom.js";
+import {renderTopk} from "./view_topk.js";
 
-// Past these the page says the request is too large instead of freezing the tab.
-export const MAX_WEIGHTS_DRAWN = 1 << 24; // per-head attention weights (H * L * S) of one pass
+// Past this many per-head weights (H * L * S) of one pass, the maps are not asked for whole: the
+// views ask the daemon for the part they draw (weights_select: a pooled overview, a zoomed window).
+export const MAX_WEIGHTS_DRAWN = 1 << 24;
 export const MAX_TRACE_ASKED = 1 << 25; // numbers in a trace (the daemon has its own limit too)
+const MAX_TRACE_WEIGHTS = 1 << 21; // scores and weights a long input's trace asks for (each)
 
-const RENDER = {heads: renderHeads, lines: renderLines, trace: renderTrace, params: renderParams, compare: renderCompare};
+const RENDER = {heads: renderHeads, lines: renderLines, topk: renderTopk, trace: renderTrace, params: renderParams, compare: renderCompare};
+// A long input (app.result.big): the views that draw whole maps draw the window instead, or say why not.
+const RENDER_BIG = {...RENDER, heads: renderZoom, lines: renderLinesWindow, compare: renderCompareBig};
 // State members that change the request (the others only change the drawing).
-const INPUT_KEYS = ["layer", "q", "k", "seed", "scale", "pos", "causal", "pad", "rpos"];
+const INPUT_KEYS = ["layer", "q", "k", "seed", "scale", "pos", "causal", "pad", "rpos", "gen"];
 
 const params = new URLSearchParams(location.search);
 
@@ -34,7 +40,8 @@ const apiOrigin = apiBase ? new URL(apiBase, location.href).origin : location.or
 const KEY_ITEM = `attnd.apiKey ${apiOrigin}`;
 
 const app = {
-  client: new Client(apiBase, {apiKey: sessionStorage.getItem(KEY_ITEM)}),
+  // a busy daemon answers 503 + Retry-After (long inputs' passes queue up): the page waits and asks again
+  client: new Client(apiBase, {apiKey: sessionStorage.getItem(KEY_ITEM), retries: 8}),
   apiOrigin,
   state: parseState(location.search),
   layers: [], // GET /v1/layers
@@ -156,7 +163,7 @@ function buildInput() {
     qLabels = Array.from({length: query.shape[0]}, (_, i) => String(i));
     kLabels = key ? Array.from({length: key.shape[0]}, (_, i) => String(i)) : qLabels;
   } else {
-    const qt = splitTokens(s.q), kt = splitTokens(s.k);
+    const qt = s.gen ? generateTokens(s.gen, s.seed) : splitTokens(s.q), kt = splitTokens(s.k);
     if (!qt.length) throw new Error("type at least one query token");
     const t = tokenInputs(cfg, qt, kt, {seed: s.seed, scale: s.scale, positions: s.pos});
     ({query, key, value} = t);
@@ -260,16 +267,32 @@ async function run() {
   }
   app.input = input;
   renderPadChips();
+  if (app.state.gen && !app.custom && $("#q-text") !== document.activeElement) $("#q-text").value = input.qLabels.join(" ");
   const {H, L, S} = input;
+  const t0 = performance.now();
   if (H * L * S > MAX_WEIGHTS_DRAWN) {
-    app.result = null;
-    message(`Too large to draw here: ${H} heads × ${L} queries × ${S} keys = ${count(H * L * S)} weights ` +
-            `(${bytesText(4 * H * L * S)}), past this page's limit of ${count(MAX_WEIGHTS_DRAWN)}. Shorten the input.`);
-    $("#view").replaceChildren();
+    // too many to send whole: the views ask for pooled maps and windows. The first request (the
+    // largest weight of each head: the colour scale) also tells whether the daemon can choose.
+    status("computing the largest weights…");
+    try {
+      await app.mapTop(true);
+      if (gen !== app.generation) return;
+      app.result = {big: true, ms: performance.now() - t0};
+      message("");
+      render();
+    } catch (e) {
+      if (gen !== app.generation) return;
+      app.result = null;
+      status("");
+      const old = e instanceof AttndError && e.code === "unknown_field" && e.field === "weights_select";
+      message(`Too large to draw here: ${H} heads × ${L} queries × ${S} keys = ${count(H * L * S)} weights ` +
+              `(${bytesText(4 * H * L * S)}), past this page's limit of ${count(MAX_WEIGHTS_DRAWN)}` +
+              (old ? ", and this daemon cannot return a part of them (it has no weights_select). Shorten the input." : `.\n${errorText(e)}`));
+      $("#view").replaceChildren();
+    }
     return;
   }
   status("computing…");
-  const t0 = performance.now();
   try {
     const [perHead, avg] = await Promise.all([
       app.call((c) => c.forward(app.layer.name, {...input.request, needWeights: true, averageAttnWeights: false})),
@@ -309,7 +332,7 @@ function render() {
   const t0 = performance.now();
   root.setAttribute("aria-labelledby", `tab-${s.view}`);
   root.dataset.view = s.view;
-  const out = RENDER[s.view](app, root);
+  const out = (app.result.big ? RENDER_BIG : RENDER)[s.view](app, root);
   const {H, L, S} = app.input;
   const done = (view) => {
     app.lastDrawMs = performance.now() - t0;
@@ -319,23 +342,126 @@ function render() {
   if (out && typeof out.then === "function") { // views that make their own requests (trace, parameters, compare)
     app.view = null;
     status(`${app.layer.name}: ${H} heads × ${L} queries × ${S} keys · forward ${Math.round(app.result.ms)} ms · loading…`);
-    const gen = app.generation;
-    out.then((v) => gen === app.generation && root.dataset.view === s.view && done(v));
+    const gen = app.generation, drawing = ++app.drawing;
+    out.then((v) => gen === app.generation && drawing === app.drawing && root.dataset.view === s.view && done(v), (e) => {
+      if (gen !== app.generation || drawing !== app.drawing) return;
+      status("");
+      root.replaceChildren(h("p", {class: "message", role: "alert", dataset: {error: e.code || "error"}}, errorText(e)));
+    });
   } else done(out);
 }
 app.render = render;
+app.drawing = 0;
 
-/** A trace of the current input (cached until the input changes). */
+// ---------------------------------------------------------------------------------------------
+// Long inputs: the parts of the map the views draw, asked for with weights_select
+
+const SELECT_CACHED = 32;
+const SELECT_AT_ONCE = 2; // passes asked at once: more would only wait in the daemon's queue (or get 503)
+let selectRunning = 0;
+const selectWaiting = [];
+
+async function oneAtATime(fn) {
+  if (selectRunning >= SELECT_AT_ONCE) await new Promise((resolve) => selectWaiting.push(resolve));
+  selectRunning++;
+  try {
+    return await fn();
+  } finally {
+    selectRunning--;
+    if (selectWaiting.length) selectWaiting.shift()();
+  }
+}
+
+/**
+ * The attention weights that sel chooses ({heads, queries, keys, topK, pool, poolOp}), for the
+ * current input: {attnWeights?, attnTopk?} (cached by input and selection; the output is dropped).
+ */
+app.select = function select(sel, {average = false} = {}) {
+  const key = `select:${app.layer.name}:${app.layer.info.version}:${inputKey()}:${average}:${JSON.stringify(sel)}`;
+  let p = app.cache.get(key);
+  if (p) { // most recently used last
+    app.cache.delete(key);
+    app.cache.set(key, p);
+    return p;
+  }
+  const request = app.input.request, name = app.layer.name;
+  p = oneAtATime(() => app.call((c) => c.forward(name, {...request, averageAttnWeights: average, weightsSelect: sel, needOutput: false})))
+    .then((r) => ({attnWeights: r.attnWeights, attnTopk: r.attnTopk}));
+  app.cache.set(key, p);
+  p.catch(() => app.cache.delete(key));
+  const selects = [...app.cache.keys()].filter((k) => k.startsWith("select:"));
+  for (const k of selects.slice(0, Math.max(0, selects.length - SELECT_CACHED))) app.cache.delete(k);
+  return p;
+};
+
+/**
+ * The top of the colour scale for a long input's maps: 1, or the largest weight of the whole map,
+ * so that zooming never changes the colours. It is the largest cell of the overview pooled by max
+ * (every block's max: every weight), the small maps' first request, asked once.
+ * measure: ask even when the scale is 1 (the first request of a long input).
+ */
+app.mapTop = async function mapTop(measure = false) {
+  if (app.state.vmax === "1" && !measure) return 1;
+  const r = await app.select(overviewSelect(app));
+  if (app.state.vmax === "1") return 1;
+  let hi = 0;
+  for (const v of r.attnWeights.data) if (v > hi) hi = v;
+  return hi > 0 ? hi : 1;
+};
+
+/** Lines of a long input: the window's weights, when the window is small enough to draw lines. */
+function renderLinesWindow(app, root) {
+  const win = currentWindow(app), {L, S} = app.input;
+  const Lw = win.q[1] - win.q[0], Sw = win.k[1] - win.k[0];
+  if (Lw > MAX_LINE_TOKENS || Sw > MAX_LINE_TOKENS) {
+    const fit = {q: [win.q[0], win.q[0] + Math.min(Lw, 32)], k: [win.k[0], win.k[0] + Math.min(Sw, 32)]};
+    root.replaceChildren(h("p", {class: "message"},
+      `The line view draws up to ${MAX_LINE_TOKENS} tokens a side: it follows the window of the Heads map, now ${count(Lw)} queries × ${count(Sw)} keys ` +
+      `of ${count(L)} × ${count(S)}. Zoom the map in, or `,
+      h("button", {type: "button", id: "lines-fit", onclick: () => app.setState({zq: fit.q, zk: fit.k}, {push: true})},
+        `show queries ${fit.q[0]}–${fit.q[1] - 1} × keys ${fit.k[0]}–${fit.k[1] - 1}`), "."));
+    return null;
+  }
+  return app.select({queries: win.q, keys: win.k}).then((r) => {
+    if (root.dataset.view !== "lines") return null;
+    const w = r.attnWeights, shape = w.shape.length === 4 ? w.shape.slice(1) : w.shape;
+    const {qLabels, kLabels} = app.input;
+    return renderLines(app, root, {weights: {data: w.data, shape}, qLabels: qLabels.slice(win.q[0], win.q[1]), kLabels: kLabels.slice(win.k[0], win.k[1]),
+                                   first: [win.q[0], win.k[0]]});
+  });
+}
+
+function renderCompareBig(app, root) {
+  root.replaceChildren(h("p", {class: "message"}, `The comparison draws both layers' whole maps: ${count(app.input.L)} queries are past this page's drawing limit. Shorten the input.`));
+  return null;
+}
+
+/**
+ * The rows of a long input that the trace's scores and weights hold: the Heads map's window when
+ * it is small enough, else the picked query's row of it. null: a short input (every row).
+ */
+app.traceWindow = function traceWindow() {
+  if (!app.result || !app.result.big) return null;
+  const win = currentWindow(app), {H} = app.input;
+  if (H * (win.q[1] - win.q[0]) * (win.k[1] - win.k[0]) <= MAX_TRACE_WEIGHTS) return win;
+  const qi = Math.min(win.q[1] - 1, Math.max(win.q[0], app.state.qi));
+  return {q: [qi, qi + 1], k: win.k};
+};
+
+/** A trace of the current input (cached until the input, or a long input's window, changes). */
 app.trace = function trace() {
-  const key = `trace:${app.layer.name}:${app.layer.info.version}:${inputKey()}`;
+  const win = app.traceWindow();
+  const key = `trace:${app.layer.name}:${app.layer.info.version}:${inputKey()}:${win ? JSON.stringify(win) : ""}`;
   if (!app.cache.has(key)) {
     const {H, L, S, info} = app.input;
     const E = info.config.embed_dim, hd = info.head_dim || E / H;
-    const estimate = 3 * L * E + 2 * S * E + 3 * L * H * hd + 2 * S * H * hd + 2 * H * L * S;
+    const Lw = win ? win.q[1] - win.q[0] : L, Sw = win ? win.k[1] - win.k[0] : S;
+    const estimate = 3 * L * E + 2 * S * E + 3 * L * H * hd + 2 * S * H * hd + 2 * H * Lw * Sw;
     if (estimate > MAX_TRACE_ASKED)
       return Promise.reject(new Error(`A trace of this input would hold about ${count(estimate)} numbers (${bytesText(4 * estimate)}): too large to draw here. Shorten the input.`));
     // per head: the trace's attn_weights follows average_attn_weights, as forward's does
-    app.cache.set(key, app.call((c) => c.trace(app.layer.name, {...app.input.request, averageAttnWeights: false})));
+    const select = win ? {weightsSelect: {queries: win.q, keys: win.k}} : {};
+    app.cache.set(key, app.call((c) => c.trace(app.layer.name, {...app.input.request, averageAttnWeights: false, ...select})));
   }
   const p = app.cache.get(key);
   p.catch(() => app.cache.delete(key));
@@ -381,12 +507,16 @@ function renderLayerOptions() {
   }
 }
 
+const MAX_CHIPS = 1024;
+
 function renderPadChips() {
   const box = $("#pad-chips");
   const {kLabels, S0, pad} = app.input;
-  box.replaceChildren(...kLabels.slice(0, S0).map((w, j) =>
+  const shown = Math.min(S0, MAX_CHIPS);
+  box.replaceChildren(...kLabels.slice(0, shown).map((w, j) =>
     h("button", {type: "button", class: "chip", "aria-pressed": String(pad.includes(j)), title: `key ${j}: click to ${pad.includes(j) ? "unmask" : "mask"}`,
-                 onclick: () => app.togglePad(j)}, w)));
+                 onclick: () => app.togglePad(j)}, w)),
+    S0 > shown ? h("span", {class: "hint"}, `… and ${count(S0 - shown)} more keys: mask those by their labels on the zoomed map`) : "");
 }
 
 app.togglePad = function togglePad(j) {
@@ -397,7 +527,8 @@ app.togglePad = function togglePad(j) {
 function syncControls() {
   const s = app.state;
   if (!app.custom) {
-    if ($("#q-text") !== document.activeElement) $("#q-text").value = s.q;
+    if ($("#q-text") !== document.activeElement && !s.gen) $("#q-text").value = s.q;
+    $("#gen-note").textContent = s.gen ? `${count(s.gen)} generated tokens (seed ${s.seed}); typing replaces them` : "";
     if ($("#k-text") !== document.activeElement) $("#k-text").value = s.k;
   }
   $("#seed").value = String(s.seed);
@@ -406,6 +537,7 @@ function syncControls() {
   $("#causal").checked = s.causal ?? !!(app.layer && app.layer.cfg.is_causal);
   $("#cmap").value = s.cmap;
   $("#vmax").value = s.vmax;
+  $("#log").value = s.log ? "1" : "0";
   const sel = $("#layer-select");
   if (sel.value !== s.layer) sel.value = s.layer;
 }
@@ -428,10 +560,14 @@ function bindControls() {
   let typing = null;
   const onText = () => {
     clearTimeout(typing);
-    typing = setTimeout(() => app.setState({q: $("#q-text").value, k: $("#k-text").value, pad: []}), 300);
+    typing = setTimeout(() => app.setState({q: $("#q-text").value, k: $("#k-text").value, pad: [], gen: 0, ...ZOOM_RESET}), 300);
   };
   $("#q-text").addEventListener("input", onText);
   $("#k-text").addEventListener("input", onText);
+  $("#generate").addEventListener("click", () => {
+    const n = Math.min(MAX_GENERATED, Math.max(1, parseInt($("#gen-count").value, 10) || 8192));
+    app.setState({gen: n, pad: [], ...ZOOM_RESET}, {push: true});
+  });
   $("#seed").addEventListener("change", (e) => app.setState({seed: Math.max(0, parseInt(e.target.value, 10) || 0)}));
   $("#scale").addEventListener("change", (e) => {
     const v = Number(e.target.value);
@@ -441,6 +577,7 @@ function bindControls() {
   $("#causal").addEventListener("change", (e) => app.setState({causal: e.target.checked}));
   $("#cmap").addEventListener("change", (e) => app.setState({cmap: e.target.value}));
   $("#vmax").addEventListener("change", (e) => app.setState({vmax: e.target.value}));
+  $("#log").addEventListener("change", (e) => app.setState({log: e.target.value === "1"}));
   $("#layer-select").addEventListener("change", (e) => app.setState({...resetFor(e.target.value)}, {push: true}));
 
   for (const r of $$('input[name="input-mode"]'))
@@ -513,9 +650,11 @@ function requireQuery() {
   return t.query;
 }
 
+const ZOOM_RESET = {zq: null, zk: null, tq: null};
+
 /** The state for a newly chosen layer: same tokens and view, selections reset. */
 function resetFor(layer) {
-  return {layer, pad: [], head: null, qi: 0, kj: 0, heads: null, cmp: null, rpos: 0};
+  return {layer, pad: [], head: null, qi: 0, kj: 0, heads: null, cmp: null, rpos: 0, ...ZOOM_RESET};
 }
 app.resetFor = resetFor;
 

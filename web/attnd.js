@@ -5,6 +5,9 @@
 //   const r = await attnd.forward("demo", {query: {data: new Float32Array(3 * 64), shape: [3, 64]},
 //                                          needWeights: true, averageAttnWeights: false});
 //   r.attnWeights.data  // Float32Array, r.attnWeights.shape = [H, L, S]
+//   // only what you want, at any length: head 5's 8 strongest keys for queries 0..127, in float16
+//   const t = await attnd.forward("demo", {query, weightsSelect: {heads: [5], queries: [0, 128], topK: 8, dtype: "float16"}});
+//   t.attnTopk.indices  // Int32Array [1, 128, 8] of key indices; t.attnTopk.values a Float32Array
 //
 // Tensors go out and come back as {data, shape, dtype}: data is a Float32Array (float32),
 // a Uint8Array (bool, 1 = true) or an Int32Array (int32). On the wire they are base64
@@ -17,7 +20,7 @@
 
 /** An error answered by attnd (or a failure to reach it: status 0, code "network"). */
 export class AttndError extends Error {
-  constructor({status = 0, code = "error", message = "", field = null, requestId = null, body = null}) {
+  constructor({status = 0, code = "error", message = "", field = null, requestId = null, body = null, retryAfter = null}) {
     super(message || code);
     this.name = "AttndError";
     this.status = status;       // HTTP status, 0 when no answer came
@@ -25,6 +28,7 @@ export class AttndError extends Error {
     this.field = field;         // the request member at fault ("query", "config.embed_dim"), or null
     this.requestId = requestId; // X-Request-Id of the failed request, when the daemon sent one
     this.body = body;           // the parsed error body
+    this.retryAfter = retryAfter; // seconds the daemon asked to wait (Retry-After of a 503), or null
   }
 }
 
@@ -138,11 +142,42 @@ export function encodeTensor(t) {
   return {shape, dtype, base64: base64Encode(bytes)};
 }
 
-function halfToFloat(h) {
-  const s = h & 0x8000 ? -1 : 1, e = (h >> 10) & 31, m = h & 1023;
-  if (e === 0) return s * m * 2 ** -24;
-  if (e === 31) return m ? NaN : s * Infinity;
-  return s * (1 + m / 1024) * 2 ** (e - 15);
+// ---------------------------------------------------------------------------------------------
+// Half precision: IEEE binary16 (float16) and bfloat16, widened to float32 exactly, bit for bit
+// as torch's .float() does (every value of both formats is a float32; signed zeros and NaN
+// payloads are kept, a float16 NaN comes out quiet).
+
+/** The float32 bits (uint32) of the binary16 value with bits h (0..65535). */
+export function float16Bits(h) {
+  const sign = (h & 0x8000) << 16, e = (h >> 10) & 31;
+  let m = h & 1023;
+  if (e === 31) return (sign | (m ? 0x7fc00000 : 0x7f800000) | (m << 13)) >>> 0; // inf; NaN, quiet
+  if (e !== 0) return (sign | ((e + 112) << 23) | (m << 13)) >>> 0; // normal: rebias 15 -> 127
+  if (m === 0) return sign >>> 0; // +-0
+  // subnormal: m * 2^-24; shift the leading one up into the implicit bit
+  let exp = 113; // 127 - 14
+  while (!(m & 1024)) {
+    m <<= 1;
+    exp--;
+  }
+  return (sign | (exp << 23) | ((m & 1023) << 13)) >>> 0;
+}
+
+const F16_TABLE = new Uint32Array(65536);
+for (let h = 0; h < 65536; h++) F16_TABLE[h] = float16Bits(h);
+
+/** float16 bits (Uint16Array) to a Float32Array of the same values, exactly. */
+export function float16ToFloat32(u16) {
+  const out = new Float32Array(u16.length), bits = new Uint32Array(out.buffer);
+  for (let i = 0; i < u16.length; i++) bits[i] = F16_TABLE[u16[i]];
+  return out;
+}
+
+/** bfloat16 bits (Uint16Array) to a Float32Array: a bfloat16 is the top half of a float32. */
+export function bfloat16ToFloat32(u16) {
+  const out = new Float32Array(u16.length), bits = new Uint32Array(out.buffer);
+  for (let i = 0; i < u16.length; i++) bits[i] = u16[i] << 16;
+  return out;
 }
 
 /** A tensor from the API's JSON (base64, flat or nested) as {data: typed array, shape, dtype}. */
@@ -160,13 +195,9 @@ export function decodeTensor(j) {
       if (dtype === "float32") return {data: new Float32Array(raw.buffer, 0, n), shape: j.shape, dtype};
       if (dtype === "int32") return {data: new Int32Array(raw.buffer, 0, n), shape: j.shape, dtype};
       if (dtype === "bool") return {data: raw, shape: j.shape, dtype};
-      const u16 = new Uint16Array(raw.buffer, 0, n), out = new Float32Array(n);
-      if (dtype === "float16") for (let i = 0; i < n; i++) out[i] = halfToFloat(u16[i]);
-      else {
-        const u32 = new Uint32Array(out.buffer);
-        for (let i = 0; i < n; i++) u32[i] = u16[i] << 16; // bfloat16: the top half of a float32
-      }
-      return {data: out, shape: j.shape, dtype: "float32"};
+      const u16 = new Uint16Array(raw.buffer, 0, n);
+      const data = dtype === "float16" ? float16ToFloat32(u16) : bfloat16ToFloat32(u16);
+      return {data, shape: j.shape, dtype: "float32", wireDtype: dtype};
     }
     if (Array.isArray(j.data)) return fromNested(j.data, j.shape, dtype);
   }
@@ -183,7 +214,10 @@ function fromNested(flat, shape, dtype) {
   if (dtype === "bool" || flat.some((v) => typeof v === "boolean"))
     return {data: Uint8Array.from(flat, (v) => (v ? 1 : 0)), shape, dtype: "bool"};
   const Ctor = dtype === "int32" ? Int32Array : Float32Array;
-  return {data: Ctor.from(flat, (v) => (v === "-inf" ? -Infinity : v === "inf" ? Infinity : +v)), shape, dtype: dtype === "int32" ? dtype : "float32"};
+  // float16 / bfloat16 values come as the decimals of the rounded values: float32s, exactly
+  const out = {data: Ctor.from(flat, (v) => (v === "-inf" ? -Infinity : v === "inf" ? Infinity : +v)), shape, dtype: dtype === "int32" ? dtype : "float32"};
+  if (dtype === "float16" || dtype === "bfloat16") out.wireDtype = dtype;
+  return out;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -203,28 +237,51 @@ export const TRACE_STAGES = Object.keys(LEGACY_AXES);
 
 /** One stage of a trace: {name, shape, axes, data}; get({H: 1, L: 2, D: 0}) reads one value. */
 export class Stage {
-  constructor(name, shape, axes, data, axesGiven) {
+  /**
+   * select: for the stages a weights_select narrows (scores, attn_weights), where they start:
+   * {L: first query, S: first key, H: [the heads, in the order returned] or null}. get() and
+   * index() then take the full pass's coordinates (query 700, head 5), not positions in the slice.
+   */
+  constructor(name, shape, axes, data, axesGiven, select = null) {
     this.name = name;
     this.shape = shape;
     this.axes = axes; // one name per dimension, or null when neither given nor known
     this.axesGiven = axesGiven;
     this.data = data;
+    this.select = select;
   }
 
-  /** Size of the named axis (1 when the stage does not have it). */
+  /** Size of the named axis (1 when the stage does not have it): the slice's size when selected. */
   size(axis) {
     const k = this.axes ? this.axes.indexOf(axis) : -1;
     return k < 0 ? 1 : this.shape[k];
   }
 
-  /** Flat index of the element at coords ({axis: index}, absent axes at 0). */
+  /** The full pass's index of the first element along axis (0 unless a selection starts later). */
+  start(axis) {
+    return (this.select && axis !== "H" && this.select[axis]) || 0;
+  }
+
+  /** Position along axis d of the full pass's coordinate c (-1 when the selection leaves it out). */
+  position(d, c) {
+    const a = this.axes[d], sel = this.select;
+    if (!sel) return c;
+    if (a === "H" && Array.isArray(sel.H)) return sel.H.indexOf(c);
+    return c - (sel[a] || 0);
+  }
+
+  /** Flat index of the element at coords ({axis: index}, absent axes at their first element). */
   index(coords) {
     if (!this.axes) throw new Error(`stage ${this.name} has no known axes`);
     let idx = 0;
     for (let d = 0; d < this.shape.length; d++) {
-      const c = coords[this.axes[d]] || 0;
-      if (c < 0 || c >= this.shape[d]) throw new RangeError(`${this.axes[d]}=${c} outside 0..${this.shape[d] - 1}`);
-      idx = idx * this.shape[d] + c;
+      const c = coords[this.axes[d]];
+      const p = c === undefined ? 0 : this.position(d, c);
+      if (!(p >= 0 && p < this.shape[d])) {
+        const lo = this.start(this.axes[d]);
+        throw new RangeError(`${this.axes[d]}=${c} outside ${lo}..${lo + this.shape[d] - 1}${this.select ? " (the selection)" : ""}`);
+      }
+      idx = idx * this.shape[d] + p;
     }
     return idx;
   }
@@ -244,13 +301,44 @@ function stageAxes(s) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Choosing which weights come back: weights_select
+
+// camelCase names of weights_select's members (the API's own names are taken as they are)
+const SELECT_MEMBER = {topK: "top_k", poolOp: "pool_op"};
+
+/**
+ * The API's weights_select of a selection {heads, queries, keys, topK, pool, poolOp, dtype}:
+ * heads a list (typed arrays welcome), queries and keys [start, stop), pool [a, b] (or one number
+ * for both), dtype "float32" | "float16" | "bfloat16". Members left null or undefined take the
+ * API's default (all heads, every query and key, float32). Nothing is checked here: the daemon
+ * answers a bad selection with a 400 naming the member (weights_select.heads, ...).
+ */
+export function selectBody(sel) {
+  if (sel == null || typeof sel !== "object") return sel;
+  const out = {};
+  for (const [k, v] of Object.entries(sel)) {
+    if (v == null) continue;
+    const name = SELECT_MEMBER[k] || k;
+    if (name === "pool" && typeof v === "number") out[name] = [v, v];
+    else out[name] = ArrayBuffer.isView(v) ? Array.from(v) : v;
+  }
+  return out;
+}
+
+/** Where a selection's stages start, for Stage: {L, S, H} (null without a selection). */
+function stageSelect(sel) {
+  if (!sel || sel.pool != null || sel.top_k != null) return null; // blocks or top-k: no cell origin
+  return {L: sel.queries ? sel.queries[0] : 0, S: sel.keys ? sel.keys[0] : 0, H: sel.heads ? Array.from(sel.heads) : null};
+}
+
+// ---------------------------------------------------------------------------------------------
 // The client
 
 // camelCase names of forward/trace members; anything else is sent under the name given.
 const MEMBER = {
   keyPaddingMask: "key_padding_mask", attnMask: "attn_mask", isCausal: "is_causal",
   needWeights: "need_weights", averageAttnWeights: "average_attn_weights",
-  weightsSelect: "weights_select", keyPositions: "key_positions",
+  weightsSelect: "weights_select", keyPositions: "key_positions", needOutput: "need_output",
 };
 const TENSOR_MEMBERS = new Set(["query", "key", "value", "key_padding_mask", "attn_mask"]);
 
@@ -274,7 +362,9 @@ export class Client {
    * from (so /ui/attnd.js talks to the daemon that served it).
    * options: apiKey (sent as a Bearer token), fetch (an implementation, e.g. for tests),
    * headers (added to every request), requestId (a string, or a function returning one, sent as
-   * X-Request-Id; needs the daemon's CORS to allow that header when cross-origin).
+   * X-Request-Id; needs the daemon's CORS to allow that header when cross-origin), retries (how
+   * many times a 503 that carries Retry-After, a daemon busy or starting, is sent again after the
+   * time it asks for, at most 30 s each; default 0).
    */
   constructor(base, options = {}) {
     this.base = String(base ?? defaultBase()).replace(/\/+$/, "");
@@ -282,11 +372,24 @@ export class Client {
     this.headers = options.headers || {};
     this.requestId = options.requestId || null;
     this.fetchImpl = options.fetch || ((url, init) => globalThis.fetch(url, init));
+    this.retries = options.retries || 0;
     this.traceSelects = true; // false once the daemon said it has no "stages" member
   }
 
   /** The raw request: JSON (or bytes) in, parsed JSON out; an AttndError on any failure. */
-  async request(method, path, {json, bytes, accept, headers = {}, signal} = {}) {
+  async request(method, path, options = {}) {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await this.requestOnce(method, path, options);
+      } catch (e) {
+        if (!(e instanceof AttndError) || e.status !== 503 || e.retryAfter == null || attempt >= this.retries) throw e;
+        await new Promise((resolve) => setTimeout(resolve, Math.min(30, Math.max(0.05, e.retryAfter)) * 1000));
+        if (options.signal && options.signal.aborted) throw e;
+      }
+    }
+  }
+
+  async requestOnce(method, path, {json, bytes, accept, headers = {}, signal} = {}) {
     const h = {Accept: accept || "application/json", ...this.headers, ...headers};
     let body;
     if (json !== undefined) {
@@ -307,14 +410,15 @@ export class Client {
     }
     const requestId = res.headers.get("X-Request-Id");
     if (!res.ok) {
+      const wait = res.headers.get("Retry-After"), retryAfter = wait != null && /^\d+(\.\d+)?$/.test(wait.trim()) ? Number(wait) : null;
       const text = await res.text().catch(() => "");
       let parsed = null;
       try { parsed = JSON.parse(text); } catch (e) { /* not JSON: a proxy's page */ }
       const err = parsed && parsed.error;
       if (err && typeof err === "object")
         throw new AttndError({status: res.status, code: err.code, message: err.message, field: err.field ?? null,
-                              requestId: err.request_id ?? requestId, body: parsed});
-      throw new AttndError({status: res.status, code: `http_${res.status}`, requestId, body: parsed,
+                              requestId: err.request_id ?? requestId, body: parsed, retryAfter});
+      throw new AttndError({status: res.status, code: `http_${res.status}`, requestId, body: parsed, retryAfter,
                             message: typeof err === "string" ? err : `HTTP ${res.status} ${res.statusText || ""}`.trim()});
     }
     if (res.status === 204) return null;
@@ -332,12 +436,22 @@ export class Client {
     return (await this.request("GET", "/v1/layers")).layers;
   }
 
-  /** GET /v1/layers/{name}: config, parameters, each head's rows, FLOPs (for L, S, N if given). */
-  async describe(name, {L, S, N} = {}) {
+  /**
+   * GET /v1/layers/{name}: config, parameters, each head's rows, FLOPs (for L, S, N if given), and
+   * with weightsSelect (and averageAttnWeights) what a forward pass with that selection would
+   * return at that length: the answer's weights_select {shape, elements, dtype, bytes, fits, ...}.
+   */
+  async describe(name, {L, S, N, weightsSelect, averageAttnWeights} = {}) {
     const q = new URLSearchParams();
     if (L != null) q.set("L", L);
     if (S != null) q.set("S", S);
     if (N != null) q.set("N", N);
+    const sel = selectBody(weightsSelect);
+    if (sel) { // as /v2's flat parameters: "0,5", "0:128", "8x8"
+      const flat = {heads: (v) => v.join(","), queries: (v) => v.join(":"), keys: (v) => v.join(":"), pool: (v) => v.join("x")};
+      for (const [k, v] of Object.entries(sel)) q.set(`weights_${k}`, flat[k] ? flat[k](v) : String(v));
+    }
+    if (averageAttnWeights != null) q.set("average_attn_weights", averageAttnWeights ? "true" : "false");
     const qs = q.toString();
     return this.request("GET", layerPath(name) + (qs ? `?${qs}` : ""));
   }
@@ -390,15 +504,24 @@ export class Client {
 
   /**
    * POST /v1/layers/{name}/forward. inputs: query, key, value, keyPaddingMask, attnMask (tensors),
-   * isCausal, needWeights, averageAttnWeights, and any other member under its API name.
-   * Returns {output, attnWeights?, attnTopk?} with tensors as {data, shape, dtype}.
+   * isCausal, needWeights, averageAttnWeights, weightsSelect ({heads, queries, keys, topK, pool,
+   * poolOp, dtype}: see selectBody), needOutput (false: the reply has no output, output is null),
+   * and any other member under its API name.
+   * Returns {output, attnWeights?, attnTopk?}: tensors as {data, shape, dtype}, weights always a
+   * Float32Array (float16 and bfloat16 widened exactly; wireDtype says what came), and top-k as
+   * {indices: Int32Array (absolute key indices), values: Float32Array, shape: [..., k]}.
    */
   async forward(name, inputs, {signal} = {}) {
     const j = await this.request("POST", `${layerPath(name)}/forward`, {json: requestBody(inputs), signal});
-    const out = {output: decodeTensor(j.output)};
+    const out = {output: j.output != null ? decodeTensor(j.output) : null};
     if (j.attn_weights != null) out.attnWeights = decodeTensor(j.attn_weights);
-    if (j.attn_topk != null)
-      out.attnTopk = {indices: decodeTensor(j.attn_topk.indices), values: decodeTensor(j.attn_topk.values)};
+    if (j.attn_topk != null) {
+      const idx = decodeTensor(j.attn_topk.indices), val = decodeTensor(j.attn_topk.values);
+      if (JSON.stringify(idx.shape) !== JSON.stringify(val.shape))
+        throw new AttndError({status: 200, code: "bad_reply", message: `top-k indices [${idx.shape}] and values [${val.shape}] differ in shape`});
+      out.attnTopk = {indices: idx.data instanceof Int32Array ? idx.data : Int32Array.from(idx.data), values: val.data,
+                      shape: val.shape, wireDtype: val.wireDtype || "float32"};
+    }
     return out;
   }
 
@@ -419,9 +542,11 @@ export class Client {
       }
     }
     if (!j) j = await this.request("POST", `${layerPath(name)}/trace`, {json: body, signal});
+    const select = stageSelect(body.weights_select);
     let list = j.stages.map((s) => {
       const [axes, given] = stageAxes(s);
-      return new Stage(s.name, s.shape, axes, decodeTensor(s.tensor).data, given);
+      const narrowed = select && (s.name === "scores" || s.name === "attn_weights");
+      return new Stage(s.name, s.shape, axes, decodeTensor(s.tensor).data, given, narrowed ? select : null);
     });
     if (stages) list = list.filter((s) => stages.includes(s.name));
     return {stages: list, stage: (n) => list.find((s) => s.name === n) || null};
@@ -440,7 +565,7 @@ function requestBody(inputs) {
   for (const [k, v] of Object.entries(inputs || {})) {
     if (v === undefined) continue;
     const name = MEMBER[k] || k;
-    body[name] = TENSOR_MEMBERS.has(name) ? encodeTensor(v) : v;
+    body[name] = TENSOR_MEMBERS.has(name) ? encodeTensor(v) : name === "weights_select" ? selectBody(v) : v;
   }
   return body;
 }

@@ -32,6 +32,23 @@ export function css(name, t) {
   return `rgb(${r},${g},${b})`;
 }
 
+/** Decades a logarithmic scale spans below its top: [top · 10^-LOG_DECADES, top]. */
+export const LOG_DECADES = 4;
+
+/**
+ * The colour step (0..255) of value v on a scale from lo to hi: linear, or logarithmic from
+ * hi · 10^-LOG_DECADES (v at or below that, and v <= 0, are step 0). What paint() draws.
+ */
+export function colourIndex(v, lo, hi, log = false) {
+  let t;
+  if (log) {
+    const bottom = Math.log(hi) - LOG_DECADES * Math.LN10;
+    t = v > 0 && hi > 0 ? (Math.log(v) - bottom) * (255 / (LOG_DECADES * Math.LN10)) : 0;
+  } else t = (v - lo) * (hi > lo ? 255 / (hi - lo) : 0);
+  t = t < 0 ? 0 : t > 255 ? 255 : t;
+  return (t + 0.5) | 0;
+}
+
 const lutCache = new Map();
 
 /**

@@ -3,29 +3,27 @@
 // test can read cell (r, c) back at pixel (c, r). Empty cells (masked, or -inf) stay transparent
 // over a hatched background.
 
-import {lut, rgb} from "./colormap.js";
+import {lut, rgb, colourIndex, LOG_DECADES} from "./colormap.js";
 import {h, showTip, hideTip} from "./dom.js";
 import {short} from "./format.js";
 
 /**
  * Paints rows x cols values of src (row-major from offset) into canvas with map cmap over
- * [lo, hi]. empty: optional Uint8Array [rows * cols], 1 = draw nothing.
+ * [lo, hi] (log: logarithmic, LOG_DECADES below hi; colourIndex). empty: optional Uint8Array
+ * [rows * cols], 1 = draw nothing.
  */
-export function paint(canvas, src, {offset = 0, rows, cols, lo, hi, cmap, empty = null}) {
+export function paint(canvas, src, {offset = 0, rows, cols, lo, hi, cmap, empty = null, log = false}) {
   canvas.width = cols;
   canvas.height = rows;
   const ctx = canvas.getContext("2d");
   const img = ctx.createImageData(cols, rows);
   const px = new Uint32Array(img.data.buffer);
   const table = lut(cmap);
-  const k = hi > lo ? 255 / (hi - lo) : 0;
   const n = rows * cols;
   for (let i = 0; i < n; i++) {
     const v = src[offset + i];
     if ((empty && empty[i]) || !(v > -Infinity && v < Infinity)) continue; // left transparent
-    let t = (v - lo) * k;
-    t = t < 0 ? 0 : t > 255 ? 255 : t;
-    px[i] = table[(t + 0.5) | 0];
+    px[i] = table[colourIndex(v, lo, hi, log)];
   }
   ctx.putImageData(img, 0, 0);
 }
@@ -108,7 +106,7 @@ export function mapView({rows, cols, maxPx = 220, maxCell = 28, describe, activa
     const [r, c] = cur || [0, 0];
     const step = ev.shiftKey ? 10 : 1;
     const moves = {ArrowUp: [-step, 0], ArrowDown: [step, 0], ArrowLeft: [0, -step], ArrowRight: [0, step]};
-    if (moves[ev.key]) {
+    if (moves[ev.key] && !ev.altKey) { // Alt+arrows are left to the map's owner (moving a zoomed window)
       ev.preventDefault();
       const [dr, dc] = moves[ev.key];
       setCursor(Math.min(rows - 1, Math.max(0, r + dr)), Math.min(cols - 1, Math.max(0, c + dc)));
@@ -129,7 +127,8 @@ export function mapView({rows, cols, maxPx = 220, maxCell = 28, describe, activa
 }
 
 /** A legend: the colour bar of cmap from lo to hi, and what an empty cell means. */
-export function legend(cmap, lo, hi, {label = "", emptyText = "masked"} = {}) {
+export function legend(cmap, lo, hi, {label = "", emptyText = "masked", log = false} = {}) {
+  if (log) lo = hi * 10 ** -LOG_DECADES;
   const bar = h("canvas", {width: 256, height: 1, "aria-hidden": "true"});
   const ctx = bar.getContext("2d");
   const img = ctx.createImageData(256, 1);
@@ -139,9 +138,9 @@ export function legend(cmap, lo, hi, {label = "", emptyText = "masked"} = {}) {
   }
   ctx.putImageData(img, 0, 0);
   bar.style.imageRendering = "pixelated";
-  return h("div", {class: "legend", role: "img", "aria-label": `colour scale ${cmap} from ${short(lo)} to ${short(hi)}`},
+  return h("div", {class: "legend", role: "img", "aria-label": `colour scale ${cmap} from ${short(lo)} to ${short(hi)}${log ? ", logarithmic" : ""}`},
     label ? h("span", {}, label) : null,
-    h("span", {class: "mono"}, short(lo)), bar, h("span", {class: "mono"}, short(hi)),
+    h("span", {class: "mono"}, `${log ? "≤ " : ""}${short(lo)}`), bar, h("span", {class: "mono"}, short(hi)), log ? h("span", {class: "muted"}, "(log)") : null,
     emptyText ? [h("span", {class: "empty"}), h("span", {class: "muted"}, emptyText)] : null);
 }
 

@@ -5,7 +5,10 @@
 // Only values that differ from the defaults are written; anything malformed in a link falls back
 // to its default instead of failing (a link is user input).
 
-export const VIEWS = ["heads", "lines", "trace", "params", "compare"];
+import {parseRange} from "./deepzoom.js";
+
+export const VIEWS = ["heads", "lines", "topk", "trace", "params", "compare"];
+export const MAX_GENERATED = 16384;
 export const DEFAULT_TEXT = "the cat sat on the mat because it was tired";
 
 export const DEFAULTS = Object.freeze({
@@ -24,8 +27,15 @@ export const DEFAULTS = Object.freeze({
   heads: null, // heads drawn in the line view (null: all)
   cmp: null, // the other num_heads of the comparison (null: chosen from the layer)
   cmap: "viridis",
-  vmax: "auto", // colour scale top: "auto" (largest weight shown) or "1"
+  log: false, // attention weights on a logarithmic colour scale (LOG_DECADES below the top)
+  vmax: "auto", // colour scale top: "auto" (largest weight of the map), "view" (... of the zoomed window) or "1"
   rpos: 0, // first query position, for layers with rotary embeddings
+  gen: 0, // generated query tokens (0: the typed ones)
+  zq: null, // a long input's map: the window's queries [start, stop) (null: all) ...
+  zk: null, // ... and keys
+  pop: "max", // how a pooled map's cell sums up its block: "max" or "mean"
+  topk: 8, // the top-k view's k ...
+  tq: null, // ... and its first query listed (null: the window's first)
 });
 
 const int = (v, lo = 0, hi = 1 << 30) => {
@@ -58,14 +68,21 @@ const PARSE = {
   heads: list,
   cmp: (v) => int(v, 1),
   cmap: (v) => (["viridis", "cividis"].includes(v) ? v : undefined),
-  vmax: (v) => (v === "auto" || v === "1" ? v : undefined),
+  log: (v) => (v === "1" ? true : v === "0" ? false : undefined),
+  vmax: (v) => (v === "auto" || v === "1" || v === "view" ? v : undefined),
   rpos: (v) => int(v),
+  gen: (v) => int(v, 1, MAX_GENERATED),
+  zq: (v) => parseRange(v) ?? undefined,
+  zk: (v) => parseRange(v) ?? undefined,
+  pop: (v) => (v === "max" || v === "mean" ? v : undefined),
+  topk: (v) => int(v, 1, 64),
+  tq: (v) => int(v),
 };
 
 /** The state of a query string (or URLSearchParams): DEFAULTS overridden by what parses. */
 export function parseState(search) {
   const p = search instanceof URLSearchParams ? search : new URLSearchParams(search);
-  const s = {...DEFAULTS, pad: [], heads: null};
+  const s = {...DEFAULTS, pad: [], heads: null, zq: null, zk: null};
   for (const [key, parse] of Object.entries(PARSE)) {
     if (!p.has(key)) continue;
     const v = parse(p.get(key));
@@ -85,7 +102,7 @@ export function stateQuery(s) {
     const v = s[key];
     if (v === undefined || same(v, DEFAULTS[key])) continue;
     if (v === null) continue;
-    p.set(key, Array.isArray(v) ? v.join(",") : typeof v === "boolean" ? (v ? "1" : "0") : String(v));
+    p.set(key, key === "zq" || key === "zk" ? `${v[0]}:${v[1]}` : Array.isArray(v) ? v.join(",") : typeof v === "boolean" ? (v ? "1" : "0") : String(v));
   }
   return p.toString();
 }

@@ -5,7 +5,7 @@
 // added), and a shared link reproduces the same numbers. Entries are N(0, 1) draws from a
 // SplitMix32 stream seeded by FNV-1a of the word, times `scale`.
 
-export const MAX_TOKENS = 4096;
+export const MAX_TOKENS = 16384;
 
 /** Tokens of a text: split at white space (at most MAX_TOKENS). */
 export function splitTokens(text) {
@@ -53,20 +53,45 @@ export function tokenVector(word, dim, seed = 0, scale = 1, stream = 0) {
 
 /** Adds the sinusoidal position encoding of "Attention is all you need" to rows [L, dim]. */
 export function addPositions(data, L, dim, offset = 0) {
+  const div = new Float64Array(dim); // each column's wavelength, computed once (the same numbers)
+  for (let i = 0; i < dim; i++) div[i] = Math.pow(10000, (2 * Math.floor(i / 2)) / dim);
   for (let p = 0; p < L; p++)
     for (let i = 0; i < dim; i++) {
-      const angle = (p + offset) / Math.pow(10000, (2 * Math.floor(i / 2)) / dim);
+      const angle = (p + offset) / div[i];
       data[p * dim + i] += i % 2 ? Math.cos(angle) : Math.sin(angle);
     }
   return data;
 }
 
-/** Rows [tokens.length, dim] of token vectors, as {data, shape}. */
+/** Rows [tokens.length, dim] of token vectors, as {data, shape}; a repeated word is drawn once. */
 export function embed(tokens, dim, {seed = 0, scale = 1, positions = false, stream = 0} = {}) {
   const data = new Float32Array(tokens.length * dim);
-  tokens.forEach((w, i) => data.set(tokenVector(w, dim, seed, scale, stream), i * dim));
+  const drawn = new Map();
+  tokens.forEach((w, i) => {
+    let v = drawn.get(w);
+    if (!v) drawn.set(w, (v = tokenVector(w, dim, seed, scale, stream)));
+    data.set(v, i * dim);
+  });
   if (positions) addPositions(data, tokens.length, dim);
   return {data, shape: [tokens.length, dim]};
+}
+
+// Generated text for long inputs: pseudo-words of two or three syllables, drawn from a seeded
+// stream with a skew toward a few hundred frequent ones, so words repeat as in real text (and a
+// repeated word has the same vector).
+const SYLLABLES = ["ka", "lo", "mi", "ne", "ru", "sa", "ti", "vo", "ba", "de", "fu", "go", "hi", "jo", "pe", "zu"];
+
+/** n generated tokens (the same n and seed give the same tokens). */
+export function generateTokens(n, seed = 0) {
+  const next = splitmix32(fnv1a(`generate\u0000${seed}`));
+  const out = new Array(n);
+  for (let i = 0; i < n; i++) {
+    const r = next();
+    const rank = Math.floor(((r >>> 16) / 65536) ** 3 * 4096); // skewed: small ranks are frequent
+    const a = rank & 15, b = (rank >> 4) & 15, c = rank >> 8;
+    out[i] = SYLLABLES[a] + SYLLABLES[b] + (c ? SYLLABLES[c] : "");
+  }
+  return out;
 }
 
 /**

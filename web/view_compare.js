@@ -90,7 +90,7 @@ function drawComparison(app, body, other, a, b) {
     const mv = mapView({rows: L, cols: S, maxPx: heads > 8 ? 90 : 130, maxCell: 16, label: `${label} head ${head}`,
       canvasProps: {dataset: {head: String(head)}},
       describe: (r, c) => `${label} · head ${head} · query ${r} "${app.input.qLabels[r]}" → key ${c} "${app.input.kLabels[c]}"\nweight ${f32(data[head * L * S + r * S + c])}`});
-    paint(mv.canvas, data, {offset: head * L * S, rows: L, cols: S, lo: 0, hi, cmap: app.state.cmap, empty});
+    paint(mv.canvas, data, {offset: head * L * S, rows: L, cols: S, lo: 0, hi, cmap: app.state.cmap, empty, log: app.state.log});
     exportList.push({title: `${label} head ${head}`, canvas: mv.canvas});
     return h("div", {class: "map-card"}, h("span", {class: "title"}, `head ${head}`), mv.el);
   }));
@@ -113,7 +113,7 @@ function drawComparison(app, body, other, a, b) {
   };
   const m = Math.max(maxAbs, 1e-12);
   body.replaceChildren(
-    legend(app.state.cmap, 0, hi, {label: "weight"}),
+    legend(app.state.cmap, 0, hi, {label: "weight", log: app.state.log}),
     h("div", {class: "compare"},
       h("div", {dataset: {layer: app.layer.name}}, h("h3", {}, `H = ${H} (${app.layer.name})`), grid(`H=${H}`, a.weights.data, H)),
       h("div", {dataset: {layer: other.name}}, h("h3", {}, `H = ${H2} (${other.name})`), grid(`H=${H2}`, b.attnWeights.data, H2))),

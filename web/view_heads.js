@@ -59,7 +59,7 @@ export function renderHeads(app, root) {
       onCursor: (r, c, text) => (readout.textContent = text.replace("\n", " · ")),
       activate: () => app.setState({head: app.state.head === head ? null : head}),
     });
-    paint(mv.canvas, data, {offset: off, rows: L, cols: S, lo: 0, hi, cmap, empty});
+    paint(mv.canvas, data, {offset: off, rows: L, cols: S, lo: 0, hi, cmap, empty, log: app.state.log});
     thumbs.push({title, canvas: mv.canvas});
     const selected = app.state.head === head;
     return h("div", {class: `map-card${selected ? " selected" : ""}`},
@@ -73,7 +73,7 @@ export function renderHeads(app, root) {
 
   const parts = [
     h("p", {class: "hint"}, `Rows are queries, columns keys; each row sums to 1. Hover a cell for the exact weight the API returned; click a map (or Enter) to enlarge it.`),
-    legend(cmap, 0, hi, {label: "weight"}),
+    legend(cmap, 0, hi, {label: "weight", log: app.state.log}),
     h("div", {class: "maps"}, cards),
     readout,
   ];
@@ -108,7 +108,7 @@ function zoom(app, head, hi) {
       readout.textContent = `picked query ${r} "${qLabels[r]}", key ${c} "${kLabels[c]}" for the trace's neuron view`;
     },
   });
-  paint(mv.canvas, data, {offset: off, rows: L, cols: S, lo: 0, hi, cmap: app.state.cmap, empty: emptyMask(app)});
+  paint(mv.canvas, data, {offset: off, rows: L, cols: S, lo: 0, hi, cmap: app.state.cmap, empty: emptyMask(app), log: app.state.log});
   mv.box(app.state.qi, app.state.kj, app.state.qi + 1, app.state.kj + 1, "var(--accent)", "picked for the neuron view");
   const [w, hgt] = mv.cssSize;
   const cw = w / S, ch = hgt / L;

@@ -11,10 +11,15 @@ import {scaleTop} from "./view_heads.js";
 
 export const MAX_LINE_TOKENS = 200;
 
-export function renderLines(app, root) {
-  const {weights} = app.result;
+/**
+ * given: what to draw instead of the whole result (a long input's window): {weights: {data,
+ * shape [H, L, S]}, qLabels, kLabels, first: [first query, first key] of the window}.
+ */
+export function renderLines(app, root, given = null) {
+  const {weights} = given || app.result;
   const [H, L, S] = weights.shape;
-  const {qLabels, kLabels} = app.input;
+  const {qLabels, kLabels} = given || app.input;
+  const [q0, k0] = given ? given.first : [0, 0];
   if (L > MAX_LINE_TOKENS || S > MAX_LINE_TOKENS) {
     root.replaceChildren(h("p", {class: "message"},
       `The line view draws up to ${MAX_LINE_TOKENS} tokens a side; this input has ${L} queries and ${S} keys. The heatmaps (Heads) show any length.`));
@@ -79,13 +84,13 @@ export function renderLines(app, root) {
       if (side === "q") for (let j = 0; j < S; j++) vals.push(weights.data[head * L * S + index * S + j]);
       else for (let i = 0; i < L; i++) vals.push(weights.data[head * L * S + i * S + index]);
       const best = vals.indexOf(Math.max(...vals));
-      lines.push(`head ${head}: ${side === "q" ? `strongest key ${best} "${kLabels[best]}"` : `strongest query ${best} "${qLabels[best]}"`} ${f32(vals[best])}`);
+      lines.push(`head ${head}: ${side === "q" ? `strongest key ${k0 + best} "${kLabels[best]}"` : `strongest query ${q0 + best} "${qLabels[best]}"`} ${f32(vals[best])}`);
     }
-    readout.textContent = `${side === "q" ? `query ${index} "${qLabels[index]}"` : `key ${index} "${kLabels[index]}"`} — ${lines.join(" · ")}`;
+    readout.textContent = `${side === "q" ? `query ${q0 + index} "${qLabels[index]}"` : `key ${k0 + index} "${kLabels[index]}"`} — ${lines.join(" · ")}`;
   }
 
   const token = (side, idx, text, top) => {
-    const b = h("button", {type: "button", class: "tok", style: {height: `${rowH}px`}, title: `${side === "q" ? "query" : "key"} ${idx}`}, text);
+    const b = h("button", {type: "button", class: "tok", style: {height: `${rowH}px`}, title: `${side === "q" ? `query ${q0 + idx}` : `key ${k0 + idx}`}`}, text);
     const enter = () => {
       if (!pinned) {
         focus = {side, index: idx};
@@ -141,7 +146,8 @@ export function renderLines(app, root) {
 
   root.replaceChildren(
     h("p", {class: "hint"}, `Each line joins a query (left) to a key (right); its opacity is the head's weight (opaque at ${short(top)}, the scale top). ` +
-      "Hover or focus a token to see only its lines, click it to pin them."),
+      "Hover or focus a token to see only its lines, click it to pin them." +
+      (given ? ` Queries ${q0}–${q0 + L - 1} and keys ${k0}–${k0 + S - 1}: the window of the Heads map.` : "")),
     h("div", {class: "head-toggles", role: "group", "aria-label": "heads shown"}, toggles, all),
     h("div", {class: "lines"}, h("div", {class: "col left"}, qCol), canvas, h("div", {class: "col right"}, kCol)),
     readout);
@@ -169,7 +175,7 @@ export function renderLines(app, root) {
       kLabels.slice(0, S).forEach((t, j) => ctx.fillText(t, (labelW + cssW + 6) * scale, (10 + kTop + j * rowH + rowH / 2) * scale));
       return out;
     },
-    exportData: () => ({heads_shown: [...shown].sort((a, b) => a - b),
+    exportData: () => ({heads_shown: [...shown].sort((a, b) => a - b), first_query: q0, first_key: k0,
                         head_colours: colours.map((c) => hexRgb(c)),
                         attn_weights: {shape: [H, L, S], axes: ["H", "L", "S"], data: Array.from(weights.data)}}),
   };

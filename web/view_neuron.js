@@ -18,13 +18,19 @@ export function renderNeuron(app, trace) {
     return box;
   }
   const headAxis = (st) => st.axes.find((a) => a !== "N" && a !== "L" && a !== "S" && a !== "D") || "H";
-  const H = q.size(headAxis(q)), Hk = k.size(headAxis(k)), D = q.size("D"), L = q.size("L"), S = k.size("S");
+  const H = q.size(headAxis(q)), Hk = k.size(headAxis(k)), D = q.size("D"), S = k.size("S");
+  // the rows and keys the weights hold: all of them, or a long input's window (from q0, k0)
+  const q0 = w.start("L"), Lw = w.size("L"), k0 = w.start("S");
   const Sw = w.size("S"); // keys of the softmax (appended bias_k / zero keys included)
   const {qLabels, kLabels} = app.input;
-  const i = Math.min(app.state.qi, L - 1), j = Math.min(app.state.kj, Sw - 1);
+  const clamp = (v, lo, n) => Math.min(lo + n - 1, Math.max(lo, v));
+  const i = clamp(app.state.qi, q0, Lw), j = clamp(app.state.kj, k0, Sw);
+  // a long row shows its bars around key j
+  const b0 = Sw > 256 ? clamp(j - 128, k0, Sw - 255) : k0, b1 = Math.min(k0 + Sw, b0 + 256);
 
-  const pickQ = h("select", {"aria-label": "query", id: "neuron-q"}, qLabels.slice(0, L).map((t, x) => h("option", {value: String(x), selected: x === i}, `${x}: ${t}`)));
-  const pickK = h("select", {"aria-label": "key", id: "neuron-k"}, kLabels.slice(0, Sw).map((t, x) => h("option", {value: String(x), selected: x === j}, `${x}: ${t}`)));
+  const options = (labels, lo, n, at) => labels.slice(lo, lo + n).map((t, x) => h("option", {value: String(lo + x), selected: lo + x === at}, `${lo + x}: ${t}`));
+  const pickQ = h("select", {"aria-label": "query", id: "neuron-q"}, options(qLabels, q0, Lw, i));
+  const pickK = h("select", {"aria-label": "key", id: "neuron-k"}, options(kLabels, k0, Sw, j));
   pickQ.addEventListener("change", () => app.setState({qi: Number(pickQ.value)}));
   pickK.addEventListener("change", () => app.setState({kj: Number(pickK.value)}));
 
@@ -44,7 +50,7 @@ export function renderNeuron(app, trace) {
     const sum = prod.reduce((a, b) => a + b, 0) / Math.sqrt(D);
     const score = scores.get({[headAxis(scores)]: head, L: i, S: j});
     const row = [];
-    for (let x = 0; x < Sw; x++) row.push(w.get({[headAxis(w)]: head, L: i, S: x}));
+    for (let x = b0; x < b1; x++) row.push(w.get({[headAxis(w)]: head, L: i, S: x}));
     rows.push({head, kh, qi, kj, prod, sum, score, row});
   }
 
@@ -53,15 +59,16 @@ export function renderNeuron(app, trace) {
                                   style: {background: Number.isFinite(v) ? css("diverging", 0.5 + v / (2 * scale)) : "transparent"}})));
   const maxW = Math.max(1e-12, ...rows.flatMap((r) => r.row));
   const bars = (r) => h("div", {class: "bars", dataset: {neuron: "softmax", neuronHead: String(r.head)}},
-    r.row.map((v, x) => h("span", {class: x === j ? "sel" : v === 0 && !Number.isFinite(scores.get({[headAxis(scores)]: r.head, L: i, S: x})) ? "masked" : "",
-                                   title: `key ${x} "${kLabels[x] ?? x}": ${f32(v)}`, dataset: {v: f32(v)},
+    r.row.map((v, x) => h("span", {class: b0 + x === j ? "sel" : v === 0 && !Number.isFinite(scores.get({[headAxis(scores)]: r.head, L: i, S: b0 + x})) ? "masked" : "",
+                                   title: `key ${b0 + x} "${kLabels[b0 + x] ?? b0 + x}": ${f32(v)}`, dataset: {v: f32(v)},
                                    style: {height: `${Math.max(1, (v / maxW) * 32)}px`}})));
 
   const note = j >= S ? `key ${j} is appended by the layer (bias_k or the zero key): no k_heads row, its score comes from the layer's parameters.` : "";
   box.append(
     h("h3", {}, "Neuron view ", h("span", {class: "what"}, "one query and one key, per head: where a weight comes from")),
     h("div", {class: "pick"}, h("label", {}, "query i ", pickQ), h("label", {}, "key j ", pickK),
-      h("span", {class: "hint"}, `score = Σ_d q_i[d]·k_j[d] / √${D} (+ mask); weight = softmax over the ${Sw} keys of row i`)),
+      h("span", {class: "hint"}, `score = Σ_d q_i[d]·k_j[d] / √${D} (+ mask); weight = softmax over the keys of row i` +
+        (b1 - b0 < Sw || k0 > 0 ? ` (bars: keys ${b0}–${b1 - 1})` : ` (${Sw})`))),
     note ? h("p", {class: "hint"}, note) : "",
     h("table", {},
       h("thead", {}, h("tr", {}, ["head", `q_i (${D})`, `k_j (${D})`, "q_i ∘ k_j", "Σ / √hd (here)", "score (API)", "softmax row", "weight (API)"].map((t) => h("th", {}, t)))),
@@ -73,7 +80,7 @@ export function renderNeuron(app, trace) {
         h("td", {class: "num", dataset: {neuron: "dot", neuronHead: String(r.head)}}, Number.isFinite(r.sum) ? short(r.sum, 6) : "—"),
         h("td", {class: "num", dataset: {neuron: "score", neuronHead: String(r.head)}}, f32(r.score)),
         h("td", {}, bars(r)),
-        h("td", {class: "num", dataset: {neuron: "weight", neuronHead: String(r.head)}}, f32(r.row[j])))))),
+        h("td", {class: "num", dataset: {neuron: "weight", neuronHead: String(r.head)}}, f32(r.row[j - b0])))))),
     h("p", {class: "hint"}, "Σ/√hd is summed here in float64 from the trace's float32 values; the score column is the daemon's own number " +
       "(it differs in the last digits by round-off, and by the mask or any position bias the layer adds)."));
   return box;

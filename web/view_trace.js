@@ -9,6 +9,7 @@ import {f32, shapeText} from "./format.js";
 import {paint, range, mapView, legend} from "./heatmap.js";
 import {compose, nested} from "./export.js";
 import {renderNeuron} from "./view_neuron.js";
+import {Stage} from "./attnd.js";
 
 // The steps of torch's order of operations, and the stages each produces.
 const STEPS = [
@@ -56,13 +57,37 @@ export function stagePanels(stage) {
   return {panels, rowAxis: rowDim == null ? null : axes[rowDim], colAxis: axes[colDim], headAxis: headDim == null ? null : axes[headDim]};
 }
 
-function axisLabel(app, axis, i) {
+/**
+ * A long input's stage cut to the window's queries (L) and keys (S) for drawing: thousands of rows
+ * would be slivers. The stage keeps its shape in the API's reply; this copy starts at the window.
+ */
+export function cropStage(stage, win) {
+  if (!win || !stage.axes || stage.select) return stage;
+  const want = stage.axes.map((a, d) => (a === "L" ? win.q : a === "S" ? [win.k[0], Math.min(win.k[1], stage.shape[d])] : [0, stage.shape[d]]));
+  if (want.every(([lo, hi], d) => lo === 0 && hi === stage.shape[d])) return stage;
+  const shape = want.map(([lo, hi]) => hi - lo), out = new Float32Array(shape.reduce((a, b) => a * b, 1));
+  const strides = stage.shape.map((_, d) => stage.shape.slice(d + 1).reduce((a, b) => a * b, 1));
+  const idx = new Array(shape.length).fill(0);
+  for (let o = 0; o < out.length; o++) {
+    let src = 0;
+    for (let d = 0; d < shape.length; d++) src += (want[d][0] + idx[d]) * strides[d];
+    out[o] = stage.data[src];
+    for (let d = shape.length - 1; d >= 0 && ++idx[d] === shape[d]; d--) idx[d] = 0;
+  }
+  const crop = new Stage(stage.name, shape, stage.axes, out, stage.axesGiven, {L: win.q[0], S: win.k[0], H: null});
+  crop.fullShape = stage.shape;
+  return crop;
+}
+
+function axisLabel(app, axis, i, stage) {
+  i += stage.start(axis); // a long input's window starts later
   if (axis === "L") return `L=${i} "${app.input.qLabels[i] ?? i}"`;
   if (axis === "S") return `S=${i} "${app.input.kLabels[i] ?? i}"`;
   return `${axis}=${i}`;
 }
 
 function stageCard(app, stage, exportList, trace) {
+  stage = cropStage(stage, app.traceWindow());
   const {panels, rowAxis, colAxis, headAxis} = stagePanels(stage);
   // the weights of masked scores (−∞) are drawn empty, as in the heatmaps
   const scores = stage.name === "attn_weights" && trace.stage("scores");
@@ -85,18 +110,19 @@ function stageCard(app, stage, exportList, trace) {
     const head = headAxis ? `${headAxis}=${p.index}` : "";
     const mv = mapView({
       rows: p.rows, cols: p.cols, maxPx, maxCell: 14, label: `${stage.name} ${head}`,
-      describe: (r, c) => `${stage.name}${head ? ` · ${head}` : ""}\n${rowAxis ? axisLabel(app, rowAxis, r) + " · " : ""}${axisLabel(app, colAxis, c)}\nvalue ${f32(p.data[r * p.cols + c])}`,
-      activate: pickable ? (r, c) => app.setState({qi: r, kj: c}) : null,
+      describe: (r, c) => `${stage.name}${head ? ` · ${head}` : ""}\n${rowAxis ? axisLabel(app, rowAxis, r, stage) + " · " : ""}${axisLabel(app, colAxis, c, stage)}\nvalue ${f32(p.data[r * p.cols + c])}`,
+      activate: pickable ? (r, c) => app.setState({qi: r + stage.start("L"), kj: c + stage.start("S")}) : null,
     });
     paint(mv.canvas, p.data, {rows: p.rows, cols: p.cols, lo, hi, cmap, empty: masked ? masked[p.index] : null});
     exportList.push({title: `${stage.name} ${head}`, canvas: mv.canvas});
     return h("div", {class: "panel-h"}, head ? h("span", {}, headAxis === "H" ? `head ${p.index}` : head) : null, mv.el);
   });
-  const dims = `${rowAxis ? `rows ${rowAxis}` : ""}${rowAxis ? ", " : ""}columns ${colAxis}${headAxis ? `, one panel per ${headAxis}` : ""}`;
+  const from = (a) => (stage.start(a) ? ` from ${stage.start(a)}` : "");
+  const dims = `${rowAxis ? `rows ${rowAxis}${from(rowAxis)}` : ""}${rowAxis ? ", " : ""}columns ${colAxis}${from(colAxis)}${headAxis ? `, one panel per ${headAxis}` : ""}`;
   return h("div", {class: "stage", dataset: {stage: stage.name}},
     h("span", {class: "name"}, stage.name),
-    h("span", {class: "shape", dataset: {shape: JSON.stringify(stage.shape)}, title: stage.axesGiven ? "axes as the API named them" : "axes inferred from the stage name"},
-      shapeText(stage.shape, stage.axes)),
+    h("span", {class: "shape", dataset: {shape: JSON.stringify(stage.fullShape || stage.shape)}, title: stage.axesGiven ? "axes as the API named them" : "axes inferred from the stage name"},
+      shapeText(stage.fullShape || stage.shape, stage.axes)),
     h("span", {class: "hint"}, dims),
     h("div", {class: "panels"}, drawn),
     legend(cmap, lo, hi, {emptyText: stage.name === "scores" ? "masked (−∞)" : masked ? "masked" : ""}));
@@ -118,10 +144,12 @@ export function renderTrace(app, root) {
     }
     for (const s of trace.stages) // stages a newer daemon adds: shown in order, under their own names
       if (!placed.has(s.name)) steps.push(h("section", {class: "step"}, h("h3", {}, s.name), h("div", {class: "stages"}, stageCard(app, s, exportList, trace))));
-    const E = app.layer.cfg.embed_dim;
+    const E = app.layer.cfg.embed_dim, win = app.traceWindow();
     root.replaceChildren(
       h("p", {class: "hint"}, `Every stage of one pass, with the numbers the API's trace returned (${trace.stages.length} stages; E=${E}). ` +
-        "Hover a cell for its value; click a cell of scores or attn_weights to show that query and key in the neuron view below."),
+        "Hover a cell for its value; click a cell of scores or attn_weights to show that query and key in the neuron view below." +
+        (win ? ` A long input: scores and attn_weights are those of queries ${win.q[0]}–${win.q[1] - 1} × keys ${win.k[0]}–${win.k[1] - 1} ` +
+               "(weights_select; the window of the Heads map, or the picked query's row of it)." : "")),
       h("div", {class: "pipeline"}, steps.flatMap((s, i) => (i ? [h("div", {class: "arrow", "aria-hidden": "true"}, "↓"), s] : [s]))),
       renderNeuron(app, trace));
     return {

@@ -3,7 +3,7 @@
  *
  * Body: {"query": T, "key": T, "value": T, "key_padding_mask": T, "attn_mask": T, "is_causal": b,
  *        "need_weights": b, "average_attn_weights": b, "positions": P, "key_positions": P,
- *        "encoding": "nested"|"flat"|"base64"}
+ *        "weights_select": {...}, "need_output": b, "encoding": "nested"|"flat"|"base64"}
  * (T in any form of tensor.h, P of positions.h; null = absent; is_causal left out = the layer's),
  * and for a trace "stages": [names] (trace.h). The reply is written straight into one buffer that
  * is handed to libmicrohttpd as it is.
@@ -17,10 +17,11 @@
 #include "body.h"
 #include "forward.h"
 
-#define FORWARD_FIELDS                                                                            \
+#define COMMON_FIELDS                                                                             \
     "query, key, value, key_padding_mask, attn_mask, is_causal, need_weights, "                   \
     "average_attn_weights, positions, key_positions, weights_select, encoding"
-#define TRACE_FIELDS FORWARD_FIELDS ", stages"
+#define FORWARD_FIELDS COMMON_FIELDS ", need_output"
+#define TRACE_FIELDS COMMON_FIELDS ", stages"
 
 /* The members whose values are tensors: the scan only delimits them, srv_member_tensor checks them. */
 static const char *const forward_tensors[] = {"query", "key", "value", "key_padding_mask",
@@ -32,6 +33,7 @@ static int read_forward(const srv_app *app, const srv_request *req, const srv_js
                         int n, srv_forward_args *args, srv_encoding *enc, unsigned *stages,
                         srv_error *err)
 {
+    bool need_weights_given = false;
     if (stages)
         *stages = SRV_TRACE_ALL;
     for (int i = 0; i < n; i++) {
@@ -57,8 +59,12 @@ static int read_forward(const srv_app *app, const srv_request *req, const srv_js
                 return -1;
             continue;
         }
-        else if (!strcmp(k, "need_weights"))
+        else if (!strcmp(k, "need_weights")) {
             flag = &args->need_weights;
+            need_weights_given = true;
+        }
+        else if (!stages && !strcmp(k, "need_output"))
+            flag = &args->need_output;
         else if (!strcmp(k, "average_attn_weights"))
             flag = &args->average_attn_weights;
         else if (!strcmp(k, "encoding")) {
@@ -97,6 +103,15 @@ static int read_forward(const srv_app *app, const srv_request *req, const srv_js
     }
     if (!args->query.data)
         return srv_error_set(err, SRV_E_MISSING_FIELD, "query", "query is required");
+    if (!stages && need_weights_given && !args->need_weights && args->select.given)
+        return srv_error_set(err, SRV_E_BAD_REQUEST, "need_weights",
+                             "need_weights is false but weights_select chooses weights to return; "
+                             "leave need_weights out (weights_select implies it)");
+    if (!args->need_output && !args->need_weights && !args->select.given)
+        return srv_error_set(err, SRV_E_BAD_REQUEST, "need_output",
+                             "need_output is false and no weights are asked for: the reply would "
+                             "be empty; ask for weights (need_weights or weights_select), or "
+                             "leave need_output out");
     /* The API defines key and value both left out (self-attention) and value left out (= key);
      * value without key is neither, and torch has no such call: most likely a key forgotten */
     if (args->value.data && !args->key.data)
@@ -312,6 +327,7 @@ static int run(srv_app *app, const srv_request *req, srv_response *resp, bool tr
     if (srv_forward_run(app, layer, &args, stages, &r, err) < 0)
         goto out;
     average = args.average_attn_weights;
+    bool need_output = args.need_output;
     t2 = srv_now();
     if (srv_request_gone(req)) { /* nobody will read the reply: do not write it */
         srv_error_set(err, SRV_E_CANCELLED, "", "the client hung up");
@@ -323,12 +339,16 @@ static int run(srv_app *app, const srv_request *req, srv_response *resp, bool tr
 
     srv_buf *b = &resp->body;
     if (!trace) {
-        srv_response_reserve(resp, estimate(r.plan.out_count, enc) +
+        srv_response_reserve(resp, (need_output ? estimate(r.plan.out_count, enc) : 0) +
                                        estimate(r.plan.weights_count, enc) * (r.plan.top_k ? 2 : 1));
-        srv_buf_puts(b, "{\"output\":");
-        write_tensor(b, r.output, r.plan.out_ndim, r.plan.out_shape, enc);
+        srv_buf_putc(b, '{');
+        if (need_output) {
+            srv_buf_puts(b, "\"output\":");
+            write_tensor(b, r.output, r.plan.out_ndim, r.plan.out_shape, enc);
+        }
+        const char *sep = need_output ? "," : "";
         if (r.attn_weights && r.plan.top_k) { /* a selection's strongest keys per row */
-            srv_buf_puts(b, ",\"attn_topk\":{\"indices\":");
+            srv_buf_printf(b, "%s\"attn_topk\":{\"indices\":", sep);
             srv_tensor_write_i32(b, r.topk_indices, r.plan.weights_ndim, r.plan.weights_shape,
                                  enc);
             srv_buf_puts(b, ",\"values\":");
@@ -336,7 +356,7 @@ static int run(srv_app *app, const srv_request *req, srv_response *resp, bool tr
                          r.weights_dtype);
             srv_buf_putc(b, '}');
         } else if (r.attn_weights) {
-            srv_buf_puts(b, ",\"attn_weights\":");
+            srv_buf_printf(b, "%s\"attn_weights\":", sep);
             write_values(b, r.attn_weights, r.plan.weights_ndim, r.plan.weights_shape, enc,
                          r.weights_dtype);
         }

@@ -508,8 +508,12 @@ int srv_api_layer_get(void *ctx, const srv_request *req, srv_response *resp, srv
     srv_layer *l = srv_registry_get(app->registry, srv_request_param(req, "name"), err);
     if (!l)
         return -1;
-    json_t *doc = describe_json(l, req, app, err);
     srv_etag(resp, l->version);
+    if (srv_not_modified(req, resp, l->version)) {
+        srv_layer_release(l);
+        return 0;
+    }
+    json_t *doc = describe_json(l, req, app, err);
     srv_layer_release(l);
     if (!doc)
         return -1;
@@ -540,6 +544,11 @@ int srv_api_weights_get(void *ctx, const srv_request *req, srv_response *resp, s
     if (!l)
         return -1;
     srv_etag(resp, l->version);
+    srv_response_header(resp, "Vary", "Accept"); /* JSON or safetensors, by Accept */
+    if (srv_not_modified(req, resp, l->version)) {
+        srv_layer_release(l);
+        return 0;
+    }
     if (srv_wants_octet(req)) { /* a safetensors file */
         int rc = srv_weights_reply_safetensors(resp, l, err);
         srv_layer_release(l);

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "api.h"
+#include "http/conditional.h"
 #include "ui_assets.h"
 
 #define UI_CSP                                                                                     \
@@ -41,28 +42,6 @@ static void compute_etags(void)
     }
 }
 
-/* Whether an If-None-Match value (a list of tags, or *) names tag; W/ (weak) tags compare by
- * their opaque part, as RFC 9110 13.1.2 asks for If-None-Match. */
-static bool none_match_hits(const char *header, const char *tag)
-{
-    size_t tlen = strlen(tag);
-    for (const char *p = header; *p;) {
-        while (*p == ' ' || *p == '\t' || *p == ',')
-            p++;
-        if (*p == '*')
-            return true;
-        if (p[0] == 'W' && p[1] == '/')
-            p += 2;
-        size_t n = strcspn(p, ",");
-        while (n > 0 && (p[n - 1] == ' ' || p[n - 1] == '\t'))
-            n--;
-        if (n == tlen && memcmp(p, tag, n) == 0)
-            return true;
-        p += strcspn(p, ",");
-    }
-    return false;
-}
-
 static int serve(const srv_ui_asset *a, const srv_request *req, srv_response *resp, srv_error *err)
 {
     pthread_once(&etags_once, compute_etags);
@@ -73,8 +52,7 @@ static int serve(const srv_ui_asset *a, const srv_request *req, srv_response *re
     srv_response_header(resp, "X-Content-Type-Options", "nosniff");
     srv_response_header(resp, "Content-Security-Policy", "%s", UI_CSP);
     srv_response_header(resp, "Referrer-Policy", "no-referrer");
-    const char *inm = srv_request_header(req, "If-None-Match");
-    if (inm && none_match_hits(inm, tag)) {
+    if (srv_none_match_hits(srv_request_header(req, "If-None-Match"), tag)) {
         resp->status = 304;
         return 0;
     }

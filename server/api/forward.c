@@ -21,6 +21,7 @@ void srv_forward_args_init(srv_forward_args *a)
 {
     memset(a, 0, sizeof *a);
     a->average_attn_weights = true;
+    a->need_output = true;
 }
 
 void srv_forward_args_free(srv_forward_args *a)
@@ -219,10 +220,13 @@ static int too_costly(const srv_app *app, double flops, int64_t N, int64_t L, in
         return 0;
     return srv_error_set(err, SRV_E_TOO_COSTLY, "query",
                          "this pass would cost %.3g FLOPs (N=%lld, L=%lld, S=%lld on embed_dim %lld), "
-                         "over the limit of %.3g (--max-request-flops, about a minute of one core); "
+                         "over the limit of %.3g (--max-request-flops%s); "
                          "send a shorter sequence or a smaller batch",
                          flops, (long long)N, (long long)L, (long long)S0,
-                         (long long)cfg->embed_dim, (double)app->opt.max_request_flops);
+                         (long long)cfg->embed_dim, (double)app->opt.max_request_flops,
+                         app->opt.max_request_flops == SRV_DEFAULT_MAX_REQUEST_FLOPS
+                             ? ", about a minute of one core"
+                             : ""); /* a limit the operator chose says nothing of time */
 }
 
 int srv_forward_check_cost(const srv_app *app, const mha_config *cfg, int q_ndim, const int64_t *q,

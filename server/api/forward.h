@@ -32,6 +32,8 @@ typedef struct srv_forward_args {
     bool is_causal;              /* used when is_causal_given; else the layer's is_causal    */
     bool is_causal_given;
     bool need_weights;           /* default false                                           */
+    bool need_output;            /* default true; false: /v1 forward leaves "output" out of its
+                                  * reply (the pass still computes it: only bytes are saved)   */
     bool average_attn_weights;   /* default true                                            */
     srv_select select;           /* the weights chosen (weights_select; codec/weights_select.h):
                                   * when given, forward returns them (need_weights implied) and

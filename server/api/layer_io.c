@@ -4,12 +4,14 @@
 #include "layer_io.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
 #include "codec/safetensors.h"
 #include "http/accept.h"
+#include "http/conditional.h"
 #include "store/config.h"
 #include "store/persist.h"
 #include "store/weights.h"
@@ -136,6 +138,16 @@ int srv_if_none_match(const srv_request *req, srv_registry *reg, const char *nam
                              "layer '%s' is at version %llu, which If-None-Match names", name,
                              (unsigned long long)now);
     return 0;
+}
+
+bool srv_not_modified(const srv_request *req, srv_response *resp, uint64_t version)
+{
+    char tag[32];
+    snprintf(tag, sizeof tag, "\"%llu\"", (unsigned long long)version);
+    if (!srv_none_match_hits(srv_request_header(req, "If-None-Match"), tag))
+        return false;
+    resp->status = 304;
+    return true;
 }
 
 void srv_etag(srv_response *resp, uint64_t version)

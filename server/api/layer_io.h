@@ -6,7 +6,8 @@
  * a layer and of its weights. If-Match on PUT / DELETE makes the change conditional: "<version>"
  * (W/ prefix tolerated; a comma-separated list: any of them) must be the current version, "*" only
  * asks that the layer exists; anything else is a 409 (docs/api.md; HTTP's usual 412 is not used).
- * If-None-Match: * on PUT /v1/layers/{name} creates only (409 when the layer exists).
+ * If-None-Match: * on PUT /v1/layers/{name} creates only (409 when the layer exists); on GET of a
+ * layer or its weights, * or the current ETag answers 304 Not Modified.
  *
  * PUT /v1/layers/{name} with a safetensors body: the layer's config travels in the file's
  * __metadata__ under "config", as a JSON string (safetensors metadata values are strings), e.g.
@@ -47,6 +48,10 @@ int srv_etag_list(const char *v, uint64_t now, const char *header, uint64_t *fir
 
 /* Adds ETag: "<version>" to resp. */
 void srv_etag(srv_response *resp, uint64_t version);
+
+/* A conditional GET: when the request's If-None-Match is * or names "<version>", sets resp to
+ * 304 Not Modified (no body; the caller has set the ETag) and returns true. */
+bool srv_not_modified(const srv_request *req, srv_response *resp, uint64_t version);
 
 /* True when the request's Accept asks for application/octet-stream with a higher quality than
  * application/json (or the same, listed first). */

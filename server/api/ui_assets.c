@@ -24,6 +24,7 @@
 EMBED(srv_ui_app_js, "app.js");
 EMBED(srv_ui_attnd_js, "attnd.js");
 EMBED(srv_ui_colormap_js, "colormap.js");
+EMBED(srv_ui_deepzoom_js, "deepzoom.js");
 EMBED(srv_ui_dom_js, "dom.js");
 EMBED(srv_ui_export_js, "export.js");
 EMBED(srv_ui_format_js, "format.js");
@@ -39,7 +40,9 @@ EMBED(srv_ui_view_heads_js, "view_heads.js");
 EMBED(srv_ui_view_lines_js, "view_lines.js");
 EMBED(srv_ui_view_neuron_js, "view_neuron.js");
 EMBED(srv_ui_view_params_js, "view_params.js");
+EMBED(srv_ui_view_topk_js, "view_topk.js");
 EMBED(srv_ui_view_trace_js, "view_trace.js");
+EMBED(srv_ui_view_zoom_js, "view_zoom.js");
 
 #define ASSET(sym, file, type)                                                                     \
     {                                                                                              \
@@ -53,6 +56,7 @@ const srv_ui_asset srv_ui_assets[] = {
     ASSET(srv_ui_app_js, "app.js", JS),
     ASSET(srv_ui_attnd_js, "attnd.js", JS),
     ASSET(srv_ui_colormap_js, "colormap.js", JS),
+    ASSET(srv_ui_deepzoom_js, "deepzoom.js", JS),
     ASSET(srv_ui_dom_js, "dom.js", JS),
     ASSET(srv_ui_export_js, "export.js", JS),
     ASSET(srv_ui_format_js, "format.js", JS),
@@ -68,7 +72,9 @@ const srv_ui_asset srv_ui_assets[] = {
     ASSET(srv_ui_view_lines_js, "view_lines.js", JS),
     ASSET(srv_ui_view_neuron_js, "view_neuron.js", JS),
     ASSET(srv_ui_view_params_js, "view_params.js", JS),
+    ASSET(srv_ui_view_topk_js, "view_topk.js", JS),
     ASSET(srv_ui_view_trace_js, "view_trace.js", JS),
+    ASSET(srv_ui_view_zoom_js, "view_zoom.js", JS),
     {NULL, NULL, NULL, NULL},
 };
 

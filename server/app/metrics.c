@@ -19,9 +19,10 @@
 #define ATTND_GIT_REV "unknown"
 #endif
 
-/* status codes with their own series; anything else is counted under its class ("2xx", ...) */
-static const int STATUSES[] = {200, 201, 204, 400, 401, 403, 404, 405, 408,
-                               409, 411, 413, 415, 422, 429, 500, 503};
+/* status codes with their own series: every one attnd answers with (GET / redirects with 302, the
+ * viewer's files answer 304, a full disk 507); any other is counted under its class ("2xx", ...) */
+static const int STATUSES[] = {200, 201, 204, 302, 304, 400, 401, 403, 404, 405, 408,
+                               409, 411, 413, 414, 415, 422, 429, 431, 500, 503, 507};
 #define NSTATUS (int)(sizeof STATUSES / sizeof STATUSES[0])
 #define NSLOTS (NSTATUS + 6) /* + 1xx..5xx classes for the others, + never answered */
 #define SLOT_ABORTED (NSTATUS + 5)

@@ -23,6 +23,7 @@ typedef enum opt_unit {
     U_PLAIN,   /* a whole number                                              */
     U_BYTES,   /* bytes: K, M, G, T (powers of 1024), optionally + "B"/"iB"     */
     U_COUNT,   /* a count: K, M, G, T (powers of 1024)                          */
+    U_FLOPS,   /* floating-point operations: K, M, G, T, P (powers of 1000, as FLOPs are told) */
     U_SECONDS, /* whole seconds: "30", "30s", "30000ms"                         */
     U_MS,      /* milliseconds: "500", "500ms", "2s"                            */
 } opt_unit;
@@ -87,9 +88,9 @@ static const opt_spec specs[] = {
      "all layers' weights held in memory together, the one being created included (507 past it, "
      "before anything is allocated)",
      "a quarter of the memory of the machine or container", NULL},
-    {"max-request-flops", NUM(max_request_flops, U_PLAIN, 1, INT64_C(1) << 62), "FLOPS",
+    {"max-request-flops", NUM(max_request_flops, U_FLOPS, 1, INT64_C(1) << 62), "FLOPS",
      "a forward or trace estimated (from its shapes, as describe's FLOPs) to cost more is refused "
-     "with 413 too_costly before it runs (3000000000000 is about a minute of one core)",
+     "with 413 too_costly before it runs (3T, 3000000000000, is about a minute of one core)",
      NULL, NULL},
     {"log-format", OPT_LOGFMT, FIELD(log_format), U_PLAIN, 0, 0, "text|json|off",
      "one line per request on stderr, as text or JSON", "text", NULL},
@@ -156,7 +157,7 @@ void srv_options_default(srv_options *opt)
      * efficient shape) ran at 54 GFLOP/s on one Zen 4 core at L = S = 16384 (best of repeated runs
      * on the shared build machine, 2026-11-25), 3.2e12 in 60 s; layers with head_dim 64 run at
      * 140-187 GFLOP/s on one thread (docs/benchmarks.md), so this takes them 16-21 s. */
-    opt->max_request_flops = INT64_C(3000000000000);
+    opt->max_request_flops = SRV_DEFAULT_MAX_REQUEST_FLOPS;
     opt->log_format = SRV_LOG_TEXT;
     opt->drain_timeout = 30;
 }
@@ -197,11 +198,28 @@ static void format_size(char *out, size_t size, int64_t n)
         snprintf(out, size, "%" PRId64 "%c", n, suffix[k]);
 }
 
-/* n in the unit's words for --help and errors ("256M", "30s", "2000ms"). */
+/* n with the largest power-of-1000 suffix that divides it ("3T", "1500"), into out. */
+static void format_flops(char *out, size_t size, int64_t n)
+{
+    static const char suffix[] = "KMGTP";
+    int k = -1;
+    while (n != 0 && k < 4 && n % 1000 == 0) {
+        n /= 1000;
+        k++;
+    }
+    if (k < 0)
+        snprintf(out, size, "%" PRId64, n);
+    else
+        snprintf(out, size, "%" PRId64 "%c", n, suffix[k]);
+}
+
+/* n in the unit's words for --help and errors ("256M", "3T", "30s", "2000ms"). */
 static void format_number(char *out, size_t size, int64_t n, opt_unit unit)
 {
     if (unit == U_BYTES || unit == U_COUNT)
         format_size(out, size, n);
+    else if (unit == U_FLOPS)
+        format_flops(out, size, n);
     else if (unit == U_SECONDS)
         snprintf(out, size, "%" PRId64 "s", n);
     else if (unit == U_MS)
@@ -233,6 +251,13 @@ static bool parse_number(const char *v, opt_unit unit, int64_t *out)
         } else if (unit == U_BYTES && !strcasecmp(rest, "B")) {
             rest++;
         }
+    } else if (unit == U_FLOPS) {
+        const char *p = strchr("KMGTP", toupper((unsigned char)*rest));
+        if (*rest && p) {
+            for (int64_t k = 0; k <= p - "KMGTP"; k++)
+                mul *= 1000;
+            rest++;
+        }
     } else if (unit == U_SECONDS) {
         if (!strcmp(rest, "s"))
             rest++;
@@ -258,6 +283,8 @@ static const char *number_words(opt_unit unit)
         return "a size in bytes, optionally with K, M, G or T (powers of 1024), as in 64M";
     case U_COUNT:
         return "a whole number, optionally with K, M, G or T (powers of 1024), as in 16M";
+    case U_FLOPS:
+        return "a whole number of FLOPs, optionally with K, M, G, T or P (powers of 1000), as in 3T";
     case U_SECONDS:
         return "whole seconds, as in 30 or 30s (or 30000ms)";
     case U_MS:
@@ -407,8 +434,9 @@ void srv_options_usage(void *fp, const char *argv0)
             "attnd serves torch.nn.MultiheadAttention layers over HTTP (/v1, /v2; see /openapi.yaml).\n"
             "\n"
             "Every flag --some-name can also be set as the environment variable ATTND_SOME_NAME;\n"
-            "the flag wins. Sizes and counts take K, M, G or T (powers of 1024): 64M. Durations\n"
-            "take s or ms: 30s, 500ms; a bare number is in the unit the flag names.\n\n",
+            "the flag wins. Sizes and counts take K, M, G or T (powers of 1024): 64M; FLOPs take\n"
+            "K, M, G, T or P (powers of 1000): 3T. Durations take s or ms: 30s, 500ms; a bare\n"
+            "number is in the unit the flag names.\n\n",
             argv0);
     char twin[96], def[160], left[96], num[32];
     for (size_t i = 0; i < NSPECS; i++) {

@@ -19,6 +19,9 @@
 #include "base/error.h"
 #include "base/log.h"
 
+/* --max-request-flops's default: about a minute of one core (docs/configuration.md) */
+#define SRV_DEFAULT_MAX_REQUEST_FLOPS INT64_C(3000000000000)
+
 typedef struct srv_options {
     /* listening */
     char host[256];              /* --host, address to bind; default 127.0.0.1             */

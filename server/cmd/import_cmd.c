@@ -86,6 +86,15 @@ static int parse_args(args *a, int argc, char **argv)
             return -1;
         }
         memcpy(flag, s, fl);
+        static const char *const takes_value[] = {"--layer", "--name", "--data-dir", "--check",
+                                                  "--tolerance"};
+        bool known = false;
+        for (size_t k = 0; k < sizeof takes_value / sizeof *takes_value; k++)
+            known = known || !strcmp(flag, takes_value[k]);
+        if (!known) { /* before its value: an unknown flag at the end is no flag missing a value */
+            fprintf(stderr, "attnd import: unknown option '%s' (see attnd import --help)\n", flag);
+            return -1;
+        }
         if (eq)
             val = eq + 1;
         else if (i + 1 < argc)
@@ -109,16 +118,13 @@ static int parse_args(args *a, int argc, char **argv)
             a->data_dir = val;
         } else if (!strcmp(flag, "--check")) {
             a->check = val;
-        } else if (!strcmp(flag, "--tolerance")) {
+        } else { /* --tolerance */
             char *end;
             a->tolerance = strtod(val, &end);
             if (!*val || *end || !(a->tolerance >= 0)) {
                 fprintf(stderr, "attnd import: --tolerance must be a number >= 0, got '%s'\n", val);
                 return -1;
             }
-        } else {
-            fprintf(stderr, "attnd import: unknown option '%s' (see attnd import --help)\n", flag);
-            return -1;
         }
     }
     const char *missing = !a->checkpoint ? "CHECKPOINT" : !a->have_layer ? "--layer"

@@ -481,6 +481,18 @@ static const char *parse_shape(parse_ctx *c, const char *p, int max_dims, int64_
     }
 }
 
+/* Whether [s, s+n) holds only the base64 alphabet (RFC 4648: A-Z a-z 0-9 + /). */
+static bool base64_text(const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        char ch = s[i];
+        if (!((ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') ||
+              ch == '+' || ch == '/'))
+            return false;
+    }
+    return true;
+}
+
 /* The flat and base64 forms: {"shape": [...], "dtype": "...", "data": [...] | "base64": "..."}. */
 static const char *parse_object_form(parse_ctx *c, const char *p, srv_tensor *out)
 {
@@ -683,6 +695,14 @@ members_done:
                           "%s.base64 is not valid base64 (its length %zu is not a multiple of 4; "
                           "padding '=' is required)",
                           c->field, slen);
+            goto fail;
+        }
+        if (have != need && !base64_text(s, slen - pad)) { /* say the real fault first */
+            free(unescaped);
+            srv_error_set(c->err, SRV_E_BAD_REQUEST, c->top,
+                          "%s.base64 is not valid base64 (RFC 4648 alphabet A-Z a-z 0-9 + /, '=' "
+                          "padding, no line breaks)",
+                          c->field);
             goto fail;
         }
         if (have != need) {

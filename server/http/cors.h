@@ -14,7 +14,8 @@ const char *srv_cors_allow_origin(const char *configured, const char *origin);
 /* What a preflight (OPTIONS) reply allows. */
 #define SRV_CORS_ALLOW_METHODS "GET, HEAD, PUT, POST, DELETE, OPTIONS"
 #define SRV_CORS_ALLOW_HEADERS \
-    "Authorization, Content-Type, Accept, If-Match, Inference-Header-Content-Length, X-Request-Id"
+    "Authorization, Content-Type, Accept, If-Match, If-None-Match, Inference-Header-Content-Length, " \
+    "X-Request-Id"
 #define SRV_CORS_EXPOSE_HEADERS \
     "ETag, Retry-After, Inference-Header-Content-Length, Location, Server-Timing, X-Request-Id"
 #define SRV_CORS_MAX_AGE 600

@@ -36,6 +36,7 @@ struct srv_http {
     int nworkers;
     req_ctx *jobs_head, *jobs_tail;
     int busy;             /* handed to a worker and not resumed yet (atomic)           */
+    int working;          /* jobs handed to the workers, not finished nor dropped (atomic) */
     bool stopping;
 };
 
@@ -64,6 +65,7 @@ struct req_ctx {
     srv_response *done;  /* the worker's response, queued when the connection resumes         */
     req_ctx *next_job;
     double queued_at;    /* srv_now() when handed to the workers                               */
+    bool worker_idle;    /* a worker was idle when it was handed over: it waited for none       */
     int status;
     size_t bytes_in, bytes_out;
     /* the request target as libmicrohttpd's URI log callback saw it (strict.c) */

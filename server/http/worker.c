@@ -34,7 +34,9 @@ static void *worker_main(void *arg)
         if (srv_request_gone(&c->req)) { /* its client hung up while it waited: drop it */
             c->cancelled = true;
             c->done = NULL;
+            __atomic_sub_fetch(&h->working, 1, __ATOMIC_RELEASE);
             MHD_resume_connection(c->req.conn);
+            __atomic_sub_fetch(&h->busy, 1, __ATOMIC_RELEASE);
             continue;
         }
         srv_response *resp = malloc(sizeof *resp);
@@ -42,9 +44,12 @@ static void *worker_main(void *arg)
             srv_http_response_init(resp);
             /* Every worker was busy for longer than a pass may wait for a slot: the daemon is
              * over capacity; say so rather than let the queue grow. A worker route (a layer
-             * change) waits its turn instead: it is no pass, and its client asked for a change. */
+             * change) waits its turn instead: it is no pass, and its client asked for a change.
+             * A job handed over while a worker was idle waited for none, only for that worker to
+             * wake up: never refused, or --queue-wait-ms 0 ("no wait") would refuse every one. */
             double waited_ms = (srv_now() - c->queued_at) * 1e3;
-            if (waited_ms > h->cfg.queue_wait_ms && !(c->req.route->flags & SRV_ROUTE_WORKER)) {
+            if (!c->worker_idle && waited_ms > h->cfg.queue_wait_ms &&
+                !(c->req.route->flags & SRV_ROUTE_WORKER)) {
                 srv_error err = {0};
                 srv_error_set(&err, SRV_E_UNAVAILABLE, "",
                               "busy: waited %.0f ms for one of %d workers (--max-inflight); retry "
@@ -56,6 +61,8 @@ static void *worker_main(void *arg)
             }
         }
         c->done = resp; /* NULL: out of memory, answered when resumed */
+        /* free before the reply can reach the client, whose next job then finds this worker idle */
+        __atomic_sub_fetch(&h->working, 1, __ATOMIC_RELEASE);
         MHD_resume_connection(c->req.conn);
         __atomic_sub_fetch(&h->busy, 1, __ATOMIC_RELEASE);
     }
@@ -84,6 +91,8 @@ bool srv_http_offload(req_ctx *c)
     }
     c->offloaded = true;
     __atomic_add_fetch(&h->busy, 1, __ATOMIC_RELAXED);
+    /* no more jobs in the workers' hands than workers, this one included: one is idle for it */
+    c->worker_idle = __atomic_add_fetch(&h->working, 1, __ATOMIC_ACQUIRE) <= h->nworkers;
     MHD_suspend_connection(c->req.conn);
     c->next_job = NULL;
     c->queued_at = srv_now();
@@ -137,8 +146,10 @@ void srv_http_job_gone(void *cls, struct MHD_Connection *conn)
     if (found) {
         if (h->hooks.queued)
             h->hooks.queued(h->hooks.ctx, -1);
+        __atomic_sub_fetch(&h->working, 1, __ATOMIC_RELEASE);
         found->cancelled = true;
         found->done = NULL;
         MHD_resume_connection(conn);
+        __atomic_sub_fetch(&h->busy, 1, __ATOMIC_RELEASE);
     }
 }

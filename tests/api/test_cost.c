@@ -85,7 +85,8 @@ static void test_default_limit(void)
                       "{\"query\": {\"dtype\": \"float32\", \"base64\": \"!!!!\", \"shape\": [1, 262144, 64]}}",
                       "L=262144");
     expect_too_costly(d, "trace, the same", "/v1/layers/demo/trace",
-                      "{\"query\": {\"shape\": [1, 262144, 64], \"data\": [0]}}", NULL);
+                      "{\"query\": {\"shape\": [1, 262144, 64], \"data\": [0]}}",
+                      "about a minute of one core");
     expect_status(d, "a pass under the limit", fwd, "{\"query\": [[[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, "
                   "11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, "
                   "32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43, 44, 45, 46, 47, 48, 49, 50, 51, 52, "
@@ -106,6 +107,13 @@ static void test_small_limit(void)
 
     char *q = nested_query(2048);
     expect_too_costly(d, "nested [1,2048,64]", fwd, q, "1.14e+09");
+    /* the default is a minute of one core; a limit the operator chose is not said to be one */
+    hc_response r;
+    hc_request(d, "POST", fwd, NULL, q, -1, NULL, &r);
+    CHECK(r.status == 413 && strstr(r.body, "over the limit of 1e+09 (--max-request-flops)") &&
+              !strstr(r.body, "minute"),
+          "a chosen limit is named without the default's time (%.300s)", r.body);
+    hc_response_free(&r);
     free(q);
     q = nested_query(1024);
     expect_status(d, "nested [1,1024,64] is under it", fwd, q, 200, NULL);
@@ -133,7 +141,6 @@ static void test_small_limit(void)
                   "bad_json");
 
     /* describe gives the same estimate for the same N, L, S */
-    hc_response r;
     hc_request(d, "GET", "/v1/layers/demo?L=2048", NULL, NULL, 0, NULL, &r);
     json_t *doc = hc_json(&r);
     double v = json_number_value(json_object_get(json_object_get(doc, "flops"), "value"));

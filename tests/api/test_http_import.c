@@ -209,6 +209,11 @@ static void test_cli(json_t *cases)
     const char *bad_name[] = {HF_DIR "/bert_base", "--layer", "0", "--name", "../x", "--data-dir", dd, NULL};
     CHECK(run_import(out, sizeof out, err, sizeof err, bad_name) == 2 && strstr(err, "not a layer name"),
           "bad --name: %s", err);
+    const char *unknown_last[] = {HF_DIR "/bert_base", "--layer", "0", "--name", "x", "--data-dir", dd,
+                                  "--bogus", NULL};
+    CHECK(run_import(out, sizeof out, err, sizeof err, unknown_last) == 2 &&
+              strstr(err, "unknown option '--bogus'"),
+          "an unknown flag last is named as unknown, not as missing its value: %s", err);
     const char *help[] = {"--help", NULL};
     CHECK(run_import(out, sizeof out, err, sizeof err, help) == 0 && strstr(out, "--checkpoints") == NULL &&
               strstr(out, "--layer I"), "--help: %s", out);

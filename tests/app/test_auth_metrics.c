@@ -146,6 +146,11 @@ static void test_metrics(void)
     srv_metrics_request_end(m, 1, 418, 20.0, 5, 5);
     srv_metrics_request_begin(m);
     srv_metrics_request_end(m, 0, 0, 0.5, 10, 0);
+    /* the codes attnd itself answers with have their own series: a redirect, a full disk */
+    srv_metrics_request_begin(m);
+    srv_metrics_request_end(m, 0, 302, 0.0001, 0, 0);
+    srv_metrics_request_begin(m);
+    srv_metrics_request_end(m, 0, 507, 0.0001, 0, 0);
     srv_metrics_forward(m, false, 1234.0);
     srv_metrics_forward(m, true, 10.0);
     srv_metrics_connection(m, 1);
@@ -185,6 +190,8 @@ static void test_metrics(void)
         "attnd_http_connections_closed_total{reason=\"half_closed\"} 2\n",
         "attnd_http_connections_closed_total{reason=\"reply_too_slow\"} 0\n",
         "attnd_http_requests_total{method=\"GET\",route=\"/v1/layers\",code=\"408\"} 1\n",
+        "attnd_http_requests_total{method=\"GET\",route=\"/v1/layers\",code=\"302\"} 1\n",
+        "attnd_http_requests_total{method=\"GET\",route=\"/v1/layers\",code=\"507\"} 1\n",
         "attnd_layers 3\n",
         "attnd_layers_damaged 1\n",
         "attnd_ready 1\n",

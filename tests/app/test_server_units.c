@@ -171,8 +171,8 @@ static void test_options(void)
     fclose(f);
 }
 
-/* Sizes and counts take K/M/G/T (powers of 1024), durations s/ms, in flags and twins alike; a bad
- * value names the option and what it takes. */
+/* Sizes and counts take K/M/G/T (powers of 1024), FLOPs K/M/G/T/P (powers of 1000), durations
+ * s/ms, in flags and twins alike; a bad value names the option and what it takes. */
 static void test_option_units(void)
 {
     static const struct {
@@ -198,6 +198,14 @@ static void test_option_units(void)
         {"--queue-wait-ms", "0", offsetof(srv_options, queue_wait_ms), false, 0},
         {"--watch-interval-ms", "1s", offsetof(srv_options, watch_interval_ms), false, 1000},
         {"--drain-timeout", "0s", offsetof(srv_options, drain_timeout), false, 0},
+        /* FLOPs are told in powers of 1000 (a teraFLOP is 1e12) */
+        {"--max-request-flops", "3T", offsetof(srv_options, max_request_flops), true,
+         INT64_C(3000000000000)},
+        {"--max-request-flops", "500g", offsetof(srv_options, max_request_flops), true,
+         INT64_C(500000000000)},
+        {"--max-request-flops", "2P", offsetof(srv_options, max_request_flops), true,
+         INT64_C(2000000000000000)},
+        {"--max-request-flops", "1000000", offsetof(srv_options, max_request_flops), true, 1000000},
     };
     for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
         for (int env = 0; env < 2; env++) {
@@ -241,6 +249,9 @@ static void test_option_units(void)
         {"--threads", "+2", "a whole number, from 1 to 1024"},
         {"--log-format", "xml", "text, json, off"},
         {"--demo", "maybe", "true/false/1/0"},
+        {"--max-request-flops", "3X", "K, M, G, T or P (powers of 1000)"},
+        {"--max-request-flops", "1e12", "a whole number of FLOPs"},
+        {"--max-request-flops", "0", "from 1 to"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         srv_options o;

@@ -639,6 +639,11 @@ static void test_cors(void)
     CHECK(r.status == 204 && strcmp(ao, "https://app.example") == 0 && strstr(am, "POST") &&
               strcasestr(ah, "content-type") && atoi(ma) > 0,
           "preflight: %ld origin=%s methods=%s headers=%s max-age=%s", r.status, ao, am, ah, ma);
+    /* every header the API reads may be sent (If-None-Match: * makes a PUT create-only) */
+    static const char *const asked[] = {"Authorization", "If-Match", "If-None-Match",
+                                        "X-Request-Id", "Inference-Header-Content-Length"};
+    for (size_t i = 0; i < sizeof asked / sizeof *asked; i++)
+        CHECK(strcasestr(ah, asked[i]), "the preflight allows %s: %s", asked[i], ah);
     hc_response_free(&r);
     const char *from[] = {"Origin: https://app.example", NULL};
     hc_opts of = {.headers = from};

@@ -14,9 +14,10 @@ import {readFile, writeFile, mkdtemp, rm, stat} from "node:fs/promises";
 import {tmpdir} from "node:os";
 import path from "node:path";
 import {fileURLToPath, pathToFileURL} from "node:url";
-import {decodeTensor} from "../../../web/attnd.js";
+import {decodeTensor, encodeTensor} from "../../../web/attnd.js";
 import {f32} from "../../../web/format.js";
-import {luminance} from "../../../web/colormap.js";
+import {luminance, rgb, colourIndex} from "../../../web/colormap.js";
+import {generateTokens, tokenInputs} from "../../../web/tokens.js";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const repo = path.resolve(here, "../../..");
@@ -25,6 +26,10 @@ const ATTND = path.resolve(repo, args.attnd || "build/attnd");
 const CHROMIUM = args.chromium || "/usr/bin/chromium";
 const PLAYWRIGHT = path.resolve(repo, args.playwright || "build/ui-node/node_modules/playwright-core");
 const SCREENSHOT = args.screenshot ? path.resolve(repo, args.screenshot) : null;
+const ZOOM_SHOT = SCREENSHOT ? path.join(path.dirname(SCREENSHOT), "viewer-zoom.png") : null;
+// The API of this tree chooses weights (weights_select) when its openapi.yaml says so: then the
+// daemon built from it must, and long inputs are checked strictly.
+const SELECTS = /weights_select/.test(await readFile(path.join(repo, "openapi.yaml"), "utf8"));
 
 let passed = 0, failed = 0;
 function check(name, ok, detail = "") {
@@ -427,11 +432,217 @@ try {
     const ms = await page.evaluate(() => window.attndViewer.lastDrawMs);
     check("L = S = 512, H = 16: all 17 maps drawn", maps.length === 17 && maps.every((m) => m === "512x512"), `${maps.length} maps; drawn in ${Math.round(ms)} ms`);
     console.log(`     (measured, not asserted: 16 heads of 512 x 512 and their mean drawn in ${Math.round(ms)} ms)`);
-    const tooBig = Array.from({length: 1100}, (_, i) => `t${i % 50}`).join(" "); // 16 x 1100 x 1100 weights
-    await page.goto(pageUrl(main, `layer=wide&q=${encodeURIComponent(tooBig)}`));
-    await page.waitForFunction(() => !document.querySelector("#message").hidden);
-    const msg = await page.textContent("#message");
-    check("a request too large to draw is refused with a message, not sent", /Too large to draw/.test(msg), msg);
+    await page.close();
+    if (!SELECTS) { // a daemon that cannot choose weights: past the limit, the page says so
+      const tooBig = Array.from({length: 1100}, (_, i) => `t${i % 50}`).join(" "); // 16 x 1100 x 1100 weights
+      const old = await open(pageUrl(main, `layer=wide&q=${encodeURIComponent(tooBig)}`), {expectErrors: /status of 400/});
+      await old.waitForFunction(() => !document.querySelector("#message").hidden);
+      const msg = await old.textContent("#message");
+      check("past the drawing limit, a daemon without weights_select: a message, no map", /Too large to draw/.test(msg) && /weights_select/.test(msg), msg);
+      await old.close();
+    }
+  });
+
+  // ---- a long input: pooled overview, deep zoom, top-k, each checked against the API's numbers
+  await step("long input", async () => {
+    if (!SELECTS) return console.log("     (skipped: this tree's API has no weights_select yet)");
+    const N = 8192, layer = "demo";
+    const info = (await api(main, "GET", `/v1/layers/${layer}`)).json;
+    const H = info.config.num_heads;
+    // the input, made here as the page makes it: generated words, seeded vectors, positions
+    const tokens = generateTokens(N, 0);
+    const {query} = tokenInputs(info.config, tokens, [], {seed: 0, scale: 1, positions: true});
+    const ask = async (sel, average) => {
+      let r;
+      for (let n = 0; n < 20; n++) { // a daemon busy with the page's passes answers 503 + Retry-After
+        r = await api(main, "POST", `/v1/layers/${layer}/forward`, {query: encodeTensor(query), encoding: "base64", average_attn_weights: average, weights_select: sel});
+        if (r.status !== 503) break;
+        await new Promise((resolve) => setTimeout(resolve, 1000 * Number(r.headers.get("Retry-After") || 1)));
+      }
+      if (r.status !== 200) throw new Error(`forward with ${JSON.stringify(sel)}: ${r.status} ${short(r.text, 300)}`);
+      return r.json;
+    };
+    // the colour scale's top: the largest weight of every head, each pooled to one cell by max
+    const maxes = decodeTensor((await ask({pool: [N, N], pool_op: "max"}, false)).attn_weights);
+    const top = Math.max(...maxes.data);
+    check("one cell per head: the largest weight of each ([H, 1, 1])", maxes.shape.join() === `${H},1,1` && top > 0 && top <= 1, `${maxes.shape} ${top}`);
+
+    const page = await context.newPage();
+    // a 503 (the daemon's queue full of this page's passes) is waited out and asked again, as Retry-After says
+    page.on("console", (m) => m.type() === "error" && !/status of 503/.test(m.text()) && consoleErrors.push(`long input: ${m.text()}`));
+    page.on("pageerror", (e) => consoleErrors.push(`long input: ${e.message}`));
+    let sentQuery = null;
+    page.on("request", (r) => {
+      if (!sentQuery && r.url().endsWith("/forward")) sentQuery = decodeTensor(JSON.parse(r.postData()).query);
+    });
+    const t0 = Date.now();
+    await page.goto(pageUrl(main, `layer=${layer}&gen=${N}`));
+    await settled(page);
+    console.log(`     (measured, not asserted: the overview of ${N} tokens drawn ${Date.now() - t0} ms after loading the page)`);
+    check(`gen=${N}: the page sends ${N} generated tokens' vectors, bit for bit as made here`, sentQuery && sentQuery.shape.join() === `${N},${info.config.embed_dim}` &&
+          Buffer.from(sentQuery.data.buffer).equals(Buffer.from(query.data.buffer)), sentQuery && sentQuery.shape.join());
+    const legendTop = Number(await page.getAttribute(".legend[data-top]", "data-top"));
+    check("one colour scale: 0 to the largest weight of the whole map", legendTop === top, `legend ${legendTop}, API ${top}`);
+
+    // every drawn map against the API's numbers for its window and pooling
+    const cellsMatch = async (sel, label, log = false) => {
+      const c = await page.$eval(sel, (el) => ({...el.dataset, width: el.width, height: el.height}));
+      const [q0, q1] = c.queries.split(":").map(Number), [k0, k1] = c.keys.split(":").map(Number);
+      const pool = c.poolOp && c.pool.split(",").map(Number);
+      const one = c.head !== "mean";
+      const reply = await ask({queries: [q0, q1], keys: [k0, k1], pool, pool_op: c.poolOp, ...(one ? {heads: [Number(c.head)]} : {})}, !one);
+      const w = decodeTensor(reply.attn_weights);
+      const rows = Math.ceil((q1 - q0) / pool[0]), cols = Math.ceil((k1 - k0) / pool[1]);
+      const px = await pixels(page, sel);
+      const bad = [];
+      if (px.width !== cols || px.height !== rows || w.data.length !== rows * cols) bad.push(`canvas ${px.width}x${px.height}, API ${w.shape}, want ${cols}x${rows}`);
+      else
+        for (let r = 0; r < rows; r++)
+          for (let col = 0; col < cols; col++) {
+            const v = w.data[r * cols + col];
+            const want = rgb("viridis", colourIndex(v, 0, top, log) / 255); // the colour step of v (colormap.test.mjs checks the steps)
+            const got = px.rgb(col, r);
+            if (px.alpha(col, r) !== 255 || got.some((x, i) => x !== want[i])) bad.push(`(${r}, ${col}) ${f32(v)}: [${got}] want [${want}]`);
+          }
+      check(`${label}: every drawn cell is the colour of the API's number (${c.head}, queries ${c.queries}, keys ${c.keys}, ${c.poolOp} over ${c.pool}${log ? ", log scale" : ""})`, bad.length === 0, bad.slice(0, 4).join("; "));
+      return {q: [q0, q1], k: [k0, k1], pool, rows, cols, head: c.head, w};
+    };
+    const thumb = await cellsMatch('canvas[data-head="2"]:not([data-zoom])', "overview, head 2");
+    check("the overview covers every query and key, pooled to fit its canvas", thumb.q.join() === `0,${N}` && thumb.k.join() === `0,${N}` &&
+          thumb.rows <= 128 && thumb.cols <= 128 && thumb.pool.join() === `${Math.ceil(N / 128)},${Math.ceil(N / 128)}`, JSON.stringify(thumb.pool));
+    const heads = await page.$$eval("canvas[data-head]:not([data-zoom])", (cs) => cs.map((c) => c.dataset.head).join());
+    check("an overview of every head and of their mean", heads === [...Array(H).keys(), "mean"].join(), heads);
+    const z0 = await cellsMatch('canvas[data-zoom="1"]', "the enlarged overview");
+
+    // zoom 1: the keyboard, around a cell picked with the arrow keys
+    await page.focus('canvas[data-zoom="1"]');
+    for (let i = 0; i < 30; i++) await page.keyboard.press("Shift+ArrowDown");
+    for (let i = 0; i < 20; i++) await page.keyboard.press("Shift+ArrowRight");
+    await page.keyboard.press("+");
+    await page.waitForFunction(() => /[?&]zq=/.test(location.search));
+    await settled(page);
+    const z1 = await cellsMatch('canvas[data-zoom="1"]', "zoom 1 (+ on the focused map)");
+    const centre = (win) => [(win.q[0] + win.q[1]) / 2, (win.k[0] + win.k[1]) / 2];
+    // the cursor's cell (row 300, column 200) stays where it was on the canvas
+    const [qc, kc] = [(300.5 * z0.pool[0]), (200.5 * z0.pool[1])];
+    const stays = (c, win, n) => Math.abs((c - win[0]) / (win[1] - win[0]) - c / n) < 0.001;
+    check("+ halves the window around the cursor's cell, at finer pooling", z1.q[1] - z1.q[0] === N / 2 && z1.k[1] - z1.k[0] === N / 2 && z1.pool[0] < z0.pool[0] &&
+          stays(qc, z1.q, N) && stays(kc, z1.k, N), `window ${JSON.stringify([z1.q, z1.k])}, pool ${z1.pool}, cursor at query ${qc}, key ${kc}`);
+
+    // zoom 2: drag a rectangle
+    const box = await page.locator('canvas[data-zoom="1"]').boundingBox();
+    await page.mouse.move(box.x + box.width * 0.25, box.y + box.height * 0.5);
+    await page.mouse.down();
+    await page.mouse.move(box.x + box.width * 0.3, box.y + box.height * 0.54, {steps: 4});
+    await page.mouse.up();
+    await page.waitForFunction((q) => new URLSearchParams(location.search).get("zq") !== q, `${z1.q[0]}:${z1.q[1]}`);
+    await settled(page);
+    const z2 = await cellsMatch('canvas[data-zoom="1"]', "zoom 2 (a dragged rectangle)");
+    check("a dragged rectangle becomes the window", z2.k[0] >= z1.k[0] + (z1.k[1] - z1.k[0]) * 0.24 && z2.k[1] <= z1.k[0] + (z1.k[1] - z1.k[0]) * 0.32 &&
+          z2.q[0] >= z1.q[0] + (z1.q[1] - z1.q[0]) * 0.49 && z2.q[1] <= z1.q[0] + (z1.q[1] - z1.q[0]) * 0.56, JSON.stringify([z2.q, z2.k]));
+
+    // zoom 3: the wheel, down to single weights with their tokens
+    const box2 = await page.locator('canvas[data-zoom="1"]').boundingBox();
+    await page.mouse.move(box2.x + box2.width / 2, box2.y + box2.height / 2);
+    await page.mouse.wheel(0, -200);
+    await page.waitForFunction((q) => new URLSearchParams(location.search).get("zq") !== q, `${z2.q[0]}:${z2.q[1]}`);
+    await settled(page);
+    const z3 = await cellsMatch('canvas[data-zoom="1"]', "zoom 3 (the wheel)");
+    const [c2, c3] = [centre(z2), centre(z3)];
+    check("the wheel zooms in around the pointer, down to single weights", z3.pool.join() === "1,1" && Math.abs(c3[0] - c2[0]) <= 2 && Math.abs(c3[1] - c2[1]) <= 2 &&
+          z3.q[1] - z3.q[0] < z2.q[1] - z2.q[0], JSON.stringify([z3.q, z3.k, z3.pool]));
+    await cellsMatch('canvas[data-head="0"]:not([data-zoom])', "the small maps follow the window");
+
+    // the zoom-in button, until the cells are large enough for their tokens
+    let z4 = z3;
+    for (let n = 0; n < 4 && !(await page.$(".zoom .qlabel")); n++) {
+      await page.evaluate(() => (document.querySelector("#status").textContent = ""));
+      await page.click("#zoom-in");
+      await settled(page);
+      z4 = await cellsMatch('canvas[data-zoom="1"]', "the zoom-in button");
+    }
+    const labels = await page.$$eval(".zoom .qlabel", (ls) => ls.map((l) => l.textContent));
+    const klabels = await page.$$eval(".zoom .klabel", (ls) => ls.map((l) => l.textContent));
+    check("single weights come with their query and key tokens", labels.length === z4.rows && labels.every((t, i) => t === tokens[z4.q[0] + i]) &&
+          klabels.length === z4.cols && klabels.every((t, j) => t === tokens[z4.k[0] + j]), `${z4.rows} x ${z4.cols}: ${labels.slice(0, 4).join(" ")}`);
+    const zb = await page.locator('canvas[data-zoom="1"]').boundingBox();
+    await page.mouse.move(zb.x + (2.5 * zb.width) / z4.cols, zb.y + (1.5 * zb.height) / z4.rows);
+    const tip = await page.textContent("#tip");
+    check("hover over a single weight shows the API's number and both tokens", tip.includes(`weight ${f32(z4.w.data[z4.cols + 2])}`) &&
+          tip.includes(`"${tokens[z4.q[0] + 1]}"`) && tip.includes(`"${tokens[z4.k[0] + 2]}"`), tip);
+
+    // the logarithmic scale: the same numbers, their colours over four decades below the top
+    await page.evaluate(() => (document.querySelector("#status").textContent = ""));
+    await page.selectOption("#log", "1");
+    await settled(page);
+    await cellsMatch('canvas[data-zoom="1"]', "the logarithmic scale", true);
+    await cellsMatch('canvas[data-head="3"]:not([data-zoom])', "the logarithmic scale", true);
+    if (ZOOM_SHOT && (process.env.UPDATE_SCREENSHOT === "1" || !(await stat(ZOOM_SHOT).then(() => true, () => false)))) {
+      await page.mouse.move(0, 0);
+      await page.evaluate(() => (document.querySelector("#status").textContent = ""));
+      await page.screenshot({path: ZOOM_SHOT});
+      console.log(`     screenshot written: ${path.relative(repo, ZOOM_SHOT)}`);
+    }
+    await page.evaluate(() => (document.querySelector("#status").textContent = ""));
+    await page.selectOption("#log", "0");
+    await settled(page);
+
+    // the URL holds the zoom: a copy of the link draws the same cells
+    const copy = await open(page.url());
+    await settled(copy);
+    const [a, b] = [await pixels(page, 'canvas[data-zoom="1"]'), await pixels(copy, 'canvas[data-zoom="1"]')];
+    check("a link to the zoomed view draws the same window, the same pixels", Buffer.from(a.data).equals(Buffer.from(b.data)), `${a.width}x${a.height} vs ${b.width}x${b.height}`);
+    await copy.close();
+    await page.evaluate(() => (document.querySelector("#status").textContent = ""));
+    await page.goBack();
+    await settled(page);
+    const back = await page.getAttribute('canvas[data-zoom="1"]', "data-queries"), prev = z4 === z3 ? z2 : z3;
+    check("Back returns to the previous zoom", back === `${prev.q[0]}:${prev.q[1]}`, `${back}, before: ${prev.q[0]}:${prev.q[1]}`);
+    await page.evaluate(() => (document.querySelector("#status").textContent = ""));
+    await page.goForward();
+    await settled(page);
+
+    // top-k of head 1 for the window's queries, against the API
+    await page.click("#tab-topk");
+    await page.waitForSelector("tr[data-query]");
+    await page.selectOption("#topk-head", "1");
+    await page.waitForFunction(() => /[?&]head=1/.test(location.search) && document.querySelector("#topk-head")?.value === "1");
+    await settled(page);
+    const shown = await page.$$eval("tr[data-query]", (rows) => rows.map((r) => ({q: Number(r.dataset.query), token: r.querySelectorAll("th")[1].textContent,
+      keys: [...r.querySelectorAll("td[data-key]")].map((td) => ({j: Number(td.dataset.key), v: td.dataset.v, token: td.querySelector(".tok-text").textContent}))})));
+    const rows = Math.min(100, z4.q[1] - z4.q[0]);
+    const tk = (await ask({heads: [1], queries: [z4.q[0], z4.q[0] + rows], keys: z4.k, top_k: 8}, false)).attn_topk;
+    const idx = decodeTensor(tk.indices), val = decodeTensor(tk.values);
+    const badK = [];
+    if (shown.length !== rows || idx.shape.join() !== `1,${rows},8`) badK.push(`${shown.length} rows shown, API shape ${idx.shape}`);
+    else
+      shown.forEach((row, i) => {
+        if (row.q !== z4.q[0] + i || row.token !== tokens[row.q]) badK.push(`row ${i}: query ${row.q} "${row.token}"`);
+        row.keys.forEach((key, x) => {
+          const j = idx.data[i * 8 + x], v = val.data[i * 8 + x];
+          if (key.j !== j || key.v !== f32(v) || key.token !== tokens[j]) badK.push(`query ${row.q} #${x + 1}: key ${key.j} "${key.token}" ${key.v}, API ${j} ${f32(v)}`);
+        });
+      });
+    check("the top-k view lists each query's 8 strongest keys of head 1 with their tokens, as the API ranks them", badK.length === 0 && shown.length > 0, badK.slice(0, 4).join("; "));
+
+    // the neuron view works on the chosen rows: pick a pair in the top-k list, read the trace's numbers
+    const pick = shown[3].keys[0];
+    await page.click(`tr[data-query="${shown[3].q}"] td[data-key="${pick.j}"] button`);
+    await page.waitForFunction(([q, k]) => new URLSearchParams(location.search).get("qi") === q && new URLSearchParams(location.search).get("kj") === k, [String(shown[3].q), String(pick.j)]);
+    await page.click("#tab-trace");
+    await page.waitForSelector('[data-neuron="weight"]', {timeout: 60000});
+    const weights = await page.$$eval('[data-neuron="weight"]', (els) => els.map((e) => e.textContent));
+    const cell = decodeTensor((await ask({queries: [shown[3].q, shown[3].q + 1], keys: [pick.j, pick.j + 1]}, false)).attn_weights);
+    check("the neuron view of a long input shows the picked pair's weights, as the API gives them (every head)", weights.length === H &&
+          weights.every((t, hh) => t === f32(cell.data[hh])) && weights[1] === pick.v, `${weights} vs ${Array.from(cell.data, f32)}`);
+    const stageShape = await page.$eval('[data-stage="attn_weights"] .shape', (e) => e.textContent);
+    check("the trace of a long input holds the window's weights only", /L=\d+, S=\d+/.test(stageShape) && !stageShape.includes(`L=${N}`), stageShape);
+
+    // the line view draws the window's lines
+    await page.click("#tab-lines");
+    await page.waitForSelector("canvas[data-lines]", {timeout: 60000});
+    const toks = await page.$$eval(".lines .col.left .tok", (bs) => bs.map((b) => b.textContent));
+    check("the line view works on the window's queries", toks.length === z4.q[1] - z4.q[0] && toks[0] === tokens[z4.q[0]], `${toks.length} tokens`);
     await page.close();
   });
 

@@ -99,6 +99,16 @@ test("forward sends base64 under the API's names and returns Float32Arrays", asy
   assert.deepEqual(r.attnWeights.data, w);
 });
 
+test("needOutput: false is sent as need_output, and a reply without output gives output null", async () => {
+  const w = Float32Array.from([0.5, 0.5]);
+  const fetch = fakeFetch(() => ({body: {attn_weights: {shape: [1, 2], dtype: "float32", base64: b64(w)}}}));
+  const c = new Client("http://attnd.test:8080/", {fetch});
+  const r = await c.forward("demo", {query: {data: Float32Array.from([1, 2]), shape: [1, 2]}, needWeights: true, needOutput: false});
+  assert.equal(fetch.calls[0].json.need_output, false);
+  assert.equal(r.output, null);
+  assert.deepEqual(r.attnWeights.data, w);
+});
+
 test("layer names are escaped in paths; describe passes L, S, N", async () => {
   const fetch = fakeFetch(() => ({body: {name: "x"}}));
   const c = new Client("", {fetch});
@@ -235,4 +245,107 @@ test("X-Request-Id is sent only when asked for", async () => {
   let n = 0;
   await new Client("", {fetch, requestId: () => `req-${++n}`}).list();
   assert.equal(fetch.calls[1].init.headers["X-Request-Id"], "req-1");
+});
+
+// ---- weights_select: the weights a client chooses
+
+const b64u16 = (codes) => Buffer.from(Uint16Array.from(codes).buffer).toString("base64");
+const b64i32 = (ints) => Buffer.from(Int32Array.from(ints).buffer).toString("base64");
+const f16 = {0x3c00: 1, 0x3800: 0.5, 0x3400: 0.25, 0x0001: 2 ** -24, 0x2e66: 0.0999755859375};
+
+test("weightsSelect goes out under the API's names: top_k, pool_op, pool [a, b], typed arrays as lists", async () => {
+  const fetch = fakeFetch(() => ({body: {output: {shape: [1, 1], dtype: "float32", base64: b64(Float32Array.from([0]))}}}));
+  const c = new Client("", {fetch});
+  await c.forward("demo", {query: [[1]], weightsSelect: {heads: Int32Array.from([5, 0]), queries: [0, 128], keys: [16, 4096],
+                                                         topK: 8, poolOp: "max", pool: 4, dtype: "float16", tail: undefined, keysNull: null}});
+  assert.deepEqual(fetch.calls[0].json.weights_select, {heads: [5, 0], queries: [0, 128], keys: [16, 4096], top_k: 8, pool_op: "max", pool: [4, 4], dtype: "float16"});
+  await c.forward("demo", {query: [[1]], weights_select: {top_k: 3, pool: [2, 8]}}); // the API's own names pass as they are
+  assert.deepEqual(fetch.calls[1].json.weights_select, {top_k: 3, pool: [2, 8]});
+  await c.trace("demo", {query: [[1]], weightsSelect: {queries: [2, 3]}}).catch(() => {});
+  assert.deepEqual(fetch.calls[2].json.weights_select, {queries: [2, 3]});
+});
+
+test("a float16 map comes back as a Float32Array of its exact values, with its shape", async () => {
+  const codes = [0x3c00, 0x3800, 0x3400, 0x0001, 0x2e66, 0x3800];
+  const fetch = fakeFetch(() => ({body: {output: {shape: [3, 1], dtype: "float32", base64: b64(new Float32Array(3))},
+                                        attn_weights: {shape: [1, 2, 3], dtype: "float16", base64: b64u16(codes)}}}));
+  const r = await new Client("", {fetch}).forward("demo", {query: [[1]], weightsSelect: {heads: [2], pool: [4, 8], dtype: "float16"}});
+  assert.ok(r.attnWeights.data instanceof Float32Array);
+  assert.deepEqual(r.attnWeights.shape, [1, 2, 3]);
+  assert.equal(r.attnWeights.wireDtype, "float16");
+  assert.deepEqual(Array.from(r.attnWeights.data), codes.map((k) => f16[k]));
+});
+
+test("top-k comes back as Int32Array indices and Float32Array values with their shape (base64, flat and nested)", async () => {
+  const idx = [7, 3, 0, 1], vals = [0x3800, 0x3400, 0x3c00, 0x0001];
+  const replies = [
+    {indices: {shape: [2, 2], dtype: "int32", base64: b64i32(idx)}, values: {shape: [2, 2], dtype: "float16", base64: b64u16(vals)}},
+    {indices: {shape: [2, 2], dtype: "int32", data: idx}, values: {shape: [2, 2], dtype: "float16", data: vals.map((k) => f16[k])}},
+    {indices: [[7, 3], [0, 1]], values: [[0.5, 0.25], [1, 2 ** -24]]},
+  ];
+  for (const attn_topk of replies) {
+    const fetch = fakeFetch(() => ({body: {output: {shape: [2, 1], data: [0, 0]}, attn_topk}}));
+    const r = await new Client("", {fetch}).forward("demo", {query: [[1], [2]], weightsSelect: {heads: [0], topK: 2}});
+    assert.equal(r.attnWeights, undefined);
+    assert.ok(r.attnTopk.indices instanceof Int32Array && r.attnTopk.values instanceof Float32Array);
+    assert.deepEqual(Array.from(r.attnTopk.indices), idx);
+    assert.deepEqual(Array.from(r.attnTopk.values), vals.map((k) => f16[k]));
+    assert.deepEqual(r.attnTopk.shape, [2, 2]);
+  }
+  const odd = fakeFetch(() => ({body: {output: [[0]], attn_topk: {indices: [[1, 2]], values: [[0.5]]}}}));
+  await assert.rejects(new Client("", {fetch: odd}).forward("demo", {query: [[1]], weightsSelect: {topK: 2}}), {code: "bad_reply"});
+});
+
+test("a bad selection is the daemon's 400 naming the member; a daemon without weights_select says so", async () => {
+  const bad = fakeFetch(() => ({status: 400, body: {error: {code: "invalid_value", message: "head 9 is outside 0..3", field: "weights_select.heads"}}}));
+  await assert.rejects(new Client("", {fetch: bad}).forward("demo", {query: [[1]], weightsSelect: {heads: [9]}}),
+    {name: "AttndError", status: 400, field: "weights_select.heads"});
+  const old = fakeFetch(() => ({status: 400, body: {error: {code: "unknown_field", message: "unknown field 'weights_select'", field: "weights_select"}}}));
+  await assert.rejects(new Client("", {fetch: old}).forward("demo", {query: [[1]], weightsSelect: {heads: [0]}}),
+    {code: "unknown_field", field: "weights_select"});
+});
+
+test("a selected trace's scores and weights read with the full pass's coordinates", async () => {
+  // queries [5, 7), keys [10, 13), heads [3, 1]: stages [1, 2, 2, 3]
+  const fetch = fakeFetch(() => ({body: traceReply([["q_heads", [1, 4, 8, 2], ["N", "H", "L", "D"]], ["scores", [1, 2, 2, 3], ["N", "H", "L", "S"]],
+                                                    ["attn_weights", [1, 2, 2, 3], ["N", "H", "L", "S"]]])}));
+  const t = await new Client("", {fetch}).trace("demo", {query: [[1]], weightsSelect: {heads: [3, 1], queries: [5, 7], keys: [10, 13]}});
+  const w = t.stage("attn_weights");
+  assert.deepEqual([w.start("L"), w.start("S"), w.size("L"), w.size("S")], [5, 10, 2, 3]);
+  assert.equal(w.get({H: 3, L: 5, S: 10}), 0);
+  assert.equal(w.get({H: 1, L: 6, S: 12}), 1 * 6 + 1 * 3 + 2);
+  assert.equal(w.get({L: 6, S: 11}), 3 + 1); // absent axes: their first element (head 3)
+  assert.throws(() => w.get({H: 0, L: 5, S: 10}), /H=0 outside/);
+  assert.throws(() => w.get({H: 3, L: 4, S: 10}), /L=4 outside 5..6 \(the selection\)/);
+  assert.throws(() => w.get({H: 3, L: 5, S: 13}), /outside 10..12/);
+  const q = t.stage("q_heads"); // not narrowed: every query, every head
+  assert.equal(q.start("L"), 0);
+  assert.equal(q.get({H: 3, L: 5, D: 1}), (3 * 8 + 5) * 2 + 1);
+});
+
+test("a 503 with Retry-After is asked again when the client allows retries; otherwise it is the error", async () => {
+  const busy = (n) => fakeFetch((url, init, i) => (i < n ? {status: 503, body: {error: {code: "overloaded", message: "no free slot"}}, headers: {"Retry-After": "0", "Content-Type": "application/json"}}
+                                                        : {body: {layers: [{name: "demo"}]}}));
+  const once = busy(1);
+  await assert.rejects(new Client("", {fetch: once}).list(), (e) => e.status === 503 && e.retryAfter === 0 && e.code === "overloaded");
+  assert.equal(once.calls.length, 1);
+  const twice = busy(2);
+  assert.deepEqual(await new Client("", {fetch: twice, retries: 3}).list(), [{name: "demo"}]);
+  assert.equal(twice.calls.length, 3);
+  const always = busy(99);
+  await assert.rejects(new Client("", {fetch: always, retries: 2}).list(), {status: 503});
+  assert.equal(always.calls.length, 3);
+  const noHeader = fakeFetch(() => ({status: 503, body: {error: {code: "shutting_down", message: "bye"}}}));
+  await assert.rejects(new Client("", {fetch: noHeader, retries: 5}).list(), {status: 503, retryAfter: null});
+  assert.equal(noHeader.calls.length, 1);
+});
+
+test("describe asks what a selection would return, in the flat form of the query string", async () => {
+  const fetch = fakeFetch(() => ({body: {name: "demo", weights_select: {shape: [1, 16384, 8], bytes: {binary: 786432}}}}));
+  const d = await new Client("", {fetch}).describe("demo", {L: 16384, weightsSelect: {heads: [0, 5], queries: [0, 128], keys: [16, 4096], topK: 8, pool: 4, poolOp: "max", dtype: "float16"},
+                                                            averageAttnWeights: false});
+  const u = new URL(fetch.calls[0].url, "http://x");
+  assert.deepEqual(Object.fromEntries(u.searchParams), {L: "16384", weights_heads: "0,5", weights_queries: "0:128", weights_keys: "16:4096", weights_top_k: "8",
+                                                        weights_pool: "4x4", weights_pool_op: "max", weights_dtype: "float16", average_attn_weights: "false"});
+  assert.deepEqual(d.weights_select.shape, [1, 16384, 8]);
 });

@@ -1,7 +1,7 @@
 // Unit tests of web/tokens.js: seeded token vectors and pasted inputs.
 import {test} from "node:test";
 import assert from "node:assert/strict";
-import {splitTokens, tokenVector, embed, tokenInputs, parsePasted, squeeze, addPositions} from "../../../web/tokens.js";
+import {splitTokens, tokenVector, embed, tokenInputs, parsePasted, squeeze, addPositions, generateTokens} from "../../../web/tokens.js";
 
 test("the same word gives the same vector; another word, seed or stream another", () => {
   const a = tokenVector("cat", 64, 0), b = tokenVector("cat", 64, 0);
@@ -66,4 +66,20 @@ test("parsePasted says what is wrong", () => {
   assert.throws(() => parsePasted('{"query": [[1]], "quer": 1}'), /unknown member "quer"/);
   assert.throws(() => parsePasted("[1, 2, 3]"), /not \[rows, features\]/);
   assert.throws(() => squeeze({data: new Float32Array(0), shape: [0, 3]}), /empty/);
+});
+
+test("generated tokens: the same count and seed, the same words; words repeat as in text", () => {
+  const a = generateTokens(8192, 0);
+  assert.equal(a.length, 8192);
+  assert.deepEqual(a, generateTokens(8192, 0));
+  assert.notDeepEqual(a.slice(0, 50), generateTokens(50, 1));
+  assert.deepEqual(generateTokens(10, 0), a.slice(0, 10)); // a longer input extends a shorter one
+  const distinct = new Set(a).size;
+  assert.ok(distinct > 500 && distinct < 4096, `${distinct} distinct words`);
+  assert.ok(a.every((w) => /^[a-z]{4,6}$/.test(w)));
+  // the embedding of generated words is the embedding of the same words typed
+  const e = embed(a.slice(0, 300), 16, {seed: 4, positions: true});
+  const typed = embed(splitTokens(a.slice(0, 300).join(" ")), 16, {seed: 4, positions: true});
+  assert.deepEqual(e, typed);
+  assert.deepEqual(e.data.subarray(16 * 7, 16 * 8), addPositions(tokenVector(a[7], 16, 4), 1, 16, 7));
 });

@@ -1,0 +1,288 @@
+/*
+ * bench_select.c - what choosing the weights costs (issue 25): a pass with a selection against the
+ * same pass without weights, and against the full per-head map where that fits.
+ *
+ *   build/bench/bench_select [--L 16384] [--E 1024] [--H 16] [--threads 2] [--rounds 3]
+ *                            [--rows nw,head64,top8,pool64,...] [--full-L 4096]
+ *
+ * Rows (self-attention, N = 1, batch-first, random inputs; every row of one length is timed in the
+ * same interleaved rounds, so the machine's neighbours weigh on all alike):
+ *   nw       no weights (the base)
+ *   head64   one head's weights for 64 query rows ({"heads": [0], "queries": [0, 64]})
+ *   top8     the top 8 keys of every row of every head (per head, float32 values + int32 indices)
+ *   pool64   a 64 x 64 pooled map of every head (blocks of L/64 x S/64, mean)
+ *   full     the full per-head map [H,L,S] (only at --full-L, where it fits)
+ * At --full-L (default 4096; 0 skips) the rows run again with "full" among them: a selection must
+ * never make a pass slower than the full map would.
+ *
+ * Columns: median wall ms, median CPU ms of the pass (every thread's: on a shared machine the
+ * honest measure of work), both relative to nw, and the peak RSS of one pass of that row in a fresh
+ * child process, beyond the inputs, the layer and the reply (the engine's scratch and the
+ * selection's state; the reply is listed apart). The issue's goals at L = S = 16384, E = 1024,
+ * H = 16: head64 <= +10%, top8 <= +25%, pool64 <= +15% over nw, and memory O((L + S)·E).
+ */
+#include "mha.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+typedef struct row {
+    const char *name;
+    mha_select sel;
+    bool weights; /* need_weights (per head) */
+    int64_t heads[1];
+} row;
+
+static double now(int clock)
+{
+    struct timespec ts;
+    clock_gettime(clock, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *t, int n)
+{
+    qsort(t, (size_t)n, sizeof t[0], cmp_double);
+    return t[n / 2];
+}
+
+static float *random_array(int64_t n, uint64_t seed)
+{
+    float *x = malloc((size_t)n * sizeof(float));
+    for (int64_t i = 0; i < n; i++) {
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        x[i] = (float)((double)(seed >> 40) / (double)(1 << 24) * 2.0 - 1.0);
+    }
+    return x;
+}
+
+/* The rows of one length L (S = L). */
+static int make_rows(row *rows, const char *list, int64_t L, bool with_full)
+{
+    int n = 0;
+    static const char *const names[] = {"nw", "head64", "top8", "pool64", "full"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        const char *nm = names[i];
+        if (!strcmp(nm, "full") ? !with_full : !strstr(list, nm))
+            continue;
+        row *r = &rows[n++];
+        memset(r, 0, sizeof *r);
+        r->name = nm;
+        r->weights = strcmp(nm, "nw") != 0;
+        if (!strcmp(nm, "head64")) {
+            r->heads[0] = 0;
+            r->sel.nheads = 1;
+            r->sel.heads = r->heads;
+            r->sel.has_queries = true;
+            r->sel.queries[0] = 0;
+            r->sel.queries[1] = L < 64 ? L : 64;
+        } else if (!strcmp(nm, "top8")) {
+            r->sel.has_top_k = true;
+            r->sel.top_k = 8;
+        } else if (!strcmp(nm, "pool64")) {
+            r->sel.has_pool = true;
+            r->sel.pool[0] = r->sel.pool[1] = (L + 63) / 64;
+        }
+    }
+    return n;
+}
+
+typedef struct pass {
+    mha_layer *layer;
+    mha_inputs in;
+    mha_plan plan;
+    float *out, *w;
+    int32_t *idx;
+} pass;
+
+static bool pass_setup(pass *p, mha_layer *layer, float *q, int64_t L, int64_t E, const row *r)
+{
+    memset(p, 0, sizeof *p);
+    p->layer = layer;
+    p->in.query = (mha_tensor){q, 3, {1, L, E, 0}};
+    p->in.need_weights = r->weights;
+    p->in.average_attn_weights = false;
+    p->in.select = r->weights && strcmp(r->name, "full") ? &r->sel : NULL;
+    mha_error err = {0};
+    if (mha_plan_forward(layer, &p->in, NULL, &p->plan, &err) != MHA_OK) {
+        fprintf(stderr, "%s: %s\n", r->name, err.message);
+        return false;
+    }
+    p->out = aligned_alloc(64, (size_t)(p->plan.out_count * 4 + 64) / 64 * 64);
+    if (r->weights)
+        p->w = aligned_alloc(64, (size_t)(p->plan.weights_count * 4 + 64) / 64 * 64);
+    if (p->plan.top_k)
+        p->idx = malloc((size_t)p->plan.weights_count * 4);
+    return p->out && (!r->weights || p->w);
+}
+
+static void pass_free(pass *p)
+{
+    free(p->out);
+    free(p->w);
+    free(p->idx);
+}
+
+static void pass_run(pass *p, mha_pool *pool)
+{
+    mha_error err;
+    if (mha_forward_select(p->layer, &p->in, &p->plan, p->out, p->w, p->idx, NULL, pool, &err) !=
+        MHA_OK) {
+        fprintf(stderr, "forward failed: %s\n", err.message);
+        exit(1);
+    }
+}
+
+static long rss_kb(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_maxrss;
+}
+
+/* Peak RSS growth (KiB) of one pass of row r in a child process, beyond what the child held before
+ * it (the layer, the inputs, its output and weights buffers touched). -1 when it fails. */
+static long child_peak(mha_layer *layer, float *q, int64_t L, int64_t E, const row *r, int threads)
+{
+    int fd[2];
+    if (pipe(fd) != 0)
+        return -1;
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(fd[0]);
+        pass p;
+        long grew = -1;
+        if (pass_setup(&p, layer, q, L, E, r)) {
+            memset(p.out, 0, (size_t)p.plan.out_count * 4);
+            if (p.w)
+                memset(p.w, 0, (size_t)p.plan.weights_count * 4);
+            if (p.idx)
+                memset(p.idx, 0, (size_t)p.plan.weights_count * 4);
+            mha_error err;
+            mha_pool *pool = threads > 1 ? mha_pool_create(threads, &err) : NULL;
+            long before = rss_kb();
+            pass_run(&p, pool);
+            grew = rss_kb() - before;
+        }
+        if (write(fd[1], &grew, sizeof grew) != (ssize_t)sizeof grew)
+            _exit(1);
+        _exit(0);
+    }
+    close(fd[1]);
+    long grew = -1;
+    if (pid < 0 || read(fd[0], &grew, sizeof grew) != (ssize_t)sizeof grew)
+        grew = -1;
+    close(fd[0]);
+    if (pid > 0)
+        waitpid(pid, NULL, 0);
+    return grew;
+}
+
+static void run_length(int64_t L, int64_t E, int64_t H, int threads, int rounds, const char *list,
+                       bool with_full)
+{
+    mha_config cfg;
+    mha_config_init(&cfg, E, H);
+    mha_error err;
+    mha_layer *layer = mha_layer_create(&cfg, NULL, &err);
+    mha_layer_init(layer, "xavier_uniform", 1, &err);
+    float *q = random_array(L * E, 7);
+    for (int64_t i = 0; i < L * E; i++)
+        q[i] *= 2.0f; /* peaked weights, as trained layers give */
+    row rows[8];
+    int n = make_rows(rows, list, L, with_full);
+    pass passes[8];
+    for (int i = 0; i < n; i++)
+        if (!pass_setup(&passes[i], layer, q, L, E, &rows[i]))
+            exit(1);
+    mha_pool *pool = threads > 1 ? mha_pool_create(threads, &err) : NULL;
+    double wall[8][32], cpu[8][32];
+    for (int i = 0; i < n; i++)
+        pass_run(&passes[i], pool); /* warm-up: pages faulted, kernels chosen */
+    for (int k = 0; k < rounds; k++)
+        for (int i = 0; i < n; i++) {
+            double t0 = now(CLOCK_MONOTONIC), c0 = now(CLOCK_PROCESS_CPUTIME_ID);
+            pass_run(&passes[i], pool);
+            wall[i][k] = now(CLOCK_MONOTONIC) - t0;
+            cpu[i][k] = now(CLOCK_PROCESS_CPUTIME_ID) - c0;
+        }
+    printf("\nL = S = %lld, E = %lld, H = %lld, N = 1, %d thread%s, median of %d interleaved rounds\n",
+           (long long)L, (long long)E, (long long)H, threads, threads > 1 ? "s" : "", rounds);
+    printf("%-8s %10s %8s %10s %8s %12s %14s\n", "row", "wall ms", "vs nw", "cpu ms", "vs nw",
+           "reply bytes", "peak RSS MiB");
+    double base_w = 0, base_c = 0;
+    for (int i = 0; i < n; i++) {
+        double mw = median(wall[i], rounds) * 1e3, mc = median(cpu[i], rounds) * 1e3;
+        if (!strcmp(rows[i].name, "nw")) {
+            base_w = mw;
+            base_c = mc;
+        }
+        int64_t reply = rows[i].weights ? passes[i].plan.weights_count * (passes[i].plan.top_k ? 8 : 4) : 0;
+        const long kb = child_peak(layer, q, L, E, &rows[i], threads);
+        printf("%-8s %10.1f %+7.1f%% %10.1f %+7.1f%% %12lld ", rows[i].name, mw,
+               base_w > 0 ? (mw / base_w - 1) * 100 : 0.0, mc,
+               base_c > 0 ? (mc / base_c - 1) * 100 : 0.0, (long long)reply);
+        if (kb >= 0)
+            printf("%14.1f\n", (double)kb / 1024.0);
+        else
+            printf("%14s\n", "?");
+    }
+    for (int i = 0; i < n; i++)
+        pass_free(&passes[i]);
+    mha_pool_free(pool);
+    free(q);
+    mha_layer_free(layer);
+}
+
+int main(int argc, char **argv)
+{
+    int64_t L = 16384, E = 1024, H = 16, full_L = 4096;
+    int threads = 2, rounds = 3;
+    const char *list = "nw,head64,top8,pool64";
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--L") && i + 1 < argc)
+            L = atoll(argv[++i]);
+        else if (!strcmp(argv[i], "--E") && i + 1 < argc)
+            E = atoll(argv[++i]);
+        else if (!strcmp(argv[i], "--H") && i + 1 < argc)
+            H = atoll(argv[++i]);
+        else if (!strcmp(argv[i], "--threads") && i + 1 < argc)
+            threads = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--rounds") && i + 1 < argc)
+            rounds = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--rows") && i + 1 < argc)
+            list = argv[++i];
+        else if (!strcmp(argv[i], "--full-L") && i + 1 < argc)
+            full_L = atoll(argv[++i]);
+        else {
+            fprintf(stderr,
+                    "usage: %s [--L 16384] [--E 1024] [--H 16] [--threads 2] [--rounds 3] "
+                    "[--rows nw,head64,top8,pool64] [--full-L 4096]\n",
+                    argv[0]);
+            return 2;
+        }
+    }
+    if (rounds < 1 || rounds > 32 || threads < 1 || L < 1 || E < 1 || H < 1 || E % H) {
+        fprintf(stderr, "bad arguments\n");
+        return 2;
+    }
+    mha_blas_set_threads(1);
+    run_length(L, E, H, threads, rounds, list, false);
+    if (full_L > 0)
+        run_length(full_L, E, H, threads, rounds, list, true);
+    return 0;
+}

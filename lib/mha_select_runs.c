@@ -1,0 +1,331 @@
+/*
+ * mha_select_runs.c - the weights sink's loops over runs of keys (mha_select.h): which keys of a
+ * run could enter a top-k row, the largest value of a run, its sum in double, and the averaged
+ * block's sums. A top-k row looks at every key of every chosen row and head, and
+ * a pooled map sums every key: scalar, these loops cost more than a quarter of the attention at
+ * 16k keys, vectorised a few percent.
+ *
+ * AVX-512F and AVX2 kernels are compiled with target attributes and picked by the plan's kernel set
+ * (mha_isa_active: the CPU's best, capped by ATTND_ISA); the portable loops are the reference.
+ * The max is exact whatever the order; the sum's grouping (lanes, then their total) depends on the
+ * kernel set, which moves a pooled mean by at most a few units in the last place of a double. The
+ * averaged block's d += x·f (the product rounded, then the sum: never a fused multiply-add) and d /
+ * h' are the full averaged map's own arithmetic, bit for bit, in every kernel set.
+ */
+#include "mha_select.h"
+
+#include <math.h>
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define HAVE_X86_KERNELS 1
+#endif
+
+static float max_portable(const float *x, int64_t n)
+{
+    float m = -INFINITY;
+    for (int64_t j = 0; j < n; j++)
+        m = x[j] > m ? x[j] : m;
+    return m;
+}
+
+static double sum_portable(const float *x, int64_t n)
+{
+    double s = 0.0;
+    for (int64_t j = 0; j < n; j++)
+        s += (double)x[j];
+    return s;
+}
+
+static void add_scaled_portable(float *d, const float *x, int64_t n, float f)
+{
+    for (int64_t j = 0; j < n; j++)
+        d[j] += x[j] * f;
+}
+
+static void div_portable(float *x, int64_t n, float div)
+{
+    for (int64_t j = 0; j < n; j++)
+        x[j] /= div;
+}
+
+static int64_t above_portable(int32_t *idx, const float *x, int64_t n, float f, float thr)
+{
+    int64_t c = 0;
+    for (int64_t j = 0; j < n; j++)
+        if (x[j] * f >= thr)
+            idx[c++] = (int32_t)j;
+    return c;
+}
+
+#ifdef HAVE_X86_KERNELS
+__attribute__((target("avx512f"))) static int64_t above_avx512(int32_t *idx, const float *x,
+                                                               int64_t n, float f, float thr)
+{
+    const __m512 vf = _mm512_set1_ps(f), vt = _mm512_set1_ps(thr);
+    int64_t c = 0, j = 0;
+    for (; j < n; j += 16) {
+        const __mmask16 live = n - j >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - j)) - 1);
+        const __m512 w = _mm512_mul_ps(_mm512_maskz_loadu_ps(live, x + j), vf);
+        unsigned m = _mm512_mask_cmp_ps_mask(live, w, vt, _CMP_GE_OQ);
+        while (m) {
+            idx[c++] = (int32_t)(j + __builtin_ctz(m));
+            m &= m - 1;
+        }
+    }
+    return c;
+}
+
+__attribute__((target("avx2"))) static int64_t above_avx2(int32_t *idx, const float *x, int64_t n,
+                                                          float f, float thr)
+{
+    const __m256 vf = _mm256_set1_ps(f), vt = _mm256_set1_ps(thr);
+    int64_t c = 0, j = 0;
+    for (; j + 8 <= n; j += 8) {
+        const __m256 w = _mm256_mul_ps(_mm256_loadu_ps(x + j), vf);
+        unsigned m = (unsigned)_mm256_movemask_ps(_mm256_cmp_ps(w, vt, _CMP_GE_OQ));
+        while (m) {
+            idx[c++] = (int32_t)(j + __builtin_ctz(m));
+            m &= m - 1;
+        }
+    }
+    for (; j < n; j++)
+        if (x[j] * f >= thr)
+            idx[c++] = (int32_t)j;
+    return c;
+}
+
+__attribute__((target("avx512f"))) static void add_scaled_avx512(float *d, const float *x, int64_t n,
+                                                                 float f)
+{
+    const __m512 vf = _mm512_set1_ps(f);
+    int64_t j = 0;
+    for (; j + 16 <= n; j += 16)
+        _mm512_storeu_ps(d + j, _mm512_add_ps(_mm512_loadu_ps(d + j),
+                                              _mm512_mul_ps(_mm512_loadu_ps(x + j), vf)));
+    if (j < n) {
+        const __mmask16 tail = (__mmask16)((1u << (n - j)) - 1);
+        const __m512 p = _mm512_mul_ps(_mm512_maskz_loadu_ps(tail, x + j), vf);
+        _mm512_mask_storeu_ps(d + j, tail, _mm512_add_ps(_mm512_maskz_loadu_ps(tail, d + j), p));
+    }
+}
+
+__attribute__((target("avx512f"))) static void div_avx512(float *x, int64_t n, float div)
+{
+    const __m512 v = _mm512_set1_ps(div);
+    int64_t j = 0;
+    for (; j + 16 <= n; j += 16)
+        _mm512_storeu_ps(x + j, _mm512_div_ps(_mm512_loadu_ps(x + j), v));
+    for (; j < n; j++)
+        x[j] /= div;
+}
+
+__attribute__((target("avx2"))) static void add_scaled_avx2(float *d, const float *x, int64_t n,
+                                                            float f)
+{
+    const __m256 vf = _mm256_set1_ps(f);
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8)
+        _mm256_storeu_ps(d + j, _mm256_add_ps(_mm256_loadu_ps(d + j),
+                                              _mm256_mul_ps(_mm256_loadu_ps(x + j), vf)));
+    for (; j < n; j++)
+        d[j] += x[j] * f;
+}
+
+__attribute__((target("avx2"))) static void div_avx2(float *x, int64_t n, float div)
+{
+    const __m256 v = _mm256_set1_ps(div);
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8)
+        _mm256_storeu_ps(x + j, _mm256_div_ps(_mm256_loadu_ps(x + j), v));
+    for (; j < n; j++)
+        x[j] /= div;
+}
+
+__attribute__((target("avx512f"))) static float max_avx512(const float *x, int64_t n)
+{
+    __m512 m0 = _mm512_set1_ps(-INFINITY), m1 = m0;
+    int64_t j = 0;
+    for (; j + 32 <= n; j += 32) {
+        m0 = _mm512_max_ps(m0, _mm512_loadu_ps(x + j));
+        m1 = _mm512_max_ps(m1, _mm512_loadu_ps(x + j + 16));
+    }
+    for (; j + 16 <= n; j += 16)
+        m0 = _mm512_max_ps(m0, _mm512_loadu_ps(x + j));
+    if (j < n) {
+        const __mmask16 tail = (__mmask16)((1u << (n - j)) - 1);
+        m1 = _mm512_mask_max_ps(m1, tail, m1, _mm512_maskz_loadu_ps(tail, x + j));
+    }
+    return _mm512_reduce_max_ps(_mm512_max_ps(m0, m1));
+}
+
+__attribute__((target("avx512f"))) static double sum_avx512(const float *x, int64_t n)
+{
+    __m512d s0 = _mm512_setzero_pd(), s1 = s0;
+    int64_t j = 0;
+    for (; j + 16 <= n; j += 16) {
+        s0 = _mm512_add_pd(s0, _mm512_cvtps_pd(_mm256_loadu_ps(x + j)));
+        s1 = _mm512_add_pd(s1, _mm512_cvtps_pd(_mm256_loadu_ps(x + j + 8)));
+    }
+    double s = _mm512_reduce_add_pd(_mm512_add_pd(s0, s1));
+    for (; j < n; j++)
+        s += (double)x[j];
+    return s;
+}
+
+/* out[r] = the largest of x[64r, 64r+64) for r < n/64 (n a multiple of 64). */
+__attribute__((target("avx512f"))) static void maxima64_avx512(float *out, const float *x,
+                                                               int64_t n)
+{
+    for (int64_t r = 0; r < n / 64; r++) {
+        const float *p = x + 64 * r;
+        const __m512 a = _mm512_max_ps(_mm512_loadu_ps(p), _mm512_loadu_ps(p + 16));
+        const __m512 b = _mm512_max_ps(_mm512_loadu_ps(p + 32), _mm512_loadu_ps(p + 48));
+        __m512 m = _mm512_max_ps(a, b);
+        /* the 16 lanes to one: 8, 4, 2, 1 */
+        __m256 h = _mm256_max_ps(_mm512_castps512_ps256(m),
+                                 _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(m), 1)));
+        __m128 q = _mm_max_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+        q = _mm_max_ps(q, _mm_movehl_ps(q, q));
+        q = _mm_max_ss(q, _mm_shuffle_ps(q, q, 1));
+        out[r] = _mm_cvtss_f32(q);
+    }
+}
+
+__attribute__((target("avx2"))) static void maxima64_avx2(float *out, const float *x, int64_t n)
+{
+    for (int64_t r = 0; r < n / 64; r++) {
+        const float *p = x + 64 * r;
+        __m256 m = _mm256_max_ps(_mm256_max_ps(_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8)),
+                                 _mm256_max_ps(_mm256_loadu_ps(p + 16), _mm256_loadu_ps(p + 24)));
+        m = _mm256_max_ps(m, _mm256_max_ps(_mm256_max_ps(_mm256_loadu_ps(p + 32),
+                                                         _mm256_loadu_ps(p + 40)),
+                                           _mm256_max_ps(_mm256_loadu_ps(p + 48),
+                                                         _mm256_loadu_ps(p + 56))));
+        __m128 q = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+        q = _mm_max_ps(q, _mm_movehl_ps(q, q));
+        q = _mm_max_ss(q, _mm_shuffle_ps(q, q, 1));
+        out[r] = _mm_cvtss_f32(q);
+    }
+}
+
+__attribute__((target("avx2"))) static float max_avx2(const float *x, int64_t n)
+{
+    __m256 m0 = _mm256_set1_ps(-INFINITY), m1 = m0;
+    int64_t j = 0;
+    for (; j + 16 <= n; j += 16) {
+        m0 = _mm256_max_ps(m0, _mm256_loadu_ps(x + j));
+        m1 = _mm256_max_ps(m1, _mm256_loadu_ps(x + j + 8));
+    }
+    m0 = _mm256_max_ps(m0, m1);
+    __m128 h = _mm_max_ps(_mm256_castps256_ps128(m0), _mm256_extractf128_ps(m0, 1));
+    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_max_ss(h, _mm_shuffle_ps(h, h, 1));
+    float m = _mm_cvtss_f32(h);
+    for (; j < n; j++)
+        m = x[j] > m ? x[j] : m;
+    return m;
+}
+
+__attribute__((target("avx2"))) static double sum_avx2(const float *x, int64_t n)
+{
+    __m256d s0 = _mm256_setzero_pd(), s1 = s0;
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+        s0 = _mm256_add_pd(s0, _mm256_cvtps_pd(_mm_loadu_ps(x + j)));
+        s1 = _mm256_add_pd(s1, _mm256_cvtps_pd(_mm_loadu_ps(x + j + 4)));
+    }
+    __m256d t = _mm256_add_pd(s0, s1);
+    __m128d h = _mm_add_pd(_mm256_castpd256_pd128(t), _mm256_extractf128_pd(t, 1));
+    double s = _mm_cvtsd_f64(_mm_add_sd(h, _mm_unpackhi_pd(h, h)));
+    for (; j < n; j++)
+        s += (double)x[j];
+    return s;
+}
+#endif
+
+float mha_run_max(mha_isa isa, const float *x, int64_t n)
+{
+#ifdef HAVE_X86_KERNELS
+    if (isa == MHA_ISA_AVX512)
+        return max_avx512(x, n);
+    if (isa == MHA_ISA_AVX2)
+        return max_avx2(x, n);
+#endif
+    (void)isa;
+    return max_portable(x, n);
+}
+
+double mha_run_sum(mha_isa isa, const float *x, int64_t n)
+{
+#ifdef HAVE_X86_KERNELS
+    if (isa == MHA_ISA_AVX512)
+        return sum_avx512(x, n);
+    if (isa == MHA_ISA_AVX2)
+        return sum_avx2(x, n);
+#endif
+    (void)isa;
+    return sum_portable(x, n);
+}
+
+void mha_run_add_scaled(mha_isa isa, float *d, const float *x, int64_t n, float f)
+{
+#ifdef HAVE_X86_KERNELS
+    if (isa == MHA_ISA_AVX512) {
+        add_scaled_avx512(d, x, n, f);
+        return;
+    }
+    if (isa == MHA_ISA_AVX2) {
+        add_scaled_avx2(d, x, n, f);
+        return;
+    }
+#endif
+    (void)isa;
+    add_scaled_portable(d, x, n, f);
+}
+
+void mha_run_div(mha_isa isa, float *x, int64_t n, float div)
+{
+#ifdef HAVE_X86_KERNELS
+    if (isa == MHA_ISA_AVX512) {
+        div_avx512(x, n, div);
+        return;
+    }
+    if (isa == MHA_ISA_AVX2) {
+        div_avx2(x, n, div);
+        return;
+    }
+#endif
+    (void)isa;
+    div_portable(x, n, div);
+}
+
+int64_t mha_run_above(mha_isa isa, int32_t *idx, const float *x, int64_t n, float f, float thr)
+{
+#ifdef HAVE_X86_KERNELS
+    if (isa == MHA_ISA_AVX512)
+        return above_avx512(idx, x, n, f, thr);
+    if (isa == MHA_ISA_AVX2)
+        return above_avx2(idx, x, n, f, thr);
+#endif
+    (void)isa;
+    return above_portable(idx, x, n, f, thr);
+}
+
+void mha_run_maxima64(mha_isa isa, float *out, const float *x, int64_t n)
+{
+#ifdef HAVE_X86_KERNELS
+    if (isa == MHA_ISA_AVX512) {
+        maxima64_avx512(out, x, n - n % 64);
+    } else if (isa == MHA_ISA_AVX2) {
+        maxima64_avx2(out, x, n - n % 64);
+    } else
+#endif
+    {
+        for (int64_t r = 0; r < n / 64; r++)
+            out[r] = max_portable(x + 64 * r, 64);
+    }
+    (void)isa;
+    if (n % 64)
+        out[n / 64] = max_portable(x + n - n % 64, n % 64);
+}
