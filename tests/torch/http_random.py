@@ -339,6 +339,7 @@ class Case:
     mod = None
     selections = 0
     ill = False
+    large = False
     v2 = None
     bad_selections = 0
 
@@ -441,9 +442,13 @@ def draw_case(seed, want_trace, want_variants=True, want_select=True, want_v2=Tr
         c.N = 1 if c.unbatched else rng.randint(1, 2)
         c.L = rng.randint(1, 160)
         c.S0 = c.L if c.kind in ("self", "self_explicit") else rng.randint(1, 160)
+    c.large = c.medium and rng.random() < 0.2      # past several key blocks and row blocks
+    if c.large:
+        c.L = rng.randint(200, 700)
+        c.S0 = c.L if c.kind in ("self", "self_explicit") else rng.randint(200, 900)
     c.decode_p = None
     if c.pos_kind == "decode":
-        c.decode_p = rng.randint(0, 12) if not c.medium else rng.randint(0, 300)
+        c.decode_p = rng.randint(0, 12) if not c.medium else rng.randint(0, 300 if not c.large else 1500)
         c.L, c.S0 = 1, c.decode_p + 1
     c.extreme = rng.choice([None] * 8 + ["large", "tiny", "denormal"])
     c.kpm_kind = rng.choice([None, None, "bool", "float", "float_inf", "bool_full", "float_full",
@@ -462,7 +467,9 @@ def draw_case(seed, want_trace, want_variants=True, want_select=True, want_v2=Tr
     c.avg_field = rng.choice([True, False, False, None])  # None: left out (default true)
     c.average = c.avg_field is not False
     c.encodings = rng.choice([["nested"], ["flat"], ["base64"], [None], ["nested", "flat", "base64"]])
-    c.trace = rng.random() < (0.15 if c.medium else 0.35) and want_trace
+    c.trace = rng.random() < (0.15 if c.medium else 0.35) and want_trace and not c.large
+    if c.large and c.need_weights:
+        c.encodings = [rng.choice(["base64", "flat"])]
     c.upload = rng.choice(["put_json", "put_json", "weights_safetensors", "weights_json"])
     c.st_dtype = "F32"
     if c.upload == "weights_safetensors":
@@ -1033,16 +1040,17 @@ def sel_reduce(x, sel):
         a, b = sel["pool"]
         Lq, Sk = x.shape[-2], x.shape[-1]
         Lp, Sp = (Lq + a - 1) // a, (Sk + b - 1) // b
-        out = torch.empty(x.shape[:-2] + (Lp, Sp), dtype=x.dtype)
+        lead = tuple(x.shape[:-2])
+        pad = (0, Sp * b - Sk, 0, Lp * a - Lq)
         xd = x.to(torch.float64)
-        for p in range(Lp):
-            for q in range(Sp):
-                blk = xd[..., p * a:(p + 1) * a, q * b:(q + 1) * b]
-                if sel.get("pool_op") == "max":
-                    out[..., p, q] = blk.amax(dim=(-2, -1)).to(x.dtype)
-                else:
-                    out[..., p, q] = blk.mean(dim=(-2, -1)).to(x.dtype)
-        return out, None
+        if sel.get("pool_op") == "max":
+            xp = F.pad(xd, pad, value=float("-inf")).reshape(lead + (Lp, a, Sp, b))
+            out = xp.amax(dim=(-3, -1))
+        else:      # the mean over the cells a block holds (edge blocks partial), in float64
+            xp = F.pad(xd, pad, value=0.0).reshape(lead + (Lp, a, Sp, b))
+            ones = F.pad(torch.ones(xd.shape, dtype=torch.float64), pad, value=0.0).reshape(xp.shape)
+            out = xp.sum(dim=(-3, -1)) / ones.sum(dim=(-3, -1))
+        return out.to(x.dtype).contiguous(), None
     return x, None
 
 
@@ -1262,7 +1270,9 @@ def area_tags(c):
         t.append("bad selections")
     if c.extreme:
         t.append("extreme " + c.extreme)
-    if c.medium:
+    if c.large:
+        t.append("large sizes (L, S 200-900)")
+    elif c.medium:
         t.append("medium sizes")
     if c.variants and not (c.hd * c.H != c.E or c.Hkv != c.H or c.rope or c.alibi or c.window or c.layer_causal):
         t.append("variant fields at their defaults")
@@ -1644,10 +1654,14 @@ class Runner:
         elif r.random() < 0.3:
             # outputs listed (binary per output); listing attn_weights asks for it
             want_w = c.need_weights or (c.nw_field is None and r.random() < 0.5)
-            outputs = [{"name": "output"}] + ([{"name": "attn_weights"}] if want_w else [])
+            outputs = [{"name": "attn_weights"}] if want_w else []
+            if not outputs or r.random() < 0.8:   # the output too, or only the weights
+                outputs.append({"name": "output"})
             for o in outputs:
-                if bin_out:
+                if bin_out and r.random() < 0.75:
                     o["parameters"] = {"binary_data": True}
+                elif r.random() < 0.2:
+                    o["parameters"] = {"binary_data": False}
             r.shuffle(outputs)
         elif bin_out:
             params["binary_data_output"] = True
@@ -1663,6 +1677,8 @@ class Runner:
         except (ValueError, KeyError, TypeError) as e:
             return self.fail(c, "/v2 %s: reply %s: %s" % (c.v2, e, raw[:300]))
         want = {"output"} | ({"attn_weights"} if want_w else set())
+        if outputs is not None:
+            want = {o["name"] for o in outputs}
         if set(got) != want:
             return self.fail(c, "/v2 outputs %s, want %s" % (sorted(got), sorted(want)))
         w_ref, w_ref64 = R["w"], R["w64"]
@@ -2263,9 +2279,9 @@ def big_cases(run, rng, count):
 
 
 def describe(c):
-    text = ("medium=%s E=%d H=%d kdim=%d vdim=%d bias=%s bkv=%s za=%s batch_first=%s unbatched=%s kind=%s N=%d "
-            "L=%d S0=%d kpm=%s mask=%s causal=%s need_weights=%s average=%s extreme=%s upload=%s %s "
-            "enc=%s trace=%s" % (c.medium, c.E, c.H, c.kdim, c.vdim, c.bias, c.bkv, c.za, c.bf_field, c.unbatched,
+    text = ("medium=%s large=%s E=%d H=%d kdim=%d vdim=%d bias=%s bkv=%s za=%s batch_first=%s unbatched=%s "
+            "kind=%s N=%d L=%d S0=%d kpm=%s mask=%s causal=%s need_weights=%s average=%s extreme=%s upload=%s %s "
+            "enc=%s trace=%s" % (c.medium, c.large, c.E, c.H, c.kdim, c.vdim, c.bias, c.bkv, c.za, c.bf_field, c.unbatched,
                                  c.kind, c.N, c.L, c.S0, c.kpm_kind, c.mask_kind, c.is_causal,
                                  c.nw_field, c.avg_field, c.extreme, c.upload, c.st_dtype, c.encodings, c.trace))
     if c.variants or c.pos is not None or c.kpos is not None:
