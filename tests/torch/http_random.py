@@ -79,7 +79,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from torch_stages import alibi_slopes, head_weights, variant_stages
+from torch_stages import alibi_slopes, head_weights, repeated_kv_state_dict, select_slice, variant_stages
 
 ATOL = 2e-5
 RTOL = 1e-4
@@ -856,45 +856,13 @@ def step_by_step(c, dtype):
     return st, from_seq_first(c, out), weights, dead, st["attn_weights"]
 
 
-def repeated_kv_state_dict(c, sd):
-    """The MHA state_dict equal to a grouped-query layer: kv head j's rows copied for query heads
-    j*g .. (j+1)*g - 1 (what HF's repeat_kv does to the projections' output)."""
-    if c.Hkv == c.H:
-        return sd
-    H, Hkv, hd = c.H, c.Hkv, c.hd
-    Dq, Dkv, g = H * hd, Hkv * hd, H // Hkv
-
-    def rep(t):  # [Dkv, ...] -> [Dq, ...]
-        return t.reshape(Hkv, 1, hd, *t.shape[1:]).expand(Hkv, g, hd, *t.shape[1:]).reshape(
-            Dq, *t.shape[1:])
-
-    out = {}
-    if "in_proj_weight" in sd:
-        wq, wk, wv = sd["in_proj_weight"].split([Dq, Dkv, Dkv])
-        out["in_proj_weight"] = torch.cat([wq, rep(wk), rep(wv)])
-    else:
-        out["q_proj_weight"] = sd["q_proj_weight"]
-        out["k_proj_weight"] = rep(sd["k_proj_weight"])
-        out["v_proj_weight"] = rep(sd["v_proj_weight"])
-    if "in_proj_bias" in sd:
-        bq, bk, bv = sd["in_proj_bias"].split([Dq, Dkv, Dkv])
-        out["in_proj_bias"] = torch.cat([bq, rep(bk), rep(bv)])
-    for name in ("bias_k", "bias_v"):
-        if name in sd:
-            out[name] = rep(sd[name].reshape(Dkv)).reshape(1, 1, Dq)
-    out["out_proj.weight"] = sd["out_proj.weight"]
-    if "out_proj.bias" in sd:
-        out["out_proj.bias"] = sd["out_proj.bias"]
-    return out
-
-
 def functional(c, need_weights=None, average=None):
     """F.multi_head_attention_forward (torch's general path), grad enabled, merged float mask (the
     causal and window rules at the case's positions in it); a grouped-query layer as MHA with its
     kv heads repeated. Only where torch_math(c)."""
     need_weights = c.need_weights if need_weights is None else need_weights
     average = c.average if average is None else average
-    sd = repeated_kv_state_dict(c, c.sd)
+    sd = c.sd if c.Hkv == c.H else repeated_kv_state_dict(c.H, c.Hkv, c.hd, c.sd)
     q = seq_first(c, c.query)
     k = q if c.key is None else seq_first(c, c.key)
     v = k if c.value is None else seq_first(c, c.value)
@@ -1013,19 +981,6 @@ def draw_selection(rng, H, L, S):
     elif r < 0.55:
         sel["dtype"] = "float32"
     return sel
-
-
-def sel_slice(full, sel, average):
-    """full [N,H,L,S] -> the chosen slice [N,h',L',S'], or torch's mean over the chosen heads
-    (sum / h') [N,L',S']."""
-    H = full.shape[1]
-    heads = sel.get("heads", list(range(H)))
-    q0, q1 = sel.get("queries", [0, full.shape[2]])
-    k0, k1 = sel.get("keys", [0, full.shape[3]])
-    x = full[:, heads][:, :, q0:q1, k0:k1]
-    if average:
-        x = x.sum(dim=1) / len(heads)
-    return x.contiguous()
 
 
 def sel_reduce(x, sel):
@@ -1524,7 +1479,7 @@ class Runner:
         average = c.average and stage == "attn_weights"
         full32 = R["st32"]["scores"] if stage == "scores" else R["wh"]
         full64 = R["st64"]["scores"] if stage == "scores" else R["wh64"]
-        x32, x64 = sel_slice(full32, sel, average), sel_slice(full64, sel, average)
+        x32, x64 = select_slice(full32, sel, average), select_slice(full64, sel, average)
         if c.unbatched:
             x32, x64 = x32.squeeze(0), x64.squeeze(0)
         v32, i32 = sel_reduce(x32, sel)
@@ -1807,8 +1762,8 @@ class Runner:
         if enc in ("flat", "base64") and route == "v1" and vdt != dtype and not (vdt is None and enc == "flat"):
             return self.fail(c, "%s: dtype %s, asked %s" % (what, vdt, dtype))
         # torch's numbers
-        x32 = sel_slice(R["wh"], clean, avg)
-        x64 = sel_slice(R["wh64"], clean, avg)
+        x32 = select_slice(R["wh"], clean, avg)
+        x64 = select_slice(R["wh64"], clean, avg)
         if c.unbatched:
             x32, x64 = x32.squeeze(0), x64.squeeze(0)
         v32, i32 = sel_reduce(x32, clean)
@@ -1841,7 +1796,7 @@ class Runner:
                 if got_f is None:
                     return
                 full = c.full_heads = got_f[1] if not c.unbatched else got_f[1][None]
-            mine = sel_slice(torch.from_numpy(np.array(full, dtype=np.float32)), base, False)
+            mine = select_slice(torch.from_numpy(np.array(full, dtype=np.float32)), base, False)
             if c.unbatched:
                 mine = mine.squeeze(0)
             if mine.numpy().tobytes() != np.ascontiguousarray(m).tobytes():
