@@ -58,6 +58,16 @@ report() { # name step log ok
         printf '  FAIL  %-14s %-8s log: %s\n' "$1" "$2" "$3"
         grep -E 'ERROR|runtime error|SUMMARY|^[^ #=].*(FAIL|failed|differ|refused|still)|Test unit written' "$3" | head -n 15 | sed 's/^/        /'
         ls "$out/artifacts/$1/" 2>/dev/null | sed "s|^|        reproduce: build-fuzz/fuzz/fuzz_$1 $out/artifacts/$1/|" | head -n 3
+        # the input itself, so that a CI log alone reproduces it: base64 -d > crash; fuzz_NAME crash
+        local a
+        for a in "$out/artifacts/$1/"*; do
+            [ -f "$a" ] || continue
+            if [ "$(stat -c %s "$a")" -le 65536 ]; then
+                echo "        input (base64) of $(basename "$a"):"
+                base64 -w 120 "$a" | sed 's/^/          /'
+            fi
+            break
+        done
     fi
 }
 

@@ -15,8 +15,8 @@
 #include <string.h>
 
 #include "codec/base64.h"
+#include "fuzz_fail.h"
 
-#define FAIL(...) (fprintf(stderr, __VA_ARGS__), fputc('\n', stderr), abort())
 
 static int val(unsigned char c)
 {

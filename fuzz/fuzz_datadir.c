@@ -18,8 +18,8 @@
 
 #include "store/datadir.h"
 #include "store/persist.h"
+#include "fuzz_fail.h"
 
-#define FAIL(...) (fprintf(stderr, __VA_ARGS__), fputc('\n', stderr), abort())
 #define MAX_EL (1 << 16)
 
 static char root[256];

@@ -49,9 +49,9 @@
 
 #include "store/datadir.h"
 #include "store/persist.h"
+#include "fuzz_fail.h"
 
 
-#define FAIL(...) (fprintf(stderr, __VA_ARGS__), fputc('\n', stderr), abort())
 #define MAX_EL (1 << 12)
 
 static char root[256], data_dir[300], layers[320], outside[300];

@@ -31,8 +31,8 @@
 #include "api/layer_io.h"
 #include "app/auth.h"
 #include "http/accept.h"
+#include "fuzz_fail.h"
 
-#define FAIL(...) (fprintf(stderr, __VA_ARGS__), fputc('\n', stderr), abort())
 #define MAX_MEMBERS 256
 
 /* ---------------------------------------------------------------------------------------------- */

@@ -49,8 +49,8 @@
 #include "app/options.h"
 #include "base/sysinfo.h"
 #include "fuzz_expand.h"
+#include "fuzz_fail.h"
 
-#define FAIL(...) (fprintf(stderr, __VA_ARGS__), fputc('\n', stderr), abort())
 
 #define MAX_REQUEST ((size_t)128 << 10) /* expanded input, bytes */
 #define MAX_MARKS 64
@@ -240,8 +240,9 @@ static void start(void)
     snprintf(opt.api_key, sizeof opt.api_key, "%s", FUZZ_KEY);
     opt.max_body_bytes = 96 << 10; /* past it: 413, which inputs of 128 KiB reach */
     opt.max_body_memory = 1 << 20;
-    opt.max_tensor_elements = 1 << 14; /* a pass costs < 50 MFLOP */
+    opt.max_tensor_elements = 1 << 14;
     opt.max_trace_elements = 1 << 15;
+    opt.max_request_flops = 50000000; /* a pass costs 50 MFLOP at most, past it 413 too_costly */
     opt.max_weights_bytes = 1 << 20; /* a few small layers, then 507 */
     opt.header_timeout = 0; /* deadlines run on a clock: this harness has none */
     opt.min_body_rate = 0;

@@ -20,8 +20,8 @@
 #include <string.h>
 
 #include "codec/json_scan.h"
+#include "fuzz_fail.h"
 
-#define FAIL(...) (fprintf(stderr, __VA_ARGS__), fputc('\n', stderr), abort())
 
 static int depth_of(const json_t *j)
 {

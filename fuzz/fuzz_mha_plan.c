@@ -21,8 +21,8 @@
 #include <string.h>
 
 #include "mha.h"
+#include "fuzz_fail.h"
 
-#define FAIL(...) (fprintf(stderr, __VA_ARGS__), fputc('\n', stderr), abort())
 
 #define CAP (1 << 16) /* largest buffer allocated for an input */
 

@@ -23,8 +23,8 @@
 #include <string.h>
 
 #include "app/options.h"
+#include "fuzz_fail.h"
 
-#define FAIL(...) (fprintf(stderr, __VA_ARGS__), fputc('\n', stderr), abort())
 #define MAX_WORDS 64
 
 static int parse(srv_options *o, int argc, char **argv, srv_error *err)

@@ -25,8 +25,8 @@
 #include "codec/base64.h"
 #include "codec/predecode.h"
 #include "fuzz_expand.h"
+#include "fuzz_fail.h"
 
-#define FAIL(...) (fprintf(stderr, __VA_ARGS__), fputc('\n', stderr), abort())
 #define MAX_BODY ((size_t)5 << 18) /* 1.25 MiB: over the daemon's 1 MiB threshold */
 #define MAX_CUTS 256
 

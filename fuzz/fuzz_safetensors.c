@@ -23,8 +23,8 @@
 #include <string.h>
 
 #include "codec/safetensors.h"
+#include "fuzz_fail.h"
 
-#define FAIL(...) (fprintf(stderr, __VA_ARGS__), fputc('\n', stderr), abort())
 #define MAX_EL (1 << 16)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

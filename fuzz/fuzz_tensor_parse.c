@@ -19,8 +19,8 @@
 
 #include "codec/json_scan.h"
 #include "codec/tensor.h"
+#include "fuzz_fail.h"
 
-#define FAIL(...) (fprintf(stderr, __VA_ARGS__), fputc('\n', stderr), abort())
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -19,8 +19,8 @@
 #include <string.h>
 
 #include "codec/v2_codec.h"
+#include "fuzz_fail.h"
 
-#define FAIL(...) (fprintf(stderr, __VA_ARGS__), fputc('\n', stderr), abort())
 #define MAX_EL 4096
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -22,8 +22,8 @@
 #include "app/app.h"
 #include "codec/safetensors.h"
 #include "store/config.h"
+#include "fuzz_fail.h"
 
-#define FAIL(...) (fprintf(stderr, __VA_ARGS__), fputc('\n', stderr), abort())
 #define MAX_EL (1 << 14)
 
 static srv_app *app;

@@ -35,10 +35,16 @@ int srv_api_readyz(void *ctx, const srv_request *req, srv_response *resp, srv_er
     const char *why = draining ? "draining" : "starting";
     resp->status = 503;
     srv_response_header(resp, "Retry-After", "1");
+    /* the error object every other error reply has, request id included */
     srv_buf_printf(&resp->body,
                    "{\"ready\":false,\"status\":\"%s\",\"layers\":%d,"
-                   "\"error\":{\"code\":\"unavailable\",\"message\":\"the daemon is %s\"}}\n",
+                   "\"error\":{\"code\":\"unavailable\",\"message\":\"the daemon is %s\"",
                    why, layers, draining ? "shutting down" : "starting");
+    if (req->id) {
+        srv_buf_puts(&resp->body, ",\"request_id\":");
+        srv_buf_json_string(&resp->body, req->id);
+    }
+    srv_buf_puts(&resp->body, "}}\n");
     return 0;
 }
 

@@ -33,29 +33,6 @@
 #define KEY "Authorization: Bearer k3y"
 
 static char attnd[PATH_MAX];
-static bool ext;          /* this build's configs have rope/head_dim/...                   */
-static bool causal_field; /* and is_causal                                                  */
-
-static bool config_knows(const char *field, json_t *value)
-{
-    json_t *c = json_pack("{s:i, s:i}", "embed_dim", 8, "num_heads", 2);
-    json_object_set_new(c, field, value);
-    mha_config cfg;
-    srv_error err = {0};
-    bool ok = srv_config_from_json(&cfg, c, NULL, "config", &err) == 0;
-    json_decref(c);
-    return ok;
-}
-
-/* Whether this build can serve the case's config (the extensions land with the engine variants). */
-static bool servable(const json_t *want)
-{
-    size_t base = 2 + (json_object_get(want, "is_causal") != NULL) + (json_object_get(want, "bias") != NULL);
-    if (json_object_size(want) > base && !ext)
-        return false;
-    return causal_field || !json_object_get(want, "is_causal");
-}
-
 /* Runs `attnd import ARGS...` (NULL-terminated), stdout into out (size bytes), stderr into errout;
  * returns the exit status (-1 when it did not exit). */
 static int run_import(char *out, size_t size, char *errout, size_t esize, const char *const *args)
@@ -110,8 +87,6 @@ static void forward_matches(srv_daemon *d, const char *name, const char *ckpt, c
     const srv_st_tensor *w = srv_st_find(&ref, "attn_weights");
     json_t *body = json_pack("{s:o, s:b, s:b, s:s}", "query", tj_base64(x->data, 3, x->shape),
                              "need_weights", 1, "average_attn_weights", 0, "encoding", "base64");
-    if (!causal_field && json_is_true(json_object_get(want, "is_causal")))
-        json_object_set_new(body, "is_causal", json_true());
     char *text = json_dumps(body, JSON_COMPACT);
     char path[128];
     snprintf(path, sizeof path, "/v1/layers/%s/forward", name);
@@ -165,26 +140,18 @@ static void test_cli(json_t *cases)
     int imported = 0;
     json_array_foreach(json_object_get(cases, "cases"), i, c) {
         const char *name = json_string_value(json_object_get(c, "checkpoint"));
-        const json_t *want = json_object_get(c, "config");
         char dir[256], layer[16], check[300], out[2048], err[2048];
         snprintf(dir, sizeof dir, HF_DIR "/%s", name);
         snprintf(layer, sizeof layer, "%lld", (long long)json_integer_value(json_object_get(c, "layer")));
         snprintf(check, sizeof check, "%s/reference.safetensors", dir);
         const char *args[] = {dir, "--layer", layer, "--name", name, "--data-dir", dd, "--check", check, NULL};
         int st = run_import(out, sizeof out, err, sizeof err, args);
-        if (servable(want)) {
-            CHECK(st == 0 && strstr(out, "imported layer") && strstr(out, "max |diff|") && !err[0],
-                  "%s: attnd import exits %d: %s%s", name, st, out, err);
-            imported += st == 0;
-        } else {
-            /* refused by this build's config parser, and nothing written */
-            char p[512];
-            snprintf(p, sizeof p, "%s/layers/%s", dd, name);
-            CHECK(st == 1 && strstr(err, "refused") && !exists(p), "%s: refused until the config "
-                  "extensions land: exit %d: %s", name, st, err);
-        }
+        CHECK(st == 0 && strstr(out, "imported layer") && strstr(out, "max |diff|") && !err[0],
+              "%s: attnd import exits %d: %s%s", name, st, out, err);
+        imported += st == 0;
     }
-    CHECK(imported >= 3, "imported %d checkpoints", imported);
+    CHECK(imported == (int)json_array_size(json_object_get(cases, "cases")) && imported >= 7,
+          "every checkpoint imported (%d)", imported);
 
     /* a daemon started on that data dir serves them with the model's numbers */
     srv_options opt;
@@ -195,8 +162,7 @@ static void test_cli(json_t *cases)
         json_array_foreach(json_object_get(cases, "cases"), i, c) {
             const json_t *want = json_object_get(c, "config");
             const char *name = json_string_value(json_object_get(c, "checkpoint"));
-            if (servable(want))
-                forward_matches(d, name, name, want);
+            forward_matches(d, name, name, want);
         }
     }
     hc_stop(d);
@@ -397,15 +363,10 @@ static void test_http(json_t *cases)
                  (long long)json_integer_value(json_object_get(c, "layer")));
         import_req(d, name, body, true, &r);
         json_t *doc = hc_json(&r);
-        if (servable(want)) {
-            CHECK(r.status == 201 && doc &&
-                      json_integer_value(json_object_get(json_object_get(doc, "import"), "tensors")) >= 4,
-                  "%s: import over HTTP %ld: %.300s", name, r.status, r.body ? r.body : "");
-            forward_matches(d, name, name, want);
-        } else {
-            CHECK(r.status == 422 || r.status == 400, "%s: refused until the config extensions land: %ld %.200s", name,
-                  r.status, r.body ? r.body : "");
-        }
+        CHECK(r.status == 201 && doc &&
+                  json_integer_value(json_object_get(json_object_get(doc, "import"), "tensors")) >= 4,
+              "%s: import over HTTP %ld: %.300s", name, r.status, r.body ? r.body : "");
+        forward_matches(d, name, name, want);
         json_decref(doc);
         hc_response_free(&r);
     }
@@ -467,8 +428,6 @@ int main(void)
     snprintf(attnd, sizeof attnd, "%s/attnd", build && build[0] ? build : "build");
     if (!CHECK(access(attnd, X_OK) == 0, "%s is built", attnd))
         return check_report();
-    ext = config_knows("rope", json_pack("{s:f}", "theta", 10000.0));
-    causal_field = config_knows("is_causal", json_true());
     json_t *cases = load_cases();
     if (!CHECK(cases, "read " HF_DIR "/cases.json"))
         return check_report();

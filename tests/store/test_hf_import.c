@@ -30,19 +30,6 @@
 
 #define HF_DIR "tests/data/hf"
 
-/* True when this build's layer configs have the field (the extensions of SPEC §1 come with the
- * engine variants; until then layers that need them cannot be built). */
-static bool config_knows(const char *field, json_t *value)
-{
-    json_t *c = json_pack("{s:i, s:i}", "embed_dim", 8, "num_heads", 2);
-    json_object_set_new(c, field, value);
-    mha_config cfg;
-    srv_error err = {0};
-    bool ok = srv_config_from_json(&cfg, c, NULL, "config", &err) == 0;
-    json_decref(c);
-    return ok;
-}
-
 typedef struct counter {
     int calls;
     srv_hf_progress last;
@@ -69,7 +56,6 @@ static uint64_t dir_bytes(const char *dir)
     return n;
 }
 
-static int skipped;
 
 /* Runs l on the reference's hidden_states with weights per head and compares with the model's. */
 static void compare_forward(const char *name, const srv_layer *l, const srv_st *ref, bool causal)
@@ -120,8 +106,6 @@ static void test_golden(void)
     free(text);
     if (!CHECK(doc, "read " HF_DIR "/cases.json"))
         return;
-    bool ext = config_knows("rope", json_pack("{s:f}", "theta", 10000.0));
-    bool causal_field = config_knows("is_causal", json_true());
     size_t i;
     json_t *c;
     json_array_foreach(json_object_get(doc, "cases"), i, c) {
@@ -161,33 +145,20 @@ static void test_golden(void)
         /* the layer as the daemon builds it */
         bool causal = json_is_true(json_object_get(hl.config, "is_causal"));
         json_t *cfg = json_deep_copy(hl.config);
-        size_t base = 2 + (json_object_get(cfg, "is_causal") != NULL) + (json_object_get(cfg, "bias") != NULL);
-        bool needs_ext = json_object_size(cfg) > base;
-        if (!causal_field)
-            json_object_del(cfg, "is_causal"); /* GPT-2 before the field: causal per request */
-        if (needs_ext && !ext) {
-            printf("%s: skipped the forward check: this build has no head_dim/num_kv_heads/rope/"
-                   "alibi/window yet\n", name);
-            skipped++;
-        } else {
-            srv_layer *l = srv_persist_build(name, cfg, &hl.weights, NULL, &err);
-            srv_st ref = {0};
-            char *rb = check_read_file(refpath, &len);
-            if (CHECK(l, "%s: build: %s", name, err.message) &&
-                CHECK(rb && srv_st_parse(&ref, (const uint8_t *)rb, len, 1 << 24, "ref", &err) == 0,
-                      "%s: reference: %s", name, err.message)) {
-                compare_forward(name, l, &ref, causal);
-                if (causal_field || !causal) {
-                    double diff = -1, scale = 0;
-                    CHECK(srv_hf_check(l, &ref, &diff, &scale, &err) == 0 &&
-                              diff <= 1e-4 * fmax(1, scale),
-                          "%s: srv_hf_check: diff %g (%s)", name, diff, err.message);
-                }
-            }
-            srv_st_free(&ref);
-            free(rb);
-            srv_layer_release(l);
+        srv_layer *l = srv_persist_build(name, cfg, &hl.weights, NULL, &err);
+        srv_st ref = {0};
+        char *rb = check_read_file(refpath, &len);
+        if (CHECK(l, "%s: build: %s", name, err.message) &&
+            CHECK(rb && srv_st_parse(&ref, (const uint8_t *)rb, len, 1 << 24, "ref", &err) == 0,
+                  "%s: reference: %s", name, err.message)) {
+            compare_forward(name, l, &ref, causal);
+            double diff = -1, scale = 0;
+            CHECK(srv_hf_check(l, &ref, &diff, &scale, &err) == 0 && diff <= 1e-4 * fmax(1, scale),
+                  "%s: srv_hf_check: diff %g (%s)", name, diff, err.message);
         }
+        srv_st_free(&ref);
+        free(rb);
+        srv_layer_release(l);
         json_decref(cfg);
         srv_hf_layer_free(&hl);
         srv_ckpt_free(ck);
@@ -493,8 +464,5 @@ int main(void)
         test_hostile();
         td_rm_rf(root);
     }
-    if (skipped)
-        printf("%d checkpoints not run through the engine (this build lacks the config extensions)\n",
-               skipped);
     return check_report();
 }

@@ -779,9 +779,11 @@ static int slow_end(int fd)
 
 /* Sends GET path on an open keep-alive connection and reads one whole reply (headers, then
  * Content-Length bytes); returns its status, 0 when there is none. */
-static int keep_alive_status(int fd, const char *path)
+/* GET path on an open connection; returns the status and copies the whole reply into reply. */
+#define REPLY_MAX 4096
+static int keep_alive_status(int fd, const char *path, char *reply)
 {
-    char rq[256], reply[4096];
+    char rq[256];
     snprintf(rq, sizeof rq, "GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", path);
     if (write(fd, rq, strlen(rq)) != (ssize_t)strlen(rq))
         return 0;
@@ -796,9 +798,9 @@ static int keep_alive_status(int fd, const char *path)
             if (got >= want)
                 break;
         }
-        if (got >= sizeof reply - 1 || poll(&pf, 1, 5000) <= 0)
+        if (got >= REPLY_MAX - 1 || poll(&pf, 1, 5000) <= 0)
             return 0;
-        ssize_t n = read(fd, reply + got, sizeof reply - 1 - got);
+        ssize_t n = read(fd, reply + got, REPLY_MAX - 1 - got);
         if (n <= 0)
             return 0;
         got += (size_t)n;
@@ -867,14 +869,17 @@ static void test_drain(void)
     /* an open connection, for /readyz during the drain: one request on it first, so that the daemon
      * has accepted it (a connection still in the listen backlog is reset when the socket closes) */
     int keep = hc_connect(port);
-    CHECK(keep >= 0 && keep_alive_status(keep, "/healthz") == 200, "keep-alive connection open");
+    char reply[REPLY_MAX] = "";
+    CHECK(keep >= 0 && keep_alive_status(keep, "/healthz", reply) == 200, "keep-alive connection open");
     drain_arg a = {d, 10000, -1};
     pthread_t t;
     pthread_create(&t, NULL, drain_thread, &a);
     CHECK(wait_for(is_draining, app, 5000), "draining began");
     CHECK(wait_for(refused, &port, 5000), "no new connections while draining");
-    int rs = keep >= 0 ? keep_alive_status(keep, "/readyz") : 0;
+    int rs = keep >= 0 ? keep_alive_status(keep, "/readyz", reply) : 0;
     CHECK(rs == 503, "/readyz answers 503 while draining (%d)", rs);
+    CHECK(rs != 503 || (strstr(reply, "\"code\":\"unavailable\"") && strstr(reply, "\"request_id\":\"")),
+          "its error object has a code and the request id, as every error reply: %.400s", reply);
     if (keep >= 0)
         close(keep);
     CHECK(slow_end(fd) == 200, "the request in flight is answered 200");

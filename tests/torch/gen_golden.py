@@ -42,7 +42,7 @@ import torch
 import torch.nn.functional as F
 
 import torch_stages
-from torch_stages import attention_stages, head_weights, variant_stages
+from torch_stages import attention_stages, head_weights, repeated_kv_state_dict, variant_stages
 
 # Tests compare with 2e-5 absolute + 1e-4 relative (tests/support/check.h). A golden number must sit
 # well inside that of the exact (float64) result, or a correct engine could fail on torch's round-off.
@@ -1074,36 +1074,6 @@ def functional_mha(vs, objs, sd, mask, E, H):
     return from_seq_first(vs, out), squeeze_weights(vs, w)
 
 
-def repeated_kv_state_dict(vs, sd):
-    """The MHA state_dict equal to a GQA layer: kv head j's rows copied for query heads
-    j*g .. (j+1)*g - 1 (what repeat_kv does to the projections' output)."""
-    H, Hkv, hd = vs.H, vs.Hkv, vs.hd
-    Dq, Dkv, g = H * hd, Hkv * hd, H // Hkv
-
-    def rep(t):  # [Dkv, ...] -> [Dq, ...]
-        return t.reshape(Hkv, 1, hd, *t.shape[1:]).expand(Hkv, g, hd, *t.shape[1:]).reshape(
-            Dq, *t.shape[1:])
-
-    out = {}
-    if "in_proj_weight" in sd:
-        wq, wk, wv = sd["in_proj_weight"].split([Dq, Dkv, Dkv])
-        out["in_proj_weight"] = torch.cat([wq, rep(wk), rep(wv)])
-    else:
-        out["q_proj_weight"] = sd["q_proj_weight"]
-        out["k_proj_weight"] = rep(sd["k_proj_weight"])
-        out["v_proj_weight"] = rep(sd["v_proj_weight"])
-    if "in_proj_bias" in sd:
-        bq, bk, bv = sd["in_proj_bias"].split([Dq, Dkv, Dkv])
-        out["in_proj_bias"] = torch.cat([bq, rep(bk), rep(bv)])
-    for name in ("bias_k", "bias_v"):
-        if name in sd:
-            out[name] = rep(sd[name].reshape(Dkv)).reshape(1, 1, Dq)
-    out["out_proj.weight"] = sd["out_proj.weight"]
-    if "out_proj.bias" in sd:
-        out["out_proj.bias"] = sd["out_proj.bias"]
-    return out
-
-
 variant_checks = {"functional": 0, "gqa_as_mha": 0, "bloom_alibi": 0, "mistral_window": 0,
                   "rope_relative": 0}
 
@@ -1119,7 +1089,7 @@ def check_variant(vs, objs, out, w, dead):
     if vs.rope is None and not vs.alibi and vs.hd * vs.H == vs.E:
         # torch itself: plain MHA, or GQA as MHA with the kv heads' rows repeated; the causal and
         # window rules are in the merged mask, positions only move them.
-        sd = objs["sd"] if vs.Hkv == vs.H else repeated_kv_state_dict(vs, objs["sd"])
+        sd = objs["sd"] if vs.Hkv == vs.H else repeated_kv_state_dict(vs.H, vs.Hkv, vs.hd, objs["sd"])
         f_out, f_w = functional_mha(vs, objs, sd, mask, vs.E, vs.H)
         if close(out, f_out, xatol, xrtol, rows_out) > 0 or (
                 vs.need_weights and close(w, f_w, xatol, xrtol, rows_w) > 0):

@@ -48,7 +48,7 @@ import zlib
 import numpy as np
 import torch
 
-from torch_stages import attention_stages
+from torch_stages import attention_stages, select_slice
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TESTS = os.path.dirname(HERE)
@@ -184,18 +184,6 @@ def reduce(x, sel):
     return enc(x)
 
 
-def select(full, sel, average):
-    """full [N,H,L,S] -> the chosen slice [N,h',L',S'] (or the mean over the chosen heads)."""
-    H = full.shape[1]
-    heads = sel.get("heads", list(range(H)))
-    q0, q1 = sel.get("queries", [0, full.shape[2]])
-    k0, k1 = sel.get("keys", [0, full.shape[3]])
-    x = full[:, heads][:, :, q0:q1, k0:k1]
-    if average:
-        x = x.sum(dim=1) / len(heads)
-    return x.contiguous()
-
-
 def file_heads(case):
     """The per-head weights and scores of the case file's trace ([N,H,L,S], batch-major)."""
     batched = len(case["inputs"]["query"]["shape"]) == 3
@@ -221,8 +209,8 @@ def write_dir(cases, out_name, from_file):
         for kind in ("map", "top_k", "pool"):
             sel = choose(rng, H, L, S, kind)
             average = rng.random() < 0.5
-            x = select(w, sel, average)
-            xs = select(s, sel, False)
+            x = select_slice(w, sel, average)
+            xs = select_slice(s, sel, False)
             if not batched:
                 x, xs = x.squeeze(0), xs.squeeze(0)
             got = reduce(x, sel)

@@ -242,3 +242,48 @@ def variant_stages(q_in, k_in, v_in, sd, H, Hkv, hd, mask, add_bias_kv, add_zero
     st["output"] = out.transpose(0, 1)
     st = {name: t.contiguous() for name, t in st.items()}
     return st, out, w, dead
+
+
+def repeated_kv_state_dict(H, Hkv, hd, sd):
+    """The MHA state_dict equal to a grouped-query layer (H query heads, Hkv kv heads of hd): kv
+    head j's rows copied for query heads j*g .. (j+1)*g - 1 (what HF's repeat_kv does to the
+    projections' output)."""
+    if Hkv == H:
+        return sd
+    Dq, Dkv, g = H * hd, Hkv * hd, H // Hkv
+
+    def rep(t):  # [Dkv, ...] -> [Dq, ...]
+        return t.reshape(Hkv, 1, hd, *t.shape[1:]).expand(Hkv, g, hd, *t.shape[1:]).reshape(
+            Dq, *t.shape[1:])
+
+    out = {}
+    if "in_proj_weight" in sd:
+        wq, wk, wv = sd["in_proj_weight"].split([Dq, Dkv, Dkv])
+        out["in_proj_weight"] = torch.cat([wq, rep(wk), rep(wv)])
+    else:
+        out["q_proj_weight"] = sd["q_proj_weight"]
+        out["k_proj_weight"] = rep(sd["k_proj_weight"])
+        out["v_proj_weight"] = rep(sd["v_proj_weight"])
+    if "in_proj_bias" in sd:
+        bq, bk, bv = sd["in_proj_bias"].split([Dq, Dkv, Dkv])
+        out["in_proj_bias"] = torch.cat([bq, rep(bk), rep(bv)])
+    for name in ("bias_k", "bias_v"):
+        if name in sd:
+            out[name] = rep(sd[name].reshape(Dkv)).reshape(1, 1, Dq)
+    out["out_proj.weight"] = sd["out_proj.weight"]
+    if "out_proj.bias" in sd:
+        out["out_proj.bias"] = sd["out_proj.bias"]
+    return out
+
+
+def select_slice(full, sel, average):
+    """weights_select's heads and ranges: full [N,H,L,S] -> the chosen slice [N,h',L',S'], or
+    torch's mean over the chosen heads (sum / h') [N,L',S']."""
+    H = full.shape[1]
+    heads = sel.get("heads", list(range(H)))
+    q0, q1 = sel.get("queries", [0, full.shape[2]])
+    k0, k1 = sel.get("keys", [0, full.shape[3]])
+    x = full[:, heads][:, :, q0:q1, k0:k1]
+    if average:
+        x = x.sum(dim=1) / len(heads)
+    return x.contiguous()
