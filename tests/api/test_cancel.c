@@ -193,6 +193,22 @@ static void test_two_abandoned(const char *big, size_t big_len)
     hc_stop(d);
 }
 
+/* What the daemon and the two waiting clients show when a wait above was not met: the test's
+ * metrics and whatever B and C were answered, so that a failure on a loaded machine says why. */
+static void explain(srv_daemon *d, int b, int c)
+{
+    printf("  queued %lld, waiting for a slot %lld, running %lld, cancelled %lld\n",
+           metric(d, "attnd_http_requests_queued"), metric(d, "attnd_forward_passes_waiting"),
+           passes_in_flight(d), metric(d, "attnd_requests_cancelled_total"));
+    const int fds[2] = {b, c};
+    for (int i = 0; i < 2; i++) {
+        char buf[512];
+        ssize_t n = recv(fds[i], buf, sizeof buf - 1, MSG_DONTWAIT);
+        buf[n > 0 ? n : 0] = '\0';
+        printf("  %c was answered: %s\n", "BC"[i], n > 0 ? buf : "(nothing yet)");
+    }
+}
+
 static void test_queues(const char *big, size_t big_len)
 {
     srv_daemon *d = start(1, 60000);
@@ -209,8 +225,9 @@ static void test_queues(const char *big, size_t big_len)
                       "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s",
                       strlen(small_forward), small_forward);
     int c = send_request(port, creq, (size_t)cl);
-    CHECK(wait_metric(d, "attnd_http_requests_queued", 1, 120), "B waits for the worker");
-    CHECK(wait_metric(d, "attnd_forward_passes_waiting", 1, 20), "C waits for the slot");
+    if (!CHECK(wait_metric(d, "attnd_http_requests_queued", 1, 120), "B waits for the worker") |
+        !CHECK(wait_metric(d, "attnd_forward_passes_waiting", 1, 20), "C waits for the slot"))
+        explain(d, b, c);
     close(b);
     close(c);
     CHECK(wait_cancelled(d, 2, 20) >= 0, "B (queued) and C (waiting for a slot) leave at once");
