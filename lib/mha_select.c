@@ -691,7 +691,7 @@ mha_status mha_sink_stream_init(mha_sink *s, int threads, int64_t BN, int64_t nb
     size_t b[12] = {0};
     b[11] = line(T * (size_t)nblk * rb * sizeof(float));
     if (topk) {
-        s->cap = 2 * BN + 4 * s->k;
+        s->cap = (2 * BN + 4 * s->k + 15) / 16 * 16; /* whole vectors of exps (compact_row) */
         const size_t c = T * rb * (size_t)s->cap;
         b[0] = b[1] = b[2] = b[3] = line(c * 4); /* cx, cj, cnv, cm */
         b[4] = line(T * 2 * (size_t)s->cap * sizeof(float));
