@@ -21,7 +21,9 @@
  * slab · exp(m_block - m) / l, a second look at the rows that were asked for. The output is the
  * same computation, instruction for instruction, whether weights are asked for or not: the
  * output's bits never depend on need_weights. Averaged weights take a task per row block that runs
- * every head in order (torch's sum over heads, then / H).
+ * every head in order (torch's sum over heads, then / H). A selection's per-head top-k or pooled
+ * map is fed each block's exps from the tile instead, as they are made, with each block's factor
+ * at the end (mha_sink_stream_*, mha_select.h): no slab is written or read for it.
  *
  * Keys and values are packed first, per (batch, kv head, key block) (mha_attn_pack_task): Kᵀ
  * [hd][BN] for the scores and V [BN][hd] rows, contiguous; a last, shorter block is left unwritten
@@ -257,6 +259,20 @@ static void weights_to_sink(const mha_attn *a, const visit *v, const tile *t, mh
     mha_sink_head_end(s, slot, b, h, i0, rows);
 }
 
+/* The end of a streamed head (mha_sink_stream_end): each visited block's factor, handed to the
+ * sink (the row maxima stay: a fallback feeds the slab with them). False when the sink could not
+ * make its result exact. */
+static bool stream_finish(const mha_attn *a, const tile *t, mha_sink *s, int slot, int64_t b,
+                          int64_t h, int64_t i0, int64_t rows, int64_t nvis)
+{
+    float *fac = mha_sink_stream_factors(s, slot); /* [nblk][MHA_BM] */
+    for (int64_t nv = 0; nv < nvis; nv++) {
+        block_factors(a, t, nv, rows);
+        memcpy(fac + nv * MHA_BM, t->f, (size_t)rows * sizeof(float));
+    }
+    return mha_sink_stream_end(s, slot, b, h, i0, rows, nvis, fac, MHA_BM);
+}
+
 int64_t mha_attn_ntasks(const mha_attn *a)
 {
     return a->N * (a->all_heads ? 1 : a->H) * a->nrb;
@@ -312,120 +328,151 @@ void mha_attn_task(void *arg, int64_t task, int slot)
                                mha_sink_wants_rows(a->sink_scores, i0, m)
                            ? a->sink_scores
                            : NULL;
-        const bool keep = t.slab && (a->weights || a->trace_weights || sw || stw);
-        const float *kv = a->kv + (b * a->Hkv + g) * a->kv_floats;
-        const float slope = a->alibi ? mha_alibi_slope(h, H) : 0.0f;
-        /* torch: q_scaled = q / sqrt(head_dim), after RoPE */
-        const float *q = a->q + b * a->q_bs + i0 * a->q_rs + h * hd;
-        if (a->qinv != 0.0f) { /* the same bits as the division (mha_attn.qinv) */
-            for (int64_t r = 0; r < m; r++)
-                t.f[r] = a->qinv;
-            mha_div_mul_rows_to_isa(isa, t.qt, hd, q, a->q_rs, m, hd, 0.0f, t.f);
-        } else {
-            mha_div_mul_rows_to_isa(isa, t.qt, hd, q, a->q_rs, m, hd, a->qscale, NULL);
-        }
-        memset(t.o, 0, (size_t)(m * hd) * sizeof(float));
-        for (int64_t r = 0; r < m; r++) {
-            t.m[r] = -INFINITY;
-            t.l[r] = 0.0f;
-        }
-        float *tscores = a->trace_scores ? a->trace_scores + bhl * S : NULL;
-        for (int64_t r = 0; tscores && r < m; r++) /* keys never computed: -inf */
-            for (int64_t j = 0; j < S; j++)
-                tscores[r * S + j] = -INFINITY;
-        int64_t s_at = 0; /* the scores sink has every key before this */
-        if (ss)
-            mha_sink_head_begin(ss, slot, b, h, i0, m);
-
-        int64_t nv = 0;
-        for (int64_t blk = -1; next_block(a, &v, &blk); nv++) {
-            const int64_t j0 = blk * BN, bn = S - j0 < BN ? S - j0 : BN;
-            /* columns [c0, c1) of the block: the given keys outside [k0, k1) of the rules' range
-             * are cut off at the block's edges (the diagonal block of a causal pass, both ends of a
-             * window's); a block holding appended keys keeps its end */
-            int64_t c0 = 0, c1 = bn;
-            if (blk < v.hi && j0 < k0)
-                c0 = k0 - j0;
-            if (blk < v.hi && j0 + bn <= S0 && j0 + bn > k1)
-                c1 = k1 - j0;
-            const int64_t n = c1 - c0;
-            const int64_t gn = (S0 - j0 < c1 ? S0 - j0 : c1) - c0; /* given keys; then appended */
-            const float *kt = kv + blk * hd * BN + c0, *vb = kv + a->nblk * hd * BN + (j0 + c0) * hd;
-            float *sc = t.sc + c0; /* the tile's columns keep their block positions */
-            const bool full = m == MHA_BM && n == BN;
-            if (full)
-                mha_mm_run(&ks->scores, sc, t.qt, kt);
-            else
-                mha_gemm_isa(isa, sc, BN, t.qt, hd, kt, BN, m, n, hd, false);
-            if (gn > 0) { /* ALiBi, then the masks (the golden files' order), then the rules */
-                const float *kpb = kp + j0 + c0;
-                const bool rules = rules_needed(a, kpb, gn, qmin, qmax);
-                for (int64_t r = 0; r < m && (a->alibi || am || kpm || rules); r++) {
-                    float *row = sc + r * BN;
-                    const int64_t i = i0 + r;
-                    if (a->alibi)
-                        mha_alibi_row(isa, row, kpb, gn, qp[r], slope);
-                    const void *amr = am ? mask_at(am, am->ndim == 3 ? (b * H + h) * L + i : i,
-                                                   S0, j0 + c0)
-                                         : NULL;
-                    const void *kpr = kpm ? mask_at(kpm, b, S0, j0 + c0) : NULL;
-                    if (amr || kpr)
-                        apply_masks(row, gn, amr, am ? am->type : MHA_MASK_FLOAT, kpr,
-                                    kpm ? kpm->type : MHA_MASK_FLOAT);
-                    if (rules)
-                        mha_rules_row(row, kpb, gn, qp[r], a->causal, a->window, a->keys_sorted);
-                }
-            }
-            if (tscores)
+        /* a per-head top-k or pool is streamed from the tiles (mha_sink_stream_*); when that
+         * cannot be made exact (mha_select.h), the head's blocks run again keeping its slab (its
+         * q tile kept, its output written once, the scores sink already fed) */
+        const bool streamable = sw && mha_sink_streams(sw);
+        bool streamed = false;
+        for (int pass = 0; pass < 2 && !streamed; pass++) {
+            const bool stream = streamable && pass == 0;
+            mha_sink *const ssp = pass == 0 ? ss : NULL;
+            const bool keep = t.slab && (a->weights || a->trace_weights || (sw && !stream) || stw);
+            const float *kv = a->kv + (b * a->Hkv + g) * a->kv_floats;
+            const float slope = a->alibi ? mha_alibi_slope(h, H) : 0.0f;
+            /* torch: q_scaled = q / sqrt(head_dim), after RoPE */
+            const float *q = a->q + b * a->q_bs + i0 * a->q_rs + h * hd;
+            if (pass == 0 && a->qinv != 0.0f) { /* the same bits as the division (mha_attn.qinv) */
                 for (int64_t r = 0; r < m; r++)
-                    memcpy(tscores + r * S + j0 + c0, sc + r * BN, (size_t)n * sizeof(float));
-            if (ss) { /* keys never computed before this block's: -inf (the sink's fill) */
-                if (s_at < j0 + c0)
-                    mha_sink_fill(ss, slot, b, h, i0, m, s_at, j0 + c0 - s_at);
-                mha_sink_feed(ss, slot, b, h, i0, m, j0 + c0, n, sc, BN, NULL);
-                s_at = j0 + c1;
+                    t.f[r] = a->qinv;
+                mha_div_mul_rows_to_isa(isa, t.qt, hd, q, a->q_rs, m, hd, 0.0f, t.f);
+            } else if (pass == 0) {
+                mha_div_mul_rows_to_isa(isa, t.qt, hd, q, a->q_rs, m, hd, a->qscale, NULL);
+            } /* again: qt is still there (q's columns now hold the head's output) */
+            memset(t.o, 0, (size_t)(m * hd) * sizeof(float));
+            for (int64_t r = 0; r < m; r++) {
+                t.m[r] = -INFINITY;
+                t.l[r] = 0.0f;
             }
-            mha_softmax_block_isa(isa, sc, BN, m, n, t.m, t.l, t.alpha, t.tmp);
-            if (nv > 0) /* the maximum moved: what came before is rescaled (alpha 1 otherwise) */
-                mha_div_mul_rows_isa(isa, t.o, hd, m, hd, 0.0f, t.alpha);
-            if (keep) { /* the block's exps, 0 in the columns cut off */
-                const int64_t ld = a->nblk * BN;
-                for (int64_t r = 0; r < m; r++) {
-                    float *srow = t.slab + r * ld + j0;
-                    memset(srow, 0, (size_t)c0 * sizeof(float));
-                    memcpy(srow + c0, sc + r * BN, (size_t)n * sizeof(float));
-                    memset(srow + c1, 0, (size_t)(bn - c1) * sizeof(float));
-                }
-                memcpy(t.mt + nv * MHA_BM, t.m, (size_t)m * sizeof(float));
-            }
-            if (full)
-                mha_mm_run(&ks->pv, t.o, sc, vb);
-            else
-                mha_gemm_isa(isa, t.o, hd, sc, BN, vb, hd, m, hd, n, true);
-        }
+            float *tscores = a->trace_scores ? a->trace_scores + bhl * S : NULL;
+            for (int64_t r = 0; tscores && r < m; r++) /* keys never computed: -inf */
+                for (int64_t j = 0; j < S; j++)
+                    tscores[r * S + j] = -INFINITY;
+            int64_t s_at = 0; /* the scores sink has every key before this */
+            if (ssp)
+                mha_sink_head_begin(ssp, slot, b, h, i0, m);
+            if (stream)
+                mha_sink_stream_begin(sw, slot, b, h, i0, m);
 
-        /* the head output O / l (0 for a row that attended no key; NaN stays NaN), into the concat */
-        for (int64_t r = 0; r < m; r++)
-            t.inv[r] = t.l[r] == 0.0f ? 0.0f : 1.0f / t.l[r];
-        mha_div_mul_rows_to_isa(isa, a->cat + b * a->c_bs + i0 * a->c_rs + h * hd, a->c_rs, t.o,
-                                hd, m, hd, 0.0f, t.inv);
-        if (ss) {
-            if (s_at < S)
-                mha_sink_fill(ss, slot, b, h, i0, m, s_at, S - s_at);
-            mha_sink_head_end(ss, slot, b, h, i0, m);
+            int64_t nv = 0;
+            for (int64_t blk = -1; next_block(a, &v, &blk); nv++) {
+                const int64_t j0 = blk * BN, bn = S - j0 < BN ? S - j0 : BN;
+                /* columns [c0, c1) of the block: the given keys outside [k0, k1) of the rules'
+                 * range are cut off at the block's edges (the diagonal block of a causal pass, both
+                 * ends of a window's); a block holding appended keys keeps its end */
+                int64_t c0 = 0, c1 = bn;
+                if (blk < v.hi && j0 < k0)
+                    c0 = k0 - j0;
+                if (blk < v.hi && j0 + bn <= S0 && j0 + bn > k1)
+                    c1 = k1 - j0;
+                const int64_t n = c1 - c0;
+                const int64_t gn =
+                    (S0 - j0 < c1 ? S0 - j0 : c1) - c0; /* given keys; then appended */
+                const float *kt = kv + blk * hd * BN + c0,
+                            *vb = kv + a->nblk * hd * BN + (j0 + c0) * hd;
+                float *sc = t.sc + c0; /* the tile's columns keep their block positions */
+                const bool full = m == MHA_BM && n == BN;
+                if (full)
+                    mha_mm_run(&ks->scores, sc, t.qt, kt);
+                else
+                    mha_gemm_isa(isa, sc, BN, t.qt, hd, kt, BN, m, n, hd, false);
+                if (gn > 0) { /* ALiBi, then the masks (the golden files' order), then the rules */
+                    const float *kpb = kp + j0 + c0;
+                    const bool rules = rules_needed(a, kpb, gn, qmin, qmax);
+                    for (int64_t r = 0; r < m && (a->alibi || am || kpm || rules); r++) {
+                        float *row = sc + r * BN;
+                        const int64_t i = i0 + r;
+                        if (a->alibi)
+                            mha_alibi_row(isa, row, kpb, gn, qp[r], slope);
+                        const void *amr =
+                            am ? mask_at(am, am->ndim == 3 ? (b * H + h) * L + i : i, S0, j0 + c0)
+                               : NULL;
+                        const void *kpr = kpm ? mask_at(kpm, b, S0, j0 + c0) : NULL;
+                        if (amr || kpr)
+                            apply_masks(row, gn, amr, am ? am->type : MHA_MASK_FLOAT, kpr,
+                                        kpm ? kpm->type : MHA_MASK_FLOAT);
+                        if (rules)
+                            mha_rules_row(row, kpb, gn, qp[r], a->causal, a->window,
+                                          a->keys_sorted);
+                    }
+                }
+                if (tscores)
+                    for (int64_t r = 0; r < m; r++)
+                        memcpy(tscores + r * S + j0 + c0, sc + r * BN, (size_t)n * sizeof(float));
+                if (ssp) { /* keys never computed before this block's: -inf (the sink's fill) */
+                    if (s_at < j0 + c0)
+                        mha_sink_fill(ssp, slot, b, h, i0, m, s_at, j0 + c0 - s_at);
+                    mha_sink_feed(ssp, slot, b, h, i0, m, j0 + c0, n, sc, BN, NULL);
+                    s_at = j0 + c1;
+                }
+                mha_softmax_block_isa(isa, sc, BN, m, n, t.m, t.l, t.alpha, t.tmp);
+                if (nv >
+                    0) /* the maximum moved: what came before is rescaled (alpha 1 otherwise) */
+                    mha_div_mul_rows_isa(isa, t.o, hd, m, hd, 0.0f, t.alpha);
+                if (stream) /* the block's exps, to the selection as they are */
+                    mha_sink_stream_block(sw, slot, b, h, i0, m, nv, j0, c0, c1, t.sc, BN, t.m);
+                if (keep) { /* the block's exps, 0 in the columns cut off */
+                    const int64_t ld = a->nblk * BN;
+                    for (int64_t r = 0; r < m; r++) {
+                        float *srow = t.slab + r * ld + j0;
+                        memset(srow, 0, (size_t)c0 * sizeof(float));
+                        memcpy(srow + c0, sc + r * BN, (size_t)n * sizeof(float));
+                        memset(srow + c1, 0, (size_t)(bn - c1) * sizeof(float));
+                    }
+                }
+                if (keep || stream) /* the row maxima the block's exps are relative to */
+                    memcpy(t.mt + nv * MHA_BM, t.m, (size_t)m * sizeof(float));
+                if (full)
+                    mha_mm_run(&ks->pv, t.o, sc, vb);
+                else
+                    mha_gemm_isa(isa, t.o, hd, sc, BN, vb, hd, m, hd, n, true);
+            }
+
+            /* the head output O / l (0 for a row that attended no key; NaN stays NaN), into the
+             * concat */
+            for (int64_t r = 0; r < m; r++)
+                t.inv[r] = t.l[r] == 0.0f ? 0.0f : 1.0f / t.l[r];
+            if (pass == 0) /* (again, the same bits: written once) */
+                mha_div_mul_rows_to_isa(isa, a->cat + b * a->c_bs + i0 * a->c_rs + h * hd, a->c_rs,
+                                        t.o, hd, m, hd, 0.0f, t.inv);
+            if (ssp) {
+                if (s_at < S)
+                    mha_sink_fill(ssp, slot, b, h, i0, m, s_at, S - s_at);
+                mha_sink_head_end(ssp, slot, b, h, i0, m);
+            }
+            bool done = true;
+            if (stream) {
+                done = stream_finish(a, &t, sw, slot, b, h, i0, m, nv);
+                if (!done && keep) { /* the slab is there: no need to run again */
+                    weights_to_sink(a, &v, &t, sw, slot, b, h, i0, m);
+                    done = true;
+                }
+            } else if (sw) {
+                weights_to_sink(a, &v, &t, sw, slot, b, h, i0, m);
+            }
+            if (!done)
+                continue; /* again, keeping the slab (nothing else wanted it: stw is NULL) */
+            streamed = true;
+            if (stw)
+                weights_to_sink(a, &v, &t, stw, slot, b, h, i0, m);
+            if (!keep)
+                continue;
+            if (a->trace_weights)
+                weights_out(a, &v, &t, a->trace_weights + bhl * S, m, 1);
+            if (a->weights && a->per_head)
+                weights_out(a, &v, &t, a->weights + bhl * S, m, 0);
+            else if (avg)
+                weights_out(a, &v, &t, a->weights + (b * L + i0) * S, m, h > 0 ? 2 : 1);
         }
-        if (sw)
-            weights_to_sink(a, &v, &t, sw, slot, b, h, i0, m);
-        if (stw)
-            weights_to_sink(a, &v, &t, stw, slot, b, h, i0, m);
-        if (!keep)
-            continue;
-        if (a->trace_weights)
-            weights_out(a, &v, &t, a->trace_weights + bhl * S, m, 1);
-        if (a->weights && a->per_head)
-            weights_out(a, &v, &t, a->weights + bhl * S, m, 0);
-        else if (avg)
-            weights_out(a, &v, &t, a->weights + (b * L + i0) * S, m, h > 0 ? 2 : 1);
     }
     if (a->weights && a->per_head)
         mha_copy_stream_fence();

@@ -200,6 +200,8 @@ static mha_status setup_sinks(mha_attn *a, mha_sink sinks[3], const mha_inputs *
         st = mha_sink_init(&sinks[0], plan, in->select, in->average_attn_weights, 0.0f,
                            attn_weights, topk_indices, threads, MHA_BM, err);
         a->sink_w = &sinks[0];
+        if (st == MHA_OK) /* per head top-k and pool: fed from the tiles as they are made */
+            st = mha_sink_stream_init(&sinks[0], threads, a->BN, a->nblk, err);
     }
     if (st == MHA_OK && trace && trace->stage[MHA_TRACE_SCORES]) {
         st = mha_sink_init(&sinks[1], plan, in->select, false, -INFINITY,

@@ -16,8 +16,11 @@
  *          a pooled row that lies in one block of the core is written when that block ends; one
  *          that spans blocks is combined in a shared accumulator in the order of its rows (each
  *          block waits until the rows above it are in), so the sums never depend on thread timing.
+ * A per-head top-k or pool is instead streamed from the core's tiles (the last section; the
+ * arithmetic and why top-k stays exact are in mha_select.h), ending in the same emit functions.
  */
 #include "mha_select.h"
+#include "mha_softmax_block.h"
 
 #include <math.h>
 #include <sched.h>
@@ -266,6 +269,7 @@ mha_status mha_sink_init(mha_sink *s, const mha_plan *plan, const mha_select *se
 void mha_sink_free(mha_sink *s)
 {
     free(s->mem);
+    free(s->smem);
     memset(s, 0, sizeof *s);
 }
 
@@ -665,4 +669,300 @@ void mha_sink_end(mha_sink *s, int slot, int64_t b, int64_t i0, int64_t m)
     emit_begin(s, slot, &v);
     emit_rows(s, slot, &v, s->k0, s->k1, avg, s->Sk, NULL);
     emit_end(s, slot, &v);
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Streaming from the core's tiles (mha_select.h)                                                 */
+
+bool mha_sink_streams(const mha_sink *s)
+{
+    return s->stream;
+}
+
+mha_status mha_sink_stream_init(mha_sink *s, int threads, int64_t BN, int64_t nblk, mha_error *err)
+{
+    const bool topk = s->kind == MHA_SINK_TOPK && s->k <= 32;
+    const bool pool = s->kind == MHA_SINK_POOL && s->pb >= 4;
+    if (s->navg || !(topk || pool))
+        return MHA_OK;
+    const size_t T = (size_t)threads, rb = (size_t)s->rb;
+    s->BN = BN;
+    s->nblk = nblk;
+    size_t b[12] = {0};
+    b[11] = line(T * (size_t)nblk * rb * sizeof(float));
+    if (topk) {
+        s->cap = (2 * BN + 4 * s->k + 15) / 16 * 16; /* whole vectors of exps (compact_row) */
+        const size_t c = T * rb * (size_t)s->cap;
+        b[0] = b[1] = b[2] = b[3] = line(c * 4); /* cx, cj, cnv, cm */
+        b[4] = line(T * 2 * (size_t)s->cap * sizeof(float));
+        b[5] = line(T * rb * sizeof(int64_t));
+        b[6] = line(T * rb * 2 * sizeof(float)); /* cthr, tx */
+        b[7] = line(T * rb);
+        b[8] = line(T * sizeof(int64_t));
+    } else {
+        s->spb = (BN + s->pb - 1) / s->pb + 1;
+        b[9] = line(T * (size_t)nblk * rb * (size_t)s->spb * sizeof(double));
+        b[10] = line(T * (size_t)nblk * 2 * sizeof(int64_t));
+    }
+    size_t total = 0;
+    for (int i = 0; i < 12; i++)
+        total += b[i];
+    char *mem = aligned_alloc(64, total);
+    if (!mem)
+        return mha_fail(err, MHA_ERR_NOMEM, "select",
+                        "out of memory for the selection's %zu bytes of state", total);
+    s->smem = mem;
+    void **at[12] = {(void **)&s->cx,    (void **)&s->cj,   (void **)&s->cnv,  (void **)&s->cm,
+                     (void **)&s->ctmp,  (void **)&s->ccnt, (void **)&s->cthr, (void **)&s->cflag,
+                     (void **)&s->cseen, (void **)&s->pp,   (void **)&s->pc0,  (void **)&s->sfac};
+    for (int i = 0; i < 12; i++) {
+        *at[i] = b[i] ? mem : NULL;
+        mem += b[i];
+    }
+    if (pool)
+        s->pnc = s->pc0 + (size_t)threads * (size_t)nblk;
+    if (topk)
+        s->tx = s->cthr + T * rb;
+    s->stream = true;
+    return MHA_OK;
+}
+
+void mha_sink_stream_begin(mha_sink *s, int slot, int64_t b, int64_t h, int64_t i0, int64_t m)
+{
+    rows_view v;
+    if (s->kind != MHA_SINK_TOPK || s->slot_of_head[h] < 0 ||
+        !clip_rows(s, b, s->slot_of_head[h], i0, m, &v))
+        return;
+    s->cseen[slot] = 0;
+    for (int64_t r = 0; r < v.r1 - v.r0; r++) {
+        const int64_t ri = (int64_t)slot * s->rb + r;
+        s->ccnt[ri] = 0;
+        s->cthr[ri] = -INFINITY;
+        s->cflag[ri] = 0;
+    }
+}
+
+/* Raises row ri's threshold to the score of a weight that k candidates reach (x_k now, x_k > 0),
+ * less the margin: 2^-16 relative, and 2^-20 of the magnitudes the score is made of (m + log x_k
+ * and, later, exp(threshold - m) round to a few 2^-24 of them; the exps and factors are within a
+ * few ulp), so that a key left out is below k candidates by far more than any rounding. */
+static void raise_threshold(mha_sink *s, int64_t ri, float mr, float xk)
+{
+    const float lx = logf(xk);
+    const float thr = mr + lx - (0x1p-16f + (fabsf(mr) + fabsf(lx)) * 0x1p-20f);
+    if (thr > s->cthr[ri])
+        s->cthr[ri] = thr;
+}
+
+/* Row ri's candidates against a value k of them reach (as weights now, before the final factor):
+ * the threshold rises to it (less the margin), and those below are dropped. mr: the row's maximum
+ * now. */
+static void compact_row(mha_sink *s, int slot, int64_t ri, float mr)
+{
+    const int64_t n = s->ccnt[ri], cap = s->cap;
+    if (n <= s->k)
+        return;
+    float *x = s->cx + ri * cap, *cm = s->cm + ri * cap;
+    int32_t *cj = s->cj + ri * cap, *cnv = s->cnv + ri * cap;
+    float *now = s->ctmp + (int64_t)slot * 2 * cap, *sel = now + cap;
+    /* as weights now: x·exp(cm - mr) (cm <= mr: the maximum only grows), the exps in whole
+     * vectors (cap is a multiple of 16) */
+    const int64_t n16 = (n + 15) / 16 * 16;
+    for (int64_t c = 0; c < n16; c++)
+        now[c] = c < n ? cm[c] - mr : 0.0f;
+    mha_exp_le0_array_isa(s->isa, now, now, n16);
+    for (int64_t c = 0; c < n; c++)
+        now[c] = cm[c] == mr ? x[c] : x[c] * now[c];
+    /* a value k candidates reach: dealt round-robin into k bins, the smallest of the bins' maxima
+     * (branch-free; not the k-th largest itself, which a selection would find at several times
+     * the cost in mispredicted branches) */
+    for (int64_t q = 0; q < s->k; q++)
+        sel[q] = -INFINITY;
+    for (int64_t c = 0, q = 0; c < n; c++, q = q + 1 == s->k ? 0 : q + 1)
+        sel[q] = now[c] > sel[q] ? now[c] : sel[q];
+    float kth = sel[0];
+    for (int64_t q = 1; q < s->k; q++)
+        kth = sel[q] < kth ? sel[q] : kth;
+    if (!(kth > 0.0f))
+        return; /* no bound to drop anything by */
+    raise_threshold(s, ri, mr, kth);
+    float tx = s->cthr[ri] - mr;
+    tx = tx > 0.0f ? 0.0f : tx;
+    mha_exp_le0_array_isa(s->isa, &tx, &tx, 1);
+    int64_t kept = 0;
+    for (int64_t c = 0; c < n; c++) {
+        if (now[c] < tx)
+            continue;
+        x[kept] = x[c];
+        cm[kept] = cm[c];
+        cj[kept] = cj[c];
+        cnv[kept] = cnv[c];
+        kept++;
+    }
+    if (kept < n)
+        s->cflag[ri] |= 1;
+    s->ccnt[ri] = kept;
+}
+
+void mha_sink_stream_block(mha_sink *s, int slot, int64_t b, int64_t h, int64_t i0, int64_t m,
+                           int64_t nv, int64_t j0, int64_t c0, int64_t c1, const float *P,
+                           int64_t ld, const float *mrow)
+{
+    rows_view v;
+    if (s->slot_of_head[h] < 0 || !clip_rows(s, b, s->slot_of_head[h], i0, m, &v))
+        return;
+    const int64_t ja = j0 + c0 > s->k0 ? j0 + c0 : s->k0, jb = j0 + c1 < s->k1 ? j0 + c1 : s->k1;
+    const int64_t rows = v.r1 - v.r0;
+    if (s->kind == MHA_SINK_POOL) {
+        int64_t *pc0 = s->pc0 + (int64_t)slot * s->nblk, *pnc = s->pnc + (int64_t)slot * s->nblk;
+        if (ja >= jb) {
+            pnc[nv] = 0;
+            return;
+        }
+        const int64_t cf = (ja - s->k0) / s->pb, cl = (jb - 1 - s->k0) / s->pb;
+        pc0[nv] = cf;
+        pnc[nv] = cl - cf + 1;
+        double *pp = s->pp + ((int64_t)slot * s->nblk + nv) * s->rb * s->spb;
+        for (int64_t r = 0; r < rows; r++) {
+            const float *x = P + (v.r0 - i0 + r) * ld - j0; /* x[j]: key j */
+            double *d = pp + r * s->spb;
+            for (int64_t c = cf; c <= cl; c++) {
+                const int64_t e0 = s->k0 + c * s->pb, e1 = e0 + s->pb;
+                const int64_t js = ja > e0 ? ja : e0, je = jb < e1 ? jb : e1;
+                d[c - cf] = s->op == MHA_POOL_MAX ? (double)mha_run_max(s->isa, x + js, je - js)
+                                                  : mha_run_sum(s->isa, x + js, je - js);
+            }
+        }
+        return;
+    }
+    if (ja >= jb)
+        return;
+    s->cseen[slot] += jb - ja;
+    /* the rows' thresholds as exps of this block, exp(thr - m now), in whole vectors */
+    float *tx = s->tx + (int64_t)slot * s->rb;
+    const int64_t rows16 = (rows + 15) / 16 * 16 < s->rb ? (rows + 15) / 16 * 16 : s->rb;
+    for (int64_t r = 0; r < rows16; r++) {
+        const float mr = r < rows ? mrow[v.r0 - i0 + r] : 0.0f;
+        const float d = r < rows ? s->cthr[(int64_t)slot * s->rb + r] - mr : 0.0f;
+        tx[r] = mr == -INFINITY ? -INFINITY : d > 0.0f ? 0.0f : d;
+    }
+    mha_exp_le0_array_isa(s->isa, tx, tx, rows16);
+    for (int64_t r = 0; r < rows; r++) {
+        const int64_t ri = (int64_t)slot * s->rb + r, cap = s->cap;
+        const float mr = mrow[v.r0 - i0 + r];
+        /* the threshold as an exp of this block, exp(thr - m now); zero exps are never
+         * candidates (a row whose maximum is still -inf has only those) */
+        float thr = s->tx[ri] > 0x1p-149f ? s->tx[ri] : 0x1p-149f;
+        if (s->cflag[ri] & 2)
+            continue;
+        const float *x = P + (v.r0 - i0 + r) * ld + (ja - j0);
+        if (s->cthr[ri] == -INFINITY && jb - ja >= 4 * s->k) {
+            /* a first threshold from the block itself: its keys dealt into k runs, the smallest
+             * of the runs' maxima is reached by k keys, which come in as candidates right away */
+            const int64_t g = (jb - ja) / s->k;
+            float bound = INFINITY;
+            for (int64_t q = 0; q < s->k; q++) {
+                const float mx = mha_run_max(s->isa, x + q * g, q == s->k - 1 ? jb - ja - q * g : g);
+                bound = mx < bound ? mx : bound;
+            }
+            if (bound > 0.0f) {
+                raise_threshold(s, ri, mr, bound);
+                float t0 = s->cthr[ri] - mr;
+                t0 = t0 > 0.0f ? 0.0f : t0;
+                mha_exp_le0_array_isa(s->isa, &t0, &t0, 1);
+                thr = t0 > thr ? t0 : thr;
+            }
+        }
+        for (int64_t j = 0; j < jb - ja;) {
+            const int64_t e = j + 256 < jb - ja ? j + 256 : jb - ja;
+            int32_t cand[256];
+            const int64_t nc = mha_run_above(s->isa, cand, x + j, e - j, 1.0f, thr);
+            if (nc < e - j)
+                s->cflag[ri] |= 1;
+            if (s->ccnt[ri] + nc > cap)
+                compact_row(s, slot, ri, mr);
+            if (s->ccnt[ri] + nc > cap) {
+                s->cflag[ri] |= 2;
+                break;
+            }
+            int64_t n = s->ccnt[ri];
+            for (int64_t t = 0; t < nc; t++, n++) {
+                s->cx[ri * cap + n] = x[j + cand[t]];
+                s->cj[ri * cap + n] = (int32_t)(ja + j + cand[t]);
+                s->cnv[ri * cap + n] = (int32_t)nv;
+                s->cm[ri * cap + n] = mr;
+            }
+            s->ccnt[ri] = n;
+            j = e;
+        }
+        /* a first bound as soon as there are k candidates; then the bound tightened whenever
+         * a few k have come (small sets: cheap to sort out, and fewer keys come in after) */
+        if ((s->cthr[ri] == -INFINITY && s->ccnt[ri] >= s->k) || s->ccnt[ri] > 4 * s->k + 16)
+            compact_row(s, slot, ri, mr);
+    }
+}
+
+float *mha_sink_stream_factors(mha_sink *s, int slot)
+{
+    return s->sfac + (int64_t)slot * s->nblk * s->rb;
+}
+
+bool mha_sink_stream_end(mha_sink *s, int slot, int64_t b, int64_t h, int64_t i0, int64_t m,
+                         int64_t nvis, const float *fac, int64_t fld)
+{
+    rows_view v;
+    if (s->slot_of_head[h] < 0 || !clip_rows(s, b, s->slot_of_head[h], i0, m, &v))
+        return true;
+    const int64_t rows = v.r1 - v.r0;
+    if (s->kind == MHA_SINK_POOL) {
+        mha_sink_head_begin(s, slot, b, h, i0, m);
+        const int64_t *pc0 = s->pc0 + (int64_t)slot * s->nblk;
+        const int64_t *pnc = s->pnc + (int64_t)slot * s->nblk;
+        for (int64_t nv = 0; nv < nvis; nv++) {
+            const double *pp = s->pp + ((int64_t)slot * s->nblk + nv) * s->rb * s->spb;
+            for (int64_t r = 0; r < rows && pnc[nv]; r++) {
+                double *prow = part_row(s, slot, &v, (v.r0 + r - s->q0) / s->pa) + pc0[nv];
+                const double *d = pp + r * s->spb;
+                const float f = fac[nv * fld + (v.r0 - i0 + r)];
+                for (int64_t c = 0; c < pnc[nv]; c++) {
+                    if (s->op == MHA_POOL_MAX) { /* max(x)·f, as the slab path */
+                        const float w = (float)d[c] * f;
+                        prow[c] = w > prow[c] ? w : prow[c];
+                    } else { /* Σx·f in double, as the slab path */
+                        prow[c] += d[c] * (double)f;
+                    }
+                }
+            }
+        }
+        /* keys never computed hold 0; every weight is >= 0, so max(·, 0) is the same as the
+         * slab path's fill whether or not a block holds such keys */
+        for (int64_t r = 0; r < rows && s->op == MHA_POOL_MAX; r++) {
+            double *prow = part_row(s, slot, &v, (v.r0 + r - s->q0) / s->pa);
+            for (int64_t c = 0; c < s->Sp; c++)
+                prow[c] = prow[c] > 0.0 ? prow[c] : 0.0;
+        }
+        mha_sink_head_end(s, slot, b, h, i0, m);
+        return true;
+    }
+    for (int64_t r = 0; r < rows; r++)
+        if (s->cflag[(int64_t)slot * s->rb + r] & 2)
+            return false;
+    mha_sink_head_begin(s, slot, b, h, i0, m);
+    const bool all_seen = s->cseen[slot] == s->Sk;
+    for (int64_t r = 0; r < rows; r++) {
+        const int64_t ri = (int64_t)slot * s->rb + r, cap = s->cap, i = v.r0 + r;
+        const int64_t at = (v.b * s->nh + v.hs) * s->Lq + (i - s->q0);
+        float *vals = s->values + at * s->k;
+        int32_t *idx = s->indices + at * s->k;
+        int64_t *size = &s->heap_size[ri];
+        for (int64_t c = 0; c < s->ccnt[ri]; c++) {
+            const float w = s->cx[ri * cap + c] * fac[s->cnv[ri * cap + c] * fld + (i - i0)];
+            heap_offer(vals, idx, size, s->k, w, s->cj[ri * cap + c]);
+        }
+        const bool every_key = all_seen && !(s->cflag[ri] & 1);
+        if (!every_key && !(*size == s->k && vals[0] >= 0x1p-90f))
+            return false;
+    }
+    mha_sink_head_end(s, slot, b, h, i0, m);
+    return true;
 }

@@ -71,6 +71,24 @@ typedef struct mha_sink {
     double *acc;       /* [N, nh, nshared, Sp]                                         */
     int64_t *next_row; /* [N, nh, nshared]: the next row to add (atomic)               */
     void *mem;         /* one allocation holding the above                            */
+    /* streamed from the core's tiles (mha_sink_stream_*), per thread: the rows of one head */
+    bool stream;
+    int64_t BN, nblk;    /* the core's key blocks                                         */
+    int64_t cap;         /* top-k: candidates a row holds                                 */
+    float *cx;           /* [threads][rb][cap] the candidates' exps, as the tile had them  */
+    int32_t *cj, *cnv;   /* [threads][rb][cap] their keys and visited blocks              */
+    float *ctmp;         /* [threads][cap] scratch                                        */
+    int64_t *ccnt;       /* [threads][rb] candidates held                                 */
+    float *cthr;         /* [threads][rb] the threshold, as a score (log of a weight + m) */
+    float *tx;           /* [threads][rb] the threshold as an exp of the block: exp(thr - m) */
+    float *cm;           /* [threads][rb][cap] the row's running maximum when each came   */
+    uint8_t *cflag;      /* [threads][rb] 1: some key left out, 2: overflowed             */
+    int64_t *cseen;      /* [threads] chosen keys the head's blocks computed              */
+    float *sfac;         /* [threads][nblk][rb] the visited blocks' factors (the core's)  */
+    int64_t spb;         /* pool: pooled columns one key block meets, at most             */
+    double *pp;          /* [threads][nblk][rb][spb] each visited block's sums or maxima  */
+    int64_t *pc0, *pnc;  /* [threads][nblk] the block's first pooled column, and count    */
+    void *smem;          /* one allocation holding the above                              */
 } mha_sink;
 
 /* Sets up s for a pass planned as plan (plan.selected) on `threads` threads with blocks of rb rows:
@@ -97,6 +115,40 @@ void mha_sink_fill(mha_sink *s, int slot, int64_t b, int64_t h, int64_t i0, int6
                    int64_t n);
 void mha_sink_head_end(mha_sink *s, int slot, int64_t b, int64_t h, int64_t i0, int64_t m);
 void mha_sink_end(mha_sink *s, int slot, int64_t b, int64_t i0, int64_t m);
+
+/* Streaming: a per-head top-k (k <= 32) or pool (blocks of >= 4 keys) is fed from the core's
+ * score tiles as they are made, without the core keeping them in a slab [64][S]. After a key
+ * block's online softmax the tile holds x = exp(s - m_now), m_now the row's running maximum; the
+ * weight is x·f with f = exp(m_now - m_final) / l, one factor for every key of the block (the one
+ * the slab path multiplies by). So:
+ *   pool   each visited block's sum (double) or max of x per pooled column is kept, and at the end
+ *          multiplied by the block's f: Σx·f and max(x)·f, the slab path's own arithmetic;
+ *   top-k  the keys that can still be among the k largest are kept as candidates (x, key, block):
+ *          a key whose x·exp(m_now) is below the k-th largest candidate's, less a margin far above
+ *          the rounding of the exps and factors (2^-8 relative, plus |m|·2^-20 in the exponent),
+ *          cannot be. At the end each candidate's weight is x·f, rounded as the full map's, and
+ *          offered to the row's heap. When keys were left out (the filter, zero exps, keys never
+ *          computed) the result is exact if the k-th weight is at least 2^-90 (every weight that
+ *          could compete is then a normal float within a few ulp of its real value); otherwise,
+ *          or when a row's candidates overflow, stream_end says so and the core feeds the head
+ *          again from its slab.
+ * mha_sink_stream_init after mha_sink_init (NOMEM when its memory cannot be had); then per (block
+ * of rows, head): stream_begin, stream_block for each visited key block in order (nv = 0, 1, ...),
+ * stream_end with every visited block's factor. */
+bool mha_sink_streams(const mha_sink *s);
+mha_status mha_sink_stream_init(mha_sink *s, int threads, int64_t BN, int64_t nblk, mha_error *err);
+void mha_sink_stream_begin(mha_sink *s, int slot, int64_t b, int64_t h, int64_t i0, int64_t m);
+/* Visited block nv: keys [j0 + c0, j0 + c1) were computed, x in P[r·ld + c] (c in [c0, c1)); mrow:
+ * each row's running maximum after the block. */
+void mha_sink_stream_block(mha_sink *s, int slot, int64_t b, int64_t h, int64_t i0, int64_t m,
+                           int64_t nv, int64_t j0, int64_t c0, int64_t c1, const float *P,
+                           int64_t ld, const float *mrow);
+/* Room for the factors stream_end takes: [nblk][rb] floats of this thread. */
+float *mha_sink_stream_factors(mha_sink *s, int slot);
+/* fac[nv·fld + r]: visited block nv's factor for row r. False when the result could not be made
+ * exact (nothing emitted: feed the head again with mha_sink_head_begin ... head_end). */
+bool mha_sink_stream_end(mha_sink *s, int slot, int64_t b, int64_t h, int64_t i0, int64_t m,
+                         int64_t nvis, const float *fac, int64_t fld);
 
 /* The largest of x[0, n) (-inf for n = 0), and their sum in double, with isa's kernels
  * (mha_select_runs.c; x holds no NaN). */

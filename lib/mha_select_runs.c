@@ -64,6 +64,21 @@ __attribute__((target("avx512f"))) static int64_t above_avx512(int32_t *idx, con
 {
     const __m512 vf = _mm512_set1_ps(f), vt = _mm512_set1_ps(thr);
     int64_t c = 0, j = 0;
+    for (; j + 64 <= n; j += 64) { /* most runs of 64 have no key that reaches thr: one test */
+        const __mmask16 m0 = _mm512_cmp_ps_mask(_mm512_mul_ps(_mm512_loadu_ps(x + j), vf), vt,
+                                                _CMP_GE_OQ);
+        const __mmask16 m1 = _mm512_cmp_ps_mask(_mm512_mul_ps(_mm512_loadu_ps(x + j + 16), vf),
+                                                vt, _CMP_GE_OQ);
+        const __mmask16 m2 = _mm512_cmp_ps_mask(_mm512_mul_ps(_mm512_loadu_ps(x + j + 32), vf),
+                                                vt, _CMP_GE_OQ);
+        const __mmask16 m3 = _mm512_cmp_ps_mask(_mm512_mul_ps(_mm512_loadu_ps(x + j + 48), vf),
+                                                vt, _CMP_GE_OQ);
+        uint64_t m = (uint64_t)m0 | (uint64_t)m1 << 16 | (uint64_t)m2 << 32 | (uint64_t)m3 << 48;
+        while (m) {
+            idx[c++] = (int32_t)(j + __builtin_ctzll(m));
+            m &= m - 1;
+        }
+    }
     for (; j < n; j += 16) {
         const __mmask16 live = n - j >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - j)) - 1);
         const __m512 w = _mm512_mul_ps(_mm512_maskz_loadu_ps(live, x + j), vf);
@@ -81,6 +96,17 @@ __attribute__((target("avx2"))) static int64_t above_avx2(int32_t *idx, const fl
 {
     const __m256 vf = _mm256_set1_ps(f), vt = _mm256_set1_ps(thr);
     int64_t c = 0, j = 0;
+    for (; j + 32 <= n; j += 32) { /* most runs of 32 have no key that reaches thr: one test */
+        uint32_t m = 0;
+        for (int q = 0; q < 4; q++) {
+            const __m256 w = _mm256_mul_ps(_mm256_loadu_ps(x + j + 8 * q), vf);
+            m |= (uint32_t)_mm256_movemask_ps(_mm256_cmp_ps(w, vt, _CMP_GE_OQ)) << (8 * q);
+        }
+        while (m) {
+            idx[c++] = (int32_t)(j + __builtin_ctz(m));
+            m &= m - 1;
+        }
+    }
     for (; j + 8 <= n; j += 8) {
         const __m256 w = _mm256_mul_ps(_mm256_loadu_ps(x + j), vf);
         unsigned m = (unsigned)_mm256_movemask_ps(_mm256_cmp_ps(w, vt, _CMP_GE_OQ));

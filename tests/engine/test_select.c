@@ -11,7 +11,8 @@
  *   - top-k is the first k of a stable descending sort of the slice (ties to the lower key index),
  *     values and indices exactly;
  *   - a pooled block is the mean (to 1e-6) or the max (exactly) of the cells it holds;
- *   - two threads give the same bits as one (pooled means included);
+ *   - two threads give the same bits as one (pooled means included), and a pass without the trace
+ *     the same bits as with it;
  *   - the trace's scores and weights stages take the selection, per head, from the full trace.
  * The layers include today's models' (head_dim, grouped-query, RoPE, ALiBi, windows: keys skipped on
  * either side of a block). Then the plan's rules: each bad selection is refused naming its member.
@@ -386,6 +387,22 @@ static bool run_selection(const tcase *tc, const selection *s, mha_pool *pool, c
                    "averaged over every head differs from the full averaged map at row "
                    "%lld: %s | %s",
                    (long long)bad, tc->desc, s->desc);
+    }
+    /* without the trace the core keeps no slab: a per-head top-k or pool is streamed from its tiles
+     * alone, and when that cannot be made exact the head runs again (mha_select.h); the same bits
+     */
+    if (ok) {
+        float *w2 = malloc((size_t)n * sizeof(float)), *out2 = malloc((size_t)plan.out_count * 4);
+        int32_t *wi2 = plan.top_k ? malloc((size_t)n * 4) : NULL;
+        ok = CHECK(mha_forward_select(tc->layer, &in, &plan, out2, w2, wi2, NULL, pool, &err) ==
+                       MHA_OK,
+                   "forward without the trace of %s | %s: %s", tc->desc, s->desc, err.message);
+        ok = ok && CHECK(same_bits(out2, out_nw, plan.out_count, 4) && same_bits(w2, w, n, 4) &&
+                             (!wi2 || same_bits(wi2, wi, n, 4)),
+                         "without the trace, other bits: %s | %s", tc->desc, s->desc);
+        free(w2);
+        free(out2);
+        free(wi2);
     }
     /* the trace's stages, per head */
     for (int st = 0; ok && st < 2; st++) {
