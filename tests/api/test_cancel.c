@@ -218,20 +218,21 @@ static void test_queues(const char *big, size_t big_len)
     int a = send_request(port, big, big_len);
     CHECK(wait_passes(d, 1, 120), "A's pass runs");
     /* B waits for the one worker, C (a small body, on its HTTP thread) for the one slot. B's body
-     * is large enough to go to a worker (past 64 KiB) and small enough to be in at once: a body
-     * as big as A's took longer to arrive under ASan on a loaded machine than A's whole pass */
+     * is large enough to go to a worker (past 64 KiB) and small enough to be in at once; C is sent
+     * once B is seen queued: C waits for the slot on an HTTP thread, and had B's body shared that
+     * thread, B would be read only after A's whole pass (seen under ASan on a loaded machine) */
     size_t b_len;
     char *b_req = big_request(2048, "HTTP/1.1", &b_len);
     int b = send_request(port, b_req, b_len);
     free(b_req);
+    bool b_queued = CHECK(wait_metric(d, "attnd_http_requests_queued", 1, 120), "B waits for the worker");
     char creq[512];
     int cl = snprintf(creq, sizeof creq,
                       "POST /v1/layers/demo/forward HTTP/1.1\r\nHost: 127.0.0.1\r\n"
                       "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s",
                       strlen(small_forward), small_forward);
     int c = send_request(port, creq, (size_t)cl);
-    if (!CHECK(wait_metric(d, "attnd_http_requests_queued", 1, 120), "B waits for the worker") |
-        !CHECK(wait_metric(d, "attnd_forward_passes_waiting", 1, 20), "C waits for the slot"))
+    if (!CHECK(wait_metric(d, "attnd_forward_passes_waiting", 1, 20), "C waits for the slot") || !b_queued)
         explain(d, b, c);
     close(b);
     close(c);
