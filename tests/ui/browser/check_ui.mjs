@@ -404,9 +404,9 @@ try {
   });
 
   await step("readme example", async () => {
-    // the README's page that draws one head, as written there (the daemon's address rewritten),
+    // docs/viewer.md's page that draws one head, as written there (the daemon's address rewritten),
     // from another origin (about:blank): the import and the calls go through --cors-origin
-    const readme = await readFile(path.join(repo, "README.md"), "utf8");
+    const readme = await readFile(path.join(repo, "docs", "viewer.md"), "utf8");
     const html = /```html\n([\s\S]*?)```/.exec(readme)[1].replaceAll("http://127.0.0.1:8080", main); // its one html block
     const page = await context.newPage();
     const errors = [];
@@ -417,7 +417,7 @@ try {
     await page.waitForTimeout(200);
     const px = await pixels(page, "#map");
     const rows = Array.from({length: px.height}, (_, i) => Array.from({length: px.width}, (_, j) => px.rgb(j, i)[0] / 255).reduce((a, b) => a + b, 0));
-    check("the README's example page draws head 0 (each row's lightness sums to 1)", errors.length === 0 && px.width === 6 && px.height === 6 &&
+    check("docs/viewer.md's example page draws head 0 (each row's lightness sums to 1)", errors.length === 0 && px.width === 6 && px.height === 6 &&
           rows.every((r) => Math.abs(r - 1) < 0.05), `errors ${errors.join("; ")}; ${px.width}x${px.height}, row sums ${rows.map((r) => r.toFixed(3))}`);
     await page.close();
   });
