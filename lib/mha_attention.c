@@ -3,7 +3,7 @@
  * where they are asked for.
  *
  * A task takes 64 query rows of one (batch, head). Its q rows, divided by √hd as torch does, are
- * copied to a tile qt [64][hd]; then each key block in turn (BN = 256 keys, mha_key_block):
+ * copied to a tile qt [64][hd]; then each key block in turn (BN = 128 or 256 keys, mha_key_block):
  *
  *     sc [64][BN] = qt · Kᵀ block           scores (+ ALiBi, + masks, causal and window rules)
  *     sc = exp(sc - m), m and l updated     the online softmax (mha_softmax_block.c)
@@ -46,13 +46,13 @@ static int64_t round16(int64_t n)
 
 int64_t mha_attn_kv_floats(const mha_plan *plan)
 {
-    const int64_t BN = mha_key_block(plan->hd), nblk = (plan->S + BN - 1) / BN;
+    const int64_t BN = mha_key_block(plan->hd, plan->isa), nblk = (plan->S + BN - 1) / BN;
     return 2 * nblk * BN * plan->hd;
 }
 
 int64_t mha_attn_slot_floats(const mha_plan *plan, bool slab)
 {
-    const int64_t hd = plan->hd, BN = mha_key_block(hd), nblk = (plan->S + BN - 1) / BN;
+    const int64_t hd = plan->hd, BN = mha_key_block(hd, plan->isa), nblk = (plan->S + BN - 1) / BN;
     int64_t n = 2 * round16(MHA_BM * hd) + round16(MHA_BM * BN) + 8 * MHA_BM;
     if (slab) /* the exp tiles of every block [64][nblk·BN], and each block's row maxima */
         n += round16(MHA_BM * nblk * BN) + round16(MHA_BM * nblk);

@@ -24,11 +24,17 @@
 #define MHA_PANEL 64       /* output columns per packed weight panel and per projection call    */
 #define MHA_PROJ_ROWS 64   /* rows per projection kernel call                                   */
 #define MHA_PROJ_COLS 256  /* columns per projection task (4 panels: the X rows stay in L2)     */
-#define MHA_KC 512         /* depth per projection call: X rows and panel 256 KiB, in Zen 3's L2 */
 
-/* Keys per attention block for head_dim hd: 256, or 128 above hd 128 (a K and a V block then stay
- * at 64-128 KiB each, in L2 next to the scores tile). */
-int64_t mha_key_block(int64_t hd);
+/* Depth per projection call on isa: 128 for AVX2 (a panel's chunk, 32 KiB, stays in L1 while the
+ * kernel walks the rows: 77 against 63 GFLOP/s at 512 on Zen 3, XL's in-projection, one core),
+ * 512 for AVX-512 (Zen 4: 96-100% of peak at 512). */
+int64_t mha_proj_depth(mha_isa isa);
+
+/* Keys per attention block for head_dim hd on isa: 128 above hd 128 (a K and a V block then stay
+ * at 64-128 KiB each, in L2 next to the scores tile); else 256 for AVX-512 (Zen 4) and 128 for
+ * AVX2 and generic: on Zen 3 a block of 128 keys at hd 64 keeps each kernel's Kᵀ or V operand at
+ * 32 KiB, in L1, and XL's attention core ran 8% faster than with 256. */
+int64_t mha_key_block(int64_t hd, mha_isa isa);
 
 /* ---------------------------------------------------------------------------------------------- */
 /* A layer's projection weights, packed (mha_weights.c)                                           */
@@ -51,6 +57,7 @@ int64_t mha_packed_w_floats(int64_t Nc, int64_t K);
 typedef struct mha_kernel_set {
     mha_isa isa;
     int64_t BN;       /* keys per attention block                                          */
+    int64_t kc;       /* depth per projection call (mha_proj_depth)                         */
     mha_mm scores;    /* sc[BM][BN] = qt[BM][hd] · Kᵀ[hd][BN]                               */
     mha_mm pv;        /* O[BM][hd] += P[BM][BN] · V[BN][hd]                                 */
     int nproj;        /* projection calls of full tiles: C[64][64] (row stride ldc) +=      */

@@ -259,7 +259,7 @@ mha_status mha_forward_select(const mha_layer *layer, const mha_inputs *in, cons
     };
     mha_pos_layout_of(plan, in, &f.pl);
     const int64_t N = f.N, L = f.L, S0 = f.S0, E = f.E, Dq = f.Dq, Dkv = f.Dkv;
-    const int64_t BN = mha_key_block(f.hd);
+    const int64_t BN = mha_key_block(f.hd, plan->isa);
     mha_attn a = {
         .layer = layer,
         .in = in,

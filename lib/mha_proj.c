@@ -4,7 +4,7 @@
  *
  * A task is 64 rows x 256 columns (4 panels) of one job: the task's X rows (64 x K floats) stay in
  * L2 while its four panels stream past. Each 64 x 64 tile starts from the bias (torch's addmm: the
- * bias first) and takes X·Wᵀ in depth chunks of 512, in order, from the kernel set's full-tile call
+ * bias first) and takes X·Wᵀ in depth chunks (mha_proj_depth: 128 or 512), in order, from the kernel set's full-tile call
  * (JIT or hand); the last rows (M mod 64) and the last panel's columns (Nc mod 64) run the hand
  * kernel on their exact size. XL's in-projection is 384 tasks, its out-projection 128: two threads
  * finish within a task of each other, and no result depends on the thread count.
@@ -58,8 +58,8 @@ void mha_proj_task(void *arg, int64_t task, int slot)
     for (int64_t c0 = g0; c0 < g1; c0 += MHA_PANEL) {
         const int64_t cols = g1 - c0 < MHA_PANEL ? g1 - c0 : MHA_PANEL;
         const float *panel = j->w->p + c0 * K;
-        for (int64_t k0 = 0; k0 < K; k0 += MHA_KC) {
-            const int64_t depth = K - k0 < MHA_KC ? K - k0 : MHA_KC;
+        for (int64_t k0 = 0; k0 < K; k0 += ks->kc) {
+            const int64_t depth = K - k0 < ks->kc ? K - k0 : ks->kc;
             const mha_mm *mm = rows == MHA_PROJ_ROWS && cols == MHA_PANEL
                                    ? mha_kernel_set_proj(ks, depth, j->ldx, j->ldc)
                                    : NULL;

@@ -19,9 +19,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-int64_t mha_key_block(int64_t hd)
+int64_t mha_key_block(int64_t hd, mha_isa isa)
 {
-    return hd > 128 ? 128 : 256;
+    if (hd > 128)
+        return 128;
+    return isa == MHA_ISA_AVX512 ? 256 : 128;
+}
+
+int64_t mha_proj_depth(mha_isa isa)
+{
+    return isa == MHA_ISA_AVX512 ? 512 : 128;
 }
 
 int64_t mha_packed_w_floats(int64_t Nc, int64_t K)
@@ -44,7 +51,8 @@ static void set_mm(mha_mm *mm, mha_isa isa, const mha_mm_shape *s, mha_jit_arena
  * depth chunk and the last, shorter one). */
 static void add_proj(mha_kernel_set *ks, int64_t K, int64_t ldx, int64_t ldc, bool jit)
 {
-    const int64_t chunks[2] = {K < MHA_KC ? K : MHA_KC, K > MHA_KC ? K % MHA_KC : 0};
+    const int64_t kc = ks->kc;
+    const int64_t chunks[2] = {K < kc ? K : kc, K > kc ? K % kc : 0};
     for (int c = 0; c < 2; c++) {
         if (chunks[c] == 0 || mha_kernel_set_proj(ks, chunks[c], ldx, ldc) ||
             ks->nproj == MHA_MAX_PROJ_MM)
@@ -59,9 +67,10 @@ void mha_kernel_set_init(mha_kernel_set *ks, mha_isa isa, const mha_config *cfg,
     memset(ks, 0, sizeof *ks);
     ks->isa = isa;
     jit = jit && isa != MHA_ISA_PORTABLE && mha_jit_built();
-    const int64_t hd = cfg->head_dim, BN = mha_key_block(hd), E = cfg->embed_dim;
+    const int64_t hd = cfg->head_dim, BN = mha_key_block(hd, isa), E = cfg->embed_dim;
     const int64_t Dq = cfg->num_heads * hd, Dkv = cfg->num_kv_heads * hd;
     ks->BN = BN;
+    ks->kc = mha_proj_depth(isa);
     const mha_mm_shape sc = {MHA_BM, BN, hd, BN, hd, BN, false};
     const mha_mm_shape pv = {MHA_BM, hd, BN, hd, BN, hd, true};
     set_mm(&ks->scores, isa, &sc, &ks->arena, jit, &ks->njit);
