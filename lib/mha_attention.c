@@ -415,8 +415,12 @@ void mha_attn_task(void *arg, int64_t task, int slot)
                     s_at = j0 + c1;
                 }
                 mha_softmax_block_isa(isa, sc, BN, m, n, t.m, t.l, t.alpha, t.tmp);
-                if (nv >
-                    0) /* the maximum moved: what came before is rescaled (alpha 1 otherwise) */
+                /* the maximum moved: what came before is rescaled (alpha is exactly 1 for a row
+                 * whose maximum stayed: when no row's moved, there is nothing to do) */
+                bool moved = false;
+                for (int64_t r = 0; r < m && nv > 0; r++)
+                    moved |= t.alpha[r] != 1.0f;
+                if (moved)
                     mha_div_mul_rows_isa(isa, t.o, hd, m, hd, 0.0f, t.alpha);
                 if (stream) /* the block's exps, to the selection as they are */
                     mha_sink_stream_block(sw, slot, b, h, i0, m, nv, j0, c0, c1, t.sc, BN, t.m);

@@ -111,6 +111,47 @@ __attribute__((target("avx2,fma"))) static inline __m256 exp_le0_avx2(__m256 x)
     return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
 }
 
+/* Four vectors at once, step by step, the same operations as exp_le0_avx2 on each (the same bits):
+ * one exp is a chain of ~15 dependent instructions, and with one or two in a loop body Zen 3's
+ * floating-point scheduler fills with waiting links before the next iteration's can start (1.7
+ * cycles per element for a 64 x 128 block; four side by side keep both FMA pipes busy). */
+__attribute__((target("avx2,fma"), always_inline)) static inline void exp_le0_avx2_x4(__m256 x[4])
+{
+    __m256 t[4], n[4], r[4], p[4];
+#define EACH(stmt)                                                                                 \
+    for (int i = 0; i < 4; i++)                                                                    \
+    stmt
+#pragma GCC unroll 4
+    EACH(x[i] = _mm256_max_ps(_mm256_set1_ps(EXP_FLUSH), x[i]););
+#pragma GCC unroll 4
+    EACH(t[i] = _mm256_fmadd_ps(x[i], _mm256_set1_ps(LOG2E), _mm256_set1_ps(MAGIC)););
+#pragma GCC unroll 4
+    EACH(n[i] = _mm256_sub_ps(t[i], _mm256_set1_ps(MAGIC)););
+#pragma GCC unroll 4
+    EACH(r[i] = _mm256_fnmadd_ps(n[i], _mm256_set1_ps(LN2_HI), x[i]););
+#pragma GCC unroll 4
+    EACH(r[i] = _mm256_fnmadd_ps(n[i], _mm256_set1_ps(LN2_LO), r[i]););
+#pragma GCC unroll 4
+    EACH(p[i] = _mm256_fmadd_ps(_mm256_set1_ps(P0), r[i], _mm256_set1_ps(P1)););
+#pragma GCC unroll 4
+    EACH(p[i] = _mm256_fmadd_ps(p[i], r[i], _mm256_set1_ps(P2)););
+#pragma GCC unroll 4
+    EACH(p[i] = _mm256_fmadd_ps(p[i], r[i], _mm256_set1_ps(P3)););
+#pragma GCC unroll 4
+    EACH(p[i] = _mm256_fmadd_ps(p[i], r[i], _mm256_set1_ps(P4)););
+#pragma GCC unroll 4
+    EACH(p[i] = _mm256_fmadd_ps(p[i], r[i], _mm256_set1_ps(P5)););
+#pragma GCC unroll 4
+    EACH(p[i] = _mm256_fmadd_ps(_mm256_mul_ps(p[i], r[i]), r[i],
+                                _mm256_add_ps(r[i], _mm256_set1_ps(1.0f))););
+#pragma GCC unroll 4
+    EACH(x[i] = _mm256_mul_ps(p[i], _mm256_castsi256_ps(_mm256_slli_epi32(
+                                         _mm256_sub_epi32(_mm256_castps_si256(t[i]),
+                                                          _mm256_set1_epi32(MAGIC_BITS - 127)),
+                                         23))););
+#undef EACH
+}
+
 __attribute__((target("avx512f"))) static inline __m512 exp_le0_avx512(__m512 x)
 {
     x = _mm512_max_ps(_mm512_set1_ps(EXP_FLUSH), x); /* NaN (the 2nd operand) stays NaN */
@@ -159,7 +200,21 @@ __attribute__((target("avx2,fma"))) static void block_avx2(float *sc, int64_t ld
     const __m256i tail = lanes8(n - body);
     const __m256 neg_inf = _mm256_set1_ps(-INFINITY);
     /* every row's maximum first: the reductions do not wait on each other, nor the exps on them */
-    for (int64_t r = 0; r < rows; r++) {
+    int64_t r4 = 0;
+    for (; body == n && r4 + 4 <= rows; r4 += 4) { /* four rows' chains side by side */
+        __m256 vm4[4];
+#pragma GCC unroll 4
+        for (int i = 0; i < 4; i++)
+            vm4[i] = _mm256_set1_ps(m[r4 + i]);
+        for (int64_t j = 0; j < body; j += 8)
+#pragma GCC unroll 4
+            for (int i = 0; i < 4; i++)
+                vm4[i] = _mm256_max_ps(vm4[i], _mm256_loadu_ps(sc + (r4 + i) * ld + j));
+#pragma GCC unroll 4
+        for (int i = 0; i < 4; i++)
+            m_new[r4 + i] = hmax8(vm4[i]);
+    }
+    for (int64_t r = r4; r < rows; r++) {
         const float *row = sc + r * ld;
         __m256 vmax = _mm256_set1_ps(m[r]);
         for (int64_t j = 0; j < body; j += 8)
@@ -179,6 +234,20 @@ __attribute__((target("avx2,fma"))) static void block_avx2(float *sc, int64_t ld
         const __m256 vm = _mm256_set1_ps(mx);
         __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
         int64_t j = 0;
+        for (; j + 32 <= body; j += 32) { /* four exps side by side; the sums in the order below */
+            __m256 e[4];
+#pragma GCC unroll 4
+            for (int i = 0; i < 4; i++)
+                e[i] = _mm256_sub_ps(_mm256_loadu_ps(row + j + 8 * i), vm);
+            exp_le0_avx2_x4(e);
+#pragma GCC unroll 4
+            for (int i = 0; i < 4; i++)
+                _mm256_storeu_ps(row + j + 8 * i, e[i]);
+            s0 = _mm256_add_ps(s0, e[0]);
+            s1 = _mm256_add_ps(s1, e[1]);
+            s0 = _mm256_add_ps(s0, e[2]);
+            s1 = _mm256_add_ps(s1, e[3]);
+        }
         for (; j + 16 <= body; j += 16) { /* two chains: the exp's latency overlaps */
             const __m256 e0 = exp_le0_avx2(_mm256_sub_ps(_mm256_loadu_ps(row + j), vm));
             const __m256 e1 = exp_le0_avx2(_mm256_sub_ps(_mm256_loadu_ps(row + j + 8), vm));
