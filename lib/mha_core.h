@@ -155,7 +155,7 @@ typedef struct mha_attn {
     int64_t slot_floats;
     bool slab;      /* the slot holds the weights slab (some weights wanted)                  */
     bool all_heads; /* a task is (batch, row block) with every head in order: averaged
-                     * weights, or a selection (its sinks take a row block's heads together) */
+                     * weights, or an averaged selection (its sink sums a row block's heads) */
 } mha_attn;
 
 /* True once the caller set a pass's cancel flag (mha_inputs.cancel). */
@@ -174,7 +174,7 @@ int64_t mha_attn_kv_floats(const mha_plan *plan);
 void mha_attn_pack_task(void *arg, int64_t task, int slot);
 
 /* Tasks of the attention: (batch, head, row block), or (batch, row block) with every head in order
- * (all_heads: averaged weights, summed over heads in torch's order; a selection's sinks). */
+ * (all_heads: averaged weights, summed over heads in torch's order, by the pass or its sink). */
 int64_t mha_attn_ntasks(const mha_attn *a);
 void mha_attn_task(void *arg, int64_t task, int slot);
 
