@@ -270,7 +270,7 @@ static bool stream_finish(const mha_attn *a, const tile *t, mha_sink *s, int slo
         block_factors(a, t, nv, rows);
         memcpy(fac + nv * MHA_BM, t->f, (size_t)rows * sizeof(float));
     }
-    return mha_sink_stream_end(s, slot, b, h, i0, rows, nvis, fac, MHA_BM);
+    return mha_sink_stream_end(s, slot, b, h, i0, rows, nvis, fac, t->mt, MHA_BM);
 }
 
 int64_t mha_attn_ntasks(const mha_attn *a)
@@ -414,6 +414,8 @@ void mha_attn_task(void *arg, int64_t task, int slot)
                     mha_sink_feed(ssp, slot, b, h, i0, m, j0 + c0, n, sc, BN, NULL);
                     s_at = j0 + c1;
                 }
+                if (stream) /* the block's scores, to a top-k before they become exps */
+                    mha_sink_stream_scores(sw, slot, b, h, i0, m, nv, j0, c0, c1, t.sc, BN, t.m);
                 mha_softmax_block_isa(isa, sc, BN, m, n, t.m, t.l, t.alpha, t.tmp);
                 /* the maximum moved: what came before is rescaled (alpha is exactly 1 for a row
                  * whose maximum stayed: when no row's moved, there is nothing to do) */
@@ -422,8 +424,8 @@ void mha_attn_task(void *arg, int64_t task, int slot)
                     moved |= t.alpha[r] != 1.0f;
                 if (moved)
                     mha_div_mul_rows_isa(isa, t.o, hd, m, hd, 0.0f, t.alpha);
-                if (stream) /* the block's exps, to the selection as they are */
-                    mha_sink_stream_block(sw, slot, b, h, i0, m, nv, j0, c0, c1, t.sc, BN, t.m);
+                if (stream) /* the block's exps, to a pool as they are */
+                    mha_sink_stream_block(sw, slot, b, h, i0, m, nv, j0, c0, c1, t.sc, BN);
                 if (keep) { /* the block's exps, 0 in the columns cut off */
                     const int64_t ld = a->nblk * BN;
                     for (int64_t r = 0; r < m; r++) {

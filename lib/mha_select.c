@@ -22,6 +22,7 @@
 #include "mha_select.h"
 #include "mha_softmax_block.h"
 
+#include <float.h>
 #include <math.h>
 #include <sched.h>
 #include <stdlib.h>
@@ -691,12 +692,13 @@ mha_status mha_sink_stream_init(mha_sink *s, int threads, int64_t BN, int64_t nb
     size_t b[12] = {0};
     b[11] = line(T * (size_t)nblk * rb * sizeof(float));
     if (topk) {
-        s->cap = (2 * BN + 4 * s->k + 15) / 16 * 16; /* whole vectors of exps (compact_row) */
+        s->cap = 256 + 2 * s->k + 16; /* a scan's 256 keys beside a compacted set */
         const size_t c = T * rb * (size_t)s->cap;
-        b[0] = b[1] = b[2] = b[3] = line(c * 4); /* cx, cj, cnv, cm */
-        b[4] = line(T * 2 * (size_t)s->cap * sizeof(float));
+        b[0] = b[1] = b[2] = line(c * 4); /* cx, cj, cnv */
+        b[3] = line(T * rb * (size_t)s->k * sizeof(float)); /* ktop */
+        b[4] = line(T * (size_t)s->cap * sizeof(float));
         b[5] = line(T * rb * sizeof(int64_t));
-        b[6] = line(T * rb * 2 * sizeof(float)); /* cthr, tx */
+        b[6] = line(T * rb * sizeof(float)); /* cthr */
         b[7] = line(T * rb);
         b[8] = line(T * sizeof(int64_t));
     } else {
@@ -712,7 +714,7 @@ mha_status mha_sink_stream_init(mha_sink *s, int threads, int64_t BN, int64_t nb
         return mha_fail(err, MHA_ERR_NOMEM, "select",
                         "out of memory for the selection's %zu bytes of state", total);
     s->smem = mem;
-    void **at[12] = {(void **)&s->cx,    (void **)&s->cj,   (void **)&s->cnv,  (void **)&s->cm,
+    void **at[12] = {(void **)&s->cx,    (void **)&s->cj,   (void **)&s->cnv,  (void **)&s->ktop,
                      (void **)&s->ctmp,  (void **)&s->ccnt, (void **)&s->cthr, (void **)&s->cflag,
                      (void **)&s->cseen, (void **)&s->pp,   (void **)&s->pc0,  (void **)&s->sfac};
     for (int i = 0; i < 12; i++) {
@@ -721,8 +723,6 @@ mha_status mha_sink_stream_init(mha_sink *s, int threads, int64_t BN, int64_t nb
     }
     if (pool)
         s->pnc = s->pc0 + (size_t)threads * (size_t)nblk;
-    if (topk)
-        s->tx = s->cthr + T * rb;
     s->stream = true;
     return MHA_OK;
 }
@@ -739,62 +739,65 @@ void mha_sink_stream_begin(mha_sink *s, int slot, int64_t b, int64_t h, int64_t 
         s->ccnt[ri] = 0;
         s->cthr[ri] = -INFINITY;
         s->cflag[ri] = 0;
+        for (int64_t q = 0; q < s->k; q++)
+            s->ktop[ri * s->k + q] = -INFINITY;
     }
 }
 
-/* Raises row ri's threshold to the score of a weight that k candidates reach (x_k now, x_k > 0),
- * less the margin: 2^-16 relative, and 2^-20 of the magnitudes the score is made of (m + log x_k
- * and, later, exp(threshold - m) round to a few 2^-24 of them; the exps and factors are within a
- * few ulp), so that a key left out is below k candidates by far more than any rounding. */
-static void raise_threshold(mha_sink *s, int64_t ri, float mr, float xk)
+/* The margin below a score that k candidates reach, within which a key is still kept: a key below
+ * it has a weight below theirs by far more than the rounding of the weights can undo. A weight is
+ * exp(s - m_a)·exp(m_a - M)/l, each exp within a few ulp, each difference rounded to ~2^-24 of the
+ * larger of |s|, |m_a| and |M|: the margin is 2^-16 (512 ulp of a weight), plus 2^-19 of the
+ * magnitudes (mref: the row's maximum so far, or the score itself when larger). */
+static float score_margin(float score, float mref)
 {
-    const float lx = logf(xk);
-    const float thr = mr + lx - (0x1p-16f + (fabsf(mr) + fabsf(lx)) * 0x1p-20f);
+    return 0x1p-16f + (fabsf(mref) + fabsf(score - mref)) * 0x1p-19f;
+}
+
+/* Row ri's threshold raised to a score that k keys reach (less the margin); mref: the row's
+ * maximum so far (-inf: none yet). */
+static void raise_threshold(mha_sink *s, int64_t ri, float score, float mref)
+{
+    mref = mref > score ? mref : score;
+    const float thr = score - score_margin(score, mref);
     if (thr > s->cthr[ri])
         s->cthr[ri] = thr;
 }
 
-/* Row ri's candidates against a value k of them reach (as weights now, before the final factor):
- * the threshold rises to it (less the margin), and those below are dropped. mr: the row's maximum
- * now. */
-static void compact_row(mha_sink *s, int slot, int64_t ri, float mr)
+/* Offers a score to a row's k largest so far (kt: a min-heap of k scores, -inf where none yet). */
+static void top_offer(float *kt, int64_t k, float x)
+{
+    if (!(x > kt[0]))
+        return;
+    int64_t at = 0;
+    for (;;) {
+        const int64_t l = 2 * at + 1, r = l + 1;
+        int64_t m = at;
+        float mv = x;
+        if (l < k && kt[l] < mv)
+            m = l, mv = kt[l];
+        if (r < k && kt[r] < mv)
+            m = r, mv = kt[r];
+        if (m == at)
+            break;
+        kt[at] = kt[m];
+        at = m;
+    }
+    kt[at] = x;
+}
+
+/* Row ri's candidates below its threshold are dropped. */
+static void compact_row(mha_sink *s, int64_t ri)
 {
     const int64_t n = s->ccnt[ri], cap = s->cap;
-    if (n <= s->k)
-        return;
-    float *x = s->cx + ri * cap, *cm = s->cm + ri * cap;
+    float *x = s->cx + ri * cap;
     int32_t *cj = s->cj + ri * cap, *cnv = s->cnv + ri * cap;
-    float *now = s->ctmp + (int64_t)slot * 2 * cap, *sel = now + cap;
-    /* as weights now: x·exp(cm - mr) (cm <= mr: the maximum only grows), the exps in whole
-     * vectors (cap is a multiple of 16) */
-    const int64_t n16 = (n + 15) / 16 * 16;
-    for (int64_t c = 0; c < n16; c++)
-        now[c] = c < n ? cm[c] - mr : 0.0f;
-    mha_exp_le0_array_isa(s->isa, now, now, n16);
-    for (int64_t c = 0; c < n; c++)
-        now[c] = cm[c] == mr ? x[c] : x[c] * now[c];
-    /* a value k candidates reach: dealt round-robin into k bins, the smallest of the bins' maxima
-     * (branch-free; not the k-th largest itself, which a selection would find at several times
-     * the cost in mispredicted branches) */
-    for (int64_t q = 0; q < s->k; q++)
-        sel[q] = -INFINITY;
-    for (int64_t c = 0, q = 0; c < n; c++, q = q + 1 == s->k ? 0 : q + 1)
-        sel[q] = now[c] > sel[q] ? now[c] : sel[q];
-    float kth = sel[0];
-    for (int64_t q = 1; q < s->k; q++)
-        kth = sel[q] < kth ? sel[q] : kth;
-    if (!(kth > 0.0f))
-        return; /* no bound to drop anything by */
-    raise_threshold(s, ri, mr, kth);
-    float tx = s->cthr[ri] - mr;
-    tx = tx > 0.0f ? 0.0f : tx;
-    mha_exp_le0_array_isa(s->isa, &tx, &tx, 1);
+    const float thr = s->cthr[ri];
     int64_t kept = 0;
     for (int64_t c = 0; c < n; c++) {
-        if (now[c] < tx)
+        if (!(x[c] >= thr))
             continue;
         x[kept] = x[c];
-        cm[kept] = cm[c];
         cj[kept] = cj[c];
         cnv[kept] = cnv[c];
         kept++;
@@ -804,16 +807,83 @@ static void compact_row(mha_sink *s, int slot, int64_t ri, float mr)
     s->ccnt[ri] = kept;
 }
 
-void mha_sink_stream_block(mha_sink *s, int slot, int64_t b, int64_t h, int64_t i0, int64_t m,
-                           int64_t nv, int64_t j0, int64_t c0, int64_t c1, const float *P,
-                           int64_t ld, const float *mrow)
+void mha_sink_stream_scores(mha_sink *s, int slot, int64_t b, int64_t h, int64_t i0, int64_t m,
+                            int64_t nv, int64_t j0, int64_t c0, int64_t c1, const float *P,
+                            int64_t ld, const float *mprev)
 {
     rows_view v;
-    if (s->slot_of_head[h] < 0 || !clip_rows(s, b, s->slot_of_head[h], i0, m, &v))
+    if (s->kind != MHA_SINK_TOPK || s->slot_of_head[h] < 0 ||
+        !clip_rows(s, b, s->slot_of_head[h], i0, m, &v))
+        return;
+    const int64_t ja = j0 + c0 > s->k0 ? j0 + c0 : s->k0, jb = j0 + c1 < s->k1 ? j0 + c1 : s->k1;
+    if (ja >= jb)
+        return;
+    s->cseen[slot] += jb - ja;
+    const int64_t cap = s->cap, k = s->k;
+    for (int64_t r = 0; r < v.r1 - v.r0; r++) {
+        const int64_t ri = (int64_t)slot * s->rb + r;
+        if (s->cflag[ri] & 2)
+            continue;
+        const float *x = P + (v.r0 - i0 + r) * ld + (ja - j0); /* x[j]: key ja + j */
+        const float mp = mprev[v.r0 - i0 + r];
+        if (s->cthr[ri] == -INFINITY && jb - ja >= 4 * k) {
+            /* a first threshold from the block itself: its keys dealt into k runs, the smallest
+             * of the runs' maxima is reached by k keys */
+            const int64_t g = (jb - ja) / k;
+            float bound = INFINITY;
+            for (int64_t q = 0; q < k; q++) {
+                const float mx = mha_run_max(s->isa, x + q * g, q == k - 1 ? jb - ja - q * g : g);
+                bound = mx < bound ? mx : bound;
+            }
+            if (bound > -INFINITY)
+                raise_threshold(s, ri, bound, mp);
+        }
+        float *kt = s->ktop + ri * k;
+        for (int64_t j = 0; j < jb - ja;) {
+            const int64_t e = j + 256 < jb - ja ? j + 256 : jb - ja;
+            /* a key masked to -inf has weight 0: never a candidate */
+            const float thr = s->cthr[ri] > -FLT_MAX ? s->cthr[ri] : -FLT_MAX;
+            int32_t cand[256];
+            const int64_t nc = mha_run_above(s->isa, cand, x + j, e - j, 1.0f, thr);
+            if (nc < e - j)
+                s->cflag[ri] |= 1;
+            if (s->ccnt[ri] + nc > cap)
+                compact_row(s, ri);
+            if (s->ccnt[ri] + nc > cap) {
+                s->cflag[ri] |= 2;
+                break;
+            }
+            int64_t n = s->ccnt[ri];
+            for (int64_t t = 0; t < nc; t++, n++) {
+                const float sc = x[j + cand[t]];
+                s->cx[ri * cap + n] = sc;
+                s->cj[ri * cap + n] = (int32_t)(ja + j + cand[t]);
+                s->cnv[ri * cap + n] = (int32_t)nv;
+                top_offer(kt, k, sc);
+            }
+            s->ccnt[ri] = n;
+            j = e;
+        }
+        /* the threshold follows the k-th largest score so far; the candidates it leaves behind
+         * are dropped once a few k have gathered */
+        if (kt[0] > -INFINITY)
+            raise_threshold(s, ri, kt[0], mp);
+        if (s->ccnt[ri] > 2 * k + 16)
+            compact_row(s, ri);
+    }
+}
+
+void mha_sink_stream_block(mha_sink *s, int slot, int64_t b, int64_t h, int64_t i0, int64_t m,
+                           int64_t nv, int64_t j0, int64_t c0, int64_t c1, const float *P,
+                           int64_t ld)
+{
+    rows_view v;
+    if (s->kind != MHA_SINK_POOL || s->slot_of_head[h] < 0 ||
+        !clip_rows(s, b, s->slot_of_head[h], i0, m, &v))
         return;
     const int64_t ja = j0 + c0 > s->k0 ? j0 + c0 : s->k0, jb = j0 + c1 < s->k1 ? j0 + c1 : s->k1;
     const int64_t rows = v.r1 - v.r0;
-    if (s->kind == MHA_SINK_POOL) {
+    {
         int64_t *pc0 = s->pc0 + (int64_t)slot * s->nblk, *pnc = s->pnc + (int64_t)slot * s->nblk;
         if (ja >= jb) {
             pnc[nv] = 0;
@@ -833,72 +903,6 @@ void mha_sink_stream_block(mha_sink *s, int slot, int64_t b, int64_t h, int64_t 
                                                   : mha_run_sum(s->isa, x + js, je - js);
             }
         }
-        return;
-    }
-    if (ja >= jb)
-        return;
-    s->cseen[slot] += jb - ja;
-    /* the rows' thresholds as exps of this block, exp(thr - m now), in whole vectors */
-    float *tx = s->tx + (int64_t)slot * s->rb;
-    const int64_t rows16 = (rows + 15) / 16 * 16 < s->rb ? (rows + 15) / 16 * 16 : s->rb;
-    for (int64_t r = 0; r < rows16; r++) {
-        const float mr = r < rows ? mrow[v.r0 - i0 + r] : 0.0f;
-        const float d = r < rows ? s->cthr[(int64_t)slot * s->rb + r] - mr : 0.0f;
-        tx[r] = mr == -INFINITY ? -INFINITY : d > 0.0f ? 0.0f : d;
-    }
-    mha_exp_le0_array_isa(s->isa, tx, tx, rows16);
-    for (int64_t r = 0; r < rows; r++) {
-        const int64_t ri = (int64_t)slot * s->rb + r, cap = s->cap;
-        const float mr = mrow[v.r0 - i0 + r];
-        /* the threshold as an exp of this block, exp(thr - m now); zero exps are never
-         * candidates (a row whose maximum is still -inf has only those) */
-        float thr = s->tx[ri] > 0x1p-149f ? s->tx[ri] : 0x1p-149f;
-        if (s->cflag[ri] & 2)
-            continue;
-        const float *x = P + (v.r0 - i0 + r) * ld + (ja - j0);
-        if (s->cthr[ri] == -INFINITY && jb - ja >= 4 * s->k) {
-            /* a first threshold from the block itself: its keys dealt into k runs, the smallest
-             * of the runs' maxima is reached by k keys, which come in as candidates right away */
-            const int64_t g = (jb - ja) / s->k;
-            float bound = INFINITY;
-            for (int64_t q = 0; q < s->k; q++) {
-                const float mx = mha_run_max(s->isa, x + q * g, q == s->k - 1 ? jb - ja - q * g : g);
-                bound = mx < bound ? mx : bound;
-            }
-            if (bound > 0.0f) {
-                raise_threshold(s, ri, mr, bound);
-                float t0 = s->cthr[ri] - mr;
-                t0 = t0 > 0.0f ? 0.0f : t0;
-                mha_exp_le0_array_isa(s->isa, &t0, &t0, 1);
-                thr = t0 > thr ? t0 : thr;
-            }
-        }
-        for (int64_t j = 0; j < jb - ja;) {
-            const int64_t e = j + 256 < jb - ja ? j + 256 : jb - ja;
-            int32_t cand[256];
-            const int64_t nc = mha_run_above(s->isa, cand, x + j, e - j, 1.0f, thr);
-            if (nc < e - j)
-                s->cflag[ri] |= 1;
-            if (s->ccnt[ri] + nc > cap)
-                compact_row(s, slot, ri, mr);
-            if (s->ccnt[ri] + nc > cap) {
-                s->cflag[ri] |= 2;
-                break;
-            }
-            int64_t n = s->ccnt[ri];
-            for (int64_t t = 0; t < nc; t++, n++) {
-                s->cx[ri * cap + n] = x[j + cand[t]];
-                s->cj[ri * cap + n] = (int32_t)(ja + j + cand[t]);
-                s->cnv[ri * cap + n] = (int32_t)nv;
-                s->cm[ri * cap + n] = mr;
-            }
-            s->ccnt[ri] = n;
-            j = e;
-        }
-        /* a first bound as soon as there are k candidates; then the bound tightened whenever
-         * a few k have come (small sets: cheap to sort out, and fewer keys come in after) */
-        if ((s->cthr[ri] == -INFINITY && s->ccnt[ri] >= s->k) || s->ccnt[ri] > 4 * s->k + 16)
-            compact_row(s, slot, ri, mr);
     }
 }
 
@@ -908,7 +912,7 @@ float *mha_sink_stream_factors(mha_sink *s, int slot)
 }
 
 bool mha_sink_stream_end(mha_sink *s, int slot, int64_t b, int64_t h, int64_t i0, int64_t m,
-                         int64_t nvis, const float *fac, int64_t fld)
+                         int64_t nvis, const float *fac, const float *mt, int64_t fld)
 {
     rows_view v;
     if (s->slot_of_head[h] < 0 || !clip_rows(s, b, s->slot_of_head[h], i0, m, &v))
@@ -955,8 +959,15 @@ bool mha_sink_stream_end(mha_sink *s, int slot, int64_t b, int64_t h, int64_t i0
         float *vals = s->values + at * s->k;
         int32_t *idx = s->indices + at * s->k;
         int64_t *size = &s->heap_size[ri];
-        for (int64_t c = 0; c < s->ccnt[ri]; c++) {
-            const float w = s->cx[ri * cap + c] * fac[s->cnv[ri * cap + c] * fld + (i - i0)];
+        /* each candidate's weight as the full map has it: its block's exp, exp(score - m after
+         * that block), then that block's factor */
+        const int64_t n = s->ccnt[ri];
+        float *e = s->ctmp + (int64_t)slot * cap;
+        for (int64_t c = 0; c < n; c++)
+            e[c] = s->cx[ri * cap + c] - mt[s->cnv[ri * cap + c] * fld + (i - i0)];
+        mha_exp_le0_array_isa(s->isa, e, e, n);
+        for (int64_t c = 0; c < n; c++) {
+            const float w = e[c] * fac[s->cnv[ri * cap + c] * fld + (i - i0)];
             heap_offer(vals, idx, size, s->k, w, s->cj[ri * cap + c]);
         }
         const bool every_key = all_seen && !(s->cflag[ri] & 1);

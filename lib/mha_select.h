@@ -75,13 +75,12 @@ typedef struct mha_sink {
     bool stream;
     int64_t BN, nblk;    /* the core's key blocks                                         */
     int64_t cap;         /* top-k: candidates a row holds                                 */
-    float *cx;           /* [threads][rb][cap] the candidates' exps, as the tile had them  */
+    float *cx;           /* [threads][rb][cap] the candidates' scores (masks applied)      */
     int32_t *cj, *cnv;   /* [threads][rb][cap] their keys and visited blocks              */
     float *ctmp;         /* [threads][cap] scratch                                        */
     int64_t *ccnt;       /* [threads][rb] candidates held                                 */
-    float *cthr;         /* [threads][rb] the threshold, as a score (log of a weight + m) */
-    float *tx;           /* [threads][rb] the threshold as an exp of the block: exp(thr - m) */
-    float *cm;           /* [threads][rb][cap] the row's running maximum when each came   */
+    float *cthr;         /* [threads][rb] the threshold, a score                          */
+    float *ktop;         /* [threads][rb][k] the k largest scores so far (a min-heap)     */
     uint8_t *cflag;      /* [threads][rb] 1: some key left out, 2: overflowed             */
     int64_t *cseen;      /* [threads] chosen keys the head's blocks computed              */
     float *sfac;         /* [threads][nblk][rb] the visited blocks' factors (the core's)  */
@@ -122,33 +121,44 @@ void mha_sink_end(mha_sink *s, int slot, int64_t b, int64_t i0, int64_t m);
  * weight is x·f with f = exp(m_now - m_final) / l, one factor for every key of the block (the one
  * the slab path multiplies by). So:
  *   pool   each visited block's sum (double) or max of x per pooled column is kept, and at the end
- *          multiplied by the block's f: Σx·f and max(x)·f, the slab path's own arithmetic;
- *   top-k  the keys that can still be among the k largest are kept as candidates (x, key, block):
- *          a key whose x·exp(m_now) is below the k-th largest candidate's, less a margin far above
- *          the rounding of the exps and factors (2^-8 relative, plus |m|·2^-20 in the exponent),
- *          cannot be. At the end each candidate's weight is x·f, rounded as the full map's, and
- *          offered to the row's heap. When keys were left out (the filter, zero exps, keys never
+ *          multiplied by the block's f: Σx·f and max(x)·f, the slab path's own arithmetic
+ *          (stream_block, after the block's softmax);
+ *   top-k  the keys that can still be among the k largest are kept as candidates (score, key,
+ *          block), taken from the block's scores before its softmax (stream_scores): a weight
+ *          grows with its score, so a key whose score is below the k-th largest candidate's, less
+ *          a margin far above what the rounding of the exps and factors can undo (2^-16, plus
+ *          2^-19 of the magnitudes), cannot be among them. At the end each candidate's weight is
+ *          made as the full map makes it, exp(score - m after its block)·f, and offered to the
+ *          row's heap. When keys were left out (the filter, keys masked to -inf, keys never
  *          computed) the result is exact if the k-th weight is at least 2^-90 (every weight that
  *          could compete is then a normal float within a few ulp of its real value); otherwise,
  *          or when a row's candidates overflow, stream_end says so and the core feeds the head
  *          again from its slab.
  * mha_sink_stream_init after mha_sink_init (NOMEM when its memory cannot be had); then per (block
- * of rows, head): stream_begin, stream_block for each visited key block in order (nv = 0, 1, ...),
- * stream_end with every visited block's factor. */
+ * of rows, head): stream_begin; for each visited key block in order (nv = 0, 1, ...)
+ * stream_scores before the block's softmax (mprev: the rows' maxima before the block) and
+ * stream_block after it; stream_end with every visited block's factor and the rows' maxima after
+ * each (mt, [nvis][fld]). */
 bool mha_sink_streams(const mha_sink *s);
 mha_status mha_sink_stream_init(mha_sink *s, int threads, int64_t BN, int64_t nblk, mha_error *err);
 void mha_sink_stream_begin(mha_sink *s, int slot, int64_t b, int64_t h, int64_t i0, int64_t m);
-/* Visited block nv: keys [j0 + c0, j0 + c1) were computed, x in P[r·ld + c] (c in [c0, c1)); mrow:
- * each row's running maximum after the block. */
+/* Visited block nv: keys [j0 + c0, j0 + c1) were computed, their scores (masks and rules applied)
+ * in P[r·ld + c] (c in [c0, c1)), before the block's softmax; mprev: each row's running maximum
+ * before the block (-inf at the first). Top-k only. */
+void mha_sink_stream_scores(mha_sink *s, int slot, int64_t b, int64_t h, int64_t i0, int64_t m,
+                            int64_t nv, int64_t j0, int64_t c0, int64_t c1, const float *P,
+                            int64_t ld, const float *mprev);
+/* The same block after its softmax: x in P[r·ld + c]. Pool only. */
 void mha_sink_stream_block(mha_sink *s, int slot, int64_t b, int64_t h, int64_t i0, int64_t m,
                            int64_t nv, int64_t j0, int64_t c0, int64_t c1, const float *P,
-                           int64_t ld, const float *mrow);
+                           int64_t ld);
 /* Room for the factors stream_end takes: [nblk][rb] floats of this thread. */
 float *mha_sink_stream_factors(mha_sink *s, int slot);
-/* fac[nv·fld + r]: visited block nv's factor for row r. False when the result could not be made
- * exact (nothing emitted: feed the head again with mha_sink_head_begin ... head_end). */
+/* fac[nv·fld + r]: visited block nv's factor for row r; mt[nv·fld + r]: row r's running maximum
+ * after visited block nv. False when the result could not be made exact (nothing emitted: feed
+ * the head again with mha_sink_head_begin ... head_end). */
 bool mha_sink_stream_end(mha_sink *s, int slot, int64_t b, int64_t h, int64_t i0, int64_t m,
-                         int64_t nvis, const float *fac, int64_t fld);
+                         int64_t nvis, const float *fac, const float *mt, int64_t fld);
 
 /* The largest of x[0, n) (-inf for n = 0), and their sum in double, with isa's kernels
  * (mha_select_runs.c; x holds no NaN). */
