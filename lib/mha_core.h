@@ -114,8 +114,8 @@ void mha_proj_add(mha_proj_set *set, const float *X, int64_t M, int64_t ldx, con
                   const mha_packed_w *w, const float *bias, float *C, int64_t ldc);
 
 /* One task of a set (mha_task_fn): 64 rows x 256 columns of one job. torch's addmm order: each
- * row starts as the bias, then += X·Wᵀ in depth chunks of 512 in order (generic: one cblas call
- * on W as given). */
+ * row starts as the bias, then += X·Wᵀ in depth chunks (mha_proj_depth) in order (generic: one
+ * cblas call on W as given). */
 void mha_proj_task(void *arg, int64_t task, int slot);
 
 /* ---------------------------------------------------------------------------------------------- */

@@ -5,9 +5,10 @@
  * A task is 64 rows x 256 columns (4 panels) of one job: the task's X rows (64 x K floats) stay in
  * L2 while its four panels stream past. Each 64 x 64 tile starts from the bias (torch's addmm: the
  * bias first) and takes X·Wᵀ in depth chunks (mha_proj_depth: 128 or 512), in order, from the
- * kernel set's full-tile call (JIT or hand); the last rows (M mod 64) and the last panel's columns (Nc mod 64) run the hand
- * kernel on their exact size. XL's in-projection is 384 tasks, its out-projection 128: two threads
- * finish within a task of each other, and no result depends on the thread count.
+ * kernel set's full-tile call (JIT or hand); the last rows (M mod 64) and the last panel's columns
+ * (Nc mod 64) run the hand kernel on their exact size. XL's in-projection is 384 tasks, its
+ * out-projection 128: two threads finish within a task of each other, and no result depends on the
+ * thread count.
  *
  * Measured (Zen 4, one core, before this file existed; /work notes): OpenBLAS 87-92% of the FMA
  * peak on these shapes, repacking W on every call; libxsmm's code on packed panels 96-100%.
