@@ -16,13 +16,12 @@
  *          a pooled row that lies in one block of the core is written when that block ends; one
  *          that spans blocks is combined in a shared accumulator in the order of its rows (each
  *          block waits until the rows above it are in), so the sums never depend on thread timing.
- * A per-head top-k or pool is instead streamed from the core's tiles (the last section; the
- * arithmetic and why top-k stays exact are in mha_select.h), ending in the same emit functions.
+ * A per-head top-k or pool is instead streamed from the core's tiles (mha_select_stream.c; the
+ * arithmetic and why top-k stays exact are in mha_select.h), ending in the same output rows.
  */
 #include "mha_select.h"
 #include "mha_softmax_block.h"
 
-#include <float.h>
 #include <math.h>
 #include <sched.h>
 #include <stdlib.h>
@@ -176,12 +175,6 @@ mha_status mha_plan_select(const mha_config *cfg, int64_t N, int64_t L, int64_t 
 /* ---------------------------------------------------------------------------------------------- */
 /* Sink: set-up                                                                                   */
 
-/* Bytes rounded up to a cache line. */
-static size_t line(size_t bytes)
-{
-    return (bytes + 63) / 64 * 64;
-}
-
 mha_status mha_sink_init(mha_sink *s, const mha_plan *plan, const mha_select *sel, bool average,
                          float fill, float *values, int32_t *indices, int threads, int64_t rb,
                          mha_error *err)
@@ -221,14 +214,14 @@ mha_status mha_sink_init(mha_sink *s, const mha_plan *plan, const mha_select *se
             s->nshared++;
     }
     const size_t T = (size_t)threads;
-    const size_t b_slots = line((size_t)s->H * sizeof(int64_t));
-    const size_t b_avg = average ? line(T * (size_t)rb * (size_t)s->Sk * sizeof(float)) : 0;
-    const size_t b_part = line(T * (size_t)s->part_rows * (size_t)s->Sp * sizeof(double));
-    const size_t b_heap = s->kind == MHA_SINK_TOPK ? line(T * (size_t)rb * sizeof(int64_t)) : 0;
-    const size_t b_shared_of = line((size_t)s->Lp * sizeof(int64_t));
+    const size_t b_slots = mha_line((size_t)s->H * sizeof(int64_t));
+    const size_t b_avg = average ? mha_line(T * (size_t)rb * (size_t)s->Sk * sizeof(float)) : 0;
+    const size_t b_part = mha_line(T * (size_t)s->part_rows * (size_t)s->Sp * sizeof(double));
+    const size_t b_heap = s->kind == MHA_SINK_TOPK ? mha_line(T * (size_t)rb * sizeof(int64_t)) : 0;
+    const size_t b_shared_of = mha_line((size_t)s->Lp * sizeof(int64_t));
     const size_t nacc = (size_t)s->N * (size_t)s->nh * (size_t)s->nshared;
-    const size_t b_acc = line(nacc * (size_t)s->Sp * sizeof(double));
-    const size_t b_next = line(nacc * sizeof(int64_t));
+    const size_t b_acc = mha_line(nacc * (size_t)s->Sp * sizeof(double));
+    const size_t b_next = mha_line(nacc * sizeof(int64_t));
     const size_t total = b_slots + b_avg + b_part + b_heap + b_shared_of + b_acc + b_next;
     char *mem = aligned_alloc(64, total);
     if (!mem)
@@ -287,13 +280,7 @@ bool mha_sink_wants_rows(const mha_sink *s, int64_t i0, int64_t m)
 /* ---------------------------------------------------------------------------------------------- */
 /* Emit: final values of head slot hs, for rows [r0, r1) of a block whose first chosen row is br0 */
 
-typedef struct rows_view {
-    int64_t b, hs;
-    int64_t br0;    /* the block's first chosen row: per-thread rows count from it  */
-    int64_t r0, r1; /* rows given, within the chosen ones                          */
-} rows_view;
-
-static float *map_row(const mha_sink *s, const rows_view *v, int64_t i)
+static float *map_row(const mha_sink *s, const mha_rows_view *v, int64_t i)
 {
     return s->values + ((v->b * s->nh + v->hs) * s->Lq + (i - s->q0)) * s->Sk;
 }
@@ -341,7 +328,7 @@ static void heap_push(float *vals, int32_t *idx, int64_t *n, float v, int64_t j)
 }
 
 /* Offers key j of value v to a row's heap of capacity k; returns whether it entered. */
-static inline bool heap_offer(float *vals, int32_t *idx, int64_t *n, int64_t k, float v, int64_t j)
+bool mha_sink_heap_offer(float *vals, int32_t *idx, int64_t *n, int64_t k, float v, int64_t j)
 {
     if (*n < k) {
         heap_push(vals, idx, n, v, j);
@@ -394,13 +381,13 @@ static float k_keys_reach(mha_isa isa, const float *x, int64_t n, int64_t k)
 }
 
 /* The pooled row p's partial row in this thread's buffer. */
-static double *part_row(const mha_sink *s, int slot, const rows_view *v, int64_t p)
+double *mha_sink_part_row(const mha_sink *s, int slot, const mha_rows_view *v, int64_t p)
 {
     const int64_t first = (v->br0 - s->q0) / s->pa;
     return s->part + ((int64_t)slot * s->part_rows + (p - first)) * s->Sp;
 }
 
-static void emit_begin(mha_sink *s, int slot, const rows_view *v)
+static void emit_begin(mha_sink *s, int slot, const mha_rows_view *v)
 {
     if (s->kind == MHA_SINK_TOPK) {
         for (int64_t i = v->r0; i < v->r1; i++)
@@ -409,7 +396,7 @@ static void emit_begin(mha_sink *s, int slot, const rows_view *v)
         const int64_t p0 = (v->r0 - s->q0) / s->pa, p1 = (v->r1 - 1 - s->q0) / s->pa;
         const double init = s->op == MHA_POOL_MAX ? -INFINITY : 0.0;
         for (int64_t p = p0; p <= p1; p++) {
-            double *row = part_row(s, slot, v, p);
+            double *row = mha_sink_part_row(s, slot, v, p);
             for (int64_t c = 0; c < s->Sp; c++)
                 row[c] = init;
         }
@@ -418,7 +405,7 @@ static void emit_begin(mha_sink *s, int slot, const rows_view *v)
 
 /* Keys [j0, j1) of rows [v.r0, v.r1): row i's value of key j is P[(i - r0)·ld + j - j0] · scale[i -
  * r0] (scale NULL: the P value itself). */
-static void emit_rows(mha_sink *s, int slot, const rows_view *v, int64_t j0, int64_t j1,
+static void emit_rows(mha_sink *s, int slot, const mha_rows_view *v, int64_t j0, int64_t j1,
                       const float *P, int64_t ld, const float *scale)
 {
     const int64_t rows = v->r1 - v->r0, n = j1 - j0;
@@ -455,13 +442,14 @@ static void emit_rows(mha_sink *s, int slot, const rows_view *v, int64_t j0, int
                 const float root = *size == s->k && vals[0] > thr ? vals[0] : thr;
                 const int64_t nc = mha_run_above(s->isa, cand, x + j, e - j, sc, root);
                 for (int64_t t = 0; t < nc; t++)
-                    heap_offer(vals, idx, size, s->k, x[j + cand[t]] * sc, j0 + j + cand[t]);
+                    mha_sink_heap_offer(vals, idx, size, s->k, x[j + cand[t]] * sc,
+                                        j0 + j + cand[t]);
                 j = e;
             }
             continue;
         }
         /* pool: each key block's sum (double) or max into the row's partials */
-        double *prow = part_row(s, slot, v, (i - s->q0) / s->pa);
+        double *prow = mha_sink_part_row(s, slot, v, (i - s->q0) / s->pa);
         for (int64_t j = j0; j < j1;) {
             const int64_t c = (j - s->k0) / s->pb;
             const int64_t e = s->k0 + (c + 1) * s->pb < j1 ? s->k0 + (c + 1) * s->pb : j1;
@@ -479,7 +467,7 @@ static void emit_rows(mha_sink *s, int slot, const rows_view *v, int64_t j0, int
 }
 
 /* Keys [j0, j1) of rows [v.r0, v.r1) hold the fill value. */
-static void emit_fill(mha_sink *s, int slot, const rows_view *v, int64_t j0, int64_t j1)
+static void emit_fill(mha_sink *s, int slot, const mha_rows_view *v, int64_t j0, int64_t j1)
 {
     const float f = s->fill;
     for (int64_t i = v->r0; i < v->r1; i++) {
@@ -492,10 +480,11 @@ static void emit_fill(mha_sink *s, int slot, const rows_view *v, int64_t j0, int
             int64_t *size = &s->heap_size[(int64_t)slot * s->rb + (i - v->br0)];
             /* equal values: the lowest keys first, and once one is refused the rest are too */
             for (int64_t j = j0; j < j1; j++)
-                if (!heap_offer(s->values + at * s->k, s->indices + at * s->k, size, s->k, f, j))
+                if (!mha_sink_heap_offer(s->values + at * s->k, s->indices + at * s->k, size, s->k,
+                                         f, j))
                     break;
         } else {
-            double *prow = part_row(s, slot, v, (i - s->q0) / s->pa);
+            double *prow = mha_sink_part_row(s, slot, v, (i - s->q0) / s->pa);
             for (int64_t j = j0; j < j1;) {
                 const int64_t c = (j - s->k0) / s->pb;
                 const int64_t e = s->k0 + (c + 1) * s->pb < j1 ? s->k0 + (c + 1) * s->pb : j1;
@@ -510,7 +499,7 @@ static void emit_fill(mha_sink *s, int slot, const rows_view *v, int64_t j0, int
 }
 
 /* Writes pooled row p (all its rows summed in sum) to the output. */
-static void pool_write(const mha_sink *s, const rows_view *v, int64_t p, int64_t nrows,
+static void pool_write(const mha_sink *s, const mha_rows_view *v, int64_t p, int64_t nrows,
                        const double *sum)
 {
     float *out = s->values + ((v->b * s->nh + v->hs) * s->Lp + p) * s->Sp;
@@ -535,7 +524,7 @@ static void spin_pause(int *spins)
     }
 }
 
-static void emit_end(mha_sink *s, int slot, const rows_view *v)
+static void emit_end(mha_sink *s, int slot, const mha_rows_view *v)
 {
     if (s->kind == MHA_SINK_MAP) {
         mha_copy_stream_fence();
@@ -553,7 +542,7 @@ static void emit_end(mha_sink *s, int slot, const rows_view *v)
     for (int64_t p = p0; p <= p1; p++) {
         const int64_t ps = s->q0 + p * s->pa, pe = ps + s->pa < s->q1 ? ps + s->pa : s->q1;
         const int64_t bs = ps > v->r0 ? ps : v->r0, be = pe < v->r1 ? pe : v->r1;
-        const double *part = part_row(s, slot, v, p);
+        const double *part = mha_sink_part_row(s, slot, v, p);
         if (bs == ps && be == pe) { /* the whole pooled row is this block's */
             pool_write(s, v, p, pe - ps, part);
             continue;
@@ -581,7 +570,8 @@ static void emit_end(mha_sink *s, int slot, const rows_view *v)
 /* The calls a core makes                                                                         */
 
 /* The block's chosen rows; false when it has none. */
-static bool clip_rows(const mha_sink *s, int64_t b, int64_t hs, int64_t i0, int64_t m, rows_view *v)
+bool mha_sink_clip_rows(const mha_sink *s, int64_t b, int64_t hs, int64_t i0, int64_t m,
+                        mha_rows_view *v)
 {
     v->b = b;
     v->hs = hs;
@@ -593,8 +583,8 @@ static bool clip_rows(const mha_sink *s, int64_t b, int64_t hs, int64_t i0, int6
 
 void mha_sink_begin(mha_sink *s, int slot, int64_t b, int64_t i0, int64_t m)
 {
-    rows_view v;
-    if (!s->navg || !clip_rows(s, b, 0, i0, m, &v))
+    mha_rows_view v;
+    if (!s->navg || !mha_sink_clip_rows(s, b, 0, i0, m, &v))
         return;
     float *avg = s->avg + (int64_t)slot * s->rb * s->Sk;
     memset(avg, 0, (size_t)((v.r1 - v.r0) * s->Sk) * sizeof(float));
@@ -602,8 +592,9 @@ void mha_sink_begin(mha_sink *s, int slot, int64_t b, int64_t i0, int64_t m)
 
 void mha_sink_head_begin(mha_sink *s, int slot, int64_t b, int64_t h, int64_t i0, int64_t m)
 {
-    rows_view v;
-    if (s->navg || s->slot_of_head[h] < 0 || !clip_rows(s, b, s->slot_of_head[h], i0, m, &v))
+    mha_rows_view v;
+    if (s->navg || s->slot_of_head[h] < 0 ||
+        !mha_sink_clip_rows(s, b, s->slot_of_head[h], i0, m, &v))
         return;
     emit_begin(s, slot, &v);
 }
@@ -611,8 +602,8 @@ void mha_sink_head_begin(mha_sink *s, int slot, int64_t b, int64_t h, int64_t i0
 void mha_sink_feed(mha_sink *s, int slot, int64_t b, int64_t h, int64_t i0, int64_t m, int64_t key0,
                    int64_t n, const float *P, int64_t ld, const float *scale)
 {
-    rows_view v;
-    if (s->slot_of_head[h] < 0 || !clip_rows(s, b, s->slot_of_head[h], i0, m, &v))
+    mha_rows_view v;
+    if (s->slot_of_head[h] < 0 || !mha_sink_clip_rows(s, b, s->slot_of_head[h], i0, m, &v))
         return;
     const int64_t j0 = key0 > s->k0 ? key0 : s->k0, j1 = key0 + n < s->k1 ? key0 + n : s->k1;
     if (j0 >= j1)
@@ -632,8 +623,8 @@ void mha_sink_feed(mha_sink *s, int slot, int64_t b, int64_t h, int64_t i0, int6
 void mha_sink_fill(mha_sink *s, int slot, int64_t b, int64_t h, int64_t i0, int64_t m, int64_t key0,
                    int64_t n)
 {
-    rows_view v;
-    if (s->slot_of_head[h] < 0 || !clip_rows(s, b, s->slot_of_head[h], i0, m, &v))
+    mha_rows_view v;
+    if (s->slot_of_head[h] < 0 || !mha_sink_clip_rows(s, b, s->slot_of_head[h], i0, m, &v))
         return;
     const int64_t j0 = key0 > s->k0 ? key0 : s->k0, j1 = key0 + n < s->k1 ? key0 + n : s->k1;
     if (j0 >= j1)
@@ -652,16 +643,17 @@ void mha_sink_fill(mha_sink *s, int slot, int64_t b, int64_t h, int64_t i0, int6
 
 void mha_sink_head_end(mha_sink *s, int slot, int64_t b, int64_t h, int64_t i0, int64_t m)
 {
-    rows_view v;
-    if (s->navg || s->slot_of_head[h] < 0 || !clip_rows(s, b, s->slot_of_head[h], i0, m, &v))
+    mha_rows_view v;
+    if (s->navg || s->slot_of_head[h] < 0 ||
+        !mha_sink_clip_rows(s, b, s->slot_of_head[h], i0, m, &v))
         return;
     emit_end(s, slot, &v);
 }
 
 void mha_sink_end(mha_sink *s, int slot, int64_t b, int64_t i0, int64_t m)
 {
-    rows_view v;
-    if (!s->navg || !clip_rows(s, b, 0, i0, m, &v))
+    mha_rows_view v;
+    if (!s->navg || !mha_sink_clip_rows(s, b, 0, i0, m, &v))
         return;
     /* torch: weights.sum(dim=1) / num_heads, over the chosen heads */
     float *avg = s->avg + (int64_t)slot * s->rb * s->Sk;
@@ -670,310 +662,4 @@ void mha_sink_end(mha_sink *s, int slot, int64_t b, int64_t i0, int64_t m)
     emit_begin(s, slot, &v);
     emit_rows(s, slot, &v, s->k0, s->k1, avg, s->Sk, NULL);
     emit_end(s, slot, &v);
-}
-
-/* ---------------------------------------------------------------------------------------------- */
-/* Streaming from the core's tiles (mha_select.h)                                                 */
-
-bool mha_sink_streams(const mha_sink *s)
-{
-    return s->stream;
-}
-
-mha_status mha_sink_stream_init(mha_sink *s, int threads, int64_t BN, int64_t nblk, mha_error *err)
-{
-    const bool topk = s->kind == MHA_SINK_TOPK && s->k <= 32;
-    const bool pool = s->kind == MHA_SINK_POOL && s->pb >= 4;
-    if (s->navg || !(topk || pool))
-        return MHA_OK;
-    const size_t T = (size_t)threads, rb = (size_t)s->rb;
-    s->BN = BN;
-    s->nblk = nblk;
-    size_t b[12] = {0};
-    b[11] = line(T * (size_t)nblk * rb * sizeof(float));
-    if (topk) {
-        s->cap = 256 + 2 * s->k + 16; /* a scan's 256 keys beside a compacted set */
-        const size_t c = T * rb * (size_t)s->cap;
-        b[0] = b[1] = b[2] = line(c * 4); /* cx, cj, cnv */
-        b[3] = line(T * rb * (size_t)s->k * sizeof(float)); /* ktop */
-        b[4] = line(T * (size_t)s->cap * sizeof(float));
-        b[5] = line(T * rb * sizeof(int64_t));
-        b[6] = line(T * rb * sizeof(float)); /* cthr */
-        b[7] = line(T * rb);
-        b[8] = line(T * sizeof(int64_t));
-    } else {
-        s->spb = (BN + s->pb - 1) / s->pb + 1;
-        b[9] = line(T * (size_t)nblk * rb * (size_t)s->spb * sizeof(double));
-        b[10] = line(T * (size_t)nblk * 2 * sizeof(int64_t));
-    }
-    size_t total = 0;
-    for (int i = 0; i < 12; i++)
-        total += b[i];
-    char *mem = aligned_alloc(64, total);
-    if (!mem)
-        return mha_fail(err, MHA_ERR_NOMEM, "select",
-                        "out of memory for the selection's %zu bytes of state", total);
-    s->smem = mem;
-    void **at[12] = {(void **)&s->cx,    (void **)&s->cj,   (void **)&s->cnv,  (void **)&s->ktop,
-                     (void **)&s->ctmp,  (void **)&s->ccnt, (void **)&s->cthr, (void **)&s->cflag,
-                     (void **)&s->cseen, (void **)&s->pp,   (void **)&s->pc0,  (void **)&s->sfac};
-    for (int i = 0; i < 12; i++) {
-        *at[i] = b[i] ? mem : NULL;
-        mem += b[i];
-    }
-    if (pool)
-        s->pnc = s->pc0 + (size_t)threads * (size_t)nblk;
-    s->stream = true;
-    return MHA_OK;
-}
-
-void mha_sink_stream_begin(mha_sink *s, int slot, int64_t b, int64_t h, int64_t i0, int64_t m)
-{
-    rows_view v;
-    if (s->kind != MHA_SINK_TOPK || s->slot_of_head[h] < 0 ||
-        !clip_rows(s, b, s->slot_of_head[h], i0, m, &v))
-        return;
-    s->cseen[slot] = 0;
-    for (int64_t r = 0; r < v.r1 - v.r0; r++) {
-        const int64_t ri = (int64_t)slot * s->rb + r;
-        s->ccnt[ri] = 0;
-        s->cthr[ri] = -INFINITY;
-        s->cflag[ri] = 0;
-        for (int64_t q = 0; q < s->k; q++)
-            s->ktop[ri * s->k + q] = -INFINITY;
-    }
-}
-
-/* The margin below a score that k candidates reach, within which a key is still kept: a key below
- * it has a weight below theirs by far more than the rounding of the weights can undo. A weight is
- * exp(s - m_a)·exp(m_a - M)/l, each exp within a few ulp, each difference rounded to ~2^-24 of the
- * larger of |s|, |m_a| and |M|: the margin is 2^-16 (512 ulp of a weight), plus 2^-19 of the
- * magnitudes (mref: the row's maximum so far, or the score itself when larger). */
-static float score_margin(float score, float mref)
-{
-    return 0x1p-16f + (fabsf(mref) + fabsf(score - mref)) * 0x1p-19f;
-}
-
-/* Row ri's threshold raised to a score that k keys reach (less the margin); mref: the row's
- * maximum so far (-inf: none yet). */
-static void raise_threshold(mha_sink *s, int64_t ri, float score, float mref)
-{
-    mref = mref > score ? mref : score;
-    const float thr = score - score_margin(score, mref);
-    if (thr > s->cthr[ri])
-        s->cthr[ri] = thr;
-}
-
-/* Offers a score to a row's k largest so far (kt: a min-heap of k scores, -inf where none yet). */
-static void top_offer(float *kt, int64_t k, float x)
-{
-    if (!(x > kt[0]))
-        return;
-    int64_t at = 0;
-    for (;;) {
-        const int64_t l = 2 * at + 1, r = l + 1;
-        int64_t m = at;
-        float mv = x;
-        if (l < k && kt[l] < mv)
-            m = l, mv = kt[l];
-        if (r < k && kt[r] < mv)
-            m = r, mv = kt[r];
-        if (m == at)
-            break;
-        kt[at] = kt[m];
-        at = m;
-    }
-    kt[at] = x;
-}
-
-/* Row ri's candidates below its threshold are dropped. */
-static void compact_row(mha_sink *s, int64_t ri)
-{
-    const int64_t n = s->ccnt[ri], cap = s->cap;
-    float *x = s->cx + ri * cap;
-    int32_t *cj = s->cj + ri * cap, *cnv = s->cnv + ri * cap;
-    const float thr = s->cthr[ri];
-    int64_t kept = 0;
-    for (int64_t c = 0; c < n; c++) {
-        if (!(x[c] >= thr))
-            continue;
-        x[kept] = x[c];
-        cj[kept] = cj[c];
-        cnv[kept] = cnv[c];
-        kept++;
-    }
-    if (kept < n)
-        s->cflag[ri] |= 1;
-    s->ccnt[ri] = kept;
-}
-
-void mha_sink_stream_scores(mha_sink *s, int slot, int64_t b, int64_t h, int64_t i0, int64_t m,
-                            int64_t nv, int64_t j0, int64_t c0, int64_t c1, const float *P,
-                            int64_t ld, const float *mprev)
-{
-    rows_view v;
-    if (s->kind != MHA_SINK_TOPK || s->slot_of_head[h] < 0 ||
-        !clip_rows(s, b, s->slot_of_head[h], i0, m, &v))
-        return;
-    const int64_t ja = j0 + c0 > s->k0 ? j0 + c0 : s->k0, jb = j0 + c1 < s->k1 ? j0 + c1 : s->k1;
-    if (ja >= jb)
-        return;
-    s->cseen[slot] += jb - ja;
-    const int64_t cap = s->cap, k = s->k;
-    for (int64_t r = 0; r < v.r1 - v.r0; r++) {
-        const int64_t ri = (int64_t)slot * s->rb + r;
-        if (s->cflag[ri] & 2)
-            continue;
-        const float *x = P + (v.r0 - i0 + r) * ld + (ja - j0); /* x[j]: key ja + j */
-        const float mp = mprev[v.r0 - i0 + r];
-        if (s->cthr[ri] == -INFINITY && jb - ja >= 4 * k) {
-            /* a first threshold from the block itself: its keys dealt into k runs, the smallest
-             * of the runs' maxima is reached by k keys */
-            const int64_t g = (jb - ja) / k;
-            float bound = INFINITY;
-            for (int64_t q = 0; q < k; q++) {
-                const float mx = mha_run_max(s->isa, x + q * g, q == k - 1 ? jb - ja - q * g : g);
-                bound = mx < bound ? mx : bound;
-            }
-            if (bound > -INFINITY)
-                raise_threshold(s, ri, bound, mp);
-        }
-        float *kt = s->ktop + ri * k;
-        for (int64_t j = 0; j < jb - ja;) {
-            const int64_t e = j + 256 < jb - ja ? j + 256 : jb - ja;
-            /* a key masked to -inf has weight 0: never a candidate */
-            const float thr = s->cthr[ri] > -FLT_MAX ? s->cthr[ri] : -FLT_MAX;
-            int32_t cand[256];
-            const int64_t nc = mha_run_above(s->isa, cand, x + j, e - j, 1.0f, thr);
-            if (nc < e - j)
-                s->cflag[ri] |= 1;
-            if (s->ccnt[ri] + nc > cap)
-                compact_row(s, ri);
-            if (s->ccnt[ri] + nc > cap) {
-                s->cflag[ri] |= 2;
-                break;
-            }
-            int64_t n = s->ccnt[ri];
-            for (int64_t t = 0; t < nc; t++, n++) {
-                const float sc = x[j + cand[t]];
-                s->cx[ri * cap + n] = sc;
-                s->cj[ri * cap + n] = (int32_t)(ja + j + cand[t]);
-                s->cnv[ri * cap + n] = (int32_t)nv;
-                top_offer(kt, k, sc);
-            }
-            s->ccnt[ri] = n;
-            j = e;
-        }
-        /* the threshold follows the k-th largest score so far; the candidates it leaves behind
-         * are dropped once a few k have gathered */
-        if (kt[0] > -INFINITY)
-            raise_threshold(s, ri, kt[0], mp);
-        if (s->ccnt[ri] > 2 * k + 16)
-            compact_row(s, ri);
-    }
-}
-
-void mha_sink_stream_block(mha_sink *s, int slot, int64_t b, int64_t h, int64_t i0, int64_t m,
-                           int64_t nv, int64_t j0, int64_t c0, int64_t c1, const float *P,
-                           int64_t ld)
-{
-    rows_view v;
-    if (s->kind != MHA_SINK_POOL || s->slot_of_head[h] < 0 ||
-        !clip_rows(s, b, s->slot_of_head[h], i0, m, &v))
-        return;
-    const int64_t ja = j0 + c0 > s->k0 ? j0 + c0 : s->k0, jb = j0 + c1 < s->k1 ? j0 + c1 : s->k1;
-    const int64_t rows = v.r1 - v.r0;
-    {
-        int64_t *pc0 = s->pc0 + (int64_t)slot * s->nblk, *pnc = s->pnc + (int64_t)slot * s->nblk;
-        if (ja >= jb) {
-            pnc[nv] = 0;
-            return;
-        }
-        const int64_t cf = (ja - s->k0) / s->pb, cl = (jb - 1 - s->k0) / s->pb;
-        pc0[nv] = cf;
-        pnc[nv] = cl - cf + 1;
-        double *pp = s->pp + ((int64_t)slot * s->nblk + nv) * s->rb * s->spb;
-        for (int64_t r = 0; r < rows; r++) {
-            const float *x = P + (v.r0 - i0 + r) * ld - j0; /* x[j]: key j */
-            double *d = pp + r * s->spb;
-            for (int64_t c = cf; c <= cl; c++) {
-                const int64_t e0 = s->k0 + c * s->pb, e1 = e0 + s->pb;
-                const int64_t js = ja > e0 ? ja : e0, je = jb < e1 ? jb : e1;
-                d[c - cf] = s->op == MHA_POOL_MAX ? (double)mha_run_max(s->isa, x + js, je - js)
-                                                  : mha_run_sum(s->isa, x + js, je - js);
-            }
-        }
-    }
-}
-
-float *mha_sink_stream_factors(mha_sink *s, int slot)
-{
-    return s->sfac + (int64_t)slot * s->nblk * s->rb;
-}
-
-bool mha_sink_stream_end(mha_sink *s, int slot, int64_t b, int64_t h, int64_t i0, int64_t m,
-                         int64_t nvis, const float *fac, const float *mt, int64_t fld)
-{
-    rows_view v;
-    if (s->slot_of_head[h] < 0 || !clip_rows(s, b, s->slot_of_head[h], i0, m, &v))
-        return true;
-    const int64_t rows = v.r1 - v.r0;
-    if (s->kind == MHA_SINK_POOL) {
-        mha_sink_head_begin(s, slot, b, h, i0, m);
-        const int64_t *pc0 = s->pc0 + (int64_t)slot * s->nblk;
-        const int64_t *pnc = s->pnc + (int64_t)slot * s->nblk;
-        for (int64_t nv = 0; nv < nvis; nv++) {
-            const double *pp = s->pp + ((int64_t)slot * s->nblk + nv) * s->rb * s->spb;
-            for (int64_t r = 0; r < rows && pnc[nv]; r++) {
-                double *prow = part_row(s, slot, &v, (v.r0 + r - s->q0) / s->pa) + pc0[nv];
-                const double *d = pp + r * s->spb;
-                const float f = fac[nv * fld + (v.r0 - i0 + r)];
-                for (int64_t c = 0; c < pnc[nv]; c++) {
-                    if (s->op == MHA_POOL_MAX) { /* max(x)·f, as the slab path */
-                        const float w = (float)d[c] * f;
-                        prow[c] = w > prow[c] ? w : prow[c];
-                    } else { /* Σx·f in double, as the slab path */
-                        prow[c] += d[c] * (double)f;
-                    }
-                }
-            }
-        }
-        /* keys never computed hold 0; every weight is >= 0, so max(·, 0) is the same as the
-         * slab path's fill whether or not a block holds such keys */
-        for (int64_t r = 0; r < rows && s->op == MHA_POOL_MAX; r++) {
-            double *prow = part_row(s, slot, &v, (v.r0 + r - s->q0) / s->pa);
-            for (int64_t c = 0; c < s->Sp; c++)
-                prow[c] = prow[c] > 0.0 ? prow[c] : 0.0;
-        }
-        mha_sink_head_end(s, slot, b, h, i0, m);
-        return true;
-    }
-    for (int64_t r = 0; r < rows; r++)
-        if (s->cflag[(int64_t)slot * s->rb + r] & 2)
-            return false;
-    mha_sink_head_begin(s, slot, b, h, i0, m);
-    const bool all_seen = s->cseen[slot] == s->Sk;
-    for (int64_t r = 0; r < rows; r++) {
-        const int64_t ri = (int64_t)slot * s->rb + r, cap = s->cap, i = v.r0 + r;
-        const int64_t at = (v.b * s->nh + v.hs) * s->Lq + (i - s->q0);
-        float *vals = s->values + at * s->k;
-        int32_t *idx = s->indices + at * s->k;
-        int64_t *size = &s->heap_size[ri];
-        /* each candidate's weight as the full map has it: its block's exp, exp(score - m after
-         * that block), then that block's factor */
-        const int64_t n = s->ccnt[ri];
-        float *e = s->ctmp + (int64_t)slot * cap;
-        for (int64_t c = 0; c < n; c++)
-            e[c] = s->cx[ri * cap + c] - mt[s->cnv[ri * cap + c] * fld + (i - i0)];
-        mha_exp_le0_array_isa(s->isa, e, e, n);
-        for (int64_t c = 0; c < n; c++) {
-            const float w = e[c] * fac[s->cnv[ri * cap + c] * fld + (i - i0)];
-            heap_offer(vals, idx, size, s->k, w, s->cj[ri * cap + c]);
-        }
-        const bool every_key = all_seen && !(s->cflag[ri] & 1);
-        if (!every_key && !(*size == s->k && vals[0] >= 0x1p-90f))
-            return false;
-    }
-    mha_sink_head_end(s, slot, b, h, i0, m);
-    return true;
 }

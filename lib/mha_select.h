@@ -80,7 +80,9 @@ typedef struct mha_sink {
     float *ctmp;         /* [threads][cap] scratch                                        */
     int64_t *ccnt;       /* [threads][rb] candidates held                                 */
     float *cthr;         /* [threads][rb] the threshold, a score                          */
-    float *ktop;         /* [threads][rb][k] the k largest scores so far (a min-heap)     */
+    float *ktop;         /* [threads][rb][k] the k largest scores so far (a heap, worst  */
+    int32_t *kkey;       /* at the root, as the output rows keep theirs), and their keys  */
+    int64_t *kn;         /* [threads][rb] how many it holds                               */
     uint8_t *cflag;      /* [threads][rb] 1: some key left out, 2: overflowed             */
     int64_t *cseen;      /* [threads] chosen keys the head's blocks computed              */
     float *sfac;         /* [threads][nblk][rb] the visited blocks' factors (the core's)  */
@@ -159,6 +161,29 @@ float *mha_sink_stream_factors(mha_sink *s, int slot);
  * the head again with mha_sink_head_begin ... head_end). */
 bool mha_sink_stream_end(mha_sink *s, int slot, int64_t b, int64_t h, int64_t i0, int64_t m,
                          int64_t nvis, const float *fac, const float *mt, int64_t fld);
+
+/* Shared by the sink's two files (mha_select.c, mha_select_stream.c) */
+
+/* Bytes rounded up to a cache line. */
+static inline size_t mha_line(size_t bytes)
+{
+    return (bytes + 63) / 64 * 64;
+}
+
+/* A block's rows as the sink sees them. */
+typedef struct mha_rows_view {
+    int64_t b, hs;
+    int64_t br0;    /* the block's first chosen row: per-thread rows count from it  */
+    int64_t r0, r1; /* rows given, within the chosen ones                          */
+} mha_rows_view;
+
+/* The block's chosen rows of head slot hs; false when it has none. */
+bool mha_sink_clip_rows(const mha_sink *s, int64_t b, int64_t hs, int64_t i0, int64_t m,
+                        mha_rows_view *v);
+/* The thread's partial row of pooled row p. */
+double *mha_sink_part_row(const mha_sink *s, int slot, const mha_rows_view *v, int64_t p);
+/* Offers (v, key j) to a top-k row's heap of *n entries (k at most); true when it entered. */
+bool mha_sink_heap_offer(float *vals, int32_t *idx, int64_t *n, int64_t k, float v, int64_t j);
 
 /* The largest of x[0, n) (-inf for n = 0), and their sum in double, with isa's kernels
  * (mha_select_runs.c; x holds no NaN). */

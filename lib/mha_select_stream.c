@@ -1,0 +1,296 @@
+/*
+ * mha_select_stream.c - a per-head top-k or pool fed from the attention core's tiles as they are
+ * made (mha_sink_stream_*, mha_select.h says the arithmetic and why top-k stays exact): no slab of
+ * a row block's weights is kept for them.
+ */
+#include "mha_select.h"
+#include "mha_softmax_block.h"
+
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+bool mha_sink_streams(const mha_sink *s)
+{
+    return s->stream;
+}
+
+mha_status mha_sink_stream_init(mha_sink *s, int threads, int64_t BN, int64_t nblk, mha_error *err)
+{
+    const bool topk = s->kind == MHA_SINK_TOPK && s->k <= 32;
+    const bool pool = s->kind == MHA_SINK_POOL && s->pb >= 4;
+    if (s->navg || !(topk || pool))
+        return MHA_OK;
+    const size_t T = (size_t)threads, rb = (size_t)s->rb;
+    s->BN = BN;
+    s->nblk = nblk;
+    size_t b[14] = {0};
+    b[11] = mha_line(T * (size_t)nblk * rb * sizeof(float));
+    if (topk) {
+        s->cap = 256 + 2 * s->k + 16; /* a scan's 256 keys beside a compacted set */
+        const size_t c = T * rb * (size_t)s->cap;
+        b[0] = b[1] = b[2] = mha_line(c * 4); /* cx, cj, cnv */
+        b[3] = mha_line(T * rb * (size_t)s->k * sizeof(float)); /* ktop */
+        b[12] = mha_line(T * rb * (size_t)s->k * sizeof(int32_t)); /* kkey */
+        b[13] = mha_line(T * rb * sizeof(int64_t));                /* kn */
+        b[4] = mha_line(T * (size_t)s->cap * sizeof(float));
+        b[5] = mha_line(T * rb * sizeof(int64_t));
+        b[6] = mha_line(T * rb * sizeof(float)); /* cthr */
+        b[7] = mha_line(T * rb);
+        b[8] = mha_line(T * sizeof(int64_t));
+    } else {
+        s->spb = (BN + s->pb - 1) / s->pb + 1;
+        b[9] = mha_line(T * (size_t)nblk * rb * (size_t)s->spb * sizeof(double));
+        b[10] = mha_line(T * (size_t)nblk * 2 * sizeof(int64_t));
+    }
+    size_t total = 0;
+    for (int i = 0; i < 14; i++)
+        total += b[i];
+    char *mem = aligned_alloc(64, total);
+    if (!mem)
+        return mha_fail(err, MHA_ERR_NOMEM, "select",
+                        "out of memory for the selection's %zu bytes of state", total);
+    s->smem = mem;
+    void **at[14] = {(void **)&s->cx,    (void **)&s->cj,   (void **)&s->cnv,  (void **)&s->ktop,
+                     (void **)&s->ctmp,  (void **)&s->ccnt, (void **)&s->cthr, (void **)&s->cflag,
+                     (void **)&s->cseen, (void **)&s->pp,   (void **)&s->pc0,  (void **)&s->sfac,
+                     (void **)&s->kkey,  (void **)&s->kn};
+    for (int i = 0; i < 14; i++) {
+        *at[i] = b[i] ? mem : NULL;
+        mem += b[i];
+    }
+    if (pool)
+        s->pnc = s->pc0 + (size_t)threads * (size_t)nblk;
+    s->stream = true;
+    return MHA_OK;
+}
+
+void mha_sink_stream_begin(mha_sink *s, int slot, int64_t b, int64_t h, int64_t i0, int64_t m)
+{
+    mha_rows_view v;
+    if (s->kind != MHA_SINK_TOPK || s->slot_of_head[h] < 0 ||
+        !mha_sink_clip_rows(s, b, s->slot_of_head[h], i0, m, &v))
+        return;
+    s->cseen[slot] = 0;
+    for (int64_t r = 0; r < v.r1 - v.r0; r++) {
+        const int64_t ri = (int64_t)slot * s->rb + r;
+        s->ccnt[ri] = 0;
+        s->cthr[ri] = -INFINITY;
+        s->cflag[ri] = 0;
+        s->kn[ri] = 0;
+    }
+}
+
+/* The margin below a score that k candidates reach, within which a key is still kept: a key below
+ * it has a weight below theirs by far more than the rounding of the weights can undo. A weight is
+ * exp(s - m_a)·exp(m_a - M)/l, each exp within a few ulp, each difference rounded to ~2^-24 of the
+ * larger of |s|, |m_a| and |M|: the margin is 2^-16 (512 ulp of a weight), plus 2^-19 of the
+ * magnitudes (mref: the row's maximum so far, or the score itself when larger). */
+static float score_margin(float score, float mref)
+{
+    return 0x1p-16f + (fabsf(mref) + fabsf(score - mref)) * 0x1p-19f;
+}
+
+/* Row ri's threshold raised to a score that k keys reach (less the margin); mref: the row's
+ * maximum so far (-inf: none yet). */
+static void raise_threshold(mha_sink *s, int64_t ri, float score, float mref)
+{
+    mref = mref > score ? mref : score;
+    const float thr = score - score_margin(score, mref);
+    if (thr > s->cthr[ri])
+        s->cthr[ri] = thr;
+}
+
+/* Row ri's candidates below its threshold are dropped. */
+static void compact_row(mha_sink *s, int64_t ri)
+{
+    const int64_t n = s->ccnt[ri], cap = s->cap;
+    float *x = s->cx + ri * cap;
+    int32_t *cj = s->cj + ri * cap, *cnv = s->cnv + ri * cap;
+    const float thr = s->cthr[ri];
+    int64_t kept = 0;
+    for (int64_t c = 0; c < n; c++) {
+        if (!(x[c] >= thr))
+            continue;
+        x[kept] = x[c];
+        cj[kept] = cj[c];
+        cnv[kept] = cnv[c];
+        kept++;
+    }
+    if (kept < n)
+        s->cflag[ri] |= 1;
+    s->ccnt[ri] = kept;
+}
+
+void mha_sink_stream_scores(mha_sink *s, int slot, int64_t b, int64_t h, int64_t i0, int64_t m,
+                            int64_t nv, int64_t j0, int64_t c0, int64_t c1, const float *P,
+                            int64_t ld, const float *mprev)
+{
+    mha_rows_view v;
+    if (s->kind != MHA_SINK_TOPK || s->slot_of_head[h] < 0 ||
+        !mha_sink_clip_rows(s, b, s->slot_of_head[h], i0, m, &v))
+        return;
+    const int64_t ja = j0 + c0 > s->k0 ? j0 + c0 : s->k0, jb = j0 + c1 < s->k1 ? j0 + c1 : s->k1;
+    if (ja >= jb)
+        return;
+    s->cseen[slot] += jb - ja;
+    const int64_t cap = s->cap, k = s->k;
+    for (int64_t r = 0; r < v.r1 - v.r0; r++) {
+        const int64_t ri = (int64_t)slot * s->rb + r;
+        if (s->cflag[ri] & 2)
+            continue;
+        const float *x = P + (v.r0 - i0 + r) * ld + (ja - j0); /* x[j]: key ja + j */
+        const float mp = mprev[v.r0 - i0 + r];
+        if (s->cthr[ri] == -INFINITY && jb - ja >= 4 * k) {
+            /* a first threshold from the block itself: its keys dealt into k runs, the smallest
+             * of the runs' maxima is reached by k keys */
+            const int64_t g = (jb - ja) / k;
+            float bound = INFINITY;
+            for (int64_t q = 0; q < k; q++) {
+                const float mx = mha_run_max(s->isa, x + q * g, q == k - 1 ? jb - ja - q * g : g);
+                bound = mx < bound ? mx : bound;
+            }
+            if (bound > -INFINITY)
+                raise_threshold(s, ri, bound, mp);
+        }
+        float *kt = s->ktop + ri * k; /* the k largest scores so far: the top-k rows' heap */
+        int32_t *kk = s->kkey + ri * k;
+        for (int64_t j = 0; j < jb - ja;) {
+            const int64_t e = j + 256 < jb - ja ? j + 256 : jb - ja;
+            /* a key masked to -inf has weight 0: never a candidate */
+            const float thr = s->cthr[ri] > -FLT_MAX ? s->cthr[ri] : -FLT_MAX;
+            int32_t cand[256];
+            const int64_t nc = mha_run_above(s->isa, cand, x + j, e - j, 1.0f, thr);
+            if (nc < e - j)
+                s->cflag[ri] |= 1;
+            if (s->ccnt[ri] + nc > cap)
+                compact_row(s, ri);
+            if (s->ccnt[ri] + nc > cap) {
+                s->cflag[ri] |= 2;
+                break;
+            }
+            int64_t n = s->ccnt[ri];
+            for (int64_t t = 0; t < nc; t++, n++) {
+                const float sc = x[j + cand[t]];
+                s->cx[ri * cap + n] = sc;
+                s->cj[ri * cap + n] = (int32_t)(ja + j + cand[t]);
+                s->cnv[ri * cap + n] = (int32_t)nv;
+                mha_sink_heap_offer(kt, kk, &s->kn[ri], k, sc, ja + j + cand[t]);
+            }
+            s->ccnt[ri] = n;
+            j = e;
+        }
+        /* the threshold follows the k-th largest score so far; the candidates it leaves behind
+         * are dropped once a few k have gathered */
+        if (s->kn[ri] == k) /* the worst of them, at the root, is reached by k keys */
+            raise_threshold(s, ri, kt[0], mp);
+        if (s->ccnt[ri] > 2 * k + 16)
+            compact_row(s, ri);
+    }
+}
+
+void mha_sink_stream_block(mha_sink *s, int slot, int64_t b, int64_t h, int64_t i0, int64_t m,
+                           int64_t nv, int64_t j0, int64_t c0, int64_t c1, const float *P,
+                           int64_t ld)
+{
+    mha_rows_view v;
+    if (s->kind != MHA_SINK_POOL || s->slot_of_head[h] < 0 ||
+        !mha_sink_clip_rows(s, b, s->slot_of_head[h], i0, m, &v))
+        return;
+    const int64_t ja = j0 + c0 > s->k0 ? j0 + c0 : s->k0, jb = j0 + c1 < s->k1 ? j0 + c1 : s->k1;
+    const int64_t rows = v.r1 - v.r0;
+    {
+        int64_t *pc0 = s->pc0 + (int64_t)slot * s->nblk, *pnc = s->pnc + (int64_t)slot * s->nblk;
+        if (ja >= jb) {
+            pnc[nv] = 0;
+            return;
+        }
+        const int64_t cf = (ja - s->k0) / s->pb, cl = (jb - 1 - s->k0) / s->pb;
+        pc0[nv] = cf;
+        pnc[nv] = cl - cf + 1;
+        double *pp = s->pp + ((int64_t)slot * s->nblk + nv) * s->rb * s->spb;
+        for (int64_t r = 0; r < rows; r++) {
+            const float *x = P + (v.r0 - i0 + r) * ld - j0; /* x[j]: key j */
+            double *d = pp + r * s->spb;
+            for (int64_t c = cf; c <= cl; c++) {
+                const int64_t e0 = s->k0 + c * s->pb, e1 = e0 + s->pb;
+                const int64_t js = ja > e0 ? ja : e0, je = jb < e1 ? jb : e1;
+                d[c - cf] = s->op == MHA_POOL_MAX ? (double)mha_run_max(s->isa, x + js, je - js)
+                                                  : mha_run_sum(s->isa, x + js, je - js);
+            }
+        }
+    }
+}
+
+float *mha_sink_stream_factors(mha_sink *s, int slot)
+{
+    return s->sfac + (int64_t)slot * s->nblk * s->rb;
+}
+
+bool mha_sink_stream_end(mha_sink *s, int slot, int64_t b, int64_t h, int64_t i0, int64_t m,
+                         int64_t nvis, const float *fac, const float *mt, int64_t fld)
+{
+    mha_rows_view v;
+    if (s->slot_of_head[h] < 0 || !mha_sink_clip_rows(s, b, s->slot_of_head[h], i0, m, &v))
+        return true;
+    const int64_t rows = v.r1 - v.r0;
+    if (s->kind == MHA_SINK_POOL) {
+        mha_sink_head_begin(s, slot, b, h, i0, m);
+        const int64_t *pc0 = s->pc0 + (int64_t)slot * s->nblk;
+        const int64_t *pnc = s->pnc + (int64_t)slot * s->nblk;
+        for (int64_t nv = 0; nv < nvis; nv++) {
+            const double *pp = s->pp + ((int64_t)slot * s->nblk + nv) * s->rb * s->spb;
+            for (int64_t r = 0; r < rows && pnc[nv]; r++) {
+                double *prow = mha_sink_part_row(s, slot, &v, (v.r0 + r - s->q0) / s->pa) + pc0[nv];
+                const double *d = pp + r * s->spb;
+                const float f = fac[nv * fld + (v.r0 - i0 + r)];
+                for (int64_t c = 0; c < pnc[nv]; c++) {
+                    if (s->op == MHA_POOL_MAX) { /* max(x)·f, as the slab path */
+                        const float w = (float)d[c] * f;
+                        prow[c] = w > prow[c] ? w : prow[c];
+                    } else { /* Σx·f in double, as the slab path */
+                        prow[c] += d[c] * (double)f;
+                    }
+                }
+            }
+        }
+        /* keys never computed hold 0; every weight is >= 0, so max(·, 0) is the same as the
+         * slab path's fill whether or not a block holds such keys */
+        for (int64_t r = 0; r < rows && s->op == MHA_POOL_MAX; r++) {
+            double *prow = mha_sink_part_row(s, slot, &v, (v.r0 + r - s->q0) / s->pa);
+            for (int64_t c = 0; c < s->Sp; c++)
+                prow[c] = prow[c] > 0.0 ? prow[c] : 0.0;
+        }
+        mha_sink_head_end(s, slot, b, h, i0, m);
+        return true;
+    }
+    for (int64_t r = 0; r < rows; r++)
+        if (s->cflag[(int64_t)slot * s->rb + r] & 2)
+            return false;
+    mha_sink_head_begin(s, slot, b, h, i0, m);
+    const bool all_seen = s->cseen[slot] == s->Sk;
+    for (int64_t r = 0; r < rows; r++) {
+        const int64_t ri = (int64_t)slot * s->rb + r, cap = s->cap, i = v.r0 + r;
+        const int64_t at = (v.b * s->nh + v.hs) * s->Lq + (i - s->q0);
+        float *vals = s->values + at * s->k;
+        int32_t *idx = s->indices + at * s->k;
+        int64_t *size = &s->heap_size[ri];
+        /* each candidate's weight as the full map has it: its block's exp, exp(score - m after
+         * that block), then that block's factor */
+        const int64_t n = s->ccnt[ri];
+        float *e = s->ctmp + (int64_t)slot * cap;
+        for (int64_t c = 0; c < n; c++)
+            e[c] = s->cx[ri * cap + c] - mt[s->cnv[ri * cap + c] * fld + (i - i0)];
+        mha_exp_le0_array_isa(s->isa, e, e, n);
+        for (int64_t c = 0; c < n; c++) {
+            const float w = e[c] * fac[s->cnv[ri * cap + c] * fld + (i - i0)];
+            mha_sink_heap_offer(vals, idx, size, s->k, w, s->cj[ri * cap + c]);
+        }
+        const bool every_key = all_seen && !(s->cflag[ri] & 1);
+        if (!every_key && !(*size == s->k && vals[0] >= 0x1p-90f))
+            return false;
+    }
+    mha_sink_head_end(s, slot, b, h, i0, m);
+    return true;
+}
