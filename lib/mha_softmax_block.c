@@ -93,33 +93,18 @@ static void block_portable(float *sc, int64_t ld, int64_t rows, int64_t n, const
 }
 
 #ifdef HAVE_X86_KERNELS
-__attribute__((target("avx2,fma"))) static inline __m256 exp_le0_avx2(__m256 x)
+/* exp of N vectors in place, step by step across them: one exp is a chain of ~15 dependent
+ * instructions, and with one or two in a loop body Zen 3's floating-point scheduler fills with
+ * waiting links before the next iteration's can start (1.7 cycles per element for a 64 x 128
+ * block; four side by side keep both FMA pipes busy). Each vector gets the same operations
+ * whatever N: the same bits. */
+#define EXP_MAX_N 4
+__attribute__((target("avx2,fma"), always_inline)) static inline void exp_le0_avx2_n(__m256 *x,
+                                                                                   const int N)
 {
-    x = _mm256_max_ps(_mm256_set1_ps(EXP_FLUSH), x); /* NaN (the 2nd operand) stays NaN */
-    const __m256 t = _mm256_fmadd_ps(x, _mm256_set1_ps(LOG2E), _mm256_set1_ps(MAGIC));
-    const __m256 n = _mm256_sub_ps(t, _mm256_set1_ps(MAGIC));
-    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(LN2_HI), x);
-    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(LN2_LO), r);
-    __m256 p = _mm256_fmadd_ps(_mm256_set1_ps(P0), r, _mm256_set1_ps(P1));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(P2));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(P3));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(P4));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(P5));
-    p = _mm256_fmadd_ps(_mm256_mul_ps(p, r), r, _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
-    const __m256i e = _mm256_slli_epi32(
-        _mm256_sub_epi32(_mm256_castps_si256(t), _mm256_set1_epi32(MAGIC_BITS - 127)), 23);
-    return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
-}
-
-/* Four vectors at once, step by step, the same operations as exp_le0_avx2 on each (the same bits):
- * one exp is a chain of ~15 dependent instructions, and with one or two in a loop body Zen 3's
- * floating-point scheduler fills with waiting links before the next iteration's can start (1.7
- * cycles per element for a 64 x 128 block; four side by side keep both FMA pipes busy). */
-__attribute__((target("avx2,fma"), always_inline)) static inline void exp_le0_avx2_x4(__m256 x[4])
-{
-    __m256 t[4], n[4], r[4], p[4];
+    __m256 t[EXP_MAX_N], n[EXP_MAX_N], r[EXP_MAX_N], p[EXP_MAX_N];
 #define EACH(stmt)                                                                                 \
-    for (int i = 0; i < 4; i++)                                                                    \
+    for (int i = 0; i < N; i++)                                                                    \
     stmt
 #pragma GCC unroll 4
     EACH(x[i] = _mm256_max_ps(_mm256_set1_ps(EXP_FLUSH), x[i]););
@@ -150,6 +135,12 @@ __attribute__((target("avx2,fma"), always_inline)) static inline void exp_le0_av
                                                           _mm256_set1_epi32(MAGIC_BITS - 127)),
                                          23))););
 #undef EACH
+}
+
+__attribute__((target("avx2,fma"), always_inline)) static inline __m256 exp_le0_avx2(__m256 x)
+{
+    exp_le0_avx2_n(&x, 1);
+    return x;
 }
 
 __attribute__((target("avx512f"))) static inline __m512 exp_le0_avx512(__m512 x)
@@ -200,21 +191,7 @@ __attribute__((target("avx2,fma"))) static void block_avx2(float *sc, int64_t ld
     const __m256i tail = lanes8(n - body);
     const __m256 neg_inf = _mm256_set1_ps(-INFINITY);
     /* every row's maximum first: the reductions do not wait on each other, nor the exps on them */
-    int64_t r4 = 0;
-    for (; body == n && r4 + 4 <= rows; r4 += 4) { /* four rows' chains side by side */
-        __m256 vm4[4];
-#pragma GCC unroll 4
-        for (int i = 0; i < 4; i++)
-            vm4[i] = _mm256_set1_ps(m[r4 + i]);
-        for (int64_t j = 0; j < body; j += 8)
-#pragma GCC unroll 4
-            for (int i = 0; i < 4; i++)
-                vm4[i] = _mm256_max_ps(vm4[i], _mm256_loadu_ps(sc + (r4 + i) * ld + j));
-#pragma GCC unroll 4
-        for (int i = 0; i < 4; i++)
-            m_new[r4 + i] = hmax8(vm4[i]);
-    }
-    for (int64_t r = r4; r < rows; r++) {
+    for (int64_t r = 0; r < rows; r++) {
         const float *row = sc + r * ld;
         __m256 vmax = _mm256_set1_ps(m[r]);
         for (int64_t j = 0; j < body; j += 8)
@@ -239,7 +216,7 @@ __attribute__((target("avx2,fma"))) static void block_avx2(float *sc, int64_t ld
 #pragma GCC unroll 4
             for (int i = 0; i < 4; i++)
                 e[i] = _mm256_sub_ps(_mm256_loadu_ps(row + j + 8 * i), vm);
-            exp_le0_avx2_x4(e);
+            exp_le0_avx2_n(e, 4);
 #pragma GCC unroll 4
             for (int i = 0; i < 4; i++)
                 _mm256_storeu_ps(row + j + 8 * i, e[i]);
