@@ -80,8 +80,8 @@ typedef struct mha_sink {
     float *ctmp;         /* [threads][cap] scratch                                        */
     int64_t *ccnt;       /* [threads][rb] candidates held                                 */
     float *cthr;         /* [threads][rb] the threshold, a score                          */
-    float *ktop;         /* [threads][rb][k] the k largest scores so far (a heap, worst  */
-    int32_t *kkey;       /* at the root, as the output rows keep theirs), and their keys  */
+    float *ktop;         /* [threads][rb][k] the k largest scores so far, in no order      */
+    int32_t *kmin;       /* [threads][rb] where the smallest of them is, once k are held   */
     int64_t *kn;         /* [threads][rb] how many it holds                               */
     uint8_t *cflag;      /* [threads][rb] 1: some key left out, 2: overflowed             */
     int64_t *cseen;      /* [threads] chosen keys the head's blocks computed              */
@@ -129,7 +129,10 @@ void mha_sink_end(mha_sink *s, int slot, int64_t b, int64_t i0, int64_t m);
  *          block), taken from the block's scores before its softmax (stream_scores): a weight
  *          grows with its score, so a key whose score is below the k-th largest candidate's, less
  *          a margin far above what the rounding of the exps and factors can undo (2^-16, plus
- *          2^-19 of the magnitudes), cannot be among them. At the end each candidate's weight is
+ *          2^-19 of the magnitudes), cannot be among them. The k largest scores so far follow
+ *          the candidates key by key, and a row whose block maximum stays below the threshold is
+ *          passed over after that one maximum (about half the rows of a long row's blocks on
+ *          random data: each block holds ~k/blocks-so-far keys above it). At the end each candidate's weight is
  *          made as the full map makes it, exp(score - m after its block)·f, and offered to the
  *          row's heap. When keys were left out (the filter, keys masked to -inf, keys never
  *          computed) the result is exact if the k-th weight is at least 2^-90 (every weight that

@@ -91,27 +91,36 @@ __attribute__((target("avx512f"))) static int64_t above_avx512(int32_t *idx, con
     return c;
 }
 
+/* The bits of 8 keys x[0..8) whose x·f reaches vt (f = 1: x itself, the same value). */
+__attribute__((target("avx2"))) static inline uint64_t reach8_avx2(const float *x, __m256 vf,
+                                                                  __m256 vt, bool scaled)
+{
+    __m256 w = _mm256_loadu_ps(x);
+    if (scaled)
+        w = _mm256_mul_ps(w, vf);
+    return (uint64_t)(uint32_t)_mm256_movemask_ps(_mm256_cmp_ps(w, vt, _CMP_GE_OQ));
+}
+
 __attribute__((target("avx2"))) static int64_t above_avx2(int32_t *idx, const float *x, int64_t n,
                                                           float f, float thr)
 {
     const __m256 vf = _mm256_set1_ps(f), vt = _mm256_set1_ps(thr);
+    const bool scaled = f != 1.0f;
     int64_t c = 0, j = 0;
-    for (; j + 32 <= n; j += 32) { /* most runs of 32 have no key that reaches thr: one test */
-        uint32_t m = 0;
-        for (int q = 0; q < 4; q++) {
-            const __m256 w = _mm256_mul_ps(_mm256_loadu_ps(x + j + 8 * q), vf);
-            m |= (uint32_t)_mm256_movemask_ps(_mm256_cmp_ps(w, vt, _CMP_GE_OQ)) << (8 * q);
-        }
+    for (; j + 64 <= n; j += 64) { /* most runs of 64 have no key that reaches thr: one test */
+        uint64_t m = 0;
+#pragma GCC unroll 8
+        for (int q = 0; q < 8; q++)
+            m |= reach8_avx2(x + j + 8 * q, vf, vt, scaled) << (8 * q);
         while (m) {
-            idx[c++] = (int32_t)(j + __builtin_ctz(m));
+            idx[c++] = (int32_t)(j + __builtin_ctzll(m));
             m &= m - 1;
         }
     }
     for (; j + 8 <= n; j += 8) {
-        const __m256 w = _mm256_mul_ps(_mm256_loadu_ps(x + j), vf);
-        unsigned m = (unsigned)_mm256_movemask_ps(_mm256_cmp_ps(w, vt, _CMP_GE_OQ));
+        uint64_t m = reach8_avx2(x + j, vf, vt, scaled);
         while (m) {
-            idx[c++] = (int32_t)(j + __builtin_ctz(m));
+            idx[c++] = (int32_t)(j + __builtin_ctzll(m));
             m &= m - 1;
         }
     }

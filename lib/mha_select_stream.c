@@ -32,7 +32,7 @@ mha_status mha_sink_stream_init(mha_sink *s, int threads, int64_t BN, int64_t nb
         const size_t c = T * rb * (size_t)s->cap;
         b[0] = b[1] = b[2] = mha_line(c * 4); /* cx, cj, cnv */
         b[3] = mha_line(T * rb * (size_t)s->k * sizeof(float)); /* ktop */
-        b[12] = mha_line(T * rb * (size_t)s->k * sizeof(int32_t)); /* kkey */
+        b[12] = mha_line(T * rb * sizeof(int32_t));                /* kmin */
         b[13] = mha_line(T * rb * sizeof(int64_t));                /* kn */
         b[4] = mha_line(T * (size_t)s->cap * sizeof(float));
         b[5] = mha_line(T * rb * sizeof(int64_t));
@@ -55,7 +55,7 @@ mha_status mha_sink_stream_init(mha_sink *s, int threads, int64_t BN, int64_t nb
     void **at[14] = {(void **)&s->cx,    (void **)&s->cj,   (void **)&s->cnv,  (void **)&s->ktop,
                      (void **)&s->ctmp,  (void **)&s->ccnt, (void **)&s->cthr, (void **)&s->cflag,
                      (void **)&s->cseen, (void **)&s->pp,   (void **)&s->pc0,  (void **)&s->sfac,
-                     (void **)&s->kkey,  (void **)&s->kn};
+                     (void **)&s->kmin,  (void **)&s->kn};
     for (int i = 0; i < 14; i++) {
         *at[i] = b[i] ? mem : NULL;
         mem += b[i];
@@ -102,8 +102,34 @@ static void raise_threshold(mha_sink *s, int64_t ri, float score, float mref)
         s->cthr[ri] = thr;
 }
 
-/* Row ri's candidates below its threshold are dropped. */
-static void compact_row(mha_sink *s, int64_t ri)
+/* A score offered to row ri's k largest (kt [k], held kn, smallest at *at once k are held). True
+ * when k are held after it, with their smallest now at *at. Replacing the smallest and finding the
+ * next one branch-free costs less than a heap's sift, whose branches a stream of candidates in
+ * random order mispredicts; no key is needed (the candidates keep theirs). */
+static bool keep_largest(float *kt, int64_t *kn, int32_t *at, int64_t k, float x)
+{
+    if (*kn < k) {
+        kt[(*kn)++] = x;
+        if (*kn < k)
+            return false;
+    } else if (x > kt[*at]) {
+        kt[*at] = x;
+    } else {
+        return true;
+    }
+    float mv = kt[0];
+    int32_t a = 0;
+    for (int32_t i = 1; i < (int32_t)k; i++) {
+        const bool lt = kt[i] < mv;
+        mv = lt ? kt[i] : mv;
+        a = lt ? i : a;
+    }
+    *at = a;
+    return true;
+}
+
+/* Row ri's candidates below its threshold are dropped; true when there were some. */
+static bool compact_row(mha_sink *s, int64_t ri)
 {
     const int64_t n = s->ccnt[ri], cap = s->cap;
     float *x = s->cx + ri * cap;
@@ -118,9 +144,75 @@ static void compact_row(mha_sink *s, int64_t ri)
         cnv[kept] = cnv[c];
         kept++;
     }
-    if (kept < n)
-        s->cflag[ri] |= 1;
     s->ccnt[ri] = kept;
+    return kept < n;
+}
+
+/* One row's state while a block's scores stream past (mha_sink_stream_scores): locals, so that its
+ * stores (a uint8_t flag among them) make the compiler reload nothing of the sink. */
+typedef struct topk_row {
+    float *cx;      /* [cap] candidates' scores */
+    int32_t *cj;    /* [cap] their keys         */
+    int32_t *cnv;   /* [cap] their blocks       */
+    int64_t *ccnt;  /* candidates held          */
+    float *kt;      /* [k] the k largest scores */
+    int64_t *kn;    /* how many kt holds        */
+    int32_t *kat;   /* where kt's smallest is   */
+    float *thr;     /* the threshold            */
+    uint8_t flag;   /* cflag's bits             */
+} topk_row;
+
+/* The keys of x [n] (keys ja.. of block nv) that reach the row's threshold become candidates, the
+ * threshold following the k-th largest score key by key. */
+static void row_candidates(mha_sink *s, int64_t ri, topk_row *w, const float *x, int64_t n,
+                           int64_t ja, int64_t nv, float mp)
+{
+    const int64_t cap = s->cap, k = s->k;
+    if (*w->thr == -INFINITY && n >= 4 * k) {
+        /* a first threshold from the block itself: its keys dealt into k runs, the smallest of the
+         * runs' maxima is reached by k keys */
+        const int64_t g = n / k;
+        float bound = INFINITY;
+        for (int64_t q = 0; q < k; q++) {
+            const float mx = mha_run_max(s->isa, x + q * g, q == k - 1 ? n - q * g : g);
+            bound = mx < bound ? mx : bound;
+        }
+        if (bound > -INFINITY)
+            raise_threshold(s, ri, bound, mp);
+    }
+    /* a key masked to -inf has weight 0: never a candidate */
+    float thr = *w->thr > -FLT_MAX ? *w->thr : -FLT_MAX;
+    for (int64_t j = 0; j < n;) {
+        const int64_t e = j + 256 < n ? j + 256 : n;
+        int32_t cand[256];
+        const int64_t nc = mha_run_above(s->isa, cand, x + j, e - j, 1.0f, thr);
+        if (nc < e - j)
+            w->flag |= 1;
+        if (*w->ccnt + nc > cap && compact_row(s, ri))
+            w->flag |= 1;
+        if (*w->ccnt + nc > cap) {
+            w->flag |= 2;
+            return;
+        }
+        int64_t c = *w->ccnt;
+        for (int64_t t = 0; t < nc; t++) {
+            const float sc = x[j + cand[t]];
+            if (!(sc >= thr)) { /* below the threshold the keys before it raised */
+                w->flag |= 1;
+                continue;
+            }
+            w->cx[c] = sc;
+            w->cj[c] = (int32_t)(ja + j + cand[t]);
+            w->cnv[c] = (int32_t)nv;
+            c++;
+            if (keep_largest(w->kt, w->kn, w->kat, k, sc)) {
+                raise_threshold(s, ri, w->kt[*w->kat], mp);
+                thr = *w->thr;
+            }
+        }
+        *w->ccnt = c;
+        j = e;
+    }
 }
 
 void mha_sink_stream_scores(mha_sink *s, int slot, int64_t b, int64_t h, int64_t i0, int64_t m,
@@ -135,58 +227,31 @@ void mha_sink_stream_scores(mha_sink *s, int slot, int64_t b, int64_t h, int64_t
     if (ja >= jb)
         return;
     s->cseen[slot] += jb - ja;
+    const mha_isa isa = s->isa;
+    const int64_t n = jb - ja, rows = v.r1 - v.r0, base = (int64_t)slot * s->rb;
     const int64_t cap = s->cap, k = s->k;
-    for (int64_t r = 0; r < v.r1 - v.r0; r++) {
-        const int64_t ri = (int64_t)slot * s->rb + r;
-        if (s->cflag[ri] & 2)
-            continue;
+    float *const cthr = s->cthr + base;
+    uint8_t *const cflag = s->cflag + base;
+    for (int64_t r = 0; r < rows; r++) {
         const float *x = P + (v.r0 - i0 + r) * ld + (ja - j0); /* x[j]: key ja + j */
-        const float mp = mprev[v.r0 - i0 + r];
-        if (s->cthr[ri] == -INFINITY && jb - ja >= 4 * k) {
-            /* a first threshold from the block itself: its keys dealt into k runs, the smallest
-             * of the runs' maxima is reached by k keys */
-            const int64_t g = (jb - ja) / k;
-            float bound = INFINITY;
-            for (int64_t q = 0; q < k; q++) {
-                const float mx = mha_run_max(s->isa, x + q * g, q == k - 1 ? jb - ja - q * g : g);
-                bound = mx < bound ? mx : bound;
-            }
-            if (bound > -INFINITY)
-                raise_threshold(s, ri, bound, mp);
+        uint8_t flag = cflag[r];
+        if (flag & 2)
+            continue;
+        /* most rows of most blocks hold no key that reaches the threshold: one maximum tells */
+        const float thr = cthr[r] > -FLT_MAX ? cthr[r] : -FLT_MAX;
+        if (cthr[r] != -INFINITY && !(mha_run_max(isa, x, n) >= thr)) {
+            cflag[r] = flag | 1;
+            continue;
         }
-        float *kt = s->ktop + ri * k; /* the k largest scores so far: the top-k rows' heap */
-        int32_t *kk = s->kkey + ri * k;
-        for (int64_t j = 0; j < jb - ja;) {
-            const int64_t e = j + 256 < jb - ja ? j + 256 : jb - ja;
-            /* a key masked to -inf has weight 0: never a candidate */
-            const float thr = s->cthr[ri] > -FLT_MAX ? s->cthr[ri] : -FLT_MAX;
-            int32_t cand[256];
-            const int64_t nc = mha_run_above(s->isa, cand, x + j, e - j, 1.0f, thr);
-            if (nc < e - j)
-                s->cflag[ri] |= 1;
-            if (s->ccnt[ri] + nc > cap)
-                compact_row(s, ri);
-            if (s->ccnt[ri] + nc > cap) {
-                s->cflag[ri] |= 2;
-                break;
-            }
-            int64_t n = s->ccnt[ri];
-            for (int64_t t = 0; t < nc; t++, n++) {
-                const float sc = x[j + cand[t]];
-                s->cx[ri * cap + n] = sc;
-                s->cj[ri * cap + n] = (int32_t)(ja + j + cand[t]);
-                s->cnv[ri * cap + n] = (int32_t)nv;
-                mha_sink_heap_offer(kt, kk, &s->kn[ri], k, sc, ja + j + cand[t]);
-            }
-            s->ccnt[ri] = n;
-            j = e;
-        }
-        /* the threshold follows the k-th largest score so far; the candidates it leaves behind
-         * are dropped once a few k have gathered */
-        if (s->kn[ri] == k) /* the worst of them, at the root, is reached by k keys */
-            raise_threshold(s, ri, kt[0], mp);
-        if (s->ccnt[ri] > 2 * k + 16)
-            compact_row(s, ri);
+        const int64_t ri = base + r;
+        topk_row w = {s->cx + ri * cap, s->cj + ri * cap, s->cnv + ri * cap, s->ccnt + ri,
+                      s->ktop + ri * k, s->kn + ri,       s->kmin + ri,      cthr + r,
+                      flag};
+        row_candidates(s, ri, &w, x, n, ja, nv, mprev[v.r0 - i0 + r]);
+        /* the candidates the threshold left behind are dropped once a few k have gathered */
+        if (*w.ccnt > 2 * k + 16 && compact_row(s, ri))
+            w.flag |= 1;
+        cflag[r] = w.flag;
     }
 }
 
@@ -276,6 +341,9 @@ bool mha_sink_stream_end(mha_sink *s, int slot, int64_t b, int64_t h, int64_t i0
         float *vals = s->values + at * s->k;
         int32_t *idx = s->indices + at * s->k;
         int64_t *size = &s->heap_size[ri];
+        /* the candidates the final threshold leaves behind go first: they cannot make the k */
+        if (compact_row(s, ri))
+            s->cflag[ri] |= 1;
         /* each candidate's weight as the full map has it: its block's exp, exp(score - m after
          * that block), then that block's factor */
         const int64_t n = s->ccnt[ri];
