@@ -147,6 +147,7 @@ typedef struct tile {
     float *sc;    /* [BM][BN]                                 */
     float *o;     /* [BM][hd]                                 */
     float *m, *l, *alpha, *inv, *f, *tmp; /* [BM] each; tmp [2·BM] */
+    float *bmax;  /* [BM] each row's maximum over a block     */
     float *slab;  /* [BM][nblk·BN] exp tiles, or NULL         */
     float *mt;    /* [nblk][BM] row maxima after each block   */
 } tile;
@@ -167,6 +168,7 @@ static tile carve_tile(const mha_attn *a, int slot)
     t.inv = p + 3 * MHA_BM;
     t.f = p + 4 * MHA_BM;
     t.tmp = p + 5 * MHA_BM;
+    t.bmax = p + 7 * MHA_BM;
     p += 8 * MHA_BM;
     t.slab = a->slab ? p : NULL;
     t.mt = a->slab ? p + round16(MHA_BM * a->nblk * a->BN) : NULL;
@@ -414,9 +416,15 @@ void mha_attn_task(void *arg, int64_t task, int slot)
                     mha_sink_feed(ssp, slot, b, h, i0, m, j0 + c0, n, sc, BN, NULL);
                     s_at = j0 + c1;
                 }
-                if (stream) /* the block's scores, to a top-k before they become exps */
-                    mha_sink_stream_scores(sw, slot, b, h, i0, m, nv, j0, c0, c1, t.sc, BN, t.m);
-                mha_softmax_block_isa(isa, sc, BN, m, n, t.m, t.l, t.alpha, t.tmp);
+                if (stream) { /* the block's scores, to a top-k before they become exps: between
+                               * the softmax's maxima (each row's own too) and its exps */
+                    mha_softmax_block_max_isa(isa, sc, BN, m, n, t.m, t.tmp, t.bmax);
+                    mha_sink_stream_scores(sw, slot, b, h, i0, m, nv, j0, c0, c1, t.sc, BN, t.m,
+                                           t.bmax);
+                    mha_softmax_block_exp_isa(isa, sc, BN, m, n, t.m, t.l, t.alpha, t.tmp);
+                } else {
+                    mha_softmax_block_isa(isa, sc, BN, m, n, t.m, t.l, t.alpha, t.tmp);
+                }
                 /* the maximum moved: what came before is rescaled (alpha is exactly 1 for a row
                  * whose maximum stayed: when no row's moved, there is nothing to do) */
                 bool moved = false;

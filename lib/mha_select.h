@@ -149,10 +149,11 @@ mha_status mha_sink_stream_init(mha_sink *s, int threads, int64_t BN, int64_t nb
 void mha_sink_stream_begin(mha_sink *s, int slot, int64_t b, int64_t h, int64_t i0, int64_t m);
 /* Visited block nv: keys [j0 + c0, j0 + c1) were computed, their scores (masks and rules applied)
  * in P[r·ld + c] (c in [c0, c1)), before the block's softmax; mprev: each row's running maximum
- * before the block (-inf at the first). Top-k only. */
+ * before the block (-inf at the first); bmax: each row's maximum over the block's columns [c0, c1)
+ * (mha_softmax_block_max_isa's). Top-k only. */
 void mha_sink_stream_scores(mha_sink *s, int slot, int64_t b, int64_t h, int64_t i0, int64_t m,
                             int64_t nv, int64_t j0, int64_t c0, int64_t c1, const float *P,
-                            int64_t ld, const float *mprev);
+                            int64_t ld, const float *mprev, const float *bmax);
 /* The same block after its softmax: x in P[r·ld + c]. Pool only. */
 void mha_sink_stream_block(mha_sink *s, int slot, int64_t b, int64_t h, int64_t i0, int64_t m,
                            int64_t nv, int64_t j0, int64_t c0, int64_t c1, const float *P,

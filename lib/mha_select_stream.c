@@ -217,7 +217,7 @@ static void row_candidates(mha_sink *s, int64_t ri, topk_row *w, const float *x,
 
 void mha_sink_stream_scores(mha_sink *s, int slot, int64_t b, int64_t h, int64_t i0, int64_t m,
                             int64_t nv, int64_t j0, int64_t c0, int64_t c1, const float *P,
-                            int64_t ld, const float *mprev)
+                            int64_t ld, const float *mprev, const float *bmax)
 {
     mha_rows_view v;
     if (s->kind != MHA_SINK_TOPK || s->slot_of_head[h] < 0 ||
@@ -227,7 +227,6 @@ void mha_sink_stream_scores(mha_sink *s, int slot, int64_t b, int64_t h, int64_t
     if (ja >= jb)
         return;
     s->cseen[slot] += jb - ja;
-    const mha_isa isa = s->isa;
     const int64_t n = jb - ja, rows = v.r1 - v.r0, base = (int64_t)slot * s->rb;
     const int64_t cap = s->cap, k = s->k;
     float *const cthr = s->cthr + base;
@@ -237,9 +236,10 @@ void mha_sink_stream_scores(mha_sink *s, int slot, int64_t b, int64_t h, int64_t
         uint8_t flag = cflag[r];
         if (flag & 2)
             continue;
-        /* most rows of most blocks hold no key that reaches the threshold: one maximum tells */
+        /* most rows of most blocks hold no key that reaches the threshold: the row's maximum
+         * over the block (the softmax's, a superset of the chosen keys) tells */
         const float thr = cthr[r] > -FLT_MAX ? cthr[r] : -FLT_MAX;
-        if (cthr[r] != -INFINITY && !(mha_run_max(isa, x, n) >= thr)) {
+        if (cthr[r] != -INFINITY && !(bmax[v.r0 - i0 + r] >= thr)) {
             cflag[r] = flag | 1;
             continue;
         }

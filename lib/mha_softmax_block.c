@@ -69,15 +69,29 @@ static void alphas_portable(float *alpha, const float *m_old, const float *m_new
         alpha[r] = m_new[r] == -INFINITY ? 1.0f : exp_le0_portable(m_old[r] - m_new[r]);
 }
 
+/* The phases of a block (mha_softmax_block_max_isa, then _exp_isa): MAXIMA writes m_new (and the
+ * block's own maxima to bmax when it is not NULL), EXPS the exps, sums and alphas from m_new. */
+enum { MAXIMA = 1, EXPS = 2 };
+
 static void block_portable(float *sc, int64_t ld, int64_t rows, int64_t n, const float *m,
-                           float *sums, float *alpha, float *m_new)
+                           float *sums, float *alpha, float *m_new, float *bmax, int phases)
 {
+    for (int64_t r = 0; r < rows && (phases & MAXIMA); r++) {
+        const float *row = sc + r * ld;
+        float mx = m[r], bx = -INFINITY;
+        for (int64_t j = 0; j < n; j++) {
+            mx = row[j] > mx ? row[j] : mx;
+            bx = row[j] > bx ? row[j] : bx;
+        }
+        m_new[r] = mx;
+        if (bmax)
+            bmax[r] = bx;
+    }
+    if (!(phases & EXPS))
+        return;
     for (int64_t r = 0; r < rows; r++) {
         float *row = sc + r * ld;
-        float mx = m[r];
-        for (int64_t j = 0; j < n; j++)
-            mx = row[j] > mx ? row[j] : mx;
-        m_new[r] = mx;
+        const float mx = m_new[r];
         if (mx == -INFINITY) {
             memset(row, 0, (size_t)n * sizeof(float));
             continue;
@@ -183,24 +197,48 @@ __attribute__((target("avx2,fma"))) static float hmax8(__m256 v)
     return _mm_cvtss_f32(s);
 }
 
+/* max(m, the row's n scores), and the row's own maximum to *bmax when it is not NULL (inlined
+ * twice: without it, the loop does nothing more than before). Masked-off lanes read as -inf. */
+__attribute__((target("avx2,fma"), always_inline)) static inline float
+row_max_avx2(const float *row, int64_t body, __m256i tail, int64_t n, float m, float *bmax)
+{
+    const __m256 neg_inf = _mm256_set1_ps(-INFINITY);
+    __m256 vmax = _mm256_set1_ps(m), bx = neg_inf;
+    for (int64_t j = 0; j < body; j += 8) {
+        const __m256 x = _mm256_loadu_ps(row + j);
+        vmax = _mm256_max_ps(vmax, x);
+        if (bmax)
+            bx = _mm256_max_ps(bx, x);
+    }
+    if (body < n) {
+        const __m256 x = _mm256_blendv_ps(neg_inf, _mm256_maskload_ps(row + body, tail),
+                                          _mm256_castsi256_ps(tail));
+        vmax = _mm256_max_ps(vmax, x);
+        if (bmax)
+            bx = _mm256_max_ps(bx, x);
+    }
+    if (bmax)
+        *bmax = hmax8(bx);
+    return hmax8(vmax);
+}
+
 __attribute__((target("avx2,fma"))) static void block_avx2(float *sc, int64_t ld, int64_t rows,
                                                           int64_t n, const float *m, float *sums,
-                                                          float *alpha, float *m_new)
+                                                          float *alpha, float *m_new, float *bmax,
+                                                          int phases)
 {
     const int64_t body = n / 8 * 8;
     const __m256i tail = lanes8(n - body);
     const __m256 neg_inf = _mm256_set1_ps(-INFINITY);
     /* every row's maximum first: the reductions do not wait on each other, nor the exps on them */
-    for (int64_t r = 0; r < rows; r++) {
-        const float *row = sc + r * ld;
-        __m256 vmax = _mm256_set1_ps(m[r]);
-        for (int64_t j = 0; j < body; j += 8)
-            vmax = _mm256_max_ps(vmax, _mm256_loadu_ps(row + j));
-        if (body < n) /* masked-off lanes read as -inf */
-            vmax = _mm256_max_ps(vmax, _mm256_blendv_ps(neg_inf, _mm256_maskload_ps(row + body, tail),
-                                                        _mm256_castsi256_ps(tail)));
-        m_new[r] = hmax8(vmax);
+    for (int64_t r = 0; r < rows && (phases & MAXIMA); r++) {
+        if (bmax)
+            m_new[r] = row_max_avx2(sc + r * ld, body, tail, n, m[r], bmax + r);
+        else
+            m_new[r] = row_max_avx2(sc + r * ld, body, tail, n, m[r], NULL);
     }
+    if (!(phases & EXPS))
+        return;
     for (int64_t r = 0; r < rows; r++) {
         float *row = sc + r * ld;
         const float mx = m_new[r];
@@ -257,23 +295,46 @@ __attribute__((target("avx2,fma"))) static void block_avx2(float *sc, int64_t ld
     alphas_portable(alpha + r, m + r, m_new + r, rows - r); /* the same bits, one at a time */
 }
 
+/* As row_max_avx2. */
+__attribute__((target("avx512f"), always_inline)) static inline float
+row_max_avx512(const float *row, int64_t body, __mmask16 tail, float m, float *bmax)
+{
+    const __m512 neg_inf = _mm512_set1_ps(-INFINITY);
+    __m512 vmax = _mm512_set1_ps(m), bx = neg_inf;
+    for (int64_t j = 0; j < body; j += 16) {
+        const __m512 x = _mm512_loadu_ps(row + j);
+        vmax = _mm512_max_ps(vmax, x);
+        if (bmax)
+            bx = _mm512_max_ps(bx, x);
+    }
+    if (tail) {
+        const __m512 x = _mm512_mask_loadu_ps(neg_inf, tail, row + body);
+        vmax = _mm512_max_ps(vmax, x);
+        if (bmax)
+            bx = _mm512_max_ps(bx, x);
+    }
+    if (bmax)
+        *bmax = _mm512_reduce_max_ps(bx);
+    return _mm512_reduce_max_ps(vmax);
+}
+
 __attribute__((target("avx512f"))) static void block_avx512(float *sc, int64_t ld, int64_t rows,
                                                             int64_t n, const float *m, float *sums,
-                                                            float *alpha, float *m_new)
+                                                            float *alpha, float *m_new,
+                                                            float *bmax, int phases)
 {
     const int64_t body = n / 16 * 16;
     const __mmask16 tail = (__mmask16)((1u << (n - body)) - 1);
     const __m512 neg_inf = _mm512_set1_ps(-INFINITY);
     /* every row's maximum first: the reductions do not wait on each other, nor the exps on them */
-    for (int64_t r = 0; r < rows; r++) {
-        const float *row = sc + r * ld;
-        __m512 vmax = _mm512_set1_ps(m[r]);
-        for (int64_t j = 0; j < body; j += 16)
-            vmax = _mm512_max_ps(vmax, _mm512_loadu_ps(row + j));
-        if (tail)
-            vmax = _mm512_max_ps(vmax, _mm512_mask_loadu_ps(neg_inf, tail, row + body));
-        m_new[r] = _mm512_reduce_max_ps(vmax);
+    for (int64_t r = 0; r < rows && (phases & MAXIMA); r++) {
+        if (bmax)
+            m_new[r] = row_max_avx512(sc + r * ld, body, tail, m[r], bmax + r);
+        else
+            m_new[r] = row_max_avx512(sc + r * ld, body, tail, m[r], NULL);
     }
+    if (!(phases & EXPS))
+        return;
     for (int64_t r = 0; r < rows; r++) {
         float *row = sc + r * ld;
         const float mx = m_new[r];
@@ -316,8 +377,8 @@ __attribute__((target("avx512f"))) static void block_avx512(float *sc, int64_t l
 }
 #endif
 
-bool mha_softmax_block_isa(mha_isa isa, float *sc, int64_t ld, int64_t rows, int64_t n, float *m,
-                           float *l, float *alpha, float *tmp)
+static bool block_isa(mha_isa isa, float *sc, int64_t ld, int64_t rows, int64_t n, float *m,
+                      float *l, float *alpha, float *tmp, float *bmax, int phases)
 {
     if (!mha_isa_usable(isa))
         return false;
@@ -325,15 +386,17 @@ bool mha_softmax_block_isa(mha_isa isa, float *sc, int64_t ld, int64_t rows, int
     switch (isa) {
 #ifdef HAVE_X86_KERNELS
     case MHA_ISA_AVX512:
-        block_avx512(sc, ld, rows, n, m, sums, alpha, m_new);
+        block_avx512(sc, ld, rows, n, m, sums, alpha, m_new, bmax, phases);
         break;
     case MHA_ISA_AVX2:
-        block_avx2(sc, ld, rows, n, m, sums, alpha, m_new);
+        block_avx2(sc, ld, rows, n, m, sums, alpha, m_new, bmax, phases);
         break;
 #endif
     default:
-        block_portable(sc, ld, rows, n, m, sums, alpha, m_new);
+        block_portable(sc, ld, rows, n, m, sums, alpha, m_new, bmax, phases);
     }
+    if (!(phases & EXPS))
+        return true;
     /* l = l·alpha + the block's sum; m = the new maximum (rows that saw no key keep l = 0) */
     for (int64_t r = 0; r < rows; r++) {
         if (m_new[r] != -INFINITY)
@@ -341,6 +404,25 @@ bool mha_softmax_block_isa(mha_isa isa, float *sc, int64_t ld, int64_t rows, int
         m[r] = m_new[r];
     }
     return true;
+}
+
+bool mha_softmax_block_isa(mha_isa isa, float *sc, int64_t ld, int64_t rows, int64_t n, float *m,
+                           float *l, float *alpha, float *tmp)
+{
+    return block_isa(isa, sc, ld, rows, n, m, l, alpha, tmp, NULL, MAXIMA | EXPS);
+}
+
+bool mha_softmax_block_max_isa(mha_isa isa, const float *sc, int64_t ld, int64_t rows, int64_t n,
+                               const float *m, float *tmp, float *bmax)
+{
+    /* the maxima phase reads sc and m only */
+    return block_isa(isa, (float *)sc, ld, rows, n, (float *)m, NULL, NULL, tmp, bmax, MAXIMA);
+}
+
+bool mha_softmax_block_exp_isa(mha_isa isa, float *sc, int64_t ld, int64_t rows, int64_t n,
+                               float *m, float *l, float *alpha, float *tmp)
+{
+    return block_isa(isa, sc, ld, rows, n, m, l, alpha, tmp, NULL, EXPS);
 }
 
 #ifdef HAVE_X86_KERNELS

@@ -84,7 +84,7 @@ static void test_blocks(mha_isa isa, int64_t rows, int64_t n, int64_t block, int
         l[r] = 0.0f;
     }
     float *blk = malloc((size_t)(rows * block) * sizeof(float));
-    bool alpha_ok = true;
+    bool alpha_ok = true, split_ok = true;
     for (int64_t j0 = 0; j0 < n; j0 += block) {
         const int64_t kn = n - j0 < block ? n - j0 : block;
         const int64_t ld = block + 3;
@@ -93,7 +93,28 @@ static void test_blocks(mha_isa isa, int64_t rows, int64_t n, int64_t block, int
             memcpy(tile + r * ld, s + r * n + j0, (size_t)kn * sizeof(float));
         float m_before[32];
         memcpy(m_before, m, sizeof m_before);
+        /* the same block in two steps (the maxima, then the exps), on copies: the same bits, and
+         * each row's own maximum over the block */
+        float *tile2 = malloc((size_t)(rows * ld) * sizeof(float));
+        memcpy(tile2, tile, (size_t)(rows * ld) * sizeof(float));
+        float m2[32], l2[32], alpha2[32], tmp2[64], bmax[32];
+        memcpy(m2, m, sizeof m2);
+        memcpy(l2, l, sizeof l2);
+        mha_softmax_block_max_isa(isa, tile2, ld, rows, kn, m2, tmp2, bmax);
+        for (int64_t r = 0; r < rows; r++) {
+            float want = -INFINITY;
+            for (int64_t j = 0; j < kn; j++)
+                want = tile[r * ld + j] > want ? tile[r * ld + j] : want;
+            split_ok &= bmax[r] == want;
+        }
+        mha_softmax_block_exp_isa(isa, tile2, ld, rows, kn, m2, l2, alpha2, tmp2);
         mha_softmax_block_isa(isa, tile, ld, rows, kn, m, l, alpha, tmp);
+        for (int64_t r = 0; r < rows; r++)
+            split_ok &= memcmp(tile + r * ld, tile2 + r * ld, (size_t)kn * sizeof(float)) == 0 &&
+                        memcmp(&m[r], &m2[r], sizeof(float)) == 0 &&
+                        memcmp(&l[r], &l2[r], sizeof(float)) == 0 &&
+                        memcmp(&alpha[r], &alpha2[r], sizeof(float)) == 0;
+        free(tile2);
         for (int64_t r = 0; r < rows; r++) {
             memcpy(p + r * n + j0, tile + r * ld, (size_t)kn * sizeof(float));
             for (int64_t j = 0; j < j0; j++)
@@ -136,6 +157,9 @@ static void test_blocks(mha_isa isa, int64_t rows, int64_t n, int64_t block, int
     CHECK(ok && alpha_ok, "%s: %lld rows x %lld keys in blocks of %lld (%d%% masked)%s",
           isa_name[isa], (long long)rows, (long long)n, (long long)block, pct_masked,
           alpha_ok ? "" : ": alpha wrong");
+    CHECK(split_ok, "%s: %lld rows x %lld keys in blocks of %lld (%d%% masked): maxima then exps "
+          "give the same bits, and each row's own maximum", isa_name[isa], (long long)rows,
+          (long long)n, (long long)block, pct_masked);
     free(s);
     free(p);
     free(after);
