@@ -80,8 +80,7 @@ typedef struct mha_sink {
     float *ctmp;         /* [threads][cap] scratch                                        */
     int64_t *ccnt;       /* [threads][rb] candidates held                                 */
     float *cthr;         /* [threads][rb] the threshold, a score                          */
-    float *ktop;         /* [threads][rb][k] the k largest scores so far, in no order      */
-    int32_t *kmin;       /* [threads][rb] where the smallest of them is, once k are held   */
+    float *ktop;         /* [threads][rb][k] the k largest scores so far, ascending        */
     int64_t *kn;         /* [threads][rb] how many it holds                               */
     uint8_t *cflag;      /* [threads][rb] 1: some key left out, 2: overflowed             */
     int64_t *cseen;      /* [threads] chosen keys the head's blocks computed              */

@@ -25,15 +25,14 @@ mha_status mha_sink_stream_init(mha_sink *s, int threads, int64_t BN, int64_t nb
     const size_t T = (size_t)threads, rb = (size_t)s->rb;
     s->BN = BN;
     s->nblk = nblk;
-    size_t b[14] = {0};
+    size_t b[13] = {0};
     b[11] = mha_line(T * (size_t)nblk * rb * sizeof(float));
     if (topk) {
         s->cap = 256 + 2 * s->k + 16; /* a scan's 256 keys beside a compacted set */
         const size_t c = T * rb * (size_t)s->cap;
         b[0] = b[1] = b[2] = mha_line(c * 4); /* cx, cj, cnv */
         b[3] = mha_line(T * rb * (size_t)s->k * sizeof(float)); /* ktop */
-        b[12] = mha_line(T * rb * sizeof(int32_t));                /* kmin */
-        b[13] = mha_line(T * rb * sizeof(int64_t));                /* kn */
+        b[12] = mha_line(T * rb * sizeof(int64_t));                /* kn */
         b[4] = mha_line(T * (size_t)s->cap * sizeof(float));
         b[5] = mha_line(T * rb * sizeof(int64_t));
         b[6] = mha_line(T * rb * sizeof(float)); /* cthr */
@@ -45,18 +44,18 @@ mha_status mha_sink_stream_init(mha_sink *s, int threads, int64_t BN, int64_t nb
         b[10] = mha_line(T * (size_t)nblk * 2 * sizeof(int64_t));
     }
     size_t total = 0;
-    for (int i = 0; i < 14; i++)
+    for (int i = 0; i < 13; i++)
         total += b[i];
     char *mem = aligned_alloc(64, total);
     if (!mem)
         return mha_fail(err, MHA_ERR_NOMEM, "select",
                         "out of memory for the selection's %zu bytes of state", total);
     s->smem = mem;
-    void **at[14] = {(void **)&s->cx,    (void **)&s->cj,   (void **)&s->cnv,  (void **)&s->ktop,
+    void **at[13] = {(void **)&s->cx,    (void **)&s->cj,   (void **)&s->cnv,  (void **)&s->ktop,
                      (void **)&s->ctmp,  (void **)&s->ccnt, (void **)&s->cthr, (void **)&s->cflag,
                      (void **)&s->cseen, (void **)&s->pp,   (void **)&s->pc0,  (void **)&s->sfac,
-                     (void **)&s->kmin,  (void **)&s->kn};
-    for (int i = 0; i < 14; i++) {
+                     (void **)&s->kn};
+    for (int i = 0; i < 13; i++) {
         *at[i] = b[i] ? mem : NULL;
         mem += b[i];
     }
@@ -102,29 +101,30 @@ static void raise_threshold(mha_sink *s, int64_t ri, float score, float mref)
         s->cthr[ri] = thr;
 }
 
-/* A score offered to row ri's k largest (kt [k], held kn, smallest at *at once k are held). True
- * when k are held after it, with their smallest now at *at. Replacing the smallest and finding the
- * next one branch-free costs less than a heap's sift, whose branches a stream of candidates in
- * random order mispredicts; no key is needed (the candidates keep theirs). */
-static bool keep_largest(float *kt, int64_t *kn, int32_t *at, int64_t k, float x)
+/* A score offered to a row's k largest scores (kt [k], ascending, kn held): true when k are held
+ * after it, kt[0] the smallest. A few places of insertion cost less than a heap's sift, whose
+ * branches a stream of candidates in random order mispredicts; no key is needed (the candidates
+ * keep theirs). */
+static bool keep_largest(float *kt, int64_t *kn, int64_t k, float x)
 {
-    if (*kn < k) {
-        kt[(*kn)++] = x;
-        if (*kn < k)
-            return false;
-    } else if (x > kt[*at]) {
-        kt[*at] = x;
-    } else {
+    int64_t i;
+    if (*kn < k) { /* filling: insertion from the top end */
+        i = (*kn)++;
+        while (i > 0 && kt[i - 1] > x) {
+            kt[i] = kt[i - 1];
+            i--;
+        }
+        kt[i] = x;
+        return *kn == k;
+    }
+    if (!(x > kt[0]))
         return true;
+    i = 1; /* the smallest goes; x moves up past the ones below it */
+    while (i < k && kt[i] < x) {
+        kt[i - 1] = kt[i];
+        i++;
     }
-    float mv = kt[0];
-    int32_t a = 0;
-    for (int32_t i = 1; i < (int32_t)k; i++) {
-        const bool lt = kt[i] < mv;
-        mv = lt ? kt[i] : mv;
-        a = lt ? i : a;
-    }
-    *at = a;
+    kt[i - 1] = x;
     return true;
 }
 
@@ -157,7 +157,6 @@ typedef struct topk_row {
     int64_t *ccnt;  /* candidates held          */
     float *kt;      /* [k] the k largest scores */
     int64_t *kn;    /* how many kt holds        */
-    int32_t *kat;   /* where kt's smallest is   */
     float *thr;     /* the threshold            */
     uint8_t flag;   /* cflag's bits             */
 } topk_row;
@@ -205,8 +204,8 @@ static void row_candidates(mha_sink *s, int64_t ri, topk_row *w, const float *x,
             w->cj[c] = (int32_t)(ja + j + cand[t]);
             w->cnv[c] = (int32_t)nv;
             c++;
-            if (keep_largest(w->kt, w->kn, w->kat, k, sc)) {
-                raise_threshold(s, ri, w->kt[*w->kat], mp);
+            if (keep_largest(w->kt, w->kn, k, sc)) {
+                raise_threshold(s, ri, w->kt[0], mp);
                 thr = *w->thr;
             }
         }
@@ -245,7 +244,7 @@ void mha_sink_stream_scores(mha_sink *s, int slot, int64_t b, int64_t h, int64_t
         }
         const int64_t ri = base + r;
         topk_row w = {s->cx + ri * cap, s->cj + ri * cap, s->cnv + ri * cap, s->ccnt + ri,
-                      s->ktop + ri * k, s->kn + ri,       s->kmin + ri,      cthr + r,
+                      s->ktop + ri * k, s->kn + ri,       cthr + r,
                       flag};
         row_candidates(s, ri, &w, x, n, ja, nv, mprev[v.r0 - i0 + r]);
         /* the candidates the threshold left behind are dropped once a few k have gathered */
