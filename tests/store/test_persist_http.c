@@ -912,7 +912,32 @@ typedef struct child {
     pid_t pid;
     int err_fd;
     int port;
+    char tail[4096]; /* the last of its stderr, shown when it ends other than as expected */
+    size_t tail_len;
 } child;
+
+/* Reads what c's stderr holds now (at most one read) into its tail; false at its end. */
+static bool child_read_err(child *c)
+{
+    char buf[4096];
+    ssize_t n = read(c->err_fd, buf, sizeof buf);
+    if (n <= 0)
+        return false;
+    const size_t keep = sizeof c->tail;
+    if ((size_t)n >= keep) {
+        memcpy(c->tail, buf + (size_t)n - keep, keep);
+        c->tail_len = keep;
+    } else {
+        if (c->tail_len + (size_t)n > keep) { /* drop the oldest */
+            const size_t drop = c->tail_len + (size_t)n - keep;
+            memmove(c->tail, c->tail + drop, c->tail_len - drop);
+            c->tail_len -= drop;
+        }
+        memcpy(c->tail + c->tail_len, buf, (size_t)n);
+        c->tail_len += (size_t)n;
+    }
+    return true;
+}
 
 static int child_start(child *c, const char *dir)
 {
@@ -964,13 +989,18 @@ static int child_wait(child *c, int ms)
     for (int i = 0; i < ms / 10; i++) {
         pid_t r = waitpid(c->pid, &status, WNOHANG);
         if (r == c->pid) {
+            for (int k = 0; k < 64 && child_read_err(c); k++) /* what it said last */
+                ;
             close(c->err_fd);
-            return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+            const int st = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+            if (st != 0 && st != 128 + SIGKILL) /* a crash or an error exit: say what it said */
+                printf("  attnd exited with %d; the end of its stderr:\n%.*s\n", st,
+                       (int)c->tail_len, c->tail);
+            return st;
         }
         /* keep its stderr flowing (at its end, read returns 0 at once: then just wait) */
-        char sink[4096];
         struct pollfd pf = {c->err_fd, POLLIN, 0};
-        if (poll(&pf, 1, 10) <= 0 || read(c->err_fd, sink, sizeof sink) <= 0)
+        if (poll(&pf, 1, 10) <= 0 || !child_read_err(c))
             usleep(10 * 1000);
     }
     return -1;
