@@ -42,6 +42,13 @@ mha_status mha_select_plan(mha_plan *plan, const mha_select *sel, bool need_weig
 
 typedef enum mha_sink_kind { MHA_SINK_MAP, MHA_SINK_TOPK, MHA_SINK_POOL } mha_sink_kind;
 
+/* A streamed top-k's candidate: its score (masks applied), key and visited block, side by side
+ * (one cache line holds five: a row's new candidates touch one line, not three). */
+typedef struct mha_cand {
+    float x;
+    int32_t j, nv;
+} mha_cand;
+
 typedef struct mha_sink {
     /* what */
     mha_sink_kind kind;
@@ -75,8 +82,7 @@ typedef struct mha_sink {
     bool stream;
     int64_t BN, nblk;    /* the core's key blocks                                         */
     int64_t cap;         /* top-k: candidates a row holds                                 */
-    float *cx;           /* [threads][rb][cap] the candidates' scores (masks applied)      */
-    int32_t *cj, *cnv;   /* [threads][rb][cap] their keys and visited blocks              */
+    mha_cand *cand;      /* [threads][rb][cap] the candidates                             */
     float *ctmp;         /* [threads][cap] scratch                                        */
     int64_t *ccnt;       /* [threads][rb] candidates held                                 */
     float *cthr;         /* [threads][rb] the threshold, a score                          */

@@ -25,37 +25,38 @@ mha_status mha_sink_stream_init(mha_sink *s, int threads, int64_t BN, int64_t nb
     const size_t T = (size_t)threads, rb = (size_t)s->rb;
     s->BN = BN;
     s->nblk = nblk;
-    size_t b[13] = {0};
-    b[11] = mha_line(T * (size_t)nblk * rb * sizeof(float));
+    /* one allocation: each part's bytes, and where its pointer goes */
+    enum { CAND, KTOP, KN, CTMP, CCNT, CTHR, CFLAG, CSEEN, PP, PC0, SFAC, NPARTS };
+    size_t b[NPARTS] = {0};
+    void **at[NPARTS] = {(void **)&s->cand,  (void **)&s->ktop,  (void **)&s->kn,
+                         (void **)&s->ctmp,  (void **)&s->ccnt,  (void **)&s->cthr,
+                         (void **)&s->cflag, (void **)&s->cseen, (void **)&s->pp,
+                         (void **)&s->pc0,   (void **)&s->sfac};
+    b[SFAC] = mha_line(T * (size_t)nblk * rb * sizeof(float));
     if (topk) {
         s->cap = 256 + 2 * s->k + 16; /* a scan's 256 keys beside a compacted set */
-        const size_t c = T * rb * (size_t)s->cap;
-        b[0] = b[1] = b[2] = mha_line(c * 4); /* cx, cj, cnv */
-        b[3] = mha_line(T * rb * (size_t)s->k * sizeof(float)); /* ktop */
-        b[12] = mha_line(T * rb * sizeof(int64_t));                /* kn */
-        b[4] = mha_line(T * (size_t)s->cap * sizeof(float));
-        b[5] = mha_line(T * rb * sizeof(int64_t));
-        b[6] = mha_line(T * rb * sizeof(float)); /* cthr */
-        b[7] = mha_line(T * rb);
-        b[8] = mha_line(T * sizeof(int64_t));
+        b[CAND] = mha_line(T * rb * (size_t)s->cap * sizeof(mha_cand));
+        b[KTOP] = mha_line(T * rb * (size_t)s->k * sizeof(float));
+        b[KN] = mha_line(T * rb * sizeof(int64_t));
+        b[CTMP] = mha_line(T * (size_t)s->cap * sizeof(float));
+        b[CCNT] = mha_line(T * rb * sizeof(int64_t));
+        b[CTHR] = mha_line(T * rb * sizeof(float));
+        b[CFLAG] = mha_line(T * rb);
+        b[CSEEN] = mha_line(T * sizeof(int64_t));
     } else {
         s->spb = (BN + s->pb - 1) / s->pb + 1;
-        b[9] = mha_line(T * (size_t)nblk * rb * (size_t)s->spb * sizeof(double));
-        b[10] = mha_line(T * (size_t)nblk * 2 * sizeof(int64_t));
+        b[PP] = mha_line(T * (size_t)nblk * rb * (size_t)s->spb * sizeof(double));
+        b[PC0] = mha_line(T * (size_t)nblk * 2 * sizeof(int64_t)); /* pc0, then pnc */
     }
     size_t total = 0;
-    for (int i = 0; i < 13; i++)
+    for (int i = 0; i < NPARTS; i++)
         total += b[i];
     char *mem = aligned_alloc(64, total);
     if (!mem)
         return mha_fail(err, MHA_ERR_NOMEM, "select",
                         "out of memory for the selection's %zu bytes of state", total);
     s->smem = mem;
-    void **at[13] = {(void **)&s->cx,    (void **)&s->cj,   (void **)&s->cnv,  (void **)&s->ktop,
-                     (void **)&s->ctmp,  (void **)&s->ccnt, (void **)&s->cthr, (void **)&s->cflag,
-                     (void **)&s->cseen, (void **)&s->pp,   (void **)&s->pc0,  (void **)&s->sfac,
-                     (void **)&s->kn};
-    for (int i = 0; i < 13; i++) {
+    for (int i = 0; i < NPARTS; i++) {
         *at[i] = b[i] ? mem : NULL;
         mem += b[i];
     }
@@ -132,18 +133,12 @@ static bool keep_largest(float *kt, int64_t *kn, int64_t k, float x)
 static bool compact_row(mha_sink *s, int64_t ri)
 {
     const int64_t n = s->ccnt[ri], cap = s->cap;
-    float *x = s->cx + ri * cap;
-    int32_t *cj = s->cj + ri * cap, *cnv = s->cnv + ri * cap;
+    mha_cand *cd = s->cand + ri * cap;
     const float thr = s->cthr[ri];
     int64_t kept = 0;
-    for (int64_t c = 0; c < n; c++) {
-        if (!(x[c] >= thr))
-            continue;
-        x[kept] = x[c];
-        cj[kept] = cj[c];
-        cnv[kept] = cnv[c];
-        kept++;
-    }
+    for (int64_t c = 0; c < n; c++)
+        if (cd[c].x >= thr)
+            cd[kept++] = cd[c];
     s->ccnt[ri] = kept;
     return kept < n;
 }
@@ -151,9 +146,7 @@ static bool compact_row(mha_sink *s, int64_t ri)
 /* One row's state while a block's scores stream past (mha_sink_stream_scores): locals, so that its
  * stores (a uint8_t flag among them) make the compiler reload nothing of the sink. */
 typedef struct topk_row {
-    float *cx;      /* [cap] candidates' scores */
-    int32_t *cj;    /* [cap] their keys         */
-    int32_t *cnv;   /* [cap] their blocks       */
+    mha_cand *cand; /* [cap] candidates         */
     int64_t *ccnt;  /* candidates held          */
     float *kt;      /* [k] the k largest scores */
     int64_t *kn;    /* how many kt holds        */
@@ -200,9 +193,7 @@ static void row_candidates(mha_sink *s, int64_t ri, topk_row *w, const float *x,
                 w->flag |= 1;
                 continue;
             }
-            w->cx[c] = sc;
-            w->cj[c] = (int32_t)(ja + j + cand[t]);
-            w->cnv[c] = (int32_t)nv;
+            w->cand[c] = (mha_cand){sc, (int32_t)(ja + j + cand[t]), (int32_t)nv};
             c++;
             if (keep_largest(w->kt, w->kn, k, sc)) {
                 raise_threshold(s, ri, w->kt[0], mp);
@@ -243,7 +234,7 @@ void mha_sink_stream_scores(mha_sink *s, int slot, int64_t b, int64_t h, int64_t
             continue;
         }
         const int64_t ri = base + r;
-        topk_row w = {s->cx + ri * cap, s->cj + ri * cap, s->cnv + ri * cap, s->ccnt + ri,
+        topk_row w = {s->cand + ri * cap, s->ccnt + ri,
                       s->ktop + ri * k, s->kn + ri,       cthr + r,
                       flag};
         row_candidates(s, ri, &w, x, n, ja, nv, mprev[v.r0 - i0 + r]);
@@ -346,13 +337,14 @@ bool mha_sink_stream_end(mha_sink *s, int slot, int64_t b, int64_t h, int64_t i0
         /* each candidate's weight as the full map has it: its block's exp, exp(score - m after
          * that block), then that block's factor */
         const int64_t n = s->ccnt[ri];
+        const mha_cand *cd = s->cand + ri * cap;
         float *e = s->ctmp + (int64_t)slot * cap;
         for (int64_t c = 0; c < n; c++)
-            e[c] = s->cx[ri * cap + c] - mt[s->cnv[ri * cap + c] * fld + (i - i0)];
+            e[c] = cd[c].x - mt[cd[c].nv * fld + (i - i0)];
         mha_exp_le0_array_isa(s->isa, e, e, n);
         for (int64_t c = 0; c < n; c++) {
-            const float w = e[c] * fac[s->cnv[ri * cap + c] * fld + (i - i0)];
-            mha_sink_heap_offer(vals, idx, size, s->k, w, s->cj[ri * cap + c]);
+            const float w = e[c] * fac[cd[c].nv * fld + (i - i0)];
+            mha_sink_heap_offer(vals, idx, size, s->k, w, cd[c].j);
         }
         const bool every_key = all_seen && !(s->cflag[ri] & 1);
         if (!every_key && !(*size == s->k && vals[0] >= 0x1p-90f))
