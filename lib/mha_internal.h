@@ -81,6 +81,13 @@ typedef struct mha_scratch {
 void *mha_scratch_alloc(mha_scratch *s, size_t bytes);
 void mha_scratch_free(mha_scratch *s);
 
+/* With ATTND_POISON_SCRATCH=1 in the environment (for tests), fills p [bytes] with 0xFF bytes (a NaN
+ * in every float) wherever the engine hands out working memory: the scratch of a pass, fresh or kept
+ * from the one before, and a selection's state. A path that read memory before writing it would
+ * then show NaN in its results instead of zeros or, worse, an earlier request's numbers. Otherwise
+ * nothing. */
+void mha_scratch_poison(void *p, size_t bytes);
+
 /* ---------------------------------------------------------------------------------------------- */
 /* Pool                                                                                           */
 

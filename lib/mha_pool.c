@@ -176,8 +176,10 @@ void *mha_pool_scratch_get(mha_pool *pool, mha_scratch *s, size_t bytes)
             memset(&pool->cache, 0, sizeof pool->cache);
         }
         pthread_mutex_unlock(&pool->lock);
-        if (fits)
+        if (fits) {
+            mha_scratch_poison(s->ptr, bytes); /* the pass before left its numbers in it */
             return s->ptr;
+        }
     }
     return mha_scratch_alloc(s, bytes);
 }

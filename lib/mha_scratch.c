@@ -9,10 +9,22 @@
 #include "mha_internal.h"
 
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 
 #define HUGE_PAGE ((size_t)2 << 20)
 #define MAP_FROM ((size_t)4 << 20) /* below this, malloc's arenas do fine */
+
+void mha_scratch_poison(void *p, size_t bytes)
+{
+    static int on = -1; /* read once; a race between two first callers reads the same value */
+    if (__atomic_load_n(&on, __ATOMIC_RELAXED) < 0) {
+        const char *v = getenv("ATTND_POISON_SCRATCH");
+        __atomic_store_n(&on, v && *v && strcmp(v, "0") != 0, __ATOMIC_RELAXED);
+    }
+    if (p && __atomic_load_n(&on, __ATOMIC_RELAXED) == 1)
+        memset(p, 0xFF, bytes);
+}
 
 void *mha_scratch_alloc(mha_scratch *s, size_t bytes)
 {
@@ -23,6 +35,7 @@ void *mha_scratch_alloc(mha_scratch *s, size_t bytes)
     if (bytes < MAP_FROM) {
         s->base = s->ptr = aligned_alloc(64, bytes ? bytes : 64);
         s->bytes = s->ptr ? bytes : 0;
+        mha_scratch_poison(s->ptr, s->bytes);
         return s->ptr;
     }
     if (bytes > SIZE_MAX - HUGE_PAGE)
@@ -40,6 +53,7 @@ void *mha_scratch_alloc(mha_scratch *s, size_t bytes)
 #endif
     s->ptr = aligned;
     s->bytes = bytes;
+    mha_scratch_poison(aligned, bytes);
     return aligned;
 }
 

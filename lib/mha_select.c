@@ -227,6 +227,7 @@ mha_status mha_sink_init(mha_sink *s, const mha_plan *plan, const mha_select *se
     if (!mem)
         return mha_fail(err, MHA_ERR_NOMEM, "select",
                         "out of memory for the selection's %zu bytes of state", total);
+    mha_scratch_poison(mem, total);
     s->mem = mem;
     s->slot_of_head = (int64_t *)mem;
     mem += b_slots;

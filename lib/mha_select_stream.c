@@ -55,6 +55,7 @@ mha_status mha_sink_stream_init(mha_sink *s, int threads, int64_t BN, int64_t nb
     if (!mem)
         return mha_fail(err, MHA_ERR_NOMEM, "select",
                         "out of memory for the selection's %zu bytes of state", total);
+    mha_scratch_poison(mem, total);
     s->smem = mem;
     for (int i = 0; i < NPARTS; i++) {
         *at[i] = b[i] ? mem : NULL;
