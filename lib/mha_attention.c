@@ -22,8 +22,9 @@
  * same computation, instruction for instruction, whether weights are asked for or not: the
  * output's bits never depend on need_weights. Averaged weights take a task per row block that runs
  * every head in order (torch's sum over heads, then / H). A selection's per-head top-k or pooled
- * map is fed each block's exps from the tile instead, as they are made, with each block's factor
- * at the end (mha_sink_stream_*, mha_select.h): no slab is written or read for it.
+ * map is fed from the tile instead, as the block is made (a top-k its scores, between the
+ * softmax's maxima and its exps; a pool its exps), with each block's factor at the end
+ * (mha_sink_stream_*, mha_select.h): no slab is written or read for it.
  *
  * Keys and values are packed first, per (batch, kv head, key block) (mha_attn_pack_task): Kᵀ
  * [hd][BN] for the scores and V [BN][hd] rows, contiguous; a last, shorter block is left unwritten

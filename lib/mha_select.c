@@ -223,11 +223,10 @@ mha_status mha_sink_init(mha_sink *s, const mha_plan *plan, const mha_select *se
     const size_t b_acc = mha_line(nacc * (size_t)s->Sp * sizeof(double));
     const size_t b_next = mha_line(nacc * sizeof(int64_t));
     const size_t total = b_slots + b_avg + b_part + b_heap + b_shared_of + b_acc + b_next;
-    char *mem = aligned_alloc(64, total);
-    if (!mem)
-        return mha_fail(err, MHA_ERR_NOMEM, "select",
-                        "out of memory for the selection's %zu bytes of state", total);
-    mha_scratch_poison(mem, total);
+    char *mem;
+    const mha_status st = mha_sink_state_alloc((void **)&mem, total, err);
+    if (st != MHA_OK)
+        return st;
     s->mem = mem;
     s->slot_of_head = (int64_t *)mem;
     mem += b_slots;
@@ -571,6 +570,16 @@ static void emit_end(mha_sink *s, int slot, const mha_rows_view *v)
 /* The calls a core makes                                                                         */
 
 /* The block's chosen rows; false when it has none. */
+mha_status mha_sink_state_alloc(void **mem, size_t bytes, mha_error *err)
+{
+    *mem = aligned_alloc(64, bytes);
+    if (!*mem)
+        return mha_fail(err, MHA_ERR_NOMEM, "select",
+                        "out of memory for the selection's %zu bytes of state", bytes);
+    mha_scratch_poison(*mem, bytes);
+    return MHA_OK;
+}
+
 bool mha_sink_clip_rows(const mha_sink *s, int64_t b, int64_t hs, int64_t i0, int64_t m,
                         mha_rows_view *v)
 {

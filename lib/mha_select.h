@@ -137,13 +137,13 @@ void mha_sink_end(mha_sink *s, int slot, int64_t b, int64_t i0, int64_t m);
  *          2^-19 of the magnitudes), cannot be among them. The k largest scores so far follow
  *          the candidates key by key, and a row whose block maximum stays below the threshold is
  *          passed over after that one maximum (about half the rows of a long row's blocks on
- *          random data: each block holds ~k/blocks-so-far keys above it). At the end each candidate's weight is
- *          made as the full map makes it, exp(score - m after its block)·f, and offered to the
- *          row's heap. When keys were left out (the filter, keys masked to -inf, keys never
- *          computed) the result is exact if the k-th weight is at least 2^-90 (every weight that
- *          could compete is then a normal float within a few ulp of its real value); otherwise,
- *          or when a row's candidates overflow, stream_end says so and the core feeds the head
- *          again from its slab.
+ *          random data: each block holds ~k/blocks-so-far keys above it). At the end each
+ *          candidate's weight is made as the full map makes it, exp(score - m after its
+ *          block)·f, and offered to the row's heap. When keys were left out (the filter, keys
+ *          masked to -inf, keys never computed) the result is exact if the k-th weight is at
+ *          least 2^-90 (every weight that could compete is then a normal float within a few ulp
+ *          of its real value); otherwise, or when a row's candidates overflow, stream_end says so
+ *          and the core feeds the head again from its slab.
  * mha_sink_stream_init after mha_sink_init (NOMEM when its memory cannot be had); then per (block
  * of rows, head): stream_begin; for each visited key block in order (nv = 0, 1, ...)
  * stream_scores before the block's softmax (mprev: the rows' maxima before the block) and
@@ -189,6 +189,9 @@ typedef struct mha_rows_view {
 /* The block's chosen rows of head slot hs; false when it has none. */
 bool mha_sink_clip_rows(const mha_sink *s, int64_t b, int64_t hs, int64_t i0, int64_t m,
                         mha_rows_view *v);
+/* *mem = a 64-byte aligned block for the sink's state (poisoned for tests: mha_scratch_poison);
+ * NOMEM when it cannot be had. */
+mha_status mha_sink_state_alloc(void **mem, size_t bytes, mha_error *err);
 /* The thread's partial row of pooled row p. */
 double *mha_sink_part_row(const mha_sink *s, int slot, const mha_rows_view *v, int64_t p);
 /* Offers (v, key j) to a top-k row's heap of *n entries (k at most); true when it entered. */

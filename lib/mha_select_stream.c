@@ -51,11 +51,10 @@ mha_status mha_sink_stream_init(mha_sink *s, int threads, int64_t BN, int64_t nb
     size_t total = 0;
     for (int i = 0; i < NPARTS; i++)
         total += b[i];
-    char *mem = aligned_alloc(64, total);
-    if (!mem)
-        return mha_fail(err, MHA_ERR_NOMEM, "select",
-                        "out of memory for the selection's %zu bytes of state", total);
-    mha_scratch_poison(mem, total);
+    char *mem;
+    const mha_status st = mha_sink_state_alloc((void **)&mem, total, err);
+    if (st != MHA_OK)
+        return st;
     s->smem = mem;
     for (int i = 0; i < NPARTS; i++) {
         *at[i] = b[i] ? mem : NULL;
@@ -235,9 +234,8 @@ void mha_sink_stream_scores(mha_sink *s, int slot, int64_t b, int64_t h, int64_t
             continue;
         }
         const int64_t ri = base + r;
-        topk_row w = {s->cand + ri * cap, s->ccnt + ri,
-                      s->ktop + ri * k, s->kn + ri,       cthr + r,
-                      flag};
+        topk_row w = {s->cand + ri * cap, s->ccnt + ri, s->ktop + ri * k,
+                      s->kn + ri,         cthr + r,     flag};
         row_candidates(s, ri, &w, x, n, ja, nv, mprev[v.r0 - i0 + r]);
         /* the candidates the threshold left behind are dropped once a few k have gathered */
         if (*w.ccnt > 2 * k + 16 && compact_row(s, ri))
