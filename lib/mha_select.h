@@ -86,8 +86,9 @@ typedef struct mha_sink {
     float *ctmp;         /* [threads][cap] scratch                                        */
     int64_t *ccnt;       /* [threads][rb] candidates held                                 */
     float *cthr;         /* [threads][rb] the threshold, a score                          */
-    float *ktop;         /* [threads][rb][k] the k largest scores so far, ascending        */
-    int64_t *kn;         /* [threads][rb] how many it holds                               */
+    int64_t kst;         /* top-k: the largest scores a row keeps, k rounded up to 8       */
+    float *ktop;         /* [threads][rb][kst] the kst largest scores so far, ascending,   */
+                         /* -inf while fewer were seen (the k-th largest: ktop[kst - k])  */
     uint8_t *cflag;      /* [threads][rb] 1: some key left out, 2: overflowed             */
     int64_t *cseen;      /* [threads] chosen keys the head's blocks computed              */
     float *sfac;         /* [threads][nblk][rb] the visited blocks' factors (the core's)  */
@@ -208,6 +209,13 @@ void mha_run_maxima64(mha_isa isa, float *out, const float *x, int64_t n);
 /* The positions j < n (ascending, into idx, which has room for n) where x[j]·f >= thr; returns how
  * many. The product is rounded as the weights' own (x·inv). */
 int64_t mha_run_above(mha_isa isa, int32_t *idx, const float *x, int64_t n, float f, float thr);
+
+/* A top-k row's scan of n scores x (key j of x is key j0 + j, in visited block nv): every x[j] >=
+ * thr (never -inf nor NaN) is appended to cand (room for n) as (x[j], j0 + j, nv), ascending in j,
+ * and offered to kt [kst] (kst a multiple of 8, at most 32), the kst largest scores so far in
+ * ascending order (-inf: none yet), the smallest dropped. Returns how many were appended. */
+int64_t mha_run_topk_scan(mha_isa isa, mha_cand *cand, float *kt, int64_t kst, const float *x,
+                          int64_t n, float thr, int64_t j0, int64_t nv);
 
 /* d[j] += x[j]·f (the product rounded first, as the full averaged map sums), and x[j] /= div, for
  * j < n (d and x do not overlap). */

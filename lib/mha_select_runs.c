@@ -49,6 +49,30 @@ static void div_portable(float *x, int64_t n, float div)
         x[j] /= div;
 }
 
+/* x offered to kt [kst], ascending: the smallest of the kst + 1 goes. Each place takes
+ * min(max(x, kt[i]), kt[i + 1]), kt[kst] = +inf: the places below x move down one, x takes its
+ * place, the ones above it stay. No branch depends on x (the AVX2 kernel's own arithmetic). */
+static void offer_sorted(float *kt, int64_t kst, float x)
+{
+    for (int64_t i = 0; i + 1 < kst; i++) {
+        const float a = x > kt[i] ? x : kt[i];
+        kt[i] = a < kt[i + 1] ? a : kt[i + 1];
+    }
+    kt[kst - 1] = x > kt[kst - 1] ? x : kt[kst - 1];
+}
+
+static int64_t topk_scan_portable(mha_cand *cand, float *kt, int64_t kst, const float *x,
+                                  int64_t n, float thr, int64_t j0, int64_t nv)
+{
+    int64_t c = 0;
+    for (int64_t j = 0; j < n; j++)
+        if (x[j] >= thr) {
+            cand[c++] = (mha_cand){x[j], (int32_t)(j0 + j), (int32_t)nv};
+            offer_sorted(kt, kst, x[j]);
+        }
+    return c;
+}
+
 static int64_t above_portable(int32_t *idx, const float *x, int64_t n, float f, float thr)
 {
     int64_t c = 0;
@@ -128,6 +152,84 @@ __attribute__((target("avx2"))) static int64_t above_avx2(int32_t *idx, const fl
         if (x[j] * f >= thr)
             idx[c++] = (int32_t)j;
     return c;
+}
+
+/* x (in every lane) offered to the kst = 8·nr largest held in v[0, nr), ascending across the
+ * registers: offer_sorted's min(max(x, v), next), next being each place's upper neighbour (the
+ * next register's first lane, +inf above the last). */
+__attribute__((target("avx2"), always_inline)) static inline void offer_sorted_avx2(__m256 *v,
+                                                                                  const int nr,
+                                                                                  __m256 x)
+{
+    const __m256i up = _mm256_setr_epi32(1, 2, 3, 4, 5, 6, 7, 7);
+    __m256 next[4];
+#pragma GCC unroll 4
+    for (int i = 0; i < nr; i++) {
+        const __m256 above = i + 1 < nr ? _mm256_broadcastss_ps(_mm256_castps256_ps128(v[i + 1]))
+                                        : _mm256_set1_ps(INFINITY);
+        next[i] = _mm256_blend_ps(_mm256_permutevar8x32_ps(v[i], up), above, 0x80);
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < nr; i++)
+        v[i] = _mm256_min_ps(_mm256_max_ps(x, v[i]), next[i]);
+}
+
+/* topk_scan_portable with the kst largest in nr registers: a run of 64 scores is one mask, and
+ * only its set bits cost more (on long rows most runs have none). */
+__attribute__((target("avx2"), always_inline)) static inline int64_t
+topk_scan_avx2_n(mha_cand *cand, float *kt, const int nr, const float *x, int64_t n, float thr,
+                 int64_t j0, int64_t nv)
+{
+    __m256 v[4];
+#pragma GCC unroll 4
+    for (int i = 0; i < nr; i++)
+        v[i] = _mm256_loadu_ps(kt + 8 * i);
+    const __m256 vt = _mm256_set1_ps(thr);
+    int64_t c = 0;
+    for (int64_t j = 0; j < n; j += 64) {
+        const int64_t e = n - j < 64 ? n - j : 64;
+        uint64_t m = 0;
+        if (e == 64) {
+#pragma GCC unroll 8
+            for (int q = 0; q < 8; q++)
+                m |= reach8_avx2(x + j + 8 * q, vt, vt, false) << (8 * q);
+        } else {
+            int64_t t = 0;
+            for (; t + 8 <= e; t += 8)
+                m |= reach8_avx2(x + j + t, vt, vt, false) << t;
+            for (; t < e; t++)
+                m |= (uint64_t)(x[j + t] >= thr) << t;
+        }
+        while (m) {
+            const int64_t t = j + __builtin_ctzll(m);
+            m &= m - 1;
+            cand[c++] = (mha_cand){x[t], (int32_t)(j0 + t), (int32_t)nv};
+            offer_sorted_avx2(v, nr, _mm256_set1_ps(x[t]));
+        }
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < nr; i++)
+        _mm256_storeu_ps(kt + 8 * i, v[i]);
+    return c;
+}
+
+/* The scan's cost is its candidates' insertions and its branches, not the width of its compares:
+ * the AVX2 kernel serves the AVX-512 kernel set too (every AVX-512 CPU has AVX2). */
+__attribute__((target("avx2"))) static int64_t topk_scan_avx2(mha_cand *cand, float *kt,
+                                                              int64_t kst, const float *x,
+                                                              int64_t n, float thr, int64_t j0,
+                                                              int64_t nv)
+{
+    switch (kst / 8) {
+    case 1:
+        return topk_scan_avx2_n(cand, kt, 1, x, n, thr, j0, nv);
+    case 2:
+        return topk_scan_avx2_n(cand, kt, 2, x, n, thr, j0, nv);
+    case 3:
+        return topk_scan_avx2_n(cand, kt, 3, x, n, thr, j0, nv);
+    default:
+        return topk_scan_avx2_n(cand, kt, 4, x, n, thr, j0, nv);
+    }
 }
 
 __attribute__((target("avx512f"))) static void add_scaled_avx512(float *d, const float *x, int64_t n,
@@ -345,6 +447,17 @@ int64_t mha_run_above(mha_isa isa, int32_t *idx, const float *x, int64_t n, floa
 #endif
     (void)isa;
     return above_portable(idx, x, n, f, thr);
+}
+
+int64_t mha_run_topk_scan(mha_isa isa, mha_cand *cand, float *kt, int64_t kst, const float *x,
+                          int64_t n, float thr, int64_t j0, int64_t nv)
+{
+#ifdef HAVE_X86_KERNELS
+    if (isa == MHA_ISA_AVX512 || isa == MHA_ISA_AVX2)
+        return topk_scan_avx2(cand, kt, kst, x, n, thr, j0, nv);
+#endif
+    (void)isa;
+    return topk_scan_portable(cand, kt, kst, x, n, thr, j0, nv);
 }
 
 void mha_run_maxima64(mha_isa isa, float *out, const float *x, int64_t n)

@@ -26,18 +26,18 @@ mha_status mha_sink_stream_init(mha_sink *s, int threads, int64_t BN, int64_t nb
     s->BN = BN;
     s->nblk = nblk;
     /* one allocation: each part's bytes, and where its pointer goes */
-    enum { CAND, KTOP, KN, CTMP, CCNT, CTHR, CFLAG, CSEEN, PP, PC0, SFAC, NPARTS };
+    enum { CAND, KTOP, CTMP, CCNT, CTHR, CFLAG, CSEEN, PP, PC0, SFAC, NPARTS };
     size_t b[NPARTS] = {0};
-    void **at[NPARTS] = {(void **)&s->cand,  (void **)&s->ktop,  (void **)&s->kn,
-                         (void **)&s->ctmp,  (void **)&s->ccnt,  (void **)&s->cthr,
-                         (void **)&s->cflag, (void **)&s->cseen, (void **)&s->pp,
-                         (void **)&s->pc0,   (void **)&s->sfac};
+    void **at[NPARTS] = {(void **)&s->cand,  (void **)&s->ktop,  (void **)&s->ctmp,
+                         (void **)&s->ccnt,  (void **)&s->cthr,  (void **)&s->cflag,
+                         (void **)&s->cseen, (void **)&s->pp,    (void **)&s->pc0,
+                         (void **)&s->sfac};
     b[SFAC] = mha_line(T * (size_t)nblk * rb * sizeof(float));
     if (topk) {
         s->cap = 256 + 2 * s->k + 16; /* a scan's 256 keys beside a compacted set */
         b[CAND] = mha_line(T * rb * (size_t)s->cap * sizeof(mha_cand));
-        b[KTOP] = mha_line(T * rb * (size_t)s->k * sizeof(float));
-        b[KN] = mha_line(T * rb * sizeof(int64_t));
+        s->kst = (s->k + 7) / 8 * 8;
+        b[KTOP] = mha_line(T * rb * (size_t)s->kst * sizeof(float));
         b[CTMP] = mha_line(T * (size_t)s->cap * sizeof(float));
         b[CCNT] = mha_line(T * rb * sizeof(int64_t));
         b[CTHR] = mha_line(T * rb * sizeof(float));
@@ -78,7 +78,8 @@ void mha_sink_stream_begin(mha_sink *s, int slot, int64_t b, int64_t h, int64_t 
         s->ccnt[ri] = 0;
         s->cthr[ri] = -INFINITY;
         s->cflag[ri] = 0;
-        s->kn[ri] = 0;
+        for (int64_t q = 0; q < s->kst; q++)
+            s->ktop[ri * s->kst + q] = -INFINITY;
     }
 }
 
@@ -102,33 +103,6 @@ static void raise_threshold(mha_sink *s, int64_t ri, float score, float mref)
         s->cthr[ri] = thr;
 }
 
-/* A score offered to a row's k largest scores (kt [k], ascending, kn held): true when k are held
- * after it, kt[0] the smallest. A few places of insertion cost less than a heap's sift, whose
- * branches a stream of candidates in random order mispredicts; no key is needed (the candidates
- * keep theirs). */
-static bool keep_largest(float *kt, int64_t *kn, int64_t k, float x)
-{
-    int64_t i;
-    if (*kn < k) { /* filling: insertion from the top end */
-        i = (*kn)++;
-        while (i > 0 && kt[i - 1] > x) {
-            kt[i] = kt[i - 1];
-            i--;
-        }
-        kt[i] = x;
-        return *kn == k;
-    }
-    if (!(x > kt[0]))
-        return true;
-    i = 1; /* the smallest goes; x moves up past the ones below it */
-    while (i < k && kt[i] < x) {
-        kt[i - 1] = kt[i];
-        i++;
-    }
-    kt[i - 1] = x;
-    return true;
-}
-
 /* Row ri's candidates below its threshold are dropped; true when there were some. */
 static bool compact_row(mha_sink *s, int64_t ri)
 {
@@ -136,31 +110,24 @@ static bool compact_row(mha_sink *s, int64_t ri)
     mha_cand *cd = s->cand + ri * cap;
     const float thr = s->cthr[ri];
     int64_t kept = 0;
-    for (int64_t c = 0; c < n; c++)
-        if (cd[c].x >= thr)
-            cd[kept++] = cd[c];
+    for (int64_t c = 0; c < n; c++) { /* every one copied, kept or not: no branch to mispredict */
+        const mha_cand x = cd[c];
+        cd[kept] = x;
+        kept += x.x >= thr;
+    }
     s->ccnt[ri] = kept;
     return kept < n;
 }
 
-/* One row's state while a block's scores stream past (mha_sink_stream_scores): locals, so that its
- * stores (a uint8_t flag among them) make the compiler reload nothing of the sink. */
-typedef struct topk_row {
-    mha_cand *cand; /* [cap] candidates         */
-    int64_t *ccnt;  /* candidates held          */
-    float *kt;      /* [k] the k largest scores */
-    int64_t *kn;    /* how many kt holds        */
-    float *thr;     /* the threshold            */
-    uint8_t flag;   /* cflag's bits             */
-} topk_row;
-
-/* The keys of x [n] (keys ja.. of block nv) that reach the row's threshold become candidates, the
- * threshold following the k-th largest score key by key. */
-static void row_candidates(mha_sink *s, int64_t ri, topk_row *w, const float *x, int64_t n,
+/* The keys of x [n] (keys ja.. of block nv) that reach row ri's threshold become its candidates
+ * and are offered to its largest scores (mha_run_topk_scan); then the threshold follows the k-th
+ * largest. *flag's bits as cflag's. */
+static void row_candidates(mha_sink *s, int64_t ri, uint8_t *flag, const float *x, int64_t n,
                            int64_t ja, int64_t nv, float mp)
 {
-    const int64_t cap = s->cap, k = s->k;
-    if (*w->thr == -INFINITY && n >= 4 * k) {
+    const int64_t cap = s->cap, k = s->k, kst = s->kst;
+    float *const kt = s->ktop + ri * kst;
+    if (s->cthr[ri] == -INFINITY && n >= 4 * k) {
         /* a first threshold from the block itself: its keys dealt into k runs, the smallest of the
          * runs' maxima is reached by k keys */
         const int64_t g = n / k;
@@ -172,37 +139,21 @@ static void row_candidates(mha_sink *s, int64_t ri, topk_row *w, const float *x,
         if (bound > -INFINITY)
             raise_threshold(s, ri, bound, mp);
     }
-    /* a key masked to -inf has weight 0: never a candidate */
-    float thr = *w->thr > -FLT_MAX ? *w->thr : -FLT_MAX;
-    for (int64_t j = 0; j < n;) {
-        const int64_t e = j + 256 < n ? j + 256 : n;
-        int32_t cand[256];
-        const int64_t nc = mha_run_above(s->isa, cand, x + j, e - j, 1.0f, thr);
-        if (nc < e - j)
-            w->flag |= 1;
-        if (*w->ccnt + nc > cap && compact_row(s, ri))
-            w->flag |= 1;
-        if (*w->ccnt + nc > cap) {
-            w->flag |= 2;
-            return;
-        }
-        int64_t c = *w->ccnt;
-        for (int64_t t = 0; t < nc; t++) {
-            const float sc = x[j + cand[t]];
-            if (!(sc >= thr)) { /* below the threshold the keys before it raised */
-                w->flag |= 1;
-                continue;
-            }
-            w->cand[c] = (mha_cand){sc, (int32_t)(ja + j + cand[t]), (int32_t)nv};
-            c++;
-            if (keep_largest(w->kt, w->kn, k, sc)) {
-                raise_threshold(s, ri, w->kt[0], mp);
-                thr = *w->thr;
-            }
-        }
-        *w->ccnt = c;
-        j = e;
+    if (s->ccnt[ri] + n > cap && compact_row(s, ri))
+        *flag |= 1;
+    if (s->ccnt[ri] + n > cap) {
+        *flag |= 2;
+        return;
     }
+    /* a key masked to -inf has weight 0: never a candidate */
+    const float thr = s->cthr[ri] > -FLT_MAX ? s->cthr[ri] : -FLT_MAX;
+    const int64_t nc =
+        mha_run_topk_scan(s->isa, s->cand + ri * cap + s->ccnt[ri], kt, kst, x, n, thr, ja, nv);
+    if (nc < n)
+        *flag |= 1;
+    s->ccnt[ri] += nc;
+    if (kt[kst - k] > -INFINITY)
+        raise_threshold(s, ri, kt[kst - k], mp);
 }
 
 void mha_sink_stream_scores(mha_sink *s, int slot, int64_t b, int64_t h, int64_t i0, int64_t m,
@@ -218,7 +169,7 @@ void mha_sink_stream_scores(mha_sink *s, int slot, int64_t b, int64_t h, int64_t
         return;
     s->cseen[slot] += jb - ja;
     const int64_t n = jb - ja, rows = v.r1 - v.r0, base = (int64_t)slot * s->rb;
-    const int64_t cap = s->cap, k = s->k;
+    const int64_t k = s->k;
     float *const cthr = s->cthr + base;
     uint8_t *const cflag = s->cflag + base;
     for (int64_t r = 0; r < rows; r++) {
@@ -234,13 +185,11 @@ void mha_sink_stream_scores(mha_sink *s, int slot, int64_t b, int64_t h, int64_t
             continue;
         }
         const int64_t ri = base + r;
-        topk_row w = {s->cand + ri * cap, s->ccnt + ri, s->ktop + ri * k,
-                      s->kn + ri,         cthr + r,     flag};
-        row_candidates(s, ri, &w, x, n, ja, nv, mprev[v.r0 - i0 + r]);
+        row_candidates(s, ri, &flag, x, n, ja, nv, mprev[v.r0 - i0 + r]);
         /* the candidates the threshold left behind are dropped once a few k have gathered */
-        if (*w.ccnt > 2 * k + 16 && compact_row(s, ri))
-            w.flag |= 1;
-        cflag[r] = w.flag;
+        if (s->ccnt[ri] > 2 * k + 16 && compact_row(s, ri))
+            flag |= 1;
+        cflag[r] = flag;
     }
 }
 

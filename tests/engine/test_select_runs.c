@@ -1,0 +1,121 @@
+/*
+ * test_select_runs.c - the streamed top-k's scan (mha_run_topk_scan, lib/mha_select_runs.c) against
+ * a sort, on every instruction set this CPU has (SKIP for the others): runs of every awkward length
+ * (1, 7, 8, 9, 63, 64, 65, 128, 200, 256), a row's largest scores held 8, 16, 24 and 32 at a time,
+ * empty, partly filled (-inf places) and full, thresholds that take none, some and all keys, keys
+ * masked to -inf, NaN keys, and ties:
+ *   - the candidates are exactly the keys >= the threshold, ascending, with their scores, keys
+ *     (offset j0) and block;
+ *   - the largest scores held are the kst largest of those held before and the candidates, in
+ *     ascending order, -inf where fewer were seen; the same bits on every ISA.
+ */
+#include "check.h"
+#include "mha_kernels.h"
+#include "mha_select.h"
+
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const isa_name[MHA_ISA_COUNT] = {"portable", "avx2", "avx512"};
+
+static uint64_t seed = 2511;
+
+static double rnd(void)
+{
+    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+    return (double)(seed >> 40) / (double)(1 << 24);
+}
+
+static int cmp_float(const void *a, const void *b)
+{
+    const float x = *(const float *)a, y = *(const float *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* One scan of n keys with kst held, `held` of them real (the rest -inf), the threshold at quantile
+ * q of the keys (q < 0: -FLT_MAX, every finite key; q > 1: above them all); `special` puts -inf,
+ * NaN and repeated values among the keys. */
+static void one_scan(mha_isa isa, int64_t n, int64_t kst, int64_t held, double q, bool special)
+{
+    float x[256], kt[32], want_kt[32 + 256], sorted[256];
+    mha_cand cand[257]; /* one past: nothing may be written there */
+    for (int64_t j = 0; j < n; j++) {
+        x[j] = (float)(4.0 * rnd() - 2.0);
+        if (special && j % 5 == 1)
+            x[j] = -INFINITY;
+        if (special && j % 11 == 3)
+            x[j] = NAN;
+        if (special && j % 7 == 2)
+            x[j] = 0.5f; /* ties */
+    }
+    int64_t nf = 0;
+    for (int64_t j = 0; j < n; j++)
+        if (isfinite(x[j]))
+            sorted[nf++] = x[j];
+    qsort(sorted, (size_t)nf, sizeof(float), cmp_float);
+    float thr = q < 0 ? -FLT_MAX
+                : q > 1 || nf == 0 ? 3.0f
+                                   : sorted[(int64_t)(q * (double)(nf - 1))];
+    /* the row's largest so far: `held` values in ascending order after -inf places */
+    for (int64_t i = 0; i < kst; i++)
+        kt[i] = -INFINITY;
+    for (int64_t i = 0; i < held; i++)
+        kt[kst - held + i] = (float)(-1.0 + 3.0 * rnd());
+    qsort(kt + kst - held, (size_t)held, sizeof(float), cmp_float);
+
+    int64_t nw = 0;
+    for (int64_t i = 0; i < kst; i++)
+        want_kt[nw++] = kt[i];
+    const int64_t j0 = 1000, nv = 7;
+    int64_t want_c = 0;
+    for (int64_t j = 0; j < n; j++)
+        if (x[j] >= thr) {
+            want_kt[nw++] = x[j];
+            want_c++;
+        }
+    qsort(want_kt, (size_t)nw, sizeof(float), cmp_float); /* the kst largest: the top end */
+
+    for (int64_t c = 0; c < 257; c++)
+        cand[c] = (mha_cand){12345.0f, -1, -1};
+    const int64_t got_c = mha_run_topk_scan(isa, cand, kt, kst, x, n, thr, j0, nv);
+    bool cands_ok = got_c == want_c;
+    for (int64_t j = 0, c = 0; j < n && cands_ok; j++)
+        if (x[j] >= thr) {
+            cands_ok = cand[c].x == x[j] && cand[c].j == j0 + j && cand[c].nv == nv;
+            c++;
+        }
+    cands_ok &= cand[got_c].j == -1; /* nothing written past them */
+    CHECK(cands_ok,
+          "%s: n=%lld kst=%lld held=%lld q=%.2f special=%d: candidates are the keys >= thr "
+          "(got %lld, want %lld)",
+          isa_name[isa], (long long)n, (long long)kst, (long long)held, q, special,
+          (long long)got_c, (long long)want_c);
+    CHECK(memcmp(kt, want_kt + nw - kst, (size_t)kst * sizeof(float)) == 0,
+          "%s: n=%lld kst=%lld held=%lld q=%.2f special=%d: the kst largest, ascending",
+          isa_name[isa], (long long)n, (long long)kst, (long long)held, q, special);
+}
+
+int main(void)
+{
+    static const int64_t lens[] = {1, 7, 8, 9, 63, 64, 65, 128, 200, 256};
+    static const double qs[] = {-1.0, 0.0, 0.5, 0.9, 0.97, 2.0};
+    for (int isa = 0; isa < MHA_ISA_COUNT; isa++) {
+        if (!mha_isa_usable((mha_isa)isa)) {
+            printf("SKIP %s: this CPU lacks it\n", isa_name[isa]);
+            continue;
+        }
+        seed = 2511; /* the same cases on every ISA */
+        for (size_t l = 0; l < sizeof lens / sizeof lens[0]; l++)
+            for (int64_t kst = 8; kst <= 32; kst += 8)
+                for (size_t qi = 0; qi < sizeof qs / sizeof qs[0]; qi++)
+                    for (int special = 0; special < 2; special++) {
+                        one_scan((mha_isa)isa, lens[l], kst, 0, qs[qi], special);
+                        one_scan((mha_isa)isa, lens[l], kst, kst / 2 + 1, qs[qi], special);
+                        one_scan((mha_isa)isa, lens[l], kst, kst, qs[qi], special);
+                    }
+    }
+    return check_report();
+}
