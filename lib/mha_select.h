@@ -135,10 +135,13 @@ void mha_sink_end(mha_sink *s, int slot, int64_t b, int64_t i0, int64_t m);
  *          block), taken from the block's scores before its softmax (stream_scores): a weight
  *          grows with its score, so a key whose score is below the k-th largest candidate's, less
  *          a margin far above what the rounding of the exps and factors can undo (2^-16, plus
- *          2^-19 of the magnitudes), cannot be among them. The k largest scores so far follow
- *          the candidates key by key, and a row whose block maximum stays below the threshold is
- *          passed over after that one maximum (about half the rows of a long row's blocks on
- *          random data: each block holds ~k/blocks-so-far keys above it). At the end each
+ *          2^-19 of the magnitudes), cannot be among them. A row whose block maximum stays
+ *          below its threshold is passed over after that one compare (about half the rows of a
+ *          long row's blocks on random data: each block holds ~k/blocks-so-far keys above it);
+ *          the others' keys above it are appended in one scan (mha_run_topk_scan), which also
+ *          offers them to the row's largest scores so far (k rounded up to 8, kept in registers
+ *          and moved by min/max: no branch on a score), and the threshold is raised to the k-th
+ *          of those after each scanned block. At the end each
  *          candidate's weight is made as the full map makes it, exp(score - m after its
  *          block)·f, and offered to the row's heap. When keys were left out (the filter, keys
  *          masked to -inf, keys never computed) the result is exact if the k-th weight is at

@@ -172,24 +172,38 @@ void mha_sink_stream_scores(mha_sink *s, int slot, int64_t b, int64_t h, int64_t
     const int64_t k = s->k;
     float *const cthr = s->cthr + base;
     uint8_t *const cflag = s->cflag + base;
-    for (int64_t r = 0; r < rows; r++) {
-        const float *x = P + (v.r0 - i0 + r) * ld + (ja - j0); /* x[j]: key ja + j */
-        uint8_t flag = cflag[r];
-        if (flag & 2)
-            continue;
-        /* most rows of most blocks hold no key that reaches the threshold: the row's maximum
-         * over the block (the softmax's, a superset of the chosen keys) tells */
-        const float thr = cthr[r] > -FLT_MAX ? cthr[r] : -FLT_MAX;
-        if (cthr[r] != -INFINITY && !(bmax[v.r0 - i0 + r] >= thr)) {
-            cflag[r] = flag | 1;
-            continue;
+    const float *const bm = bmax + (v.r0 - i0);
+    /* most rows of most blocks hold no key that reaches the threshold: the row's maximum over the
+     * block (the softmax's, a superset of the chosen keys) tells; the rows that must look are
+     * listed first, without a branch, so that the next one's scores are fetched while one looks */
+    for (int64_t r0 = 0; r0 < rows; r0 += 64) {
+        const int64_t r1 = r0 + 64 < rows ? r0 + 64 : rows;
+        int32_t look[64];
+        int64_t nl = 0;
+        for (int64_t r = r0; r < r1; r++) {
+            const float t = cthr[r] > -FLT_MAX ? cthr[r] : -FLT_MAX;
+            const bool over = (cflag[r] & 2) != 0, first = cthr[r] == -INFINITY;
+            const bool reach = bm[r] >= t;
+            look[nl] = (int32_t)r;
+            nl += !over && (first || reach);
+            cflag[r] |= (uint8_t)(!over && !first && !reach); /* keys left out */
         }
-        const int64_t ri = base + r;
-        row_candidates(s, ri, &flag, x, n, ja, nv, mprev[v.r0 - i0 + r]);
-        /* the candidates the threshold left behind are dropped once a few k have gathered */
-        if (s->ccnt[ri] > 2 * k + 16 && compact_row(s, ri))
-            flag |= 1;
-        cflag[r] = flag;
+        for (int64_t q = 0; q < nl; q++) {
+            const int64_t r = look[q];
+            const float *x = P + (v.r0 - i0 + r) * ld + (ja - j0); /* x[j]: key ja + j */
+            if (q + 1 < nl) {
+                const char *nx = (const char *)(P + (v.r0 - i0 + look[q + 1]) * ld + (ja - j0));
+                for (int64_t o = 0; o < n * (int64_t)sizeof(float); o += 64)
+                    __builtin_prefetch(nx + o);
+            }
+            uint8_t flag = cflag[r];
+            const int64_t ri = base + r;
+            row_candidates(s, ri, &flag, x, n, ja, nv, mprev[v.r0 - i0 + r]);
+            /* the candidates the threshold left behind are dropped once a few k have gathered */
+            if (s->ccnt[ri] > 2 * k + 16 && compact_row(s, ri))
+                flag |= 1;
+            cflag[r] = flag;
+        }
     }
 }
 
