@@ -86,11 +86,11 @@ typedef struct mha_sink {
     float *ctmp;         /* [threads][cap] scratch                                        */
     int64_t *ccnt;       /* [threads][rb] candidates held                                 */
     float *cthr;         /* [threads][rb] the threshold, a score                          */
-    int64_t kst;         /* top-k: the largest scores a row keeps, k rounded up to 8       */
-    float *ktop;         /* [threads][rb][kst] the kst largest scores so far, ascending,   */
+    int64_t kst;         /* top-k: the largest scores a row keeps, k rounded up to 8      */
+    float *ktop;         /* [threads][rb][kst] the kst largest scores so far, ascending,  */
                          /* -inf while fewer were seen (the k-th largest: ktop[kst - k])  */
     uint8_t *cflag;      /* [threads][rb] 1: some key left out, 2: overflowed             */
-    int64_t *cseen;      /* [threads] chosen keys the head's blocks computed              */
+    int64_t *cseen;      /* [threads][8] keys the head's blocks computed (a line a thread) */
     float *sfac;         /* [threads][nblk][rb] the visited blocks' factors (the core's)  */
     int64_t spb;         /* pool: pooled columns one key block meets, at most             */
     double *pp;          /* [threads][nblk][rb][spb] each visited block's sums or maxima  */

@@ -42,7 +42,7 @@ mha_status mha_sink_stream_init(mha_sink *s, int threads, int64_t BN, int64_t nb
         b[CCNT] = mha_line(T * rb * sizeof(int64_t));
         b[CTHR] = mha_line(T * rb * sizeof(float));
         b[CFLAG] = mha_line(T * rb);
-        b[CSEEN] = mha_line(T * sizeof(int64_t));
+        b[CSEEN] = mha_line(T * 64); /* a line per thread: both write theirs every block */
     } else {
         s->spb = (BN + s->pb - 1) / s->pb + 1;
         b[PP] = mha_line(T * (size_t)nblk * rb * (size_t)s->spb * sizeof(double));
@@ -72,7 +72,7 @@ void mha_sink_stream_begin(mha_sink *s, int slot, int64_t b, int64_t h, int64_t 
     if (s->kind != MHA_SINK_TOPK || s->slot_of_head[h] < 0 ||
         !mha_sink_clip_rows(s, b, s->slot_of_head[h], i0, m, &v))
         return;
-    s->cseen[slot] = 0;
+    s->cseen[8 * slot] = 0;
     for (int64_t r = 0; r < v.r1 - v.r0; r++) {
         const int64_t ri = (int64_t)slot * s->rb + r;
         s->ccnt[ri] = 0;
@@ -167,7 +167,7 @@ void mha_sink_stream_scores(mha_sink *s, int slot, int64_t b, int64_t h, int64_t
     const int64_t ja = j0 + c0 > s->k0 ? j0 + c0 : s->k0, jb = j0 + c1 < s->k1 ? j0 + c1 : s->k1;
     if (ja >= jb)
         return;
-    s->cseen[slot] += jb - ja;
+    s->cseen[8 * slot] += jb - ja;
     const int64_t n = jb - ja, rows = v.r1 - v.r0, base = (int64_t)slot * s->rb;
     const int64_t k = s->k;
     float *const cthr = s->cthr + base;
@@ -286,7 +286,7 @@ bool mha_sink_stream_end(mha_sink *s, int slot, int64_t b, int64_t h, int64_t i0
         if (s->cflag[(int64_t)slot * s->rb + r] & 2)
             return false;
     mha_sink_head_begin(s, slot, b, h, i0, m);
-    const bool all_seen = s->cseen[slot] == s->Sk;
+    const bool all_seen = s->cseen[8 * slot] == s->Sk;
     for (int64_t r = 0; r < rows; r++) {
         const int64_t ri = (int64_t)slot * s->rb + r, cap = s->cap, i = v.r0 + r;
         const int64_t at = (v.b * s->nh + v.hs) * s->Lq + (i - s->q0);
