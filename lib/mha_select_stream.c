@@ -119,6 +119,27 @@ static bool compact_row(mha_sink *s, int64_t ri)
     return kept < n;
 }
 
+/* (w, key j) offered to a row's best so far, vals/idx [k] with *n held, best first: the larger
+ * weight, then the lower key (torch.topk's values, ties in key order). */
+static void offer_best(float *vals, int32_t *idx, int64_t *n, int64_t k, float w, int32_t j)
+{
+    int64_t at = *n;
+    if (at == k) {
+        if (!(w > vals[k - 1] || (w == vals[k - 1] && j < idx[k - 1])))
+            return;
+        at = k - 1;
+    } else {
+        (*n)++;
+    }
+    while (at > 0 && (w > vals[at - 1] || (w == vals[at - 1] && j < idx[at - 1]))) {
+        vals[at] = vals[at - 1];
+        idx[at] = idx[at - 1];
+        at--;
+    }
+    vals[at] = w;
+    idx[at] = j;
+}
+
 /* The keys of x [n] (keys ja.. of block nv) that reach row ri's threshold become its candidates
  * and are offered to its largest scores (mha_run_topk_scan); then the threshold follows the k-th
  * largest. *flag's bits as cflag's. */
@@ -285,14 +306,16 @@ bool mha_sink_stream_end(mha_sink *s, int slot, int64_t b, int64_t h, int64_t i0
     for (int64_t r = 0; r < rows; r++)
         if (s->cflag[(int64_t)slot * s->rb + r] & 2)
             return false;
-    mha_sink_head_begin(s, slot, b, h, i0, m);
+    /* the rows' k best are written in their final order here (no heap: the few candidates the
+     * final threshold leaves are placed by insertion), so the sink's head_begin / head_end, which
+     * keep and sort heaps, are not called */
     const bool all_seen = s->cseen[8 * slot] == s->Sk;
     for (int64_t r = 0; r < rows; r++) {
         const int64_t ri = (int64_t)slot * s->rb + r, cap = s->cap, i = v.r0 + r;
         const int64_t at = (v.b * s->nh + v.hs) * s->Lq + (i - s->q0);
         float *vals = s->values + at * s->k;
         int32_t *idx = s->indices + at * s->k;
-        int64_t *size = &s->heap_size[ri];
+        int64_t held = 0;
         /* the candidates the final threshold leaves behind go first: they cannot make the k */
         if (compact_row(s, ri))
             s->cflag[ri] |= 1;
@@ -304,14 +327,11 @@ bool mha_sink_stream_end(mha_sink *s, int slot, int64_t b, int64_t h, int64_t i0
         for (int64_t c = 0; c < n; c++)
             e[c] = cd[c].x - mt[cd[c].nv * fld + (i - i0)];
         mha_exp_le0_array_isa(s->isa, e, e, n);
-        for (int64_t c = 0; c < n; c++) {
-            const float w = e[c] * fac[cd[c].nv * fld + (i - i0)];
-            mha_sink_heap_offer(vals, idx, size, s->k, w, cd[c].j);
-        }
+        for (int64_t c = 0; c < n; c++)
+            offer_best(vals, idx, &held, s->k, e[c] * fac[cd[c].nv * fld + (i - i0)], cd[c].j);
         const bool every_key = all_seen && !(s->cflag[ri] & 1);
-        if (!every_key && !(*size == s->k && vals[0] >= 0x1p-90f))
+        if (!every_key && !(held == s->k && vals[s->k - 1] >= 0x1p-90f))
             return false;
     }
-    mha_sink_head_end(s, slot, b, h, i0, m);
     return true;
 }
