@@ -206,6 +206,12 @@ bool mha_sink_heap_offer(float *vals, int32_t *idx, int64_t *n, int64_t k, float
 float mha_run_max(mha_isa isa, const float *x, int64_t n);
 double mha_run_sum(mha_isa isa, const float *x, int64_t n);
 
+/* A key block's pooled columns: keys [ja, jb) (x[j] is key j) fall in columns of pb keys from key
+ * k0; out[c - cf] = the sum in double (max: the largest) of column c's keys among them, for each
+ * column c from cf = (ja - k0) / pb to (jb - 1 - k0) / pb. Each column as mha_run_sum / _max. */
+void mha_run_pool_columns(mha_isa isa, double *out, const float *x, int64_t ja, int64_t jb,
+                          int64_t k0, int64_t pb, bool max);
+
 /* out[r] = the largest of x's r-th run of 64 (the last run may be shorter): ceil(n/64) values. */
 void mha_run_maxima64(mha_isa isa, float *out, const float *x, int64_t n);
 

@@ -279,7 +279,7 @@ __attribute__((target("avx2"))) static void div_avx2(float *x, int64_t n, float 
         x[j] /= div;
 }
 
-__attribute__((target("avx512f"))) static float max_avx512(const float *x, int64_t n)
+__attribute__((target("avx512f"))) static inline float max_avx512(const float *x, int64_t n)
 {
     __m512 m0 = _mm512_set1_ps(-INFINITY), m1 = m0;
     int64_t j = 0;
@@ -296,7 +296,7 @@ __attribute__((target("avx512f"))) static float max_avx512(const float *x, int64
     return _mm512_reduce_max_ps(_mm512_max_ps(m0, m1));
 }
 
-__attribute__((target("avx512f"))) static double sum_avx512(const float *x, int64_t n)
+__attribute__((target("avx512f"))) static inline double sum_avx512(const float *x, int64_t n)
 {
     __m512d s0 = _mm512_setzero_pd(), s1 = s0;
     int64_t j = 0;
@@ -346,7 +346,7 @@ __attribute__((target("avx2"))) static void maxima64_avx2(float *out, const floa
     }
 }
 
-__attribute__((target("avx2"))) static float max_avx2(const float *x, int64_t n)
+__attribute__((target("avx2"))) static inline float max_avx2(const float *x, int64_t n)
 {
     __m256 m0 = _mm256_set1_ps(-INFINITY), m1 = m0;
     int64_t j = 0;
@@ -364,7 +364,7 @@ __attribute__((target("avx2"))) static float max_avx2(const float *x, int64_t n)
     return m;
 }
 
-__attribute__((target("avx2"))) static double sum_avx2(const float *x, int64_t n)
+__attribute__((target("avx2"))) static inline double sum_avx2(const float *x, int64_t n)
 {
     __m256d s0 = _mm256_setzero_pd(), s1 = s0;
     int64_t j = 0;
@@ -380,6 +380,55 @@ __attribute__((target("avx2"))) static double sum_avx2(const float *x, int64_t n
     return s;
 }
 #endif
+
+/* The columns [cf, cl] of a pooled block, each its run's sum or max with one kernel set's loops
+ * (inlined: a call and a dispatch per column cost as much as a short column's own work). */
+#define POOL_COLUMNS(SUM, MAX)                                                                     \
+    const int64_t cf = (ja - k0) / pb, cl = (jb - 1 - k0) / pb;                                    \
+    for (int64_t c = cf; c <= cl; c++) {                                                           \
+        const int64_t e0 = k0 + c * pb, e1 = e0 + pb;                                              \
+        const int64_t js = ja > e0 ? ja : e0, je = jb < e1 ? jb : e1;                              \
+        out[c - cf] = max ? (double)MAX(x + js, je - js) : SUM(x + js, je - js);                   \
+    }
+
+static void pool_columns_portable(double *out, const float *x, int64_t ja, int64_t jb, int64_t k0,
+                                  int64_t pb, bool max)
+{
+    POOL_COLUMNS(sum_portable, max_portable)
+}
+
+#ifdef HAVE_X86_KERNELS
+__attribute__((target("avx512f"))) static void pool_columns_avx512(double *out, const float *x,
+                                                                   int64_t ja, int64_t jb,
+                                                                   int64_t k0, int64_t pb, bool max)
+{
+    POOL_COLUMNS(sum_avx512, max_avx512)
+}
+
+__attribute__((target("avx2"))) static void pool_columns_avx2(double *out, const float *x,
+                                                              int64_t ja, int64_t jb, int64_t k0,
+                                                              int64_t pb, bool max)
+{
+    POOL_COLUMNS(sum_avx2, max_avx2)
+}
+#endif
+
+void mha_run_pool_columns(mha_isa isa, double *out, const float *x, int64_t ja, int64_t jb,
+                          int64_t k0, int64_t pb, bool max)
+{
+#ifdef HAVE_X86_KERNELS
+    if (isa == MHA_ISA_AVX512) {
+        pool_columns_avx512(out, x, ja, jb, k0, pb, max);
+        return;
+    }
+    if (isa == MHA_ISA_AVX2) {
+        pool_columns_avx2(out, x, ja, jb, k0, pb, max);
+        return;
+    }
+#endif
+    (void)isa;
+    pool_columns_portable(out, x, ja, jb, k0, pb, max);
+}
 
 float mha_run_max(mha_isa isa, const float *x, int64_t n)
 {

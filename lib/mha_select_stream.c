@@ -248,16 +248,9 @@ void mha_sink_stream_block(mha_sink *s, int slot, int64_t b, int64_t h, int64_t 
         pc0[nv] = cf;
         pnc[nv] = cl - cf + 1;
         double *pp = s->pp + ((int64_t)slot * s->nblk + nv) * s->rb * s->spb;
-        for (int64_t r = 0; r < rows; r++) {
-            const float *x = P + (v.r0 - i0 + r) * ld - j0; /* x[j]: key j */
-            double *d = pp + r * s->spb;
-            for (int64_t c = cf; c <= cl; c++) {
-                const int64_t e0 = s->k0 + c * s->pb, e1 = e0 + s->pb;
-                const int64_t js = ja > e0 ? ja : e0, je = jb < e1 ? jb : e1;
-                d[c - cf] = s->op == MHA_POOL_MAX ? (double)mha_run_max(s->isa, x + js, je - js)
-                                                  : mha_run_sum(s->isa, x + js, je - js);
-            }
-        }
+        for (int64_t r = 0; r < rows; r++) /* x[j]: key j */
+            mha_run_pool_columns(s->isa, pp + r * s->spb, P + (v.r0 - i0 + r) * ld - j0, ja, jb,
+                                 s->k0, s->pb, s->op == MHA_POOL_MAX);
     }
 }
 

@@ -7,7 +7,10 @@
  *   - the candidates are exactly the keys >= the threshold, ascending, with their scores, keys
  *     (offset j0) and block;
  *   - the largest scores held are the kst largest of those held before and the candidates, in
- *     ascending order, -inf where fewer were seen; the same bits on every ISA.
+ *     ascending order, -inf where fewer were seen; the same bits on every ISA;
+ * and a pooled map's columns (mha_run_pool_columns): runs of 1 to 256 keys cut by a block's ends,
+ * each column's sum in double (within 1e-12 per key of a sequential double sum) or max (exact), and
+ * the bits mha_run_sum / mha_run_max give for that column.
  */
 #include "check.h"
 #include "mha_kernels.h"
@@ -98,6 +101,35 @@ static void one_scan(mha_isa isa, int64_t n, int64_t kst, int64_t held, double q
           isa_name[isa], (long long)n, (long long)kst, (long long)held, q, special);
 }
 
+/* mha_run_pool_columns: each pooled column a block meets, its keys' sum (as mha_run_sum) or max. */
+static void one_pool(mha_isa isa, int64_t k0, int64_t ja, int64_t jb, int64_t pb, bool max)
+{
+    static float keys[600];
+    for (int64_t j = 0; j < 600; j++)
+        keys[j] = (float)rnd();
+    double out[600];
+    mha_run_pool_columns(isa, out, keys, ja, jb, k0, pb, max);
+    const int64_t cf = (ja - k0) / pb, cl = (jb - 1 - k0) / pb;
+    bool ok = true, same = true;
+    for (int64_t c = cf; c <= cl; c++) {
+        const int64_t js = ja > k0 + c * pb ? ja : k0 + c * pb;
+        const int64_t je = jb < k0 + (c + 1) * pb ? jb : k0 + (c + 1) * pb;
+        double want = max ? -INFINITY : 0.0;
+        for (int64_t j = js; j < je; j++)
+            want = max ? fmax(want, (double)keys[j]) : want + (double)keys[j];
+        const double got = out[c - cf];
+        ok &= max ? got == want : fabs(got - want) <= 1e-12 * (double)(je - js);
+        const double one = max ? (double)mha_run_max(isa, keys + js, je - js)
+                               : mha_run_sum(isa, keys + js, je - js);
+        same &= memcmp(&got, &one, sizeof got) == 0;
+    }
+    CHECK(ok && same,
+          "%s: pooled columns of %lld from key %lld over keys [%lld, %lld), %s: each column's %s "
+          "(and mha_run_%s's bits)",
+          isa_name[isa], (long long)pb, (long long)k0, (long long)ja, (long long)jb,
+          max ? "max" : "sum", max ? "max" : "sum", max ? "max" : "sum");
+}
+
 int main(void)
 {
     static const int64_t lens[] = {1, 7, 8, 9, 63, 64, 65, 128, 200, 256};
@@ -116,6 +148,13 @@ int main(void)
                         one_scan((mha_isa)isa, lens[l], kst, kst / 2 + 1, qs[qi], special);
                         one_scan((mha_isa)isa, lens[l], kst, kst, qs[qi], special);
                     }
+        static const int64_t pbs[] = {1, 3, 4, 8, 16, 37, 64, 100, 256};
+        for (size_t p = 0; p < sizeof pbs / sizeof pbs[0]; p++)
+            for (int t = 0; t < 12; t++) {
+                const int64_t k0 = (int64_t)(rnd() * 40), ja = k0 + (int64_t)(rnd() * 200);
+                const int64_t jb = ja + 1 + (int64_t)(rnd() * 300);
+                one_pool((mha_isa)isa, k0, ja, jb, pbs[p], t % 2 == 1);
+            }
     }
     return check_report();
 }
