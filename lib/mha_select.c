@@ -342,6 +342,25 @@ bool mha_sink_heap_offer(float *vals, int32_t *idx, int64_t *n, int64_t k, float
     return true;
 }
 
+void mha_sink_best_offer(float *vals, int32_t *idx, int64_t *n, int64_t k, float v, int64_t j)
+{
+    int64_t at = *n;
+    if (at == k) {
+        if (!beats(v, j, vals[k - 1], idx[k - 1]))
+            return;
+        at = k - 1;
+    } else {
+        (*n)++;
+    }
+    while (at > 0 && beats(v, j, vals[at - 1], idx[at - 1])) {
+        vals[at] = vals[at - 1];
+        idx[at] = idx[at - 1];
+        at--;
+    }
+    vals[at] = v;
+    idx[at] = (int32_t)j;
+}
+
 /* Heap sort: the worst goes to the end, so the row ends best first. */
 static void heap_finish(float *vals, int32_t *idx, int64_t n)
 {

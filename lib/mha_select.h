@@ -141,9 +141,10 @@ void mha_sink_end(mha_sink *s, int slot, int64_t b, int64_t i0, int64_t m);
  *          the others' keys above it are appended in one scan (mha_run_topk_scan), which also
  *          offers them to the row's largest scores so far (k rounded up to 8, kept in registers
  *          and moved by min/max: no branch on a score), and the threshold is raised to the k-th
- *          of those after each scanned block. At the end each
- *          candidate's weight is made as the full map makes it, exp(score - m after its
- *          block)·f, and offered to the row's heap. When keys were left out (the filter, keys
+ *          of those after each scanned block. At the end the candidates below the final
+ *          threshold are dropped, each other one's weight is made as the full map makes it,
+ *          exp(score - m after its block)·f, and placed in the row's reply best first
+ *          (mha_sink_best_offer: the heap's order). When keys were left out (the filter, keys
  *          masked to -inf, keys never computed) the result is exact if the k-th weight is at
  *          least 2^-90 (every weight that could compete is then a normal float within a few ulp
  *          of its real value); otherwise, or when a row's candidates overflow, stream_end says so
@@ -200,6 +201,9 @@ mha_status mha_sink_state_alloc(void **mem, size_t bytes, mha_error *err);
 double *mha_sink_part_row(const mha_sink *s, int slot, const mha_rows_view *v, int64_t p);
 /* Offers (v, key j) to a top-k row's heap of *n entries (k at most); true when it entered. */
 bool mha_sink_heap_offer(float *vals, int32_t *idx, int64_t *n, int64_t k, float v, int64_t j);
+/* The same order kept by insertion instead, for a few offers: vals/idx hold the row's *n best so
+ * far (k at most), best first, as the heap's final sort leaves them. */
+void mha_sink_best_offer(float *vals, int32_t *idx, int64_t *n, int64_t k, float v, int64_t j);
 
 /* The largest of x[0, n) (-inf for n = 0), and their sum in double, with isa's kernels
  * (mha_select_runs.c; x holds no NaN). */

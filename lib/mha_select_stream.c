@@ -119,27 +119,6 @@ static bool compact_row(mha_sink *s, int64_t ri)
     return kept < n;
 }
 
-/* (w, key j) offered to a row's best so far, vals/idx [k] with *n held, best first: the larger
- * weight, then the lower key (torch.topk's values, ties in key order). */
-static void offer_best(float *vals, int32_t *idx, int64_t *n, int64_t k, float w, int32_t j)
-{
-    int64_t at = *n;
-    if (at == k) {
-        if (!(w > vals[k - 1] || (w == vals[k - 1] && j < idx[k - 1])))
-            return;
-        at = k - 1;
-    } else {
-        (*n)++;
-    }
-    while (at > 0 && (w > vals[at - 1] || (w == vals[at - 1] && j < idx[at - 1]))) {
-        vals[at] = vals[at - 1];
-        idx[at] = idx[at - 1];
-        at--;
-    }
-    vals[at] = w;
-    idx[at] = j;
-}
-
 /* The keys of x [n] (keys ja.. of block nv) that reach row ri's threshold become its candidates
  * and are offered to its largest scores (mha_run_topk_scan); then the threshold follows the k-th
  * largest. *flag's bits as cflag's. */
@@ -321,7 +300,8 @@ bool mha_sink_stream_end(mha_sink *s, int slot, int64_t b, int64_t h, int64_t i0
             e[c] = cd[c].x - mt[cd[c].nv * fld + (i - i0)];
         mha_exp_le0_array_isa(s->isa, e, e, n);
         for (int64_t c = 0; c < n; c++)
-            offer_best(vals, idx, &held, s->k, e[c] * fac[cd[c].nv * fld + (i - i0)], cd[c].j);
+            mha_sink_best_offer(vals, idx, &held, s->k, e[c] * fac[cd[c].nv * fld + (i - i0)],
+                                cd[c].j);
         const bool every_key = all_seen && !(s->cflag[ri] & 1);
         if (!every_key && !(held == s->k && vals[s->k - 1] >= 0x1p-90f))
             return false;
