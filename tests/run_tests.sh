@@ -4,16 +4,26 @@
 # crashes, exits non-zero or prints no such line counts as one more failure. Ends with the total
 # "N passed, N failed", then how many checks and test programs that was:
 #   48290 passed, 0 failed (48290 checks in 42 test programs; 0 programs failed)
+# An argument NAME=value sets that environment variable for the programs after it (a script that
+# runs some programs again under other settings calls this with them).
 set -u
 cd "$(dirname "$0")/.."
 total_pass=0
 total_fail=0
 programs=0
 programs_failed=0
+settings=""
 for bin in "$@"; do
+    case "$bin" in
+    [A-Za-z_]*=*)
+        export "${bin?}"
+        settings="$settings $bin"
+        continue
+        ;;
+    esac
     programs=$((programs + 1))
     name=$(basename "$bin")
-    echo "== $name"
+    echo "== $name${settings:+ (with$settings)}"
     out=$(mktemp)
     "$bin" 2>&1 | tee "$out"
     rc=${PIPESTATUS[0]}
