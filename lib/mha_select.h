@@ -230,6 +230,12 @@ int64_t mha_run_above(mha_isa isa, int32_t *idx, const float *x, int64_t n, floa
 int64_t mha_run_topk_scan(mha_isa isa, mha_cand *cand, float *kt, int64_t kst, const float *x,
                           int64_t n, float thr, int64_t j0, int64_t nv);
 
+/* A value that at least k of x [n] reach, for a top-k row's first threshold: x's keys dealt into k
+ * groups (key j to group (j mod kst) mod k; kst: k rounded up to 8, at most 32), the smallest of
+ * the groups' maxima (-inf when a group has no key but -inf; NaN keys are left out). The same bits
+ * on every ISA. */
+float mha_run_topk_bound(mha_isa isa, const float *x, int64_t n, int64_t k, int64_t kst);
+
 /* d[j] += x[j]·f (the product rounded first, as the full averaged map sums), and x[j] /= div, for
  * j < n (d and x do not overlap). */
 void mha_run_add_scaled(mha_isa isa, float *d, const float *x, int64_t n, float f);

@@ -73,6 +73,30 @@ static int64_t topk_scan_portable(mha_cand *cand, float *kt, int64_t kst, const 
     return c;
 }
 
+/* The smallest of k groups' maxima, from kst maxima M (M[i]: keys j = i mod kst): group g takes
+ * the M[i] with i = g mod k (k <= kst, so no group is empty). */
+static float bound_of_maxima(const float *M, int64_t kst, int64_t k)
+{
+    float bound = INFINITY;
+    for (int64_t g = 0; g < k; g++) {
+        float mx = -INFINITY;
+        for (int64_t i = g; i < kst; i += k)
+            mx = M[i] > mx ? M[i] : mx;
+        bound = mx < bound ? mx : bound;
+    }
+    return bound;
+}
+
+static float topk_bound_portable(const float *x, int64_t n, int64_t k, int64_t kst)
+{
+    float M[32];
+    for (int64_t i = 0; i < kst; i++)
+        M[i] = -INFINITY;
+    for (int64_t j = 0; j < n; j++)
+        M[j % kst] = x[j] > M[j % kst] ? x[j] : M[j % kst];
+    return bound_of_maxima(M, kst, k);
+}
+
 static int64_t above_portable(int32_t *idx, const float *x, int64_t n, float f, float thr)
 {
     int64_t c = 0;
@@ -211,6 +235,27 @@ topk_scan_avx2_n(mha_cand *cand, float *kt, const int nr, const float *x, int64_
     for (int i = 0; i < nr; i++)
         _mm256_storeu_ps(kt + 8 * i, v[i]);
     return c;
+}
+
+/* topk_bound_portable with key j in lane j mod 8 of register (j mod kst) / 8: one max per 8 keys
+ * (the max is exact: the same bits). */
+__attribute__((target("avx2"))) static float topk_bound_avx2(const float *x, int64_t n, int64_t k,
+                                                             int64_t kst)
+{
+    const int64_t nr = kst / 8;
+    __m256 acc[4];
+    for (int64_t a = 0; a < nr; a++)
+        acc[a] = _mm256_set1_ps(-INFINITY);
+    int64_t j = 0;
+    for (; j + kst <= n; j += kst)
+        for (int64_t a = 0; a < nr; a++) /* a NaN key leaves the maximum as it was */
+            acc[a] = _mm256_max_ps(_mm256_loadu_ps(x + j + 8 * a), acc[a]);
+    float M[32];
+    for (int64_t a = 0; a < nr; a++)
+        _mm256_storeu_ps(M + 8 * a, acc[a]);
+    for (int64_t i = 0; j < n; j++, i++)
+        M[i] = x[j] > M[i] ? x[j] : M[i];
+    return bound_of_maxima(M, kst, k);
 }
 
 /* The scan's cost is its candidates' insertions and its branches, not the width of its compares:
@@ -507,6 +552,16 @@ int64_t mha_run_topk_scan(mha_isa isa, mha_cand *cand, float *kt, int64_t kst, c
 #endif
     (void)isa;
     return topk_scan_portable(cand, kt, kst, x, n, thr, j0, nv);
+}
+
+float mha_run_topk_bound(mha_isa isa, const float *x, int64_t n, int64_t k, int64_t kst)
+{
+#ifdef HAVE_X86_KERNELS
+    if (isa == MHA_ISA_AVX512 || isa == MHA_ISA_AVX2) /* a few maxima per row: AVX2 is enough */
+        return topk_bound_avx2(x, n, k, kst);
+#endif
+    (void)isa;
+    return topk_bound_portable(x, n, k, kst);
 }
 
 void mha_run_maxima64(mha_isa isa, float *out, const float *x, int64_t n)

@@ -128,14 +128,10 @@ static void row_candidates(mha_sink *s, int64_t ri, uint8_t *flag, const float *
     const int64_t cap = s->cap, k = s->k, kst = s->kst;
     float *const kt = s->ktop + ri * kst;
     if (s->cthr[ri] == -INFINITY && n >= 4 * k) {
-        /* a first threshold from the block itself: its keys dealt into k runs, the smallest of the
-         * runs' maxima is reached by k keys */
-        const int64_t g = n / k;
-        float bound = INFINITY;
-        for (int64_t q = 0; q < k; q++) {
-            const float mx = mha_run_max(s->isa, x + q * g, q == k - 1 ? n - q * g : g);
-            bound = mx < bound ? mx : bound;
-        }
+        /* a first threshold from the block itself: its keys dealt into k groups, the smallest of
+         * the groups' maxima is reached by k keys (one call, one max per 8 keys, where k runs'
+         * maxima took a call each) */
+        const float bound = mha_run_topk_bound(s->isa, x, n, k, kst);
         if (bound > -INFINITY)
             raise_threshold(s, ri, bound, mp);
     }

@@ -8,6 +8,8 @@
  *     (offset j0) and block;
  *   - the largest scores held are the kst largest of those held before and the candidates, in
  *     ascending order, -inf where fewer were seen; the same bits on every ISA;
+ * a row's first threshold (mha_run_topk_bound): the smallest of k groups' maxima, the same bits
+ * on every ISA, reached by k keys;
  * and a pooled map's columns (mha_run_pool_columns): runs of 1 to 256 keys cut by a block's ends,
  * each column's sum in double (within 1e-12 per key of a sequential double sum) or max (exact), and
  * the bits mha_run_sum / mha_run_max give for that column.
@@ -101,6 +103,42 @@ static void one_scan(mha_isa isa, int64_t n, int64_t kst, int64_t held, double q
           isa_name[isa], (long long)n, (long long)kst, (long long)held, q, special);
 }
 
+/* mha_run_topk_bound: the smallest of k groups' maxima (key j in group (j mod kst) mod k), and a
+ * value that k keys reach. */
+static void one_bound(mha_isa isa, int64_t n, int64_t k, bool special)
+{
+    float x[256];
+    for (int64_t j = 0; j < n; j++) {
+        x[j] = (float)(4.0 * rnd() - 2.0);
+        if (special && j % 5 == 1)
+            x[j] = -INFINITY;
+        if (special && j % 11 == 3)
+            x[j] = NAN;
+        if (special && j % 7 == 2)
+            x[j] = 0.5f;
+    }
+    const int64_t kst = (k + 7) / 8 * 8;
+    float gmax[32];
+    for (int64_t g = 0; g < k; g++)
+        gmax[g] = -INFINITY;
+    for (int64_t j = 0; j < n; j++) {
+        const int64_t g = (j % kst) % k;
+        if (!isnan(x[j]) && x[j] > gmax[g])
+            gmax[g] = x[j];
+    }
+    float want = INFINITY;
+    for (int64_t g = 0; g < k; g++)
+        want = gmax[g] < want ? gmax[g] : want;
+    const float got = mha_run_topk_bound(isa, x, n, k, kst);
+    int64_t reach = 0;
+    for (int64_t j = 0; j < n; j++)
+        reach += x[j] >= got;
+    CHECK(memcmp(&got, &want, sizeof got) == 0 && (got == -INFINITY || reach >= k),
+          "%s: n=%lld k=%lld special=%d: first bound %g (want %g), reached by %lld keys",
+          isa_name[isa], (long long)n, (long long)k, special, (double)got, (double)want,
+          (long long)reach);
+}
+
 /* mha_run_pool_columns: each pooled column a block meets, its keys' sum (as mha_run_sum) or max. */
 static void one_pool(mha_isa isa, int64_t k0, int64_t ja, int64_t jb, int64_t pb, bool max)
 {
@@ -148,6 +186,10 @@ int main(void)
                         one_scan((mha_isa)isa, lens[l], kst, kst / 2 + 1, qs[qi], special);
                         one_scan((mha_isa)isa, lens[l], kst, kst, qs[qi], special);
                     }
+        for (size_t l = 0; l < sizeof lens / sizeof lens[0]; l++)
+            for (int64_t k = 1; k <= 32; k++)
+                for (int special = 0; special < 2; special++)
+                    one_bound((mha_isa)isa, lens[l], k, special);
         static const int64_t pbs[] = {1, 3, 4, 8, 16, 37, 64, 100, 256};
         for (size_t p = 0; p < sizeof pbs / sizeof pbs[0]; p++)
             for (int t = 0; t < 12; t++) {
