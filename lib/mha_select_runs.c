@@ -238,24 +238,43 @@ topk_scan_avx2_n(mha_cand *cand, float *kt, const int nr, const float *x, int64_
 }
 
 /* topk_bound_portable with key j in lane j mod 8 of register (j mod kst) / 8: one max per 8 keys
- * (the max is exact: the same bits). */
-__attribute__((target("avx2"))) static float topk_bound_avx2(const float *x, int64_t n, int64_t k,
-                                                             int64_t kst)
+ * (the max is exact: the same bits). nr = kst / 8 registers, a constant where it is inlined: the
+ * maxima stay in registers. */
+__attribute__((target("avx2"), always_inline)) static inline float
+topk_bound_avx2_n(const float *x, int64_t n, int64_t k, const int nr)
 {
-    const int64_t nr = kst / 8;
+    const int64_t kst = 8 * nr;
     __m256 acc[4];
-    for (int64_t a = 0; a < nr; a++)
+#pragma GCC unroll 4
+    for (int a = 0; a < nr; a++)
         acc[a] = _mm256_set1_ps(-INFINITY);
     int64_t j = 0;
     for (; j + kst <= n; j += kst)
-        for (int64_t a = 0; a < nr; a++) /* a NaN key leaves the maximum as it was */
+#pragma GCC unroll 4
+        for (int a = 0; a < nr; a++) /* a NaN key leaves the maximum as it was */
             acc[a] = _mm256_max_ps(_mm256_loadu_ps(x + j + 8 * a), acc[a]);
     float M[32];
-    for (int64_t a = 0; a < nr; a++)
+#pragma GCC unroll 4
+    for (int a = 0; a < nr; a++)
         _mm256_storeu_ps(M + 8 * a, acc[a]);
     for (int64_t i = 0; j < n; j++, i++)
         M[i] = x[j] > M[i] ? x[j] : M[i];
     return bound_of_maxima(M, kst, k);
+}
+
+__attribute__((target("avx2"))) static float topk_bound_avx2(const float *x, int64_t n, int64_t k,
+                                                             int64_t kst)
+{
+    switch (kst / 8) {
+    case 1:
+        return topk_bound_avx2_n(x, n, k, 1);
+    case 2:
+        return topk_bound_avx2_n(x, n, k, 2);
+    case 3:
+        return topk_bound_avx2_n(x, n, k, 3);
+    default:
+        return topk_bound_avx2_n(x, n, k, 4);
+    }
 }
 
 /* The scan's cost is its candidates' insertions and its branches, not the width of its compares:
