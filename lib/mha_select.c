@@ -180,7 +180,10 @@ mha_status mha_sink_init(mha_sink *s, const mha_plan *plan, const mha_select *se
                          mha_error *err)
 {
     memset(s, 0, sizeof *s);
-    s->kind = plan->top_k ? MHA_SINK_TOPK : plan->pool[0] ? MHA_SINK_POOL : MHA_SINK_MAP;
+    /* a pool of 1 x 1 blocks is the map itself, the same bits (a mean of one value, in double,
+     * is that value): written as the map is, at the map's cost */
+    const bool pooled = plan->pool[0] && (plan->pool[0] > 1 || plan->pool[1] > 1);
+    s->kind = plan->top_k ? MHA_SINK_TOPK : pooled ? MHA_SINK_POOL : MHA_SINK_MAP;
     s->isa = plan->isa;
     s->N = plan->N;
     s->L = plan->L;

@@ -10,7 +10,8 @@
  * chosen);
  *   - top-k is the first k of a stable descending sort of the slice (ties to the lower key index),
  *     values and indices exactly;
- *   - a pooled block is the mean (to 1e-6) or the max (exactly) of the cells it holds;
+ *   - a pooled block is the mean (to 1e-6) or the max (exactly) of the cells it holds; blocks of
+ *     1 x 1 are the cells themselves, bit for bit;
  *   - two threads give the same bits as one (pooled means included), and a pass without the trace
  *     the same bits as with it;
  *   - the trace's scores and weights stages take the selection, per head, from the full trace.
@@ -211,7 +212,7 @@ static void rnd_selection(selection *s, int64_t H, int64_t L, int64_t S)
     } else if (kind == 2) {
         s->sel.has_pool = true;
         s->sel.pool[0] = rnd_int(1, 3) == 1 ? 1 : rnd_int(1, 70);
-        s->sel.pool[1] = rnd_int(1, 300);
+        s->sel.pool[1] = rnd_int(0, 5) == 0 ? 1 : rnd_int(1, 300); /* 1 x 1 now and then */
         s->sel.pool_op = rnd_int(0, 1) ? MHA_POOL_MAX : MHA_POOL_MEAN;
     }
     s->average = rnd_int(0, 1);
@@ -359,7 +360,9 @@ static bool run_selection(const tcase *tc, const selection *s, mha_pool *pool, c
     ok = ok && CHECK(same_bits(out, out_nw, plan.out_count, 4),
                      "the output changed with the selection: %s | %s", tc->desc, s->desc);
     ref_select(want, want_i, full, &plan, s, s->average);
-    if (ok && plan.pool[0] && plan.pool_op == MHA_POOL_MEAN) {
+    /* a pool of 1 x 1 blocks is the map: its mean is each cell, bit for bit */
+    const bool cells = plan.pool[0] == 1 && plan.pool[1] == 1;
+    if (ok && plan.pool[0] && plan.pool_op == MHA_POOL_MEAN && !cells) {
         int64_t at = 0;
         ok = CHECK(close_mean(w, want, n, &at), "pooled mean [%lld]: %.9g, want %.9g: %s | %s",
                    (long long)at, w[at], want[at], tc->desc, s->desc);
@@ -408,7 +411,7 @@ static bool run_selection(const tcase *tc, const selection *s, mha_pool *pool, c
     for (int st = 0; ok && st < 2; st++) {
         const mha_trace_stage stage = st ? MHA_TRACE_ATTN_WEIGHTS : MHA_TRACE_SCORES;
         ref_select(twant, twant_i, st ? full : fscores, &plan, s, false);
-        if (plan.pool[0] && plan.pool_op == MHA_POOL_MEAN) {
+        if (plan.pool[0] && plan.pool_op == MHA_POOL_MEAN && !cells) {
             int64_t at = 0;
             ok = CHECK(close_mean(tr.stage[stage], twant, tn, &at),
                        "trace %s pooled [%lld]: %.9g, want %.9g: %s | %s",
