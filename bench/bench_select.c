@@ -4,6 +4,7 @@
  *
  *   build/bench/bench_select [--L 16384] [--E 1024] [--H 16] [--threads 2] [--rounds 3]
  *                            [--rows nw,head64,top8,pool64,...] [--full-L 4096]
+ *                            [--http-L 1024,2048]
  *
  * Rows (self-attention, N = 1, batch-first, random inputs; every row of one length is timed in the
  * same interleaved rounds, so the machine's neighbours weigh on all alike):
@@ -15,14 +16,24 @@
  * At --full-L (default 4096; 0 skips) the rows run again with "full" among them: a selection must
  * never make a pass slower than the full map would.
  *
+ * With --http-L 1024,2048 the same rows, full map included, also run as /v2 requests with binary
+ * tensors to the daemon started in this process (libcurl on loopback; the layer, query and
+ * engine threads as above): what a client waits for, the reply's bytes on the wire included. The
+ * full map is what a client would otherwise ask for, as long as it fits the daemon's default limits
+ * (--max-tensor-elements: 2^26, H·L·S at L = S = 2048 with H = 16); past them it is refused (413)
+ * and reported so.
+ *
  * Columns: median wall ms, median CPU ms of the pass (every thread's: on a shared machine the
  * honest measure of work), both relative to nw, and the peak RSS of one pass of that row in a fresh
  * child process, beyond the inputs, the layer and the reply (the engine's scratch and the
  * selection's state; the reply is listed apart). The issue's goals at L = S = 16384, E = 1024,
  * H = 16: head64 <= +10%, top8 <= +25%, pool64 <= +15% over nw, and memory O((L + S)·E).
  */
+#include "api/daemon.h"
+#include "bench_http.h"
 #include "mha.h"
 
+#include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -248,11 +259,136 @@ static void run_length(int64_t L, int64_t E, int64_t H, int threads, int rounds,
     mha_layer_free(layer);
 }
 
+/* ---------------------------------------------------------------------------------------------- */
+/* The same rows over HTTP                                                                        */
+
+/* Row r's /v2 request at length L: a JSON header asking for r's weights (binary outputs), padded to
+ * a multiple of 4, then the query's bytes. *ihcl: the header's length. */
+static void http_body(srv_buf *b, long *ihcl, const row *r, const float *q, int64_t L, int64_t E)
+{
+    srv_buf_printf(b,
+                   "{\"inputs\":[{\"name\":\"query\",\"shape\":[1,%" PRId64 ",%" PRId64
+                   "],\"datatype\":\"FP32\",\"parameters\":{\"binary_data_size\":%" PRId64
+                   "}}],\"parameters\":{\"binary_data_output\":true",
+                   L, E, L * E * 4);
+    if (!r->weights)
+        srv_buf_puts(b, ",\"need_weights\":false");
+    else
+        srv_buf_puts(b, ",\"need_weights\":true,\"average_attn_weights\":false");
+    if (!strcmp(r->name, "head64"))
+        srv_buf_printf(b, ",\"weights_heads\":\"0\",\"weights_queries\":\"0:%" PRId64 "\"",
+                       r->sel.queries[1]);
+    else if (!strcmp(r->name, "top8"))
+        srv_buf_puts(b, ",\"weights_top_k\":8");
+    else if (!strcmp(r->name, "pool64"))
+        srv_buf_printf(b, ",\"weights_pool\":\"%" PRId64 "x%" PRId64 "\"", r->sel.pool[0],
+                       r->sel.pool[1]);
+    srv_buf_puts(b, "}}");
+    while (b->len % 4)
+        srv_buf_putc(b, ' ');
+    *ihcl = (long)b->len;
+    srv_buf_append(b, q, (size_t)(L * E) * sizeof(float));
+}
+
+static void run_http(int64_t L, int64_t E, int64_t H, int threads, int rounds, const char *list)
+{
+    srv_options opt;
+    srv_options_default(&opt);
+    snprintf(opt.host, sizeof opt.host, "127.0.0.1");
+    opt.port = 0;
+    opt.log_format = SRV_LOG_OFF;
+    opt.blas_threads = threads;
+    opt.max_body_bytes = INT64_C(1) << 30;
+    srv_error err = {0};
+    srv_daemon *d = srv_daemon_start(&opt, &err);
+    if (!d) {
+        fprintf(stderr, "bench_select: daemon: %s\n", err.message);
+        exit(1);
+    }
+    CURL *c = curl_easy_init();
+    char base[64], url[160], put[256];
+    snprintf(base, sizeof base, "http://127.0.0.1:%d", srv_daemon_port(d));
+    srv_buf resp;
+    srv_buf_init(&resp);
+    long ihcl;
+    snprintf(put, sizeof put,
+             "{\"config\":{\"embed_dim\":%" PRId64 ",\"num_heads\":%" PRId64
+             "},\"init\":{\"method\":\"xavier_uniform\",\"seed\":1}}",
+             E, H);
+    snprintf(url, sizeof url, "%s/v1/layers/sel", base);
+    long st = bench_request(c, "PUT", url, put, strlen(put), "application/json", -1, &resp, &ihcl);
+    if (st != 200 && st != 201) {
+        fprintf(stderr, "bench_select: PUT layer: %ld %s\n", st, srv_buf_cstr(&resp));
+        exit(1);
+    }
+    snprintf(url, sizeof url, "%s/v2/models/sel/infer", base);
+    float *q = random_array(L * E, 7);
+    for (int64_t i = 0; i < L * E; i++)
+        q[i] *= 2.0f;
+    row rows[8];
+    const int n = make_rows(rows, list, L, true);
+    srv_buf body[8];
+    long body_ihcl[8], status[8];
+    size_t got[8] = {0};
+    char why[8][128] = {{0}}; /* a refused row's error reply */
+    double wall[8][32];
+    for (int i = 0; i < n; i++) {
+        srv_buf_init(&body[i]);
+        http_body(&body[i], &body_ihcl[i], &rows[i], q, L, E);
+    }
+    for (int k = -1; k < rounds; k++) /* round -1: the warm-up, and each row's status */
+        for (int i = 0; i < n; i++) {
+            if (k >= 0 && status[i] != 200)
+                continue;
+            const double t0 = now(CLOCK_MONOTONIC);
+            st = bench_request(c, "POST", url, body[i].data, body[i].len,
+                               "application/octet-stream", body_ihcl[i], &resp, &ihcl);
+            if (k >= 0)
+                wall[i][k] = now(CLOCK_MONOTONIC) - t0;
+            else {
+                status[i] = st;
+                got[i] = resp.len;
+                snprintf(why[i], sizeof why[i], "%s", srv_buf_cstr(&resp));
+            }
+        }
+    printf("\nOver HTTP: /v2 with binary tensors, L = S = %lld, E = %lld, H = %lld, N = 1, %d engine "
+           "thread%s, median of %d interleaved rounds\n",
+           (long long)L, (long long)E, (long long)H, threads, threads > 1 ? "s" : "", rounds);
+    printf("%-8s %10s %8s %8s %14s\n", "row", "wall ms", "vs nw", "vs full", "reply bytes");
+    double base_w = 0, full_w = 0;
+    for (int i = 0; i < n; i++)
+        if (status[i] == 200) {
+            const double mw = median(wall[i], rounds) * 1e3;
+            base_w = strcmp(rows[i].name, "nw") ? base_w : mw;
+            full_w = strcmp(rows[i].name, "full") ? full_w : mw;
+        }
+    for (int i = 0; i < n; i++) {
+        if (status[i] != 200) {
+            printf("%-8s refused: HTTP %ld %s\n", rows[i].name, status[i], why[i]);
+            continue;
+        }
+        const double mw = median(wall[i], rounds) * 1e3;
+        printf("%-8s %10.1f %+7.1f%% ", rows[i].name, mw, base_w > 0 ? (mw / base_w - 1) * 100 : 0.0);
+        if (full_w > 0)
+            printf("%7.2fx", mw / full_w);
+        else
+            printf("%8s", "-");
+        printf(" %14zu\n", got[i]);
+    }
+    for (int i = 0; i < n; i++)
+        srv_buf_free(&body[i]);
+    free(q);
+    srv_buf_free(&resp);
+    curl_easy_cleanup(c);
+    srv_daemon_stop(d);
+}
+
 int main(int argc, char **argv)
 {
     int64_t L = 16384, E = 1024, H = 16, full_L = 4096;
     int threads = 2, rounds = 3;
     const char *list = "nw,head64,top8,pool64";
+    const char *http_L = NULL; /* lengths to run over HTTP too */
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--L") && i + 1 < argc)
             L = atoll(argv[++i]);
@@ -268,10 +404,12 @@ int main(int argc, char **argv)
             list = argv[++i];
         else if (!strcmp(argv[i], "--full-L") && i + 1 < argc)
             full_L = atoll(argv[++i]);
+        else if (!strcmp(argv[i], "--http-L") && i + 1 < argc)
+            http_L = argv[++i];
         else {
             fprintf(stderr,
                     "usage: %s [--L 16384] [--E 1024] [--H 16] [--threads 2] [--rounds 3] "
-                    "[--rows nw,head64,top8,pool64] [--full-L 4096]\n",
+                    "[--rows nw,head64,top8,pool64] [--full-L 4096] [--http-L 1024,2048]\n",
                     argv[0]);
             return 2;
         }
@@ -284,5 +422,19 @@ int main(int argc, char **argv)
     run_length(L, E, H, threads, rounds, list, false);
     if (full_L > 0)
         run_length(full_L, E, H, threads, rounds, list, true);
+    if (http_L) {
+        curl_global_init(CURL_GLOBAL_DEFAULT);
+        for (const char *p = http_L; *p;) {
+            char *end;
+            const long long hl = strtoll(p, &end, 10);
+            if (end == p || hl < 1) {
+                fprintf(stderr, "bad --http-L\n");
+                return 2;
+            }
+            run_http(hl, E, H, threads, rounds, list);
+            p = *end == ',' ? end + 1 : end;
+        }
+        curl_global_cleanup();
+    }
     return 0;
 }

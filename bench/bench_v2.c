@@ -21,6 +21,7 @@
 #include <time.h>
 
 #include "api/daemon.h"
+#include "bench_http.h"
 #include "base/buf.h"
 #include "codec/base64.h"
 #include "codec/float_parse.h"
@@ -39,57 +40,6 @@ static int64_t env_int(const char *name, int64_t def)
 {
     const char *v = getenv(name);
     return v && *v ? strtoll(v, NULL, 10) : def;
-}
-
-static size_t on_data(char *p, size_t size, size_t n, void *ud)
-{
-    return srv_buf_append(ud, p, size * n) == 0 ? size * n : 0;
-}
-
-static size_t on_header(char *p, size_t size, size_t n, void *ud)
-{
-    size_t len = size * n;
-    const char *key = "inference-header-content-length:";
-    if (len > strlen(key) && strncasecmp(p, key, strlen(key)) == 0)
-        *(long *)ud = strtol(p + strlen(key), NULL, 10);
-    return len;
-}
-
-/* One request; resp gets the body, *ihcl the Inference-Header-Content-Length (-1 if none).
- * Returns the HTTP status, or -1. */
-static long request(CURL *c, const char *method, const char *url, const char *body, size_t len,
-                    const char *ctype, long ihcl_out, srv_buf *resp, long *ihcl)
-{
-    struct curl_slist *h = NULL;
-    char line[96];
-    if (ctype) {
-        snprintf(line, sizeof line, "Content-Type: %s", ctype);
-        h = curl_slist_append(h, line);
-    }
-    if (ihcl_out >= 0) {
-        snprintf(line, sizeof line, "Inference-Header-Content-Length: %ld", ihcl_out);
-        h = curl_slist_append(h, line);
-    }
-    h = curl_slist_append(h, "Expect:");
-    resp->len = 0;
-    *ihcl = -1;
-    curl_easy_reset(c);
-    curl_easy_setopt(c, CURLOPT_URL, url);
-    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
-    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
-    if (body) {
-        curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
-        curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
-    }
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, resp);
-    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
-    curl_easy_setopt(c, CURLOPT_HEADERDATA, ihcl);
-    long status = -1;
-    if (curl_easy_perform(c) == CURLE_OK)
-        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-    curl_slist_free_all(h);
-    return status;
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -175,7 +125,7 @@ int main(void)
              "},\"init\":{\"method\":\"xavier_uniform\",\"seed\":0}}",
              E, H);
     snprintf(u, sizeof u, "%s/v1/layers/bench", base);
-    long st = request(c, "PUT", u, put, strlen(put), "application/json", -1, &resp, &ihcl);
+    long st = bench_request(c, "PUT", u, put, strlen(put), "application/json", -1, &resp, &ihcl);
     if (st != 201 && st != 200) {
         fprintf(stderr, "bench_v2: PUT layer: %ld %s\n", st, srv_buf_cstr(&resp));
         return 1;
@@ -234,7 +184,7 @@ int main(void)
     for (int64_t r = 0; r < reps; r++) {
         for (int a = 0; a < 4; a++) {
             double t0 = now_ms();
-            st = request(c, "POST", url[a], body[a].data, body[a].len,
+            st = bench_request(c, "POST", url[a], body[a].data, body[a].len,
                          a == 0 ? "application/octet-stream" : "application/json", body_ihcl[a],
                          &resp, &ihcl);
             ms[a][r] = now_ms() - t0;
