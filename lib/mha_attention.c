@@ -241,11 +241,52 @@ static void weights_out(const mha_attn *a, const visit *v, const tile *t, float 
     }
 }
 
+/* The same weights of head h's rows [i0, i0+rows) handed to a sink that takes whole rows (a per-
+ * head top-k, mha_sink_takes_rows): each row's values over the chosen keys made in the sink's row
+ * room, the slab's exps times their block's factor (block_factors' arithmetic, a row at a time), 0
+ * for keys never computed. One row at a time stays in L1: the block's rows would not. */
+static void weights_rows_to_sink(const mha_attn *a, const visit *v, const tile *t, mha_sink *s,
+                                 int slot, int64_t b, int64_t h, int64_t i0, int64_t rows)
+{
+    const int64_t BN = a->BN, ld = a->nblk * BN, k0 = s->k0, k1 = s->k1;
+    float *fac;
+    float *w = mha_sink_row_room(s, slot, &fac); /* w [S'], fac [nvis] */
+    for (int64_t r = 0; r < rows; r++) {
+        if (!mha_sink_wants_rows(s, i0 + r, 1))
+            continue;
+        int64_t nv = 0;
+        for (int64_t blk = -1; next_block(a, v, &blk); nv++) /* <= 0, or -inf */
+            fac[nv] = t->l[r] == 0.0f ? -INFINITY : t->mt[nv * MHA_BM + r] - t->m[r];
+        mha_exp_le0_array_isa(a->isa, fac, fac, nv);
+        int64_t at = k0; /* w holds the keys before this one */
+        nv = 0;
+        for (int64_t blk = -1; next_block(a, v, &blk); nv++) {
+            const int64_t j0 = blk * BN, j1 = j0 + BN < a->S ? j0 + BN : a->S;
+            const int64_t ja = j0 > k0 ? j0 : k0, jb = j1 < k1 ? j1 : k1;
+            if (ja >= jb)
+                continue;
+            if (at < ja)
+                memset(w + (at - k0), 0, (size_t)(ja - at) * sizeof(float));
+            const float f = fac[nv] * t->inv[r];
+            mha_scaled_add_rows_isa(a->isa, w + (ja - k0), 0, t->slab + r * ld + ja, 0, 1, jb - ja,
+                                    &f, false);
+            at = jb;
+        }
+        if (at < k1)
+            memset(w + (at - k0), 0, (size_t)(k1 - at) * sizeof(float));
+        mha_sink_row(s, slot, b, h, i0 + r, w);
+    }
+}
+
 /* The same weights handed to a selection's sink (head h, rows [i0, i0+rows)): the visited blocks
  * fed from the slab with their factors, the keys between them as the sink's fill (0). */
 static void weights_to_sink(const mha_attn *a, const visit *v, const tile *t, mha_sink *s, int slot,
                             int64_t b, int64_t h, int64_t i0, int64_t rows)
 {
+    if (mha_sink_takes_rows(s)) {
+        weights_rows_to_sink(a, v, t, s, slot, b, h, i0, rows);
+        return;
+    }
     const int64_t S = a->S, BN = a->BN, ld = a->nblk * BN;
     mha_sink_head_begin(s, slot, b, h, i0, rows);
     int64_t nv = 0, at = 0;

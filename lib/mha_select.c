@@ -7,11 +7,10 @@
  * full averaged map, so equal heads give equal bits). Both end in the "emit" functions, which know
  * one kind each:
  *   map    rows written into the output (non-temporal stores when scaled, as the full map's);
- *   top-k  a heap per row kept in the output row itself (values and indices), the worst at the
- *          root: a key enters when it beats the root (greater, or equal with a lower index), so
- *          the kept set is exactly the first k of the stable descending order (torch.topk with
- *          ties to the lower index); sorted best first when the row is done. A run of filled keys
- *          enters from its lowest index until one is refused (the rest are no better);
+ *   top-k  rows written into the thread's [rb, S'] rows (the averaged block is its own), the map's
+ *          values and fills; when the block ends, each row's k best are chosen from the whole row
+ *          (mha_topk_row, mha_select_topk.c): the first k of the stable descending order
+ *          (torch.topk with ties to the lower index), best first;
  *   pool   per row, each key block's sum (in double) or max, added into the thread's partial rows;
  *          a pooled row that lies in one block of the core is written when that block ends; one
  *          that spans blocks is combined in a shared accumulator in the order of its rows (each
@@ -19,6 +18,7 @@
  * A per-head top-k or pool is instead streamed from the core's tiles (mha_select_stream.c; the
  * arithmetic and why top-k stays exact are in mha_select.h), ending in the same output rows.
  */
+#include "mha_forward_internal.h"
 #include "mha_select.h"
 #include "mha_softmax_block.h"
 
@@ -175,6 +175,13 @@ mha_status mha_plan_select(const mha_config *cfg, int64_t N, int64_t L, int64_t 
 /* ---------------------------------------------------------------------------------------------- */
 /* Sink: set-up                                                                                   */
 
+/* A top-k's room per thread (floats): mha_topk_row's scratch (5·S'), a row (S'), and a factor per
+ * key block (at most S). */
+static int64_t tk_floats(const mha_sink *s)
+{
+    return 6 * s->Sk + s->S;
+}
+
 mha_status mha_sink_init(mha_sink *s, const mha_plan *plan, const mha_select *sel, bool average,
                          float fill, float *values, int32_t *indices, int threads, int64_t rb,
                          mha_error *err)
@@ -220,12 +227,18 @@ mha_status mha_sink_init(mha_sink *s, const mha_plan *plan, const mha_select *se
     const size_t b_slots = mha_line((size_t)s->H * sizeof(int64_t));
     const size_t b_avg = average ? mha_line(T * (size_t)rb * (size_t)s->Sk * sizeof(float)) : 0;
     const size_t b_part = mha_line(T * (size_t)s->part_rows * (size_t)s->Sp * sizeof(double));
-    const size_t b_heap = s->kind == MHA_SINK_TOPK ? mha_line(T * (size_t)rb * sizeof(int64_t)) : 0;
+    /* top-k: the block's rows of the map (the averaged block itself when averaged), and a row's
+     * room for its choice (mha_topk_row) */
+    const bool topk = s->kind == MHA_SINK_TOPK;
+    const size_t b_tkrow =
+        topk && !average ? mha_line(T * (size_t)rb * (size_t)s->Sk * sizeof(float)) : 0;
+    const size_t b_tk = topk ? mha_line(T * (size_t)tk_floats(s) * sizeof(float)) : 0;
     const size_t b_shared_of = mha_line((size_t)s->Lp * sizeof(int64_t));
     const size_t nacc = (size_t)s->N * (size_t)s->nh * (size_t)s->nshared;
     const size_t b_acc = mha_line(nacc * (size_t)s->Sp * sizeof(double));
     const size_t b_next = mha_line(nacc * sizeof(int64_t));
-    const size_t total = b_slots + b_avg + b_part + b_heap + b_shared_of + b_acc + b_next;
+    const size_t total =
+        b_slots + b_avg + b_part + b_tkrow + b_tk + b_shared_of + b_acc + b_next;
     char *mem;
     const mha_status st = mha_sink_state_alloc((void **)&mem, total, err);
     if (st != MHA_OK)
@@ -237,8 +250,10 @@ mha_status mha_sink_init(mha_sink *s, const mha_plan *plan, const mha_select *se
     mem += b_avg;
     s->part = b_part ? (double *)mem : NULL;
     mem += b_part;
-    s->heap_size = b_heap ? (int64_t *)mem : NULL;
-    mem += b_heap;
+    s->tkrow = b_tkrow ? (float *)mem : topk ? s->avg : NULL;
+    mem += b_tkrow;
+    s->tkmem = b_tk ? (float *)mem : NULL;
+    mem += b_tk;
     s->shared_of = (int64_t *)mem;
     mem += b_shared_of;
     s->acc = (double *)mem;
@@ -288,61 +303,27 @@ static float *map_row(const mha_sink *s, const mha_rows_view *v, int64_t i)
     return s->values + ((v->b * s->nh + v->hs) * s->Lq + (i - s->q0)) * s->Sk;
 }
 
+/* Row i's k best, from its values w [S'] over the chosen keys, into the reply. */
+static void topk_choose(mha_sink *s, int slot, const mha_rows_view *v, int64_t i, const float *w)
+{
+    float *room = s->tkmem + (int64_t)slot * tk_floats(s);
+    const mha_topk_scratch t = {(int32_t *)room, (int32_t *)room + s->Sk,
+                                (uint32_t *)room + 2 * s->Sk, (uint32_t *)room + 3 * s->Sk,
+                                room + 4 * s->Sk};
+    const int64_t at = (v->b * s->nh + v->hs) * s->Lq + (i - s->q0);
+    mha_topk_row(s->isa, w, s->Sk, s->k, s->k0, s->values + at * s->k, s->indices + at * s->k, &t);
+}
+
+/* A top-k's row i of the block, in the thread's rows [rb][S'] (the averaged block when averaged). */
+static float *topk_row(const mha_sink *s, int slot, const mha_rows_view *v, int64_t i)
+{
+    return s->tkrow + ((int64_t)slot * s->rb + (i - v->br0)) * s->Sk;
+}
+
 /* Whether (v, j) beats (v2, j2): greater, or equal with a lower key. */
 static inline bool beats(float v, int64_t j, float v2, int64_t j2)
 {
     return v > v2 || (v == v2 && j < j2);
-}
-
-/* The heap of a row: vals[0..n), idx[0..n), the worst at the root (0). */
-static void heap_sift_down(float *vals, int32_t *idx, int64_t n, int64_t at)
-{
-    const float v = vals[at];
-    const int32_t j = idx[at];
-    for (;;) {
-        int64_t c = 2 * at + 1;
-        if (c >= n)
-            break;
-        if (c + 1 < n && beats(vals[c], idx[c], vals[c + 1], idx[c + 1]))
-            c++; /* the worse child */
-        if (!beats(v, j, vals[c], idx[c]))
-            break;
-        vals[at] = vals[c];
-        idx[at] = idx[c];
-        at = c;
-    }
-    vals[at] = v;
-    idx[at] = j;
-}
-
-static void heap_push(float *vals, int32_t *idx, int64_t *n, float v, int64_t j)
-{
-    int64_t at = (*n)++;
-    while (at > 0) {
-        const int64_t up = (at - 1) / 2;
-        if (!beats(vals[up], idx[up], v, j))
-            break;
-        vals[at] = vals[up];
-        idx[at] = idx[up];
-        at = up;
-    }
-    vals[at] = v;
-    idx[at] = (int32_t)j;
-}
-
-/* Offers key j of value v to a row's heap of capacity k; returns whether it entered. */
-bool mha_sink_heap_offer(float *vals, int32_t *idx, int64_t *n, int64_t k, float v, int64_t j)
-{
-    if (*n < k) {
-        heap_push(vals, idx, n, v, j);
-        return true;
-    }
-    if (!beats(v, j, vals[0], idx[0]))
-        return false;
-    vals[0] = v;
-    idx[0] = (int32_t)j;
-    heap_sift_down(vals, idx, *n, 0);
-    return true;
 }
 
 void mha_sink_best_offer(float *vals, int32_t *idx, int64_t *n, int64_t k, float v, int64_t j)
@@ -364,44 +345,6 @@ void mha_sink_best_offer(float *vals, int32_t *idx, int64_t *n, int64_t k, float
     idx[at] = (int32_t)j;
 }
 
-/* Heap sort: the worst goes to the end, so the row ends best first. */
-static void heap_finish(float *vals, int32_t *idx, int64_t n)
-{
-    for (int64_t end = n - 1; end > 0; end--) {
-        const float v = vals[0];
-        const int32_t j = idx[0];
-        vals[0] = vals[end];
-        idx[0] = idx[end];
-        heap_sift_down(vals, idx, end, 0);
-        vals[end] = v;
-        idx[end] = j;
-    }
-}
-
-/* A value that at least k keys of x[0, n) reach (k <= 32, n >= 64·k): x's runs of 64 keys are
- * dealt round-robin into k bins (each bin's runs spread over the whole row, so keys that cluster
- * cannot crowd the others out), and the smallest of the k bins' maxima is taken: each bin holds a
- * key at least that large. Branch-free; typically a few dozen keys reach it. */
-static float k_keys_reach(mha_isa isa, const float *x, int64_t n, int64_t k)
-{
-    float bin[32], maxima[256];
-    for (int64_t i = 0; i < k; i++)
-        bin[i] = -INFINITY;
-    int64_t r = 0; /* runs dealt so far */
-    for (int64_t j0 = 0; j0 < n; j0 += 64 * 256) { /* 256 runs at a time */
-        const int64_t len = n - j0 < 64 * 256 ? n - j0 : 64 * 256;
-        mha_run_maxima64(isa, maxima, x + j0, len);
-        for (int64_t t = 0; t < (len + 63) / 64; t++, r++) {
-            float *b = &bin[r % k];
-            *b = maxima[t] > *b ? maxima[t] : *b;
-        }
-    }
-    float t0 = bin[0];
-    for (int64_t i = 1; i < k; i++)
-        t0 = bin[i] < t0 ? bin[i] : t0;
-    return t0;
-}
-
 /* The pooled row p's partial row in this thread's buffer. */
 double *mha_sink_part_row(const mha_sink *s, int slot, const mha_rows_view *v, int64_t p)
 {
@@ -411,10 +354,7 @@ double *mha_sink_part_row(const mha_sink *s, int slot, const mha_rows_view *v, i
 
 static void emit_begin(mha_sink *s, int slot, const mha_rows_view *v)
 {
-    if (s->kind == MHA_SINK_TOPK) {
-        for (int64_t i = v->r0; i < v->r1; i++)
-            s->heap_size[(int64_t)slot * s->rb + (i - v->br0)] = 0;
-    } else if (s->kind == MHA_SINK_POOL) {
+    if (s->kind == MHA_SINK_POOL) {
         const int64_t p0 = (v->r0 - s->q0) / s->pa, p1 = (v->r1 - 1 - s->q0) / s->pa;
         const double init = s->op == MHA_POOL_MAX ? -INFINITY : 0.0;
         for (int64_t p = p0; p <= p1; p++) {
@@ -440,36 +380,19 @@ static void emit_rows(mha_sink *s, int slot, const mha_rows_view *v, int64_t j0,
                 memcpy(dst + r * s->Sk, P + r * ld, (size_t)n * sizeof(float));
         return;
     }
+    if (s->kind == MHA_SINK_TOPK) { /* into the thread's rows; chosen from at the end */
+        float *dst = topk_row(s, slot, v, v->r0) + (j0 - s->k0);
+        if (scale) /* the map's x·f, the product rounded as the map's */
+            mha_scaled_add_rows_isa(s->isa, dst, s->Sk, P, ld, rows, n, scale, false);
+        else if (dst != P) /* (averaged: the sink's own block, in place) */
+            for (int64_t r = 0; r < rows; r++)
+                memcpy(dst + r * s->Sk, P + r * ld, (size_t)n * sizeof(float));
+        return;
+    }
     for (int64_t r = 0; r < rows; r++) {
         const int64_t i = v->r0 + r;
         const float *x = P + r * ld;
-        const float sc = scale ? scale[r] : 1.0f; /* x·1 is x: the scores as they are */
-        if (s->kind == MHA_SINK_TOPK) {
-            const int64_t at = (v->b * s->nh + v->hs) * s->Lq + (i - s->q0);
-            float *vals = s->values + at * s->k;
-            int32_t *idx = s->indices + at * s->k;
-            int64_t *size = &s->heap_size[(int64_t)slot * s->rb + (i - v->br0)];
-            /* Most keys lose: only those that reach a threshold are offered to the heap, found
-             * vectorised. The threshold is the heap's root once it is full, and from the start a
-             * value k keys reach (k_keys_reach), so no key below it can be among the k largest
-             * (keys equal to it are offered; rounding x·sc is monotonic). */
-            float thr = *size == s->k ? vals[0] : -INFINITY;
-            if (s->k <= 32 && n >= 128 * s->k) {
-                const float t0 = k_keys_reach(s->isa, x, n, s->k) * sc;
-                thr = t0 > thr ? t0 : thr;
-            }
-            int32_t cand[256];
-            for (int64_t j = 0; j < n;) {
-                const int64_t e = j + 256 < n ? j + 256 : n;
-                const float root = *size == s->k && vals[0] > thr ? vals[0] : thr;
-                const int64_t nc = mha_run_above(s->isa, cand, x + j, e - j, sc, root);
-                for (int64_t t = 0; t < nc; t++)
-                    mha_sink_heap_offer(vals, idx, size, s->k, x[j + cand[t]] * sc,
-                                        j0 + j + cand[t]);
-                j = e;
-            }
-            continue;
-        }
+        const float sc = scale ? scale[r] : 1.0f;
         /* pool: each key block's sum (double) or max into the row's partials */
         double *prow = mha_sink_part_row(s, slot, v, (i - s->q0) / s->pa);
         for (int64_t j = j0; j < j1;) {
@@ -498,13 +421,9 @@ static void emit_fill(mha_sink *s, int slot, const mha_rows_view *v, int64_t j0,
             for (int64_t j = 0; j < j1 - j0; j++)
                 dst[j] = f;
         } else if (s->kind == MHA_SINK_TOPK) {
-            const int64_t at = (v->b * s->nh + v->hs) * s->Lq + (i - s->q0);
-            int64_t *size = &s->heap_size[(int64_t)slot * s->rb + (i - v->br0)];
-            /* equal values: the lowest keys first, and once one is refused the rest are too */
-            for (int64_t j = j0; j < j1; j++)
-                if (!mha_sink_heap_offer(s->values + at * s->k, s->indices + at * s->k, size, s->k,
-                                         f, j))
-                    break;
+            float *dst = topk_row(s, slot, v, i) + (j0 - s->k0);
+            for (int64_t j = 0; j < j1 - j0; j++)
+                dst[j] = f;
         } else {
             double *prow = mha_sink_part_row(s, slot, v, (i - s->q0) / s->pa);
             for (int64_t j = j0; j < j1;) {
@@ -552,12 +471,9 @@ static void emit_end(mha_sink *s, int slot, const mha_rows_view *v)
         mha_copy_stream_fence();
         return;
     }
-    if (s->kind == MHA_SINK_TOPK) {
-        for (int64_t i = v->r0; i < v->r1; i++) {
-            const int64_t at = (v->b * s->nh + v->hs) * s->Lq + (i - s->q0);
-            heap_finish(s->values + at * s->k, s->indices + at * s->k,
-                        s->heap_size[(int64_t)slot * s->rb + (i - v->br0)]);
-        }
+    if (s->kind == MHA_SINK_TOPK) { /* every row whole: each one's k best */
+        for (int64_t i = v->r0; i < v->r1; i++)
+            topk_choose(s, slot, v, i, topk_row(s, slot, v, i));
         return;
     }
     const int64_t p0 = (v->r0 - s->q0) / s->pa, p1 = (v->r1 - 1 - s->q0) / s->pa;
@@ -671,6 +587,26 @@ void mha_sink_fill(mha_sink *s, int slot, int64_t b, int64_t h, int64_t i0, int6
     for (int64_t r = 0; r < v.r1 - v.r0; r++)
         for (int64_t j = 0; j < j1 - j0; j++)
             avg[r * s->Sk + j] += s->fill;
+}
+
+bool mha_sink_takes_rows(const mha_sink *s)
+{
+    return s->kind == MHA_SINK_TOPK && !s->navg;
+}
+
+float *mha_sink_row_room(mha_sink *s, int slot, float **factors)
+{
+    float *room = s->tkmem + (int64_t)slot * tk_floats(s);
+    *factors = room + 6 * s->Sk;
+    return room + 5 * s->Sk;
+}
+
+void mha_sink_row(mha_sink *s, int slot, int64_t b, int64_t h, int64_t i, const float *w)
+{
+    mha_rows_view v;
+    if (s->slot_of_head[h] < 0 || !mha_sink_clip_rows(s, b, s->slot_of_head[h], i, 1, &v))
+        return;
+    topk_choose(s, slot, &v, i, w);
 }
 
 void mha_sink_head_end(mha_sink *s, int slot, int64_t b, int64_t h, int64_t i0, int64_t m)

@@ -71,7 +71,8 @@ typedef struct mha_sink {
     float *avg;   /* [threads][rb, S'] averaged block, or NULL                   */
     double *part; /* [threads][part_rows, Sp] pooled partials, or NULL            */
     int64_t part_rows;
-    int64_t *heap_size; /* [threads][rb] top-k heap sizes, or NULL                      */
+    float *tkrow; /* [threads][rb, S'] top-k: the block's rows (the averaged block itself) */
+    float *tkmem; /* [threads][6·S' + S] top-k: a row, its factors, mha_topk_row's room    */
     /* pooled rows that blocks share, combined in row order */
     int64_t *shared_of; /* [Lp]: index among the shared pooled rows, -1 when one block  */
     int64_t nshared;
@@ -121,6 +122,13 @@ void mha_sink_feed(mha_sink *s, int slot, int64_t b, int64_t h, int64_t i0, int6
 void mha_sink_fill(mha_sink *s, int slot, int64_t b, int64_t h, int64_t i0, int64_t m, int64_t key0,
                    int64_t n);
 void mha_sink_head_end(mha_sink *s, int slot, int64_t b, int64_t h, int64_t i0, int64_t m);
+/* A per-head top-k may instead be given whole rows, one at a time, when the core holds them
+ * (its slab), without head_begin ... head_end: mha_sink_row_room's row [S'] (and room for a
+ * factor per key block, *factors, S floats) filled with row i's values over the chosen keys
+ * [k0, k1), then mha_sink_row; the thread's rows [rb][S'] are left untouched. */
+bool mha_sink_takes_rows(const mha_sink *s);
+float *mha_sink_row_room(mha_sink *s, int slot, float **factors);
+void mha_sink_row(mha_sink *s, int slot, int64_t b, int64_t h, int64_t i, const float *w);
 void mha_sink_end(mha_sink *s, int slot, int64_t b, int64_t i0, int64_t m);
 
 /* Streaming: a per-head top-k (k <= 32) or pool (blocks of >= 4 keys) is fed from the core's
@@ -199,10 +207,8 @@ bool mha_sink_clip_rows(const mha_sink *s, int64_t b, int64_t hs, int64_t i0, in
 mha_status mha_sink_state_alloc(void **mem, size_t bytes, mha_error *err);
 /* The thread's partial row of pooled row p. */
 double *mha_sink_part_row(const mha_sink *s, int slot, const mha_rows_view *v, int64_t p);
-/* Offers (v, key j) to a top-k row's heap of *n entries (k at most); true when it entered. */
-bool mha_sink_heap_offer(float *vals, int32_t *idx, int64_t *n, int64_t k, float v, int64_t j);
-/* The same order kept by insertion instead, for a few offers: vals/idx hold the row's *n best so
- * far (k at most), best first, as the heap's final sort leaves them. */
+/* Offers (v, key j) to a top-k row's *n best so far (k at most), best first (the larger value,
+ * of equal values the lower key), by insertion: for a few offers. */
 void mha_sink_best_offer(float *vals, int32_t *idx, int64_t *n, int64_t k, float v, int64_t j);
 
 /* The largest of x[0, n) (-inf for n = 0), and their sum in double, with isa's kernels
@@ -235,6 +241,22 @@ int64_t mha_run_topk_scan(mha_isa isa, mha_cand *cand, float *kt, int64_t kst, c
  * the groups' maxima (-inf when a group has no key but -inf; NaN keys are left out). The same bits
  * on every ISA. */
 float mha_run_topk_bound(mha_isa isa, const float *x, int64_t n, int64_t k, int64_t kst);
+
+/* m[j] = the larger of m[j] and x[j] for j < n (a NaN x[j] leaves m[j]). */
+void mha_run_max_into(mha_isa isa, float *m, const float *x, int64_t n);
+
+/* A row's room for mha_topk_row, n floats each (n: the row's keys). */
+typedef struct mha_topk_scratch {
+    int32_t *cand, *cand2; /* candidates' keys in the row, and the sort's other half      */
+    uint32_t *key, *key2;  /* their sort keys, and the other half                         */
+    float *gmax;           /* the groups' maxima (k of them)                              */
+} mha_topk_scratch;
+
+/* The k best of the row w [n] (mha_select_topk.c), best first: the larger value, of equal values
+ * the lower key; vals the values, idx their keys + key0. NaN keys are never chosen (a row with
+ * fewer than k other keys gets NaN and -1 in the places left). */
+void mha_topk_row(mha_isa isa, const float *w, int64_t n, int64_t k, int64_t key0, float *vals,
+                  int32_t *idx, const mha_topk_scratch *t);
 
 /* d[j] += x[j]·f (the product rounded first, as the full averaged map sums), and x[j] /= div, for
  * j < n (d and x do not overlap). */

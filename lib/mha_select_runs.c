@@ -277,6 +277,15 @@ __attribute__((target("avx2"))) static float topk_bound_avx2(const float *x, int
     }
 }
 
+__attribute__((target("avx2"))) static void max_into_avx2(float *m, const float *x, int64_t n)
+{
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8) /* max(x, m): m where x is NaN */
+        _mm256_storeu_ps(m + j, _mm256_max_ps(_mm256_loadu_ps(x + j), _mm256_loadu_ps(m + j)));
+    for (; j < n; j++)
+        m[j] = x[j] > m[j] ? x[j] : m[j];
+}
+
 /* The scan's cost is its candidates' insertions and its branches, not the width of its compares:
  * the AVX2 kernel serves the AVX-512 kernel set too (every AVX-512 CPU has AVX2). */
 __attribute__((target("avx2"))) static int64_t topk_scan_avx2(mha_cand *cand, float *kt,
@@ -571,6 +580,19 @@ int64_t mha_run_topk_scan(mha_isa isa, mha_cand *cand, float *kt, int64_t kst, c
 #endif
     (void)isa;
     return topk_scan_portable(cand, kt, kst, x, n, thr, j0, nv);
+}
+
+void mha_run_max_into(mha_isa isa, float *m, const float *x, int64_t n)
+{
+#ifdef HAVE_X86_KERNELS
+    if (isa == MHA_ISA_AVX512 || isa == MHA_ISA_AVX2) { /* memory-bound: AVX2 is enough */
+        max_into_avx2(m, x, n);
+        return;
+    }
+#endif
+    (void)isa;
+    for (int64_t j = 0; j < n; j++)
+        m[j] = x[j] > m[j] ? x[j] : m[j];
 }
 
 float mha_run_topk_bound(mha_isa isa, const float *x, int64_t n, int64_t k, int64_t kst)

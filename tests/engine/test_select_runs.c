@@ -8,6 +8,10 @@
  *     (offset j0) and block;
  *   - the largest scores held are the kst largest of those held before and the candidates, in
  *     ascending order, -inf where fewer were seen; the same bits on every ISA;
+ * the k best of a whole row (mha_topk_row, the paths that hold the row): the stable descending
+ * order's first k against a sort, for rows of 1 to 2500 keys and k from 1 to all, on weights,
+ * scores with negatives, -inf and -0, ties, a crowd within a few ulp (its radix sort), and NaN keys
+ * (never chosen);
  * a row's first threshold (mha_run_topk_bound): the smallest of k groups' maxima, the same bits
  * on every ISA, reached by k keys;
  * and a pooled map's columns (mha_run_pool_columns): runs of 1 to 256 keys cut by a block's ends,
@@ -139,6 +143,72 @@ static void one_bound(mha_isa isa, int64_t n, int64_t k, bool special)
           (long long)reach);
 }
 
+/* The reference order of mha_topk_row: the larger value, of equal values (-0 = +0) the lower key;
+ * NaN keys last (never chosen). */
+static const float *order_w;
+static int cmp_best(const void *a, const void *b)
+{
+    const int32_t i = *(const int32_t *)a, j = *(const int32_t *)b;
+    const float x = order_w[i], y = order_w[j];
+    if (isnan(x) != isnan(y))
+        return isnan(x) ? 1 : -1;
+    if (!isnan(x) && x != y)
+        return x > y ? -1 : 1;
+    return i < j ? -1 : i > j;
+}
+
+/* mha_topk_row on a row of n keys of one pattern: 0 weights in (0, 1], 1 scores with negatives,
+ * -inf and -0, 2 a handful of values (ties), 3 one key far above a crowd within a few ulp (one
+ * bucket holds them all: the radix sort), 4 NaN keys among weights (fewer than k others when
+ * most are NaN). */
+static void one_topk_row(mha_isa isa, int64_t n, int64_t k, int pattern)
+{
+    static float w[3000], vals[3000];
+    static int32_t idx[3000], order[3000];
+    static float room[5 * 3000];
+    for (int64_t j = 0; j < n; j++) {
+        const double u = rnd();
+        switch (pattern) {
+        case 0:
+            w[j] = (float)(u * u * u);
+            break;
+        case 1:
+            w[j] = j % 9 == 4 ? -INFINITY : j % 13 == 6 ? -0.0f : j % 17 == 3 ? 0.0f
+                                                                               : (float)(8 * u - 6);
+            break;
+        case 2:
+            w[j] = (float)(int)(u * 5) * 0.25f;
+            break;
+        case 3:
+            w[j] = j == n / 2 ? 1.0f : 0.25f + (float)(int)(u * 40) * 0x1p-25f;
+            break;
+        default:
+            w[j] = u < (n > 40 ? 0.3 : 0.9) ? NAN : (float)u;
+        }
+    }
+    const mha_topk_scratch t = {(int32_t *)room, (int32_t *)room + n, (uint32_t *)room + 2 * n,
+                                (uint32_t *)room + 3 * n, room + 4 * n};
+    for (int64_t q = 0; q < k + 1; q++) {
+        vals[q] = 12345.0f;
+        idx[q] = -7;
+    }
+    mha_topk_row(isa, w, n, k, 100, vals, idx, &t);
+    for (int64_t j = 0; j < n; j++)
+        order[j] = (int32_t)j;
+    order_w = w;
+    qsort(order, (size_t)n, sizeof order[0], cmp_best);
+    bool ok = vals[k] == 12345.0f && idx[k] == -7; /* nothing past the k */
+    for (int64_t q = 0; q < k && ok; q++) {
+        const int32_t j = order[q];
+        if (isnan(w[j]))
+            ok = isnan(vals[q]) && idx[q] == -1;
+        else
+            ok = memcmp(&vals[q], &w[j], sizeof w[j]) == 0 && idx[q] == 100 + j;
+    }
+    CHECK(ok, "%s: top %lld of %lld keys, pattern %d: the stable descending order's first k",
+          isa_name[isa], (long long)k, (long long)n, pattern);
+}
+
 /* mha_run_pool_columns: each pooled column a block meets, its keys' sum (as mha_run_sum) or max. */
 static void one_pool(mha_isa isa, int64_t k0, int64_t ja, int64_t jb, int64_t pb, bool max)
 {
@@ -190,6 +260,14 @@ int main(void)
             for (int64_t k = 1; k <= 32; k++)
                 for (int special = 0; special < 2; special++)
                     one_bound((mha_isa)isa, lens[l], k, special);
+        static const int64_t tlens[] = {1, 2, 7, 31, 48, 49, 64, 100, 129, 300, 1000, 2500};
+        for (size_t l = 0; l < sizeof tlens / sizeof tlens[0]; l++) {
+            const int64_t n = tlens[l];
+            const int64_t ks[] = {1, 2, 8, 31, 32, 33, 64, n / 4, n / 2, n - 1, n};
+            for (size_t q = 0; q < sizeof ks / sizeof ks[0]; q++)
+                for (int pattern = 0; pattern < 5 && ks[q] >= 1 && ks[q] <= n; pattern++)
+                    one_topk_row((mha_isa)isa, n, ks[q], pattern);
+        }
         static const int64_t pbs[] = {1, 3, 4, 8, 16, 37, 64, 100, 256};
         for (size_t p = 0; p < sizeof pbs / sizeof pbs[0]; p++)
             for (int t = 0; t < 12; t++) {
