@@ -10,8 +10,9 @@
  * same interleaved rounds, so the machine's neighbours weigh on all alike):
  *   nw       no weights (the base)
  *   head64   one head's weights for 64 query rows ({"heads": [0], "queries": [0, 64]})
- *   top8     the top 8 keys of every row of every head (per head, float32 values + int32 indices)
- *   pool64   a 64 x 64 pooled map of every head (blocks of L/64 x S/64, mean)
+ *   top8     the top 8 keys of every row of every head (per head, float32 values + int32 indices);
+ *            topK for any K
+ *   pool64   a 64 x 64 pooled map of every head (blocks of L/64 x S/64, mean); poolP for any P
  *   full     the full per-head map [H,L,S] (only at --full-L, where it fits)
  * At --full-L (default 4096; 0 skips) the rows run again with "full" among them: a selection must
  * never make a pass slower than the full map would.
@@ -44,8 +45,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#define MAX_ROWS 10
+
 typedef struct row {
-    const char *name;
+    char name[24];
     mha_select sel;
     bool weights; /* need_weights (per head) */
     int64_t heads[1];
@@ -80,18 +83,29 @@ static float *random_array(int64_t n, uint64_t seed)
     return x;
 }
 
-/* The rows of one length L (S = L). */
+/* The rows of one length L (S = L): list's names in its order (at most MAX_ROWS - 1; unknown
+ * names are refused), then "full" when with_full. */
 static int make_rows(row *rows, const char *list, int64_t L, bool with_full)
 {
     int n = 0;
-    static const char *const names[] = {"nw", "head64", "top8", "pool64", "full"};
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-        const char *nm = names[i];
-        if (!strcmp(nm, "full") ? !with_full : !strstr(list, nm))
-            continue;
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s%s", list, with_full ? ",full" : "");
+    for (char *save = NULL, *nm = strtok_r(buf, ",", &save); nm; nm = strtok_r(NULL, ",", &save)) {
+        long long v = 0;
+        char tail = 0;
+        const bool top = sscanf(nm, "top%lld%c", &v, &tail) == 1 && v >= 1;
+        const bool pool = sscanf(nm, "pool%lld%c", &v, &tail) == 1 && v >= 1;
+        if (strcmp(nm, "nw") && strcmp(nm, "head64") && strcmp(nm, "full") && !top && !pool) {
+            fprintf(stderr, "bench_select: unknown row '%s'\n", nm);
+            exit(2);
+        }
+        if (n == MAX_ROWS) {
+            fprintf(stderr, "bench_select: at most %d rows\n", MAX_ROWS);
+            exit(2);
+        }
         row *r = &rows[n++];
         memset(r, 0, sizeof *r);
-        r->name = nm;
+        snprintf(r->name, sizeof r->name, "%s", nm);
         r->weights = strcmp(nm, "nw") != 0;
         if (!strcmp(nm, "head64")) {
             r->heads[0] = 0;
@@ -100,12 +114,12 @@ static int make_rows(row *rows, const char *list, int64_t L, bool with_full)
             r->sel.has_queries = true;
             r->sel.queries[0] = 0;
             r->sel.queries[1] = L < 64 ? L : 64;
-        } else if (!strcmp(nm, "top8")) {
+        } else if (top) {
             r->sel.has_top_k = true;
-            r->sel.top_k = 8;
-        } else if (!strcmp(nm, "pool64")) {
+            r->sel.top_k = v < L ? v : L;
+        } else if (pool) { /* a v x v map: blocks of ceil(L / v) */
             r->sel.has_pool = true;
-            r->sel.pool[0] = r->sel.pool[1] = (L + 63) / 64;
+            r->sel.pool[0] = r->sel.pool[1] = (L + v - 1) / v;
         }
     }
     return n;
@@ -214,14 +228,14 @@ static void run_length(int64_t L, int64_t E, int64_t H, int threads, int rounds,
     float *q = random_array(L * E, 7);
     for (int64_t i = 0; i < L * E; i++)
         q[i] *= 2.0f; /* peaked weights, as trained layers give */
-    row rows[8];
+    row rows[MAX_ROWS];
     int n = make_rows(rows, list, L, with_full);
-    pass passes[8];
+    pass passes[MAX_ROWS];
     for (int i = 0; i < n; i++)
         if (!pass_setup(&passes[i], layer, q, L, E, &rows[i]))
             exit(1);
     mha_pool *pool = threads > 1 ? mha_pool_create(threads, &err) : NULL;
-    double wall[8][32], cpu[8][32];
+    double wall[MAX_ROWS][32], cpu[MAX_ROWS][32];
     for (int i = 0; i < n; i++)
         pass_run(&passes[i], pool); /* warm-up: pages faulted, kernels chosen */
     for (int k = 0; k < rounds; k++)
@@ -278,9 +292,9 @@ static void http_body(srv_buf *b, long *ihcl, const row *r, const float *q, int6
     if (!strcmp(r->name, "head64"))
         srv_buf_printf(b, ",\"weights_heads\":\"0\",\"weights_queries\":\"0:%" PRId64 "\"",
                        r->sel.queries[1]);
-    else if (!strcmp(r->name, "top8"))
-        srv_buf_puts(b, ",\"weights_top_k\":8");
-    else if (!strcmp(r->name, "pool64"))
+    else if (r->sel.has_top_k)
+        srv_buf_printf(b, ",\"weights_top_k\":%" PRId64, r->sel.top_k);
+    else if (r->sel.has_pool)
         srv_buf_printf(b, ",\"weights_pool\":\"%" PRId64 "x%" PRId64 "\"", r->sel.pool[0],
                        r->sel.pool[1]);
     srv_buf_puts(b, "}}");
@@ -325,13 +339,13 @@ static void run_http(int64_t L, int64_t E, int64_t H, int threads, int rounds, c
     float *q = random_array(L * E, 7);
     for (int64_t i = 0; i < L * E; i++)
         q[i] *= 2.0f;
-    row rows[8];
+    row rows[MAX_ROWS];
     const int n = make_rows(rows, list, L, true);
-    srv_buf body[8];
-    long body_ihcl[8], status[8];
-    size_t got[8] = {0};
-    char why[8][128] = {{0}}; /* a refused row's error reply */
-    double wall[8][32];
+    srv_buf body[MAX_ROWS];
+    long body_ihcl[MAX_ROWS], status[MAX_ROWS];
+    size_t got[MAX_ROWS] = {0};
+    char why[MAX_ROWS][128] = {{0}}; /* a refused row's error reply */
+    double wall[MAX_ROWS][32];
     for (int i = 0; i < n; i++) {
         srv_buf_init(&body[i]);
         http_body(&body[i], &body_ihcl[i], &rows[i], q, L, E);
