@@ -131,7 +131,7 @@ float *mha_sink_row_room(mha_sink *s, int slot, float **factors);
 void mha_sink_row(mha_sink *s, int slot, int64_t b, int64_t h, int64_t i, const float *w);
 void mha_sink_end(mha_sink *s, int slot, int64_t b, int64_t i0, int64_t m);
 
-/* Streaming: a per-head top-k (k <= 32) or pool (blocks of >= 4 keys) is fed from the core's
+/* Streaming: a per-head top-k (k <= 32) or pool (blocks of >= 2 keys) is fed from the core's
  * score tiles as they are made, without the core keeping them in a slab [64][S]. After a key
  * block's online softmax the tile holds x = exp(s - m_now), m_now the row's running maximum; the
  * weight is x·f with f = exp(m_now - m_final) / l, one factor for every key of the block (the one
@@ -241,6 +241,11 @@ int64_t mha_run_topk_scan(mha_isa isa, mha_cand *cand, float *kt, int64_t kst, c
  * the groups' maxima (-inf when a group has no key but -inf; NaN keys are left out). The same bits
  * on every ISA. */
 float mha_run_topk_bound(mha_isa isa, const float *x, int64_t n, int64_t k, int64_t kst);
+
+/* A streamed pool's block into a pooled row's partials, for c < n: acc[c] += d[c]·f in double (the
+ * product rounded first), or with max acc[c] = the larger of acc[c] and (float)d[c]·f. */
+void mha_run_pool_accumulate(mha_isa isa, double *acc, const double *d, int64_t n, float f,
+                             bool max);
 
 /* m[j] = the larger of m[j] and x[j] for j < n (a NaN x[j] leaves m[j]). */
 void mha_run_max_into(mha_isa isa, float *m, const float *x, int64_t n);

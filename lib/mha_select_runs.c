@@ -97,6 +97,20 @@ static float topk_bound_portable(const float *x, int64_t n, int64_t k, int64_t k
     return bound_of_maxima(M, kst, k);
 }
 
+/* A streamed pool's visited block into a pooled row's partial sums: acc[c] += d[c]·f in double
+ * (the product rounded first), or with max acc[c] = the larger of acc[c] and (float)d[c]·f. */
+static void pool_accumulate_portable(double *acc, const double *d, int64_t n, float f, bool max)
+{
+    for (int64_t c = 0; c < n; c++) {
+        if (max) {
+            const float w = (float)d[c] * f;
+            acc[c] = w > acc[c] ? w : acc[c];
+        } else {
+            acc[c] += d[c] * (double)f;
+        }
+    }
+}
+
 static int64_t above_portable(int32_t *idx, const float *x, int64_t n, float f, float thr)
 {
     int64_t c = 0;
@@ -284,6 +298,28 @@ __attribute__((target("avx2"))) static void max_into_avx2(float *m, const float 
         _mm256_storeu_ps(m + j, _mm256_max_ps(_mm256_loadu_ps(x + j), _mm256_loadu_ps(m + j)));
     for (; j < n; j++)
         m[j] = x[j] > m[j] ? x[j] : m[j];
+}
+
+/* pool_accumulate_portable, 4 columns at a time: the product rounded, then the sum (never fused),
+ * or the float product compared in double: the same bits. */
+__attribute__((target("avx2"))) static void pool_accumulate_avx2(double *acc, const double *d,
+                                                                 int64_t n, float f, bool max)
+{
+    int64_t c = 0;
+    if (max) {
+        const __m128 vf = _mm_set1_ps(f);
+        for (; c + 4 <= n; c += 4) {
+            const __m256d w = _mm256_cvtps_pd(_mm_mul_ps(_mm256_cvtpd_ps(_mm256_loadu_pd(d + c)), vf));
+            const __m256d a = _mm256_loadu_pd(acc + c);
+            _mm256_storeu_pd(acc + c, _mm256_blendv_pd(a, w, _mm256_cmp_pd(w, a, _CMP_GT_OQ)));
+        }
+    } else {
+        const __m256d vf = _mm256_set1_pd((double)f);
+        for (; c + 4 <= n; c += 4)
+            _mm256_storeu_pd(acc + c, _mm256_add_pd(_mm256_loadu_pd(acc + c),
+                                                    _mm256_mul_pd(_mm256_loadu_pd(d + c), vf)));
+    }
+    pool_accumulate_portable(acc + c, d + c, n - c, f, max);
 }
 
 /* The scan's cost is its candidates' insertions and its branches, not the width of its compares:
@@ -484,12 +520,65 @@ __attribute__((target("avx2"))) static void pool_columns_avx2(double *out, const
 {
     POOL_COLUMNS(sum_avx2, max_avx2)
 }
+
+/* Columns of 2 or 4 keys, 4 whole columns at a time in the lanes of a vector: the keys' k-th of
+ * each column side by side (a transpose), then summed in double in key order from 0, or maxed.
+ * Every kernel set sums fewer than 8 keys one at a time from 0 (sum_portable, the tails of
+ * sum_avx2 and sum_avx512): the same bits on each, so this serves all three. A column per call
+ * cost ~15 cycles at pb = 4, most of a pooled map's cost at L = 1024 with 256 columns. */
+__attribute__((target("avx2"))) static void pool_columns_2_4_avx2(double *out, const float *x,
+                                                                  int64_t ja, int64_t jb,
+                                                                  int64_t k0, int64_t pb, bool max)
+{
+    const int64_t cf = (ja - k0) / pb, cl = (jb - 1 - k0) / pb;
+    const int64_t first = (ja - k0 + pb - 1) / pb; /* the first column that starts at or after ja */
+    const int64_t last = (jb - k0) / pb - 1;       /* the last that ends at or before jb */
+    int64_t c = cf;
+    for (; c < first && c <= cl; c++) { /* a partial column before */
+        const int64_t js = ja, je = k0 + (c + 1) * pb < jb ? k0 + (c + 1) * pb : jb;
+        out[c - cf] = max ? (double)max_portable(x + js, je - js) : sum_portable(x + js, je - js);
+    }
+    for (; c + 3 <= last; c += 4) {
+        const float *p = x + k0 + c * pb;
+        __m128 e[4];
+        if (pb == 4) { /* 4 columns of 4: transpose, e[t] = the t-th key of each */
+            __m128 r0 = _mm_loadu_ps(p), r1 = _mm_loadu_ps(p + 4), r2 = _mm_loadu_ps(p + 8),
+                   r3 = _mm_loadu_ps(p + 12);
+            _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
+            e[0] = r0, e[1] = r1, e[2] = r2, e[3] = r3;
+        } else { /* 4 columns of 2: the even keys, then the odd */
+            const __m128 a = _mm_loadu_ps(p), b = _mm_loadu_ps(p + 4);
+            e[0] = _mm_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0));
+            e[1] = _mm_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1));
+        }
+        if (max) {
+            __m128 m = _mm_max_ps(e[0], e[1]);
+            if (pb == 4)
+                m = _mm_max_ps(_mm_max_ps(m, e[2]), e[3]);
+            _mm256_storeu_pd(out + (c - cf), _mm256_cvtps_pd(m));
+        } else {
+            __m256d sum = _mm256_add_pd(_mm256_setzero_pd(), _mm256_cvtps_pd(e[0]));
+            for (int t = 1; t < pb; t++)
+                sum = _mm256_add_pd(sum, _mm256_cvtps_pd(e[t]));
+            _mm256_storeu_pd(out + (c - cf), sum);
+        }
+    }
+    for (; c <= cl; c++) { /* the whole columns left, and a partial one after */
+        const int64_t e0 = k0 + c * pb, e1 = e0 + pb;
+        const int64_t js = ja > e0 ? ja : e0, je = jb < e1 ? jb : e1;
+        out[c - cf] = max ? (double)max_portable(x + js, je - js) : sum_portable(x + js, je - js);
+    }
+}
 #endif
 
 void mha_run_pool_columns(mha_isa isa, double *out, const float *x, int64_t ja, int64_t jb,
                           int64_t k0, int64_t pb, bool max)
 {
 #ifdef HAVE_X86_KERNELS
+    if ((isa == MHA_ISA_AVX512 || isa == MHA_ISA_AVX2) && (pb == 2 || pb == 4)) {
+        pool_columns_2_4_avx2(out, x, ja, jb, k0, pb, max);
+        return;
+    }
     if (isa == MHA_ISA_AVX512) {
         pool_columns_avx512(out, x, ja, jb, k0, pb, max);
         return;
@@ -593,6 +682,19 @@ void mha_run_max_into(mha_isa isa, float *m, const float *x, int64_t n)
     (void)isa;
     for (int64_t j = 0; j < n; j++)
         m[j] = x[j] > m[j] ? x[j] : m[j];
+}
+
+void mha_run_pool_accumulate(mha_isa isa, double *acc, const double *d, int64_t n, float f,
+                             bool max)
+{
+#ifdef HAVE_X86_KERNELS
+    if (isa == MHA_ISA_AVX512 || isa == MHA_ISA_AVX2) { /* a pass over a few columns: AVX2 */
+        pool_accumulate_avx2(acc, d, n, f, max);
+        return;
+    }
+#endif
+    (void)isa;
+    pool_accumulate_portable(acc, d, n, f, max);
 }
 
 float mha_run_topk_bound(mha_isa isa, const float *x, int64_t n, int64_t k, int64_t kst)

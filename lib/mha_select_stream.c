@@ -19,7 +19,7 @@ bool mha_sink_streams(const mha_sink *s)
 mha_status mha_sink_stream_init(mha_sink *s, int threads, int64_t BN, int64_t nblk, mha_error *err)
 {
     const bool topk = s->kind == MHA_SINK_TOPK && s->k <= 32;
-    const bool pool = s->kind == MHA_SINK_POOL && s->pb >= 4;
+    const bool pool = s->kind == MHA_SINK_POOL && s->pb >= 2;
     if (s->navg || !(topk || pool))
         return MHA_OK;
     const size_t T = (size_t)threads, rb = (size_t)s->rb;
@@ -250,15 +250,9 @@ bool mha_sink_stream_end(mha_sink *s, int slot, int64_t b, int64_t h, int64_t i0
             for (int64_t r = 0; r < rows && pnc[nv]; r++) {
                 double *prow = mha_sink_part_row(s, slot, &v, (v.r0 + r - s->q0) / s->pa) + pc0[nv];
                 const double *d = pp + r * s->spb;
-                const float f = fac[nv * fld + (v.r0 - i0 + r)];
-                for (int64_t c = 0; c < pnc[nv]; c++) {
-                    if (s->op == MHA_POOL_MAX) { /* max(x)·f, as the slab path */
-                        const float w = (float)d[c] * f;
-                        prow[c] = w > prow[c] ? w : prow[c];
-                    } else { /* Σx·f in double, as the slab path */
-                        prow[c] += d[c] * (double)f;
-                    }
-                }
+                /* max(x)·f, or Σx·f in double: the slab path's arithmetic */
+                mha_run_pool_accumulate(s->isa, prow, d, pnc[nv], fac[nv * fld + (v.r0 - i0 + r)],
+                                        s->op == MHA_POOL_MAX);
             }
         }
         /* keys never computed hold 0; every weight is >= 0, so max(·, 0) is the same as the

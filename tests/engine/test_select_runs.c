@@ -14,6 +14,7 @@
  * (never chosen);
  * a row's first threshold (mha_run_topk_bound): the smallest of k groups' maxima, the same bits
  * on every ISA, reached by k keys;
+ * a streamed pool's block into a pooled row (mha_run_pool_accumulate), bit for bit;
  * and a pooled map's columns (mha_run_pool_columns): runs of 1 to 256 keys cut by a block's ends,
  * each column's sum in double (within 1e-12 per key of a sequential double sum) or max (exact), and
  * the bits mha_run_sum / mha_run_max give for that column.
@@ -209,6 +210,31 @@ static void one_topk_row(mha_isa isa, int64_t n, int64_t k, int pattern)
           isa_name[isa], (long long)k, (long long)n, pattern);
 }
 
+/* mha_run_pool_accumulate: acc[c] += d[c]·f in double (the product rounded first), or the larger
+ * of acc[c] and (float)d[c]·f, bit for bit. */
+static void one_accumulate(mha_isa isa, int64_t n, bool max)
+{
+    double acc[40], want[40], d[40];
+    const float f = (float)rnd();
+    for (int64_t c = 0; c < n; c++) {
+        d[c] = max ? (double)(float)(3.0 * rnd()) : 7.0 * rnd();
+        acc[c] = want[c] = c % 3 == 0 ? 0.0 : 2.0 * rnd();
+    }
+    for (int64_t c = 0; c < n; c++) {
+        if (max) {
+            const float w = (float)d[c] * f;
+            want[c] = w > want[c] ? w : want[c];
+        } else {
+            const double p = d[c] * (double)f;
+            want[c] = want[c] + p;
+        }
+    }
+    mha_run_pool_accumulate(isa, acc, d, n, f, max);
+    CHECK(memcmp(acc, want, (size_t)n * sizeof acc[0]) == 0,
+          "%s: a block into a pooled row's %lld partials (%s), bit for bit", isa_name[isa],
+          (long long)n, max ? "max" : "sum");
+}
+
 /* mha_run_pool_columns: each pooled column a block meets, its keys' sum (as mha_run_sum) or max. */
 static void one_pool(mha_isa isa, int64_t k0, int64_t ja, int64_t jb, int64_t pb, bool max)
 {
@@ -268,7 +294,11 @@ int main(void)
                 for (int pattern = 0; pattern < 5 && ks[q] >= 1 && ks[q] <= n; pattern++)
                     one_topk_row((mha_isa)isa, n, ks[q], pattern);
         }
-        static const int64_t pbs[] = {1, 3, 4, 8, 16, 37, 64, 100, 256};
+        for (int64_t n = 0; n <= 40; n++) {
+            one_accumulate((mha_isa)isa, n, false);
+            one_accumulate((mha_isa)isa, n, true);
+        }
+        static const int64_t pbs[] = {1, 2, 3, 4, 5, 8, 16, 37, 64, 100, 256};
         for (size_t p = 0; p < sizeof pbs / sizeof pbs[0]; p++)
             for (int t = 0; t < 12; t++) {
                 const int64_t k0 = (int64_t)(rnd() * 40), ja = k0 + (int64_t)(rnd() * 200);
