@@ -14,6 +14,8 @@
  *            topK for any K
  *   pool64   a 64 x 64 pooled map of every head (blocks of L/64 x S/64, mean); poolP for any P
  *   full     the full per-head map [H,L,S] (only at --full-L, where it fits)
+ *   avg-ROW  any of the weights rows averaged over the heads (torch's default), e.g. avg-top8,
+ *            avg-full (the full averaged map [L,S])
  * At --full-L (default 4096; 0 skips) the rows run again with "full" among them: a selection must
  * never make a pass slower than the full map would.
  *
@@ -50,7 +52,8 @@
 typedef struct row {
     char name[24];
     mha_select sel;
-    bool weights; /* need_weights (per head) */
+    bool weights; /* need_weights                               */
+    bool avg;     /* average_attn_weights (an "avg-" row), else per head */
     int64_t heads[1];
 } row;
 
@@ -93,9 +96,12 @@ static int make_rows(row *rows, const char *list, int64_t L, bool with_full)
     for (char *save = NULL, *nm = strtok_r(buf, ",", &save); nm; nm = strtok_r(NULL, ",", &save)) {
         long long v = 0;
         char tail = 0;
-        const bool top = sscanf(nm, "top%lld%c", &v, &tail) == 1 && v >= 1;
-        const bool pool = sscanf(nm, "pool%lld%c", &v, &tail) == 1 && v >= 1;
-        if (strcmp(nm, "nw") && strcmp(nm, "head64") && strcmp(nm, "full") && !top && !pool) {
+        const bool avg = !strncmp(nm, "avg-", 4);
+        const char *base = avg ? nm + 4 : nm;
+        const bool top = sscanf(base, "top%lld%c", &v, &tail) == 1 && v >= 1;
+        const bool pool = sscanf(base, "pool%lld%c", &v, &tail) == 1 && v >= 1;
+        if ((strcmp(base, "nw") || avg) && strcmp(base, "head64") && strcmp(base, "full") && !top &&
+            !pool) {
             fprintf(stderr, "bench_select: unknown row '%s'\n", nm);
             exit(2);
         }
@@ -107,7 +113,8 @@ static int make_rows(row *rows, const char *list, int64_t L, bool with_full)
         memset(r, 0, sizeof *r);
         snprintf(r->name, sizeof r->name, "%s", nm);
         r->weights = strcmp(nm, "nw") != 0;
-        if (!strcmp(nm, "head64")) {
+        r->avg = avg;
+        if (!strcmp(base, "head64")) {
             r->heads[0] = 0;
             r->sel.nheads = 1;
             r->sel.heads = r->heads;
@@ -139,8 +146,8 @@ static bool pass_setup(pass *p, mha_layer *layer, float *q, int64_t L, int64_t E
     p->layer = layer;
     p->in.query = (mha_tensor){q, 3, {1, L, E, 0}};
     p->in.need_weights = r->weights;
-    p->in.average_attn_weights = false;
-    p->in.select = r->weights && strcmp(r->name, "full") ? &r->sel : NULL;
+    p->in.average_attn_weights = r->avg;
+    p->in.select = r->weights && !strstr(r->name, "full") ? &r->sel : NULL;
     mha_error err = {0};
     if (mha_plan_forward(layer, &p->in, NULL, &p->plan, &err) != MHA_OK) {
         fprintf(stderr, "%s: %s\n", r->name, err.message);
@@ -247,7 +254,7 @@ static void run_length(int64_t L, int64_t E, int64_t H, int threads, int rounds,
         }
     printf("\nL = S = %lld, E = %lld, H = %lld, N = 1, %d thread%s, median of %d interleaved rounds\n",
            (long long)L, (long long)E, (long long)H, threads, threads > 1 ? "s" : "", rounds);
-    printf("%-8s %10s %8s %10s %8s %12s %14s\n", "row", "wall ms", "vs nw", "cpu ms", "vs nw",
+    printf("%-11s %10s %8s %10s %8s %12s %14s\n", "row", "wall ms", "vs nw", "cpu ms", "vs nw",
            "reply bytes", "peak RSS MiB");
     double base_w = 0, base_c = 0;
     for (int i = 0; i < n; i++) {
@@ -258,7 +265,7 @@ static void run_length(int64_t L, int64_t E, int64_t H, int threads, int rounds,
         }
         int64_t reply = rows[i].weights ? passes[i].plan.weights_count * (passes[i].plan.top_k ? 8 : 4) : 0;
         const long kb = child_peak(layer, q, L, E, &rows[i], threads);
-        printf("%-8s %10.1f %+7.1f%% %10.1f %+7.1f%% %12lld ", rows[i].name, mw,
+        printf("%-11s %10.1f %+7.1f%% %10.1f %+7.1f%% %12lld ", rows[i].name, mw,
                base_w > 0 ? (mw / base_w - 1) * 100 : 0.0, mc,
                base_c > 0 ? (mc / base_c - 1) * 100 : 0.0, (long long)reply);
         if (kb >= 0)
@@ -288,7 +295,8 @@ static void http_body(srv_buf *b, long *ihcl, const row *r, const float *q, int6
     if (!r->weights)
         srv_buf_puts(b, ",\"need_weights\":false");
     else
-        srv_buf_puts(b, ",\"need_weights\":true,\"average_attn_weights\":false");
+        srv_buf_printf(b, ",\"need_weights\":true,\"average_attn_weights\":%s",
+                       r->avg ? "true" : "false");
     if (!strcmp(r->name, "head64"))
         srv_buf_printf(b, ",\"weights_heads\":\"0\",\"weights_queries\":\"0:%" PRId64 "\"",
                        r->sel.queries[1]);
@@ -368,7 +376,7 @@ static void run_http(int64_t L, int64_t E, int64_t H, int threads, int rounds, c
     printf("\nOver HTTP: /v2 with binary tensors, L = S = %lld, E = %lld, H = %lld, N = 1, %d engine "
            "thread%s, median of %d interleaved rounds\n",
            (long long)L, (long long)E, (long long)H, threads, threads > 1 ? "s" : "", rounds);
-    printf("%-8s %10s %8s %8s %14s\n", "row", "wall ms", "vs nw", "vs full", "reply bytes");
+    printf("%-11s %10s %8s %8s %14s\n", "row", "wall ms", "vs nw", "vs full", "reply bytes");
     double base_w = 0, full_w = 0;
     for (int i = 0; i < n; i++)
         if (status[i] == 200) {
@@ -378,11 +386,11 @@ static void run_http(int64_t L, int64_t E, int64_t H, int threads, int rounds, c
         }
     for (int i = 0; i < n; i++) {
         if (status[i] != 200) {
-            printf("%-8s refused: HTTP %ld %s\n", rows[i].name, status[i], why[i]);
+            printf("%-11s refused: HTTP %ld %s\n", rows[i].name, status[i], why[i]);
             continue;
         }
         const double mw = median(wall[i], rounds) * 1e3;
-        printf("%-8s %10.1f %+7.1f%% ", rows[i].name, mw, base_w > 0 ? (mw / base_w - 1) * 100 : 0.0);
+        printf("%-11s %10.1f %+7.1f%% ", rows[i].name, mw, base_w > 0 ? (mw / base_w - 1) * 100 : 0.0);
         if (full_w > 0)
             printf("%7.2fx", mw / full_w);
         else
