@@ -24,6 +24,7 @@
 
 #include "api/daemon.h"
 #include "app/options.h"
+#include "bench_http.h"
 #include "mha.h"
 
 static double now_s(void)
@@ -126,29 +127,17 @@ typedef struct put_job {
     volatile int done;
 } put_job;
 
-static size_t discard(char *p, size_t size, size_t n, void *ud)
-{
-    (void)p;
-    (void)ud;
-    return size * n;
-}
-
 static long request(int port, const char *method, const char *path, const char *body)
 {
     char url[160];
     snprintf(url, sizeof url, "http://127.0.0.1:%d%s", port, path);
     CURL *c = curl_easy_init();
-    struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
-    curl_easy_setopt(c, CURLOPT_URL, url);
-    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
-    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
-    if (body)
-        curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, discard);
-    long status = -1;
-    if (curl_easy_perform(c) == CURLE_OK)
-        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-    curl_slist_free_all(h);
+    srv_buf resp;
+    srv_buf_init(&resp);
+    long ihcl;
+    const long status = bench_request(c, method, url, body, body ? strlen(body) : 0,
+                                      "application/json", -1, &resp, &ihcl);
+    srv_buf_free(&resp);
     curl_easy_cleanup(c);
     return status;
 }

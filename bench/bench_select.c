@@ -314,35 +314,13 @@ static void http_body(srv_buf *b, long *ihcl, const row *r, const float *q, int6
 
 static void run_http(int64_t L, int64_t E, int64_t H, int threads, int rounds, const char *list)
 {
-    srv_options opt;
-    srv_options_default(&opt);
-    snprintf(opt.host, sizeof opt.host, "127.0.0.1");
-    opt.port = 0;
-    opt.log_format = SRV_LOG_OFF;
-    opt.blas_threads = threads;
-    opt.max_body_bytes = INT64_C(1) << 30;
-    srv_error err = {0};
-    srv_daemon *d = srv_daemon_start(&opt, &err);
-    if (!d) {
-        fprintf(stderr, "bench_select: daemon: %s\n", err.message);
-        exit(1);
-    }
+    srv_daemon *d = bench_daemon(threads, "bench_select");
     CURL *c = curl_easy_init();
-    char base[64], url[160], put[256];
-    snprintf(base, sizeof base, "http://127.0.0.1:%d", srv_daemon_port(d));
+    char base[64], url[160];
+    bench_put_layer(d, c, "sel", E, H, 1, "bench_select", base, sizeof base);
     srv_buf resp;
     srv_buf_init(&resp);
-    long ihcl;
-    snprintf(put, sizeof put,
-             "{\"config\":{\"embed_dim\":%" PRId64 ",\"num_heads\":%" PRId64
-             "},\"init\":{\"method\":\"xavier_uniform\",\"seed\":1}}",
-             E, H);
-    snprintf(url, sizeof url, "%s/v1/layers/sel", base);
-    long st = bench_request(c, "PUT", url, put, strlen(put), "application/json", -1, &resp, &ihcl);
-    if (st != 200 && st != 201) {
-        fprintf(stderr, "bench_select: PUT layer: %ld %s\n", st, srv_buf_cstr(&resp));
-        exit(1);
-    }
+    long ihcl, st;
     snprintf(url, sizeof url, "%s/v2/models/sel/infer", base);
     float *q = random_array(L * E, 7);
     for (int64_t i = 0; i < L * E; i++)

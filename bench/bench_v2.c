@@ -100,36 +100,14 @@ int main(void)
     int64_t N = env_int("BENCH_N", 8), L = env_int("BENCH_L", 512), E = env_int("BENCH_E", 768),
             H = env_int("BENCH_H", 12), reps = env_int("BENCH_REPS", 3);
     int64_t count = N * L * E;
-    srv_options opt;
-    srv_options_default(&opt);
-    snprintf(opt.host, sizeof opt.host, "127.0.0.1");
-    opt.port = 0;
-    opt.log_format = SRV_LOG_OFF;
-    opt.max_body_bytes = INT64_C(1) << 30;
-    srv_error err = {0};
-    srv_daemon *d = srv_daemon_start(&opt, &err);
-    if (!d) {
-        fprintf(stderr, "bench_v2: daemon: %s\n", err.message);
-        return 1;
-    }
+    srv_daemon *d = bench_daemon(0, "bench_v2");
     curl_global_init(CURL_GLOBAL_DEFAULT);
     CURL *c = curl_easy_init();
     char base[64], url[4][160];
-    snprintf(base, sizeof base, "http://127.0.0.1:%d", srv_daemon_port(d));
+    bench_put_layer(d, c, "bench", E, H, 0, "bench_v2", base, sizeof base);
     srv_buf resp;
     srv_buf_init(&resp);
-    long ihcl;
-    char put[256], u[160];
-    snprintf(put, sizeof put,
-             "{\"config\":{\"embed_dim\":%" PRId64 ",\"num_heads\":%" PRId64
-             "},\"init\":{\"method\":\"xavier_uniform\",\"seed\":0}}",
-             E, H);
-    snprintf(u, sizeof u, "%s/v1/layers/bench", base);
-    long st = bench_request(c, "PUT", u, put, strlen(put), "application/json", -1, &resp, &ihcl);
-    if (st != 201 && st != 200) {
-        fprintf(stderr, "bench_v2: PUT layer: %ld %s\n", st, srv_buf_cstr(&resp));
-        return 1;
-    }
+    long ihcl, st;
     snprintf(url[0], sizeof url[0], "%s/v2/models/bench/infer", base);
     snprintf(url[1], sizeof url[1], "%s/v2/models/bench/infer", base);
     snprintf(url[2], sizeof url[2], "%s/v1/layers/bench/forward", base);

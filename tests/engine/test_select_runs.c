@@ -45,13 +45,9 @@ static int cmp_float(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* One scan of n keys with kst held, `held` of them real (the rest -inf), the threshold at quantile
- * q of the keys (q < 0: -FLT_MAX, every finite key; q > 1: above them all); `special` puts -inf,
- * NaN and repeated values among the keys. */
-static void one_scan(mha_isa isa, int64_t n, int64_t kst, int64_t held, double q, bool special)
+/* n keys in [-2, 2); `special` puts -inf, NaN and repeated values (ties) among them. */
+static void random_keys(float *x, int64_t n, bool special)
 {
-    float x[256], kt[32], want_kt[32 + 256], sorted[256];
-    mha_cand cand[257]; /* one past: nothing may be written there */
     for (int64_t j = 0; j < n; j++) {
         x[j] = (float)(4.0 * rnd() - 2.0);
         if (special && j % 5 == 1)
@@ -61,6 +57,16 @@ static void one_scan(mha_isa isa, int64_t n, int64_t kst, int64_t held, double q
         if (special && j % 7 == 2)
             x[j] = 0.5f; /* ties */
     }
+}
+
+/* One scan of n keys with kst held, `held` of them real (the rest -inf), the threshold at quantile
+ * q of the keys (q < 0: -FLT_MAX, every finite key; q > 1: above them all); `special` puts -inf,
+ * NaN and repeated values among the keys. */
+static void one_scan(mha_isa isa, int64_t n, int64_t kst, int64_t held, double q, bool special)
+{
+    float x[256], kt[32], want_kt[32 + 256], sorted[256];
+    mha_cand cand[257]; /* one past: nothing may be written there */
+    random_keys(x, n, special);
     int64_t nf = 0;
     for (int64_t j = 0; j < n; j++)
         if (isfinite(x[j]))
@@ -113,15 +119,7 @@ static void one_scan(mha_isa isa, int64_t n, int64_t kst, int64_t held, double q
 static void one_bound(mha_isa isa, int64_t n, int64_t k, bool special)
 {
     float x[256];
-    for (int64_t j = 0; j < n; j++) {
-        x[j] = (float)(4.0 * rnd() - 2.0);
-        if (special && j % 5 == 1)
-            x[j] = -INFINITY;
-        if (special && j % 11 == 3)
-            x[j] = NAN;
-        if (special && j % 7 == 2)
-            x[j] = 0.5f;
-    }
+    random_keys(x, n, special);
     const int64_t kst = (k + 7) / 8 * 8;
     float gmax[32];
     for (int64_t g = 0; g < k; g++)
