@@ -16,6 +16,10 @@ bad() { echo "test_vector_exits.sh: FAIL: $*"; fail=$((fail + 1)); }
 objs=$(find "$build/lib" "$build/server" -name '*.o' 2>/dev/null)
 if [ -z "$objs" ]; then
     bad "no objects under $build/lib and $build/server: build first"
+elif nm -u "$build/lib/mha_rope.o" 2>/dev/null | grep -q '__[atu]*san_\|__ubsan_'; then
+    # the sanitizers' report calls are made with whatever is in the registers, and their builds
+    # inline differently: the check is about the build that runs in production
+    echo "SKIP $build's objects: built with sanitizers (the check is for the optimized build)"
 else
     # shellcheck disable=SC2086
     out=$(scripts/check_vector_exits.sh $objs 2>&1)
