@@ -392,41 +392,21 @@ static void emit_rows(mha_sink *s, int slot, const mha_rows_view *v, int64_t j0,
     for (int64_t r = 0; r < rows; r++) {
         const int64_t i = v->r0 + r;
         const float *x = P + r * ld;
+        /* x·1 is x: unscaled, the values as they are */
         const float sc = scale ? scale[r] : 1.0f;
-        /* pool: each key block's sum (double) or max into the row's partials */
+        /* pool: each column's sum (double) or max over the block's keys, times sc, into the row's
+         * partials: a run of whole columns at a time (at most 256 keys, or one column), the
+         * streamed path's kernels and arithmetic */
         double *prow = mha_sink_part_row(s, slot, v, (i - s->q0) / s->pa);
-        if (s->pb <= 128) { /* a kernel call per run of whole columns (mha_run_pool_columns) */
-            const int64_t span = s->pb * (256 / s->pb); /* keys of whole columns, <= 256 */
-            double part[257];
-            for (int64_t ja = j0; ja < j1;) {
-                const int64_t c0 = (ja - s->k0) / s->pb;
-                const int64_t end = s->k0 + c0 * s->pb + span, jb = end < j1 ? end : j1;
-                mha_run_pool_columns(s->isa, part, x - j0, ja, jb, s->k0, s->pb,
-                                     s->op == MHA_POOL_MAX);
-                for (int64_t c = c0; c <= (jb - 1 - s->k0) / s->pb; c++) {
-                    if (s->op == MHA_POOL_MAX) { /* the largest x·sc is the largest x, times sc */
-                        const float w = scale ? (float)part[c - c0] * sc : (float)part[c - c0];
-                        prow[c] = w > prow[c] ? w : prow[c];
-                    } else { /* Σ x·sc as sc·Σ x, in double */
-                        prow[c] += scale ? part[c - c0] * (double)sc : part[c - c0];
-                    }
-                }
-                ja = jb;
-            }
-            continue;
-        }
-        for (int64_t j = j0; j < j1;) {
-            const int64_t c = (j - s->k0) / s->pb;
-            const int64_t e = s->k0 + (c + 1) * s->pb < j1 ? s->k0 + (c + 1) * s->pb : j1;
-            if (s->op == MHA_POOL_MAX) { /* the largest x·sc is the largest x, times sc */
-                const float mx = mha_run_max(s->isa, x + (j - j0), e - j);
-                const float w = scale ? mx * sc : mx;
-                prow[c] = w > prow[c] ? w : prow[c];
-            } else { /* Σ x·sc as sc·Σ x, in double */
-                const double sum = mha_run_sum(s->isa, x + (j - j0), e - j);
-                prow[c] += scale ? sum * (double)sc : sum;
-            }
-            j = e;
+        const int64_t span = s->pb * (s->pb < 256 ? 256 / s->pb : 1);
+        double part[257];
+        for (int64_t ja = j0; ja < j1;) {
+            const int64_t c0 = (ja - s->k0) / s->pb;
+            const int64_t end = s->k0 + c0 * s->pb + span, jb = end < j1 ? end : j1;
+            mha_run_pool_columns(s->isa, part, x - j0, ja, jb, s->k0, s->pb, s->op == MHA_POOL_MAX);
+            mha_run_pool_accumulate(s->isa, prow + c0, part, (jb - 1 - s->k0) / s->pb - c0 + 1, sc,
+                                    s->op == MHA_POOL_MAX);
+            ja = jb;
         }
     }
 }

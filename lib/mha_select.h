@@ -152,7 +152,7 @@ void mha_sink_end(mha_sink *s, int slot, int64_t b, int64_t i0, int64_t m);
  *          of those after each scanned block. At the end the candidates below the final
  *          threshold are dropped, each other one's weight is made as the full map makes it,
  *          exp(score - m after its block)·f, and placed in the row's reply best first
- *          (mha_sink_best_offer: the heap's order). When keys were left out (the filter, keys
+ *          (mha_sink_best_offer: mha_topk_row's order). When keys were left out (the filter, keys
  *          masked to -inf, keys never computed) the result is exact if the k-th weight is at
  *          least 2^-90 (every weight that could compete is then a normal float within a few ulp
  *          of its real value); otherwise, or when a row's candidates overflow, stream_end says so
@@ -222,12 +222,9 @@ double mha_run_sum(mha_isa isa, const float *x, int64_t n);
 void mha_run_pool_columns(mha_isa isa, double *out, const float *x, int64_t ja, int64_t jb,
                           int64_t k0, int64_t pb, bool max);
 
-/* out[r] = the largest of x's r-th run of 64 (the last run may be shorter): ceil(n/64) values. */
-void mha_run_maxima64(mha_isa isa, float *out, const float *x, int64_t n);
-
-/* The positions j < n (ascending, into idx, which has room for n) where x[j]·f >= thr; returns how
- * many. The product is rounded as the weights' own (x·inv). */
-int64_t mha_run_above(mha_isa isa, int32_t *idx, const float *x, int64_t n, float f, float thr);
+/* The positions j < n (ascending, into idx, which has room for n) where x[j] >= thr; returns how
+ * many (NaN never). */
+int64_t mha_run_above(mha_isa isa, int32_t *idx, const float *x, int64_t n, float thr);
 
 /* A top-k row's scan of n scores x (key j of x is key j0 + j, in visited block nv): every x[j] >=
  * thr (never -inf nor NaN) is appended to cand (room for n) as (x[j], j0 + j, nv), ascending in j,

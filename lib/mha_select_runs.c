@@ -111,30 +111,26 @@ static void pool_accumulate_portable(double *acc, const double *d, int64_t n, fl
     }
 }
 
-static int64_t above_portable(int32_t *idx, const float *x, int64_t n, float f, float thr)
+static int64_t above_portable(int32_t *idx, const float *x, int64_t n, float thr)
 {
     int64_t c = 0;
     for (int64_t j = 0; j < n; j++)
-        if (x[j] * f >= thr)
+        if (x[j] >= thr)
             idx[c++] = (int32_t)j;
     return c;
 }
 
 #ifdef HAVE_X86_KERNELS
 __attribute__((target("avx512f"))) static int64_t above_avx512(int32_t *idx, const float *x,
-                                                               int64_t n, float f, float thr)
+                                                               int64_t n, float thr)
 {
-    const __m512 vf = _mm512_set1_ps(f), vt = _mm512_set1_ps(thr);
+    const __m512 vt = _mm512_set1_ps(thr);
     int64_t c = 0, j = 0;
     for (; j + 64 <= n; j += 64) { /* most runs of 64 have no key that reaches thr: one test */
-        const __mmask16 m0 = _mm512_cmp_ps_mask(_mm512_mul_ps(_mm512_loadu_ps(x + j), vf), vt,
-                                                _CMP_GE_OQ);
-        const __mmask16 m1 = _mm512_cmp_ps_mask(_mm512_mul_ps(_mm512_loadu_ps(x + j + 16), vf),
-                                                vt, _CMP_GE_OQ);
-        const __mmask16 m2 = _mm512_cmp_ps_mask(_mm512_mul_ps(_mm512_loadu_ps(x + j + 32), vf),
-                                                vt, _CMP_GE_OQ);
-        const __mmask16 m3 = _mm512_cmp_ps_mask(_mm512_mul_ps(_mm512_loadu_ps(x + j + 48), vf),
-                                                vt, _CMP_GE_OQ);
+        const __mmask16 m0 = _mm512_cmp_ps_mask(_mm512_loadu_ps(x + j), vt, _CMP_GE_OQ);
+        const __mmask16 m1 = _mm512_cmp_ps_mask(_mm512_loadu_ps(x + j + 16), vt, _CMP_GE_OQ);
+        const __mmask16 m2 = _mm512_cmp_ps_mask(_mm512_loadu_ps(x + j + 32), vt, _CMP_GE_OQ);
+        const __mmask16 m3 = _mm512_cmp_ps_mask(_mm512_loadu_ps(x + j + 48), vt, _CMP_GE_OQ);
         uint64_t m = (uint64_t)m0 | (uint64_t)m1 << 16 | (uint64_t)m2 << 32 | (uint64_t)m3 << 48;
         while (m) {
             idx[c++] = (int32_t)(j + __builtin_ctzll(m));
@@ -143,8 +139,8 @@ __attribute__((target("avx512f"))) static int64_t above_avx512(int32_t *idx, con
     }
     for (; j < n; j += 16) {
         const __mmask16 live = n - j >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - j)) - 1);
-        const __m512 w = _mm512_mul_ps(_mm512_maskz_loadu_ps(live, x + j), vf);
-        unsigned m = _mm512_mask_cmp_ps_mask(live, w, vt, _CMP_GE_OQ);
+        unsigned m =
+            _mm512_mask_cmp_ps_mask(live, _mm512_maskz_loadu_ps(live, x + j), vt, _CMP_GE_OQ);
         while (m) {
             idx[c++] = (int32_t)(j + __builtin_ctz(m));
             m &= m - 1;
@@ -153,41 +149,37 @@ __attribute__((target("avx512f"))) static int64_t above_avx512(int32_t *idx, con
     return c;
 }
 
-/* The bits of 8 keys x[0..8) whose x·f reaches vt (f = 1: x itself, the same value). */
-__attribute__((target("avx2"))) static inline uint64_t reach8_avx2(const float *x, __m256 vf,
-                                                                  __m256 vt, bool scaled)
+/* The bits of 8 keys x[0..8) that reach vt. */
+__attribute__((target("avx2"))) static inline uint64_t reach8_avx2(const float *x, __m256 vt)
 {
-    __m256 w = _mm256_loadu_ps(x);
-    if (scaled)
-        w = _mm256_mul_ps(w, vf);
-    return (uint64_t)(uint32_t)_mm256_movemask_ps(_mm256_cmp_ps(w, vt, _CMP_GE_OQ));
+    return (uint64_t)(uint32_t)_mm256_movemask_ps(
+        _mm256_cmp_ps(_mm256_loadu_ps(x), vt, _CMP_GE_OQ));
 }
 
 __attribute__((target("avx2"))) static int64_t above_avx2(int32_t *idx, const float *x, int64_t n,
-                                                          float f, float thr)
+                                                          float thr)
 {
-    const __m256 vf = _mm256_set1_ps(f), vt = _mm256_set1_ps(thr);
-    const bool scaled = f != 1.0f;
+    const __m256 vt = _mm256_set1_ps(thr);
     int64_t c = 0, j = 0;
     for (; j + 64 <= n; j += 64) { /* most runs of 64 have no key that reaches thr: one test */
         uint64_t m = 0;
 #pragma GCC unroll 8
         for (int q = 0; q < 8; q++)
-            m |= reach8_avx2(x + j + 8 * q, vf, vt, scaled) << (8 * q);
+            m |= reach8_avx2(x + j + 8 * q, vt) << (8 * q);
         while (m) {
             idx[c++] = (int32_t)(j + __builtin_ctzll(m));
             m &= m - 1;
         }
     }
     for (; j + 8 <= n; j += 8) {
-        uint64_t m = reach8_avx2(x + j, vf, vt, scaled);
+        uint64_t m = reach8_avx2(x + j, vt);
         while (m) {
             idx[c++] = (int32_t)(j + __builtin_ctzll(m));
             m &= m - 1;
         }
     }
     for (; j < n; j++)
-        if (x[j] * f >= thr)
+        if (x[j] >= thr)
             idx[c++] = (int32_t)j;
     return c;
 }
@@ -230,11 +222,11 @@ topk_scan_avx2_n(mha_cand *cand, float *kt, const int nr, const float *x, int64_
         if (e == 64) {
 #pragma GCC unroll 8
             for (int q = 0; q < 8; q++)
-                m |= reach8_avx2(x + j + 8 * q, vt, vt, false) << (8 * q);
+                m |= reach8_avx2(x + j + 8 * q, vt) << (8 * q);
         } else {
             int64_t t = 0;
             for (; t + 8 <= e; t += 8)
-                m |= reach8_avx2(x + j + t, vt, vt, false) << t;
+                m |= reach8_avx2(x + j + t, vt) << t;
             for (; t < e; t++)
                 m |= (uint64_t)(x[j + t] >= thr) << t;
         }
@@ -427,42 +419,6 @@ __attribute__((target("avx512f"))) static inline double sum_avx512(const float *
     for (; j < n; j++)
         s += (double)x[j];
     return s;
-}
-
-/* out[r] = the largest of x[64r, 64r+64) for r < n/64 (n a multiple of 64). */
-__attribute__((target("avx512f"))) static void maxima64_avx512(float *out, const float *x,
-                                                               int64_t n)
-{
-    for (int64_t r = 0; r < n / 64; r++) {
-        const float *p = x + 64 * r;
-        const __m512 a = _mm512_max_ps(_mm512_loadu_ps(p), _mm512_loadu_ps(p + 16));
-        const __m512 b = _mm512_max_ps(_mm512_loadu_ps(p + 32), _mm512_loadu_ps(p + 48));
-        __m512 m = _mm512_max_ps(a, b);
-        /* the 16 lanes to one: 8, 4, 2, 1 */
-        __m256 h = _mm256_max_ps(_mm512_castps512_ps256(m),
-                                 _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(m), 1)));
-        __m128 q = _mm_max_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
-        q = _mm_max_ps(q, _mm_movehl_ps(q, q));
-        q = _mm_max_ss(q, _mm_shuffle_ps(q, q, 1));
-        out[r] = _mm_cvtss_f32(q);
-    }
-}
-
-__attribute__((target("avx2"))) static void maxima64_avx2(float *out, const float *x, int64_t n)
-{
-    for (int64_t r = 0; r < n / 64; r++) {
-        const float *p = x + 64 * r;
-        __m256 m = _mm256_max_ps(_mm256_max_ps(_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8)),
-                                 _mm256_max_ps(_mm256_loadu_ps(p + 16), _mm256_loadu_ps(p + 24)));
-        m = _mm256_max_ps(m, _mm256_max_ps(_mm256_max_ps(_mm256_loadu_ps(p + 32),
-                                                         _mm256_loadu_ps(p + 40)),
-                                           _mm256_max_ps(_mm256_loadu_ps(p + 48),
-                                                         _mm256_loadu_ps(p + 56))));
-        __m128 q = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
-        q = _mm_max_ps(q, _mm_movehl_ps(q, q));
-        q = _mm_max_ss(q, _mm_shuffle_ps(q, q, 1));
-        out[r] = _mm_cvtss_f32(q);
-    }
 }
 
 __attribute__((target("avx2"))) static inline float max_avx2(const float *x, int64_t n)
@@ -658,16 +614,16 @@ void mha_run_div(mha_isa isa, float *x, int64_t n, float div)
     div_portable(x, n, div);
 }
 
-int64_t mha_run_above(mha_isa isa, int32_t *idx, const float *x, int64_t n, float f, float thr)
+int64_t mha_run_above(mha_isa isa, int32_t *idx, const float *x, int64_t n, float thr)
 {
 #ifdef HAVE_X86_KERNELS
     if (isa == MHA_ISA_AVX512)
-        return above_avx512(idx, x, n, f, thr);
+        return above_avx512(idx, x, n, thr);
     if (isa == MHA_ISA_AVX2)
-        return above_avx2(idx, x, n, f, thr);
+        return above_avx2(idx, x, n, thr);
 #endif
     (void)isa;
-    return above_portable(idx, x, n, f, thr);
+    return above_portable(idx, x, n, thr);
 }
 
 int64_t mha_run_topk_scan(mha_isa isa, mha_cand *cand, float *kt, int64_t kst, const float *x,
@@ -715,22 +671,4 @@ float mha_run_topk_bound(mha_isa isa, const float *x, int64_t n, int64_t k, int6
 #endif
     (void)isa;
     return topk_bound_portable(x, n, k, kst);
-}
-
-void mha_run_maxima64(mha_isa isa, float *out, const float *x, int64_t n)
-{
-#ifdef HAVE_X86_KERNELS
-    if (isa == MHA_ISA_AVX512) {
-        maxima64_avx512(out, x, n - n % 64);
-    } else if (isa == MHA_ISA_AVX2) {
-        maxima64_avx2(out, x, n - n % 64);
-    } else
-#endif
-    {
-        for (int64_t r = 0; r < n / 64; r++)
-            out[r] = max_portable(x + 64 * r, 64);
-    }
-    (void)isa;
-    if (n % 64)
-        out[n / 64] = max_portable(x + n - n % 64, n % 64);
 }

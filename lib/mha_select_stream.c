@@ -268,9 +268,8 @@ bool mha_sink_stream_end(mha_sink *s, int slot, int64_t b, int64_t h, int64_t i0
     for (int64_t r = 0; r < rows; r++)
         if (s->cflag[(int64_t)slot * s->rb + r] & 2)
             return false;
-    /* the rows' k best are written in their final order here (no heap: the few candidates the
-     * final threshold leaves are placed by insertion), so the sink's head_begin / head_end, which
-     * keep and sort heaps, are not called */
+    /* the rows' k best are written in their final order here (the few candidates the final
+     * threshold leaves are placed by insertion), without the sink's head_begin / head_end */
     const bool all_seen = s->cseen[8 * slot] == s->Sk;
     for (int64_t r = 0; r < rows; r++) {
         const int64_t ri = (int64_t)slot * s->rb + r, cap = s->cap, i = v.r0 + r;

@@ -4,7 +4,7 @@
  * streamed row that could not be made exact), fed the map's own values block by block
  * (mha_select.c) and chosen here once the row is complete.
  *
- * The order is the heap's and torch.topk's on the slice: the larger value first, of equal values
+ * The order is torch.topk's on the slice (and mha_sink_best_offer's): the larger value first, of equal values
  * the lower key. A NaN key is never chosen (no compare admits it; the daemon refuses passes whose
  * output is not finite, so none reaches a reply).
  *
@@ -163,7 +163,7 @@ void mha_topk_row(mha_isa isa, const float *w, int64_t n, int64_t k, int64_t key
         }
     }
     /* every key but NaN reaches -inf */
-    const int64_t nc = mha_run_above(isa, t->cand, w, n, 1.0f, bound);
+    const int64_t nc = mha_run_above(isa, t->cand, w, n, bound);
     for (int64_t c = 0; c < nc; c++)
         t->key[c] = desc_key(w[t->cand[c]]);
     const int32_t *pay = t->cand;
