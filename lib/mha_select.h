@@ -244,6 +244,17 @@ float mha_run_topk_bound(mha_isa isa, const float *x, int64_t n, int64_t k, int6
 void mha_run_pool_accumulate(mha_isa isa, double *acc, const double *d, int64_t n, float f,
                              bool max);
 
+/* The order keys of x [n] into key [n]: unsigned integers whose ascending order is the floats'
+ * descending order (-0 as +0, -inf last of the numbers), NaN as UINT32_MAX (after every number);
+ * *lo and *hi their smallest and largest. */
+void mha_run_order_keys(mha_isa isa, uint32_t *key, const float *x, int64_t n, uint32_t *lo,
+                        uint32_t *hi);
+
+/* The positions j < n (ascending, into idx) where key[j] <= thr, and those keys (into kout); idx
+ * and kout have room for n. Returns how many. */
+int64_t mha_run_keys_upto(mha_isa isa, int32_t *idx, uint32_t *kout, const uint32_t *key,
+                          int64_t n, uint32_t thr);
+
 /* m[j] = the larger of m[j] and x[j] for j < n (a NaN x[j] leaves m[j]). */
 void mha_run_max_into(mha_isa isa, float *m, const float *x, int64_t n);
 

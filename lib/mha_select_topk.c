@@ -4,43 +4,46 @@
  * streamed row that could not be made exact), fed the map's own values block by block
  * (mha_select.c) and chosen here once the row is complete.
  *
- * The order is torch.topk's on the slice (and mha_sink_best_offer's): the larger value first, of equal values
- * the lower key. A NaN key is never chosen (no compare admits it; the daemon refuses passes whose
- * output is not finite, so none reaches a reply).
+ * The order is torch.topk's on the slice (and mha_sink_best_offer's): the larger value first, of
+ * equal values the lower key. A NaN key is never chosen (no compare admits it; the daemon refuses
+ * passes whose output is not finite, so none reaches a reply).
  *
- *   1. A bound that k keys reach: the keys dealt into k groups, the smallest of the groups'
- *      maxima (mha_run_topk_bound for k <= 32, group j mod k above), one vectorised pass. Only
- *      when k is under a quarter of the row: otherwise most keys reach it anyway.
- *   2. The keys at or above it, in key order (mha_run_above).
- *   3. Those candidates sorted on a 32-bit key that orders the floats (-0 as +0, -inf first),
- *      descending, stably (of equal values the lower key stays first), as far as the first k:
- *      a counting sort on up to 10 bits under the keys' common prefix, then each bucket on the way to
- *      the k-th by insertion or, when large, a radix sort (LSD, 8 bits a pass, a pass whose digit
- *      every key shares skipped). Insertion alone for a few dozen candidates. Time linear in the
- *      candidates whatever the values: a client cannot choose inputs that make it quadratic.
+ * Every value is given a 32-bit order key (mha_run_order_keys: ascending keys, descending values,
+ * -0 as +0). The candidates, in key order (so that sorting stably keeps ties in it):
+ *   - when k is small against the row (k ln k, about how many keys reach the bound, under a
+ *     quarter of it): the keys at or above a bound that k keys reach, the smallest of k groups'
+ *     maxima (group j mod k; mha_run_topk_bound for k <= 32), one vectorised pass;
+ *   - else every order key, and when k is at most half of them a counting pass over about two
+ *     buckets a key (spread evenly over the keys' range) finds the bucket of the k-th, and one
+ *     branch-free pass (mha_run_keys_upto) keeps the keys up to that bucket's end.
+ * Then a counting sort of the candidates into about two buckets each over their own range, stable,
+ * a bucket of more than 32 sorted by radix (LSD, 8 bits a pass, a digit every key shares skipped),
+ * and one insertion pass as far as the k-th's bucket: its keys move only within their bucket, a
+ * few places. Time linear in the candidates whatever the values: a client cannot choose inputs that
+ * make it quadratic.
  *
- * A row of n keys with k best costs about n/8 vector compares and a sort of typically a few k
- * candidates; the heap it replaced cost ~log k branches per candidate, and every key was one
- * until the heap was full (top-64 of 1024 keys: +120% over a pass without weights, Zen 3).
+ * Rows of 1024 keys (Zen 3, cycles of the TSC a row): top-8 about 1.3k, top-64 4–6k, top-256 8k
+ * where the bound and a bucketed sort from the common prefix cost 1.3k, 6.5–9k and 16–24k, and a
+ * heap before them more. The noinline helpers keep their 8–16 KiB of counts off the small path's
+ * stack frame.
  */
 #include "mha_select.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <string.h>
 
-/* Ascending order of the floats as unsigned integers (-0 as +0; x holds no NaN), complemented:
- * the largest value gets the smallest key. */
-static inline uint32_t desc_key(float x)
+/* mha_run_order_keys's key of a number (x is not NaN). */
+static inline uint32_t order_key(float x)
 {
     x += 0.0f; /* -0 + 0 = +0: the compare's tie, the same key */
     uint32_t b;
     memcpy(&b, &x, sizeof b);
-    const uint32_t mono = b & 0x80000000u ? ~b : b | 0x80000000u;
-    return ~mono;
+    return b & 0x80000000u ? b : ~b & 0x7FFFFFFFu;
 }
 
 /* Sorts key[0..n) ascending, pay moving with it, stably; tmp_key, tmp_pay: room for n each.
- * Returns the sorted payload (pay or tmp_pay, as the passes left it). */
+ * Returns the sorted payload (pay or tmp_pay, as the passes left it), the keys beside it. */
 static const int32_t *radix_sort(uint32_t *key, int32_t *pay, uint32_t *tmp_key, int32_t *tmp_pay,
                                  int64_t n)
 {
@@ -94,62 +97,100 @@ static void insertion_sort(uint32_t *key, int32_t *pay, int64_t n)
     }
 }
 
-/* Sorts t->key [n] (t->cand moving with it) far enough that its first k are the k smallest in
- * order, stably; returns the sorted payload (t->cand or t->cand2, the keys beside it). First a
- * counting sort on the bits below the keys' common prefix (the candidates of a row share most of
- * their high bits), about as many buckets as keys and at most 1024, then each bucket in turn,
- * until k keys are in place: in order already when it holds one key, by insertion when a few,
- * else by the radix sort (a client's values cannot make a bucket quadratic). */
-static const int32_t *sort_first(const mha_topk_scratch *t, int64_t n, int64_t k)
+/* Buckets spread evenly over the keys [lo, hi] (lo < hi), about `want` of them (at most
+ * MAX_BUCKETS): bucket of key x = (x - lo) >> shift. */
+#define MAX_BUCKETS 2048
+static int bucket_shift(uint32_t lo, uint32_t hi, int64_t want)
 {
-    uint32_t lo = t->key[0], hi = t->key[0];
-    for (int64_t i = 1; i < n; i++) {
-        lo = t->key[i] < lo ? t->key[i] : lo;
-        hi = t->key[i] > hi ? t->key[i] : hi;
+    int bits = 4;
+    while (bits < 11 && ((int64_t)1 << bits) < want)
+        bits++;
+    const int span = 32 - __builtin_clz(hi - lo);
+    return span > bits ? span - bits : 0;
+}
+
+/* The largest key that keeps at least k of key [n] (keys lo..hi, lo < hi) by whole buckets: the
+ * end of the bucket where the k-th key falls, never a NaN's key. */
+__attribute__((noinline)) static uint32_t kth_bucket_end(const uint32_t *key, int64_t n, int64_t k,
+                                                         uint32_t lo, uint32_t hi)
+{
+    const int shift = bucket_shift(lo, hi, n / 2);
+    const uint32_t nb = ((hi - lo) >> shift) + 1;
+    uint32_t count[MAX_BUCKETS];
+    memset(count, 0, (size_t)nb * sizeof count[0]);
+    for (int64_t j = 0; j < n; j++)
+        count[(key[j] - lo) >> shift]++;
+    uint32_t b = 0;
+    for (int64_t at = 0; b + 1 < nb; b++) {
+        at += count[b];
+        if (at >= k)
+            break;
     }
-    if (lo == hi) /* all equal: key order, as they are */
+    const uint64_t end = (uint64_t)lo + (((uint64_t)b + 1) << shift) - 1;
+    return end < UINT32_MAX - 1 ? (uint32_t)end : UINT32_MAX - 1;
+}
+
+/* Sorts t->key [n] (t->cand moving with it; in key order, keys lo..hi) far enough that its first
+ * k are the k smallest in order, stably; returns the sorted payload (t->cand or t->cand2, the keys
+ * beside it). */
+__attribute__((noinline)) static const int32_t *sort_first(const mha_topk_scratch *t, int64_t n,
+                                                           int64_t k, uint32_t lo, uint32_t hi)
+{
+    if (lo == hi) /* all equal: key order is their order */
         return t->cand;
-    /* about one bucket a key (at most 1024): fewer buckets to clear and walk than keys */
-    int want = 4;
-    while (want < 10 && ((int64_t)1 << want) < n)
-        want++;
-    const int bits = 32 - __builtin_clz(lo ^ hi), shift = bits > want ? bits - want : 0;
-    const uint32_t base = lo >> shift, nb = (hi >> shift) - base + 1; /* nb <= 2^want */
-    uint32_t end[1024]; /* counts, then each bucket's first place, then (scattered) its end */
-    memset(end, 0, (size_t)nb * sizeof end[0]);
+    const int shift = bucket_shift(lo, hi, n);
+    const uint32_t nb = ((hi - lo) >> shift) + 1;
+    uint32_t count[MAX_BUCKETS];
+    uint32_t end[MAX_BUCKETS]; /* each bucket's first place, then (scattered) its end */
+    memset(count, 0, (size_t)nb * sizeof count[0]);
     for (int64_t i = 0; i < n; i++)
-        end[(t->key[i] >> shift) - base]++;
+        count[(t->key[i] - lo) >> shift]++;
+    uint32_t big = 0, last = nb - 1; /* the bucket that holds the k-th */
     for (uint32_t b = 0, at = 0; b < nb; b++) {
-        const uint32_t c = end[b];
         end[b] = at;
-        at += c;
+        at += count[b];
+        big |= count[b] > 32;
+        if (at >= (uint64_t)k && b < last)
+            last = b;
     }
     for (int64_t i = 0; i < n; i++) { /* in key order, so ties stay in it */
-        const uint32_t dst = end[(t->key[i] >> shift) - base]++;
-        t->key2[dst] = t->key[i];
+        const uint32_t x = t->key[i];
+        const uint32_t dst = end[(x - lo) >> shift]++;
+        t->key2[dst] = x;
         t->cand2[dst] = t->cand[i];
     }
-    for (uint32_t b = 0, s0 = 0; b < nb && (int64_t)s0 < k; s0 = end[b++]) {
-        const uint32_t len = end[b] - s0;
-        if (len <= 1)
-            continue;
-        if (len <= 32) {
-            insertion_sort(t->key2 + s0, t->cand2 + s0, len);
-            continue;
+    if (big) /* buckets of many keys (a crowd of close values) by radix, into the other halves */
+        for (uint32_t b = 0, s0 = 0; b <= last; s0 = end[b++]) {
+            const uint32_t len = end[b] - s0;
+            if (len <= 32)
+                continue;
+            const int32_t *p =
+                radix_sort(t->key2 + s0, t->cand2 + s0, t->key + s0, t->cand + s0, len);
+            if (p != t->cand2 + s0) { /* it ended in the other half: back into place */
+                memcpy(t->cand2 + s0, p, (size_t)len * sizeof *p);
+                memcpy(t->key2 + s0, t->key + s0, (size_t)len * sizeof *t->key);
+            }
         }
-        /* the radix sort's other halves: the arrays just scattered from */
-        const int32_t *p = radix_sort(t->key2 + s0, t->cand2 + s0, t->key + s0, t->cand + s0, len);
-        if (p != t->cand2 + s0) /* it ended in the other half: back into place */
-            memcpy(t->cand2 + s0, p, (size_t)len * sizeof *p);
-    }
+    insertion_sort(t->key2, t->cand2, end[last]); /* within buckets; the big ones are in order */
     return t->cand2;
+}
+
+/* About how many keys reach the groups' bound: k ln k (each of k groups of n/k keys keeps a few),
+ * here k times its bit length times 3/4, against a quarter of the row. */
+static bool bound_pays(int64_t n, int64_t k)
+{
+    if (k <= 32)
+        return 4 * k <= n;
+    return 3 * k * (64 - __builtin_clzll((uint64_t)k)) <= n;
 }
 
 void mha_topk_row(mha_isa isa, const float *w, int64_t n, int64_t k, int64_t key0, float *vals,
                   int32_t *idx, const mha_topk_scratch *t)
 {
-    float bound = -INFINITY;
-    if (4 * k <= n) {
+    int64_t nc;
+    uint32_t lo, hi;
+    if (bound_pays(n, k)) {
+        float bound;
         if (k <= 32) {
             bound = mha_run_topk_bound(isa, w, n, k, (k + 7) / 8 * 8);
         } else { /* group g: the keys j = g mod k, their maxima built a run of k at a time */
@@ -161,16 +202,30 @@ void mha_topk_row(mha_isa isa, const float *w, int64_t n, int64_t k, int64_t key
             for (int64_t g = 0; g < k; g++)
                 bound = t->gmax[g] < bound ? t->gmax[g] : bound;
         }
+        nc = mha_run_above(isa, t->cand, w, n, bound); /* every key but NaN reaches -inf */
+        lo = UINT32_MAX;
+        hi = 0;
+        for (int64_t c = 0; c < nc; c++) {
+            const uint32_t x = order_key(w[t->cand[c]]);
+            t->key[c] = x;
+            lo = x < lo ? x : lo;
+            hi = x > hi ? x : hi;
+        }
+    } else {
+        mha_run_order_keys(isa, t->key2, w, n, &lo, &hi);
+        uint32_t upto = UINT32_MAX - 1; /* every number */
+        if (lo < hi && 2 * k <= n)
+            upto = kth_bucket_end(t->key2, n, k, lo, hi);
+        nc = mha_run_keys_upto(isa, t->cand, t->key, t->key2, n, upto);
+        hi = upto < hi ? upto : hi; /* not the kept keys' largest, but above it: range enough */
     }
-    /* every key but NaN reaches -inf */
-    const int64_t nc = mha_run_above(isa, t->cand, w, n, bound);
-    for (int64_t c = 0; c < nc; c++)
-        t->key[c] = desc_key(w[t->cand[c]]);
     const int32_t *pay = t->cand;
-    if (nc <= 48)
-        insertion_sort(t->key, t->cand, nc);
-    else
-        pay = sort_first(t, nc, k);
+    if (nc <= 48) { /* a few (a small top-k's usual case): by insertion */
+        if (lo < hi)
+            insertion_sort(t->key, t->cand, nc);
+    } else {
+        pay = sort_first(t, nc, k, lo, hi);
+    }
     const int64_t m = nc < k ? nc : k;
     for (int64_t q = 0; q < m; q++) {
         vals[q] = w[pay[q]];

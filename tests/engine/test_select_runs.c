@@ -11,7 +11,9 @@
  * the k best of a whole row (mha_topk_row, the paths that hold the row): the stable descending
  * order's first k against a sort, for rows of 1 to 2500 keys and k from 1 to all, on weights,
  * scores with negatives, -inf and -0, ties, a crowd within a few ulp (its radix sort), and NaN keys
- * (never chosen);
+ * (never chosen), through both ways to the candidates (a bound, or a count of every key);
+ * the order keys of every kind of value (mha_run_order_keys: descending order, -0 as +0, NaN last)
+ * and the keys up to a threshold (mha_run_keys_upto), for runs of 0 to 80;
  * a row's first threshold (mha_run_topk_bound): the smallest of k groups' maxima, the same bits
  * on every ISA, reached by k keys;
  * a streamed pool's block into a pooled row (mha_run_pool_accumulate), bit for bit;
@@ -208,6 +210,44 @@ static void one_topk_row(mha_isa isa, int64_t n, int64_t k, int pattern)
           isa_name[isa], (long long)k, (long long)n, pattern);
 }
 
+/* mha_run_order_keys and mha_run_keys_upto on n values of every kind: the keys' unsigned order is
+ * the values' descending order (-0 as +0, NaN after every number, as UINT32_MAX), their range, and
+ * the positions and keys at or under a threshold, in order. */
+static void one_order_keys(mha_isa isa, int64_t n)
+{
+    static const float special[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 1e-45f, -1e-45f, 1.0f};
+    float x[80] = {0};
+    uint32_t key[80], kept[80];
+    int32_t pos[80];
+    for (int64_t j = 0; j < n; j++)
+        x[j] = j % 5 == 2 ? special[(j / 5) % 8] : (float)(4 * rnd() - 2);
+    uint32_t lo = 7, hi = 7;
+    mha_run_order_keys(isa, key, x, n, &lo, &hi);
+    bool ok = true;
+    uint32_t want_lo = UINT32_MAX, want_hi = 0;
+    for (int64_t j = 0; j < n; j++) {
+        ok &= isnan(x[j]) ? key[j] == UINT32_MAX : key[j] != UINT32_MAX;
+        want_lo = key[j] < want_lo ? key[j] : want_lo;
+        want_hi = key[j] > want_hi ? key[j] : want_hi;
+        for (int64_t i = 0; i < j; i++)
+            if (!isnan(x[i]) && !isnan(x[j]))
+                ok &= (x[i] > x[j]) == (key[i] < key[j]) && (x[i] == x[j]) == (key[i] == key[j]);
+    }
+    ok &= lo == want_lo && hi == want_hi;
+    CHECK(ok, "%s: order keys of %lld values: descending order, NaN last, the range", isa_name[isa],
+          (long long)n);
+    const uint32_t thr = n ? key[(int64_t)(rnd() * (double)n)] : 0;
+    const int64_t got = mha_run_keys_upto(isa, pos, kept, key, n, thr);
+    int64_t c = 0;
+    for (int64_t j = 0; j < n && ok; j++)
+        if (key[j] <= thr) {
+            ok = c < got && pos[c] == (int32_t)j && kept[c] == key[j];
+            c++;
+        }
+    CHECK(ok && c == got, "%s: keys up to a threshold among %lld: %lld in order, the keys beside",
+          isa_name[isa], (long long)n, (long long)c);
+}
+
 /* mha_run_pool_accumulate: acc[c] += d[c]·f in double (the product rounded first), or the larger
  * of acc[c] and (float)d[c]·f, bit for bit. */
 static void one_accumulate(mha_isa isa, int64_t n, bool max)
@@ -292,6 +332,8 @@ int main(void)
                 for (int pattern = 0; pattern < 5 && ks[q] >= 1 && ks[q] <= n; pattern++)
                     one_topk_row((mha_isa)isa, n, ks[q], pattern);
         }
+        for (int64_t n = 0; n <= 80; n++)
+            one_order_keys((mha_isa)isa, n);
         for (int64_t n = 0; n <= 40; n++) {
             one_accumulate((mha_isa)isa, n, false);
             one_accumulate((mha_isa)isa, n, true);
