@@ -13,16 +13,17 @@
  *   - when k is small against the row (k ln k, about how many keys reach the bound, under a
  *     quarter of it): the keys at or above a bound that k keys reach, the smallest of k groups'
  *     maxima (group j mod k; mha_run_topk_bound for k <= 32), one vectorised pass;
- *   - else every order key, and when k is at most half of them a counting pass over about two
- *     buckets a key (spread evenly over the keys' range) finds the bucket of the k-th, and one
- *     branch-free pass (mha_run_keys_upto) keeps the keys up to that bucket's end.
+ *   - else every order key, and when k is at most half of them a count of every 4th key into
+ *     buckets spread evenly over the keys' range finds about where the k-th falls (with a margin),
+ *     and one branch-free pass (mha_run_keys_upto) keeps the keys up to that bucket's end; when
+ *     fewer than k are kept, every key is counted, which finds the k-th's bucket exactly.
  * Then a counting sort of the candidates into about two buckets each over their own range, stable,
  * a bucket of more than 32 sorted by radix (LSD, 8 bits a pass, a digit every key shares skipped),
  * and one insertion pass as far as the k-th's bucket: its keys move only within their bucket, a
  * few places. Time linear in the candidates whatever the values: a client cannot choose inputs that
  * make it quadratic.
  *
- * Rows of 1024 keys (Zen 3, cycles of the TSC a row): top-8 about 1.3k, top-64 4–6k, top-256 8k
+ * Rows of 1024 keys (Zen 3, cycles of the TSC a row): top-8 about 1.2k, top-64 4k, top-256 9k
  * where the bound and a bucketed sort from the common prefix cost 1.3k, 6.5–9k and 16–24k, and a
  * heap before them more. The noinline helpers keep their 8–16 KiB of counts off the small path's
  * stack frame.
@@ -109,21 +110,23 @@ static int bucket_shift(uint32_t lo, uint32_t hi, int64_t want)
     return span > bits ? span - bits : 0;
 }
 
-/* The largest key that keeps at least k of key [n] (keys lo..hi, lo < hi) by whole buckets: the
- * end of the bucket where the k-th key falls, never a NaN's key. */
-__attribute__((noinline)) static uint32_t kth_bucket_end(const uint32_t *key, int64_t n, int64_t k,
-                                                         uint32_t lo, uint32_t hi)
+/* A key up to which about k of key [n] (keys lo..hi, lo < hi) fall, by whole buckets: the end of
+ * the bucket where the want-th of every stride-th key falls (never a NaN's key). With stride 1 and
+ * want k, at least k keys are at or under it; a sample (stride 4) needs a check. */
+__attribute__((noinline)) static uint32_t kth_bucket_end(const uint32_t *key, int64_t n,
+                                                         int64_t stride, int64_t want, uint32_t lo,
+                                                         uint32_t hi)
 {
-    const int shift = bucket_shift(lo, hi, n / 2);
+    const int shift = bucket_shift(lo, hi, n / stride / 2);
     const uint32_t nb = ((hi - lo) >> shift) + 1;
     uint32_t count[MAX_BUCKETS];
     memset(count, 0, (size_t)nb * sizeof count[0]);
-    for (int64_t j = 0; j < n; j++)
+    for (int64_t j = 0; j < n; j += stride)
         count[(key[j] - lo) >> shift]++;
     uint32_t b = 0;
     for (int64_t at = 0; b + 1 < nb; b++) {
         at += count[b];
-        if (at >= k)
+        if (at >= want)
             break;
     }
     const uint64_t end = (uint64_t)lo + (((uint64_t)b + 1) << shift) - 1;
@@ -214,9 +217,22 @@ void mha_topk_row(mha_isa isa, const float *w, int64_t n, int64_t k, int64_t key
     } else {
         mha_run_order_keys(isa, t->key2, w, n, &lo, &hi);
         uint32_t upto = UINT32_MAX - 1; /* every number */
-        if (lo < hi && 2 * k <= n)
-            upto = kth_bucket_end(t->key2, n, k, lo, hi);
-        nc = mha_run_keys_upto(isa, t->cand, t->key, t->key2, n, upto);
+        nc = -1;
+        if (lo < hi && 2 * k <= n && n >= 512) {
+            /* every 4th key counted (the count is half the work of choosing): its k/4-th, with
+             * a margin of twice the sample's spread, almost always keeps k keys; when it does
+             * not (chance, or a row whose 4th keys are its best), every key is counted */
+            const int64_t want = k / 4 + 2 * (int64_t)sqrt((double)k / 4) + 2;
+            upto = kth_bucket_end(t->key2, n, 4, want, lo, hi);
+            nc = mha_run_keys_upto(isa, t->cand, t->key, t->key2, n, upto);
+            if (nc < k)
+                nc = -1;
+        }
+        if (nc < 0) {
+            if (lo < hi && 2 * k <= n)
+                upto = kth_bucket_end(t->key2, n, 1, k, lo, hi);
+            nc = mha_run_keys_upto(isa, t->cand, t->key, t->key2, n, upto);
+        }
         hi = upto < hi ? upto : hi; /* not the kept keys' largest, but above it: range enough */
     }
     const int32_t *pay = t->cand;

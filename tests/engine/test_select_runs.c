@@ -161,7 +161,8 @@ static int cmp_best(const void *a, const void *b)
 /* mha_topk_row on a row of n keys of one pattern: 0 weights in (0, 1], 1 scores with negatives,
  * -inf and -0, 2 a handful of values (ties), 3 one key far above a crowd within a few ulp (one
  * bucket holds them all: the radix sort), 4 NaN keys among weights (fewer than k others when
- * most are NaN). */
+ * most are NaN), 5 every 4th key above all the others (a count of every 4th key sees only those:
+ * its estimate keeps too few, and every key is counted). */
 static void one_topk_row(mha_isa isa, int64_t n, int64_t k, int pattern)
 {
     static float w[3000], vals[3000];
@@ -183,8 +184,11 @@ static void one_topk_row(mha_isa isa, int64_t n, int64_t k, int pattern)
         case 3:
             w[j] = j == n / 2 ? 1.0f : 0.25f + (float)(int)(u * 40) * 0x1p-25f;
             break;
-        default:
+        case 4:
             w[j] = u < (n > 40 ? 0.3 : 0.9) ? NAN : (float)u;
+            break;
+        default:
+            w[j] = (float)(j % 4 == 0 ? 1 + u : u);
         }
     }
     const mha_topk_scratch t = {(int32_t *)room, (int32_t *)room + n, (uint32_t *)room + 2 * n,
@@ -329,7 +333,7 @@ int main(void)
             const int64_t n = tlens[l];
             const int64_t ks[] = {1, 2, 8, 31, 32, 33, 64, n / 4, n / 2, n - 1, n};
             for (size_t q = 0; q < sizeof ks / sizeof ks[0]; q++)
-                for (int pattern = 0; pattern < 5 && ks[q] >= 1 && ks[q] <= n; pattern++)
+                for (int pattern = 0; pattern < 6 && ks[q] >= 1 && ks[q] <= n; pattern++)
                     one_topk_row((mha_isa)isa, n, ks[q], pattern);
         }
         for (int64_t n = 0; n <= 80; n++)
