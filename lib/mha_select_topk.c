@@ -10,9 +10,9 @@
  *
  * Every value is given a 32-bit order key (mha_run_order_keys: ascending keys, descending values,
  * -0 as +0). The candidates, in key order (so that sorting stably keeps ties in it):
- *   - when k is small against the row (k ln k, about how many keys reach the bound, under a
- *     quarter of it): the keys at or above a bound that k keys reach, the smallest of k groups'
- *     maxima (group j mod k; mha_run_topk_bound for k <= 32), one vectorised pass;
+ *   - when k is small against the row (bound_pays): the keys at or above a bound that k keys
+ *     reach, the smallest of k groups' maxima (group j mod k; mha_run_topk_bound for k <= 32),
+ *     one vectorised pass;
  *   - else every order key, and when k is at most half of them a count of every 4th key into
  *     buckets spread evenly over the keys' range finds about where the k-th falls (with a margin),
  *     and one branch-free pass (mha_run_keys_upto) keeps the keys up to that bucket's end; when
@@ -178,13 +178,16 @@ __attribute__((noinline)) static const int32_t *sort_first(const mha_topk_scratc
     return t->cand2;
 }
 
-/* About how many keys reach the groups' bound: k ln k (each of k groups of n/k keys keeps a few),
- * here k times its bit length times 3/4, against a quarter of the row. */
+/* Whether the groups' bound is the cheaper way to the candidates. About k ln k keys reach it (each
+ * of k groups of n/k keys keeps a few), each then sorted; the count costs ~2 cycles a key, its
+ * candidates ~k. Measured (Zen 3): for k <= 32 the bound wins on rows of 4k keys and more (one
+ * kernel, a vector a group); above 32 (k runs of maxima) only on rows of 16·k·log2(k) or more (the
+ * two even at top-64 of 8192, the count 1.7x faster at top-64 of 2048). */
 static bool bound_pays(int64_t n, int64_t k)
 {
     if (k <= 32)
         return 4 * k <= n;
-    return 3 * k * (64 - __builtin_clzll((uint64_t)k)) <= n;
+    return 16 * k * (64 - __builtin_clzll((uint64_t)k)) <= n;
 }
 
 void mha_topk_row(mha_isa isa, const float *w, int64_t n, int64_t k, int64_t key0, float *vals,
