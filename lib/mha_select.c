@@ -227,11 +227,14 @@ mha_status mha_sink_init(mha_sink *s, const mha_plan *plan, const mha_select *se
     const size_t b_slots = mha_line((size_t)s->H * sizeof(int64_t));
     const size_t b_avg = average ? mha_line(T * (size_t)rb * (size_t)s->Sk * sizeof(float)) : 0;
     const size_t b_part = mha_line(T * (size_t)s->part_rows * (size_t)s->Sp * sizeof(double));
-    /* top-k: the block's rows of the map (the averaged block itself when averaged), and a row's
-     * room for its choice (mha_topk_row) */
+    /* top-k: the block's rows of the map (the averaged block itself when averaged; none for
+     * weights per head, which come a whole row at a time: mha_sink_takes_rows), and a row's room
+     * for its choice (mha_topk_row) */
     const bool topk = s->kind == MHA_SINK_TOPK;
-    const size_t b_tkrow =
-        topk && !average ? mha_line(T * (size_t)rb * (size_t)s->Sk * sizeof(float)) : 0;
+    s->rows = topk && !average && fill == 0.0f; /* weights (scores have fill -inf) */
+    const size_t b_tkrow = topk && !average && !s->rows
+                               ? mha_line(T * (size_t)rb * (size_t)s->Sk * sizeof(float))
+                               : 0;
     const size_t b_tk = topk ? mha_line(T * (size_t)tk_floats(s) * sizeof(float)) : 0;
     const size_t b_shared_of = mha_line((size_t)s->Lp * sizeof(int64_t));
     const size_t nacc = (size_t)s->N * (size_t)s->nh * (size_t)s->nshared;
@@ -591,7 +594,7 @@ void mha_sink_fill(mha_sink *s, int slot, int64_t b, int64_t h, int64_t i0, int6
 
 bool mha_sink_takes_rows(const mha_sink *s)
 {
-    return s->kind == MHA_SINK_TOPK && !s->navg;
+    return s->rows;
 }
 
 float *mha_sink_row_room(mha_sink *s, int slot, float **factors)

@@ -62,6 +62,7 @@ typedef struct mha_sink {
     int64_t pa, pb, Lp, Sp; /* pool block a x b; pooled rows ⌈L'/a⌉ and columns ⌈S'/b⌉    */
     mha_pool_op op;
     float fill;            /* the value of keys given by mha_sink_fill                    */
+    bool rows;             /* given whole rows (mha_sink_takes_rows), never blocks        */
     int64_t *slot_of_head; /* [H]: the output's head slot of head h, -1 not chosen        */
     int64_t rb;            /* rows per block (the core's)                                 */
     /* where */
@@ -71,7 +72,7 @@ typedef struct mha_sink {
     float *avg;   /* [threads][rb, S'] averaged block, or NULL                   */
     double *part; /* [threads][part_rows, Sp] pooled partials, or NULL            */
     int64_t part_rows;
-    float *tkrow; /* [threads][rb, S'] top-k: the block's rows (the averaged block itself) */
+    float *tkrow; /* [threads][rb, S'] top-k of scores: the block's rows (averaged: the block) */
     float *tkmem; /* [threads][6·S' + S] top-k: a row, its factors, mha_topk_row's room    */
     /* pooled rows that blocks share, combined in row order */
     int64_t *shared_of; /* [Lp]: index among the shared pooled rows, -1 when one block  */
@@ -122,10 +123,10 @@ void mha_sink_feed(mha_sink *s, int slot, int64_t b, int64_t h, int64_t i0, int6
 void mha_sink_fill(mha_sink *s, int slot, int64_t b, int64_t h, int64_t i0, int64_t m, int64_t key0,
                    int64_t n);
 void mha_sink_head_end(mha_sink *s, int slot, int64_t b, int64_t h, int64_t i0, int64_t m);
-/* A per-head top-k may instead be given whole rows, one at a time, when the core holds them
- * (its slab), without head_begin ... head_end: mha_sink_row_room's row [S'] (and room for a
- * factor per key block, *factors, S floats) filled with row i's values over the chosen keys
- * [k0, k1), then mha_sink_row; the thread's rows [rb][S'] are left untouched. */
+/* A per-head top-k of weights is instead given whole rows, one at a time (the core holds them in
+ * its slab), without head_begin ... head_end: mha_sink_row_room's row [S'] (and room for a factor
+ * per key block, *factors, S floats) filled with row i's values over the chosen keys [k0, k1),
+ * then mha_sink_row; it has no rows [rb][S'] for blocks (a top-k of scores, fed blocks, does). */
 bool mha_sink_takes_rows(const mha_sink *s);
 float *mha_sink_row_room(mha_sink *s, int slot, float **factors);
 void mha_sink_row(mha_sink *s, int slot, int64_t b, int64_t h, int64_t i, const float *w);
