@@ -33,6 +33,8 @@
 
 #include "mha_internal.h"
 
+#include <string.h>
+
 /* Resolves and checks in->select against a plan whose N, L, S, H and batched are filled, and sets
  * plan's selection fields, and with need_weights weights_ndim/shape/count (average: mean over the
  * chosen heads).
@@ -245,7 +247,20 @@ float mha_run_topk_bound(mha_isa isa, const float *x, int64_t n, int64_t k, int6
 void mha_run_pool_accumulate(mha_isa isa, double *acc, const double *d, int64_t n, float f,
                              bool max);
 
-/* The order keys of x [n] into key [n]: unsigned integers whose ascending order is the floats'
+/* The order key of x: an unsigned integer whose ascending order is the floats' descending order:
+ * the bits of x + 0 (-0 becomes +0), negatives as they are and the others complemented below the
+ * sign; NaN as UINT32_MAX, after every number. */
+static inline uint32_t mha_order_key(float x)
+{
+    if (x != x)
+        return UINT32_MAX;
+    x += 0.0f;
+    uint32_t b;
+    memcpy(&b, &x, sizeof b);
+    return b & 0x80000000u ? b : ~b & 0x7FFFFFFFu;
+}
+
+/* The order keys of x [n] into key [n] (mha_select_keys.c): unsigned integers whose ascending order is the floats'
  * descending order (-0 as +0, -inf last of the numbers), NaN as UINT32_MAX (after every number);
  * *lo and *hi their smallest and largest. */
 void mha_run_order_keys(mha_isa isa, uint32_t *key, const float *x, int64_t n, uint32_t *lo,

@@ -8,8 +8,8 @@
  * equal values the lower key. A NaN key is never chosen (no compare admits it; the daemon refuses
  * passes whose output is not finite, so none reaches a reply).
  *
- * Every value is given a 32-bit order key (mha_run_order_keys: ascending keys, descending values,
- * -0 as +0). The candidates, in key order (so that sorting stably keeps ties in it):
+ * Every value is given a 32-bit order key (mha_order_key: ascending keys, descending values, -0
+ * as +0). The candidates, in key order (so that sorting stably keeps ties in it):
  *   - when k is small against the row (bound_pays): the keys at or above a bound that k keys
  *     reach, the smallest of k groups' maxima (group j mod k; mha_run_topk_bound for k <= 32),
  *     one vectorised pass;
@@ -17,7 +17,7 @@
  *     buckets spread evenly over the keys' range finds about where the k-th falls (with a margin),
  *     and one branch-free pass (mha_run_keys_upto) keeps the keys up to that bucket's end; when
  *     fewer than k are kept, every key is counted, which finds the k-th's bucket exactly.
- * Then a counting sort of the candidates into about two buckets each over their own range, stable,
+ * Then a counting sort of the candidates into about one bucket each over their own range, stable,
  * a bucket of more than 32 sorted by radix (LSD, 8 bits a pass, a digit every key shares skipped),
  * and one insertion pass as far as the k-th's bucket: its keys move only within their bucket, a
  * few places. Time linear in the candidates whatever the values: a client cannot choose inputs that
@@ -33,15 +33,6 @@
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
-
-/* mha_run_order_keys's key of a number (x is not NaN). */
-static inline uint32_t order_key(float x)
-{
-    x += 0.0f; /* -0 + 0 = +0: the compare's tie, the same key */
-    uint32_t b;
-    memcpy(&b, &x, sizeof b);
-    return b & 0x80000000u ? b : ~b & 0x7FFFFFFFu;
-}
 
 /* Sorts key[0..n) ascending, pay moving with it, stably; tmp_key, tmp_pay: room for n each.
  * Returns the sorted payload (pay or tmp_pay, as the passes left it), the keys beside it. */
@@ -212,7 +203,7 @@ void mha_topk_row(mha_isa isa, const float *w, int64_t n, int64_t k, int64_t key
         lo = UINT32_MAX;
         hi = 0;
         for (int64_t c = 0; c < nc; c++) {
-            const uint32_t x = order_key(w[t->cand[c]]);
+            const uint32_t x = mha_order_key(w[t->cand[c]]);
             t->key[c] = x;
             lo = x < lo ? x : lo;
             hi = x > hi ? x : hi;
