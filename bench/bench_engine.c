@@ -15,7 +15,8 @@
  * alone); the same for XL (XL-cwin: window 2048), and XL-w128 (causal, window 128: the keys the
  * window masks are skipped). XLa-causal and XLa-w128 are XL's attention alone: E=16 with H=16
  * heads of head_dim 64, so the projections are ~1% of the work and the window's skipping shows
- * undiluted. Llama (E=4096, H=32, num_kv_heads=8, head_dim=128, RoPE, causal,
+ * undiluted; XLa, XLa-4k and XLa-16k (not run by default) the same without a mask at L = S = 2048,
+ * 4096 and 16384: the core's speed against the length, without the projections. Llama (E=4096, H=32, num_kv_heads=8, head_dim=128, RoPE, causal,
  * N=1, L=S=2048) and Mistral (the same with window=512); Llama-mha (num_kv_heads=32, not run by
  * default) shows a GQA layer against its MHA twin. A row with a base (L-rope: L, Mistral: Llama,
  * ...) times the base's pass without weights in the same rounds, and "cpu vs base" is the median
@@ -98,6 +99,9 @@ static const shape shapes[] = {
     {"XLa-causal", 1, 2048, 16, 16, true, .hd = 64, .causal = true, .by_default = true},
     {"XLa-w128", 1, 2048, 16, 16, true, .hd = 64, .causal = true, .window = 128,
      .by_default = true, .base = "XLa-causal"},
+    {"XLa", 1, 2048, 16, 16, true, .hd = 64},
+    {"XLa-4k", 1, 4096, 16, 16, true, .hd = 64},
+    {"XLa-16k", 1, 16384, 16, 16, true, .hd = 64},
     {"Llama", 1, 2048, 4096, 32, true, .hd = 128, .Hkv = 8, .rope = 10000, .causal = true,
      .by_default = true},
     {"Mistral", 1, 2048, 4096, 32, true, .hd = 128, .Hkv = 8, .rope = 10000, .causal = true,

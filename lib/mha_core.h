@@ -4,7 +4,7 @@
  *
  *   projections  C[M][Nc] = bias + X[M][K] · Wᵀ, W packed once per layer into panels Wᵀ [K][64]
  *                (mha_weights.c); tasks of 64 rows x 256 columns, kernel calls of 64 x 64 x 512
- *                (mha_proj.c)
+ *                (AVX-512) or 64 (AVX2) (mha_proj.c)
  *   keys, values per (batch, kv head, key block): Kᵀ blocks [hd][BN], V blocks [BN][hd], the keys
  *                add_bias_kv and add_zero_attn append included (mha_attention.c)
  *   attention    per (batch, head, 64 query rows): the key blocks in order with an online softmax
@@ -25,10 +25,22 @@
 #define MHA_PROJ_ROWS 64   /* rows per projection kernel call                                   */
 #define MHA_PROJ_COLS 256  /* columns per projection task (4 panels: the X rows stay in L2)     */
 
-/* Depth per projection call on isa: 128 for AVX2 (a panel's chunk, 32 KiB, stays in L1 while the
- * kernel walks the rows: 77 against 63 GFLOP/s at 512 on Zen 3, XL's in-projection, one core),
+/* Depth per projection call on isa: 64 for AVX2 (on the task's rows copied contiguous, below),
  * 512 for AVX-512 (Zen 4: 96-100% of peak at 512). */
 int64_t mha_proj_depth(mha_isa isa);
+
+/* True when isa's projections run on a copy: a task's 64 rows of X copied to [64][K] and each
+ * 64 x 64 tile summed in a [64][64] of the thread's own before it goes to C. The rows of X and C
+ * are the request's and the pass's buffers, E or 3E floats apart: at E = 1024 every row of a tile
+ * falls in the same few sets of L1 and L2, and the kernel's loads and stores miss. Measured on
+ * Zen 3 (XL's in-projection, one core, the JIT kernel): 77 GFLOP/s in place at depth 128, 82 on
+ * the copies at depth 64 (E = 768: 76 -> 83). AVX2 only: AVX-512 is as measured on Zen 4 in
+ * place. The same sums in the same order: the same bits. */
+bool mha_proj_packs(mha_isa isa);
+
+/* Floats of the thread's room for mha_proj_packs: [64][Kmax] rows and a [64][64] tile, Kmax the
+ * widest projection input of the layer (E, kdim, vdim, H·hd); 0 when isa does not pack. */
+int64_t mha_proj_slot_floats(const mha_config *cfg, mha_isa isa);
 
 /* Keys per attention block for head_dim hd on isa: 128 above hd 128 (a K and a V block then stay
  * at 64-128 KiB each, in L2 next to the scores tile); else 256 for AVX-512 (Zen 4) and 128 for
@@ -58,6 +70,7 @@ typedef struct mha_kernel_set {
     mha_isa isa;
     int64_t BN;       /* keys per attention block                                          */
     int64_t kc;       /* depth per projection call (mha_proj_depth)                         */
+    bool pack;        /* projections on copies of X's rows and C's tile (mha_proj_packs)    */
     mha_mm scores;    /* sc[BM][BN] = qt[BM][hd] · Kᵀ[hd][BN]                               */
     mha_mm pv;        /* O[BM][hd] += P[BM][BN] · V[BN][hd]                                 */
     int nproj;        /* projection calls of full tiles: C[64][64] (row stride ldc) +=      */
@@ -107,6 +120,8 @@ typedef struct mha_proj_set {
     int64_t ntasks;
     const mha_kernel_set *ks;
     const int *cancel; /* mha_inputs.cancel: once set, the tasks left do nothing */
+    float *scratch;    /* ks->pack: [threads][slot_floats], mha_proj_slot_floats' room each */
+    int64_t slot_floats;
 } mha_proj_set;
 
 /* Adds C = bias + X·Wᵀ to the set (its tasks after the ones already there). */
@@ -115,7 +130,7 @@ void mha_proj_add(mha_proj_set *set, const float *X, int64_t M, int64_t ldx, con
 
 /* One task of a set (mha_task_fn): 64 rows x 256 columns of one job. torch's addmm order: each
  * row starts as the bias, then += X·Wᵀ in depth chunks (mha_proj_depth) in order (generic: one
- * cblas call on W as given). */
+ * cblas call on W as given); on copies when ks->pack (a task of 64 rows). */
 void mha_proj_task(void *arg, int64_t task, int slot);
 
 /* ---------------------------------------------------------------------------------------------- */
@@ -166,6 +181,10 @@ static inline bool mha_cancelled(const int *flag)
 
 /* Floats of one thread's slot for a plan (slab: per-row tiles kept for weights). */
 int64_t mha_attn_slot_floats(const mha_plan *plan, bool slab);
+
+/* Floats of one thread's slot for a whole pass: the attention's (mha_attn_slot_floats) or the
+ * projections' (mha_proj_slot_floats), whichever is larger; the phases take turns with it. */
+int64_t mha_pass_slot_floats(const mha_plan *plan, const mha_config *cfg, bool slab);
 
 /* Floats of the packed keys and values of one (batch, kv head). */
 int64_t mha_attn_kv_floats(const mha_plan *plan);

@@ -298,14 +298,14 @@ mha_status mha_forward_select(const mha_layer *layer, const mha_inputs *in, cons
         plan->selected && (in->need_weights || (trace && trace->stage[MHA_TRACE_ATTN_WEIGHTS]));
     a.slab = a.weights || a.trace_weights || sel_weights;
     a.all_heads = a.weights && !a.per_head; /* and an averaged selection: setup_sinks */
-    a.slot_floats = mha_attn_slot_floats(plan, a.slab);
+    a.slot_floats = mha_pass_slot_floats(plan, cfg, a.slab);
 
     /* One allocation: the buffers every thread shares, then a slot per thread, as many as fit in
      * the layer's workspace limit: the plan cannot know the pool, so a pass planned close to the
      * limit runs on fewer threads rather than failing. */
     const int64_t slot_bytes = a.slot_floats * (int64_t)sizeof(float);
     const int64_t shared = (int64_t)plan->workspace_bytes -
-                           mha_attn_slot_floats(plan, in->need_weights) * (int64_t)sizeof(float);
+                           mha_pass_slot_floats(plan, cfg, in->need_weights) * (int64_t)sizeof(float);
     const int64_t limit = layer->limits.max_workspace_bytes;
     if (shared + slot_bytes > limit)
         return mha_fail(err, MHA_ERR_LIMIT, "query",
@@ -380,6 +380,8 @@ mha_status mha_forward_select(const mha_layer *layer, const mha_inputs *in, cons
         f.inv_freq = carve(&cursor, f.hd);
     }
     a.scratch = cursor;
+    proj.scratch = cursor; /* the projections take turns with the attention in each slot */
+    proj.slot_floats = a.slot_floats;
     a.keys_sorted = mha_positions_fill(f.qpos, f.kpos, plan, in);
     a.q = f.q, a.k = f.k, a.v = f.v, a.cat = f.cat;
     a.q_bs = f.q_bs, a.q_rs = f.q_rs, a.k_bs = f.k_bs, a.k_rs = f.k_rs;
@@ -426,7 +428,8 @@ mha_status mha_forward_select(const mha_layer *layer, const mha_inputs *in, cons
     mha_pool_run_limit(pool, mha_attn_ntasks(&a), mha_attn_task, &a, work_threads);
     for (int k = 0; k < 3; k++)
         mha_sink_free(&sinks[k]);
-    mha_proj_set out = {.ks = ks, .cancel = in->cancel};
+    mha_proj_set out = {
+        .ks = ks, .cancel = in->cancel, .scratch = a.scratch, .slot_floats = a.slot_floats};
     mha_proj_add(&out, f.cat, N * L, q_flat, layer->w_out, po, layer->b_out, output, E);
     mha_pool_run_limit(pool, out.ntasks, mha_proj_task, &out, work_threads);
     if (trace) {

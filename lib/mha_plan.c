@@ -186,6 +186,12 @@ static mha_status check_positions(const char *field, const mha_positions *p, int
     return MHA_OK;
 }
 
+int64_t mha_pass_slot_floats(const mha_plan *plan, const mha_config *cfg, bool slab)
+{
+    const int64_t attn = mha_attn_slot_floats(plan, slab), proj = mha_proj_slot_floats(cfg, plan->isa);
+    return attn > proj ? attn : proj;
+}
+
 mha_status mha_plan_forward(const mha_layer *layer, const mha_inputs *in, const mha_limits *limits,
                             mha_plan *plan, mha_error *err)
 {
@@ -357,7 +363,8 @@ mha_status mha_plan_forward(const mha_layer *layer, const mha_inputs *in, const 
 
     /* Workspace (floats): projections (the concat then reuses q's) + packed keys and values +
      * positions (+ RoPE
-     * tables) + one thread's slot (with the weights slab when weights are asked for), each buffer
+     * tables) + one thread's slot (with the weights slab when weights are asked for; at least the
+     * projections' room, mha_pass_slot_floats), each buffer
      * rounded up to 16 floats; see mha_forward.c and mha_attention.c. The sizes are small enough
      * here (the check above) for plain arithmetic in the helpers. */
     mha_pos_layout pl;
@@ -367,7 +374,7 @@ mha_status mha_plan_forward(const mha_layer *layer, const mha_inputs *in, const 
     ok = ok && mha_mul_ok(NS0, Dkv, &kv) && mha_mul_ok(kv, 2, &kv) && mha_add_ok(cat, kv, &proj);
     ok = ok && mha_mul_ok(N, Hkv, &NH) && mha_mul_ok(NH, mha_attn_kv_floats(plan), &kvp);
     ok = ok && mha_add_ok(proj, kvp, &total) && /* the concat reuses q's room */
-         mha_add_ok(total, mha_attn_slot_floats(plan, in->need_weights), &total) &&
+         mha_add_ok(total, mha_pass_slot_floats(plan, cfg, in->need_weights), &total) &&
          mha_add_ok(total, mha_pos_floats(plan), &total) &&
          mha_add_ok(total, mha_rope_floats(plan, cfg, &pl), &total) &&
          mha_add_ok(total, 16 * 10, &total) && mha_mul_ok(total, (int64_t)sizeof(float), &total);

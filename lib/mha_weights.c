@@ -28,7 +28,23 @@ int64_t mha_key_block(int64_t hd, mha_isa isa)
 
 int64_t mha_proj_depth(mha_isa isa)
 {
-    return isa == MHA_ISA_AVX512 ? 512 : 128;
+    return isa == MHA_ISA_AVX512 ? 512 : isa == MHA_ISA_AVX2 ? 64 : 128;
+}
+
+bool mha_proj_packs(mha_isa isa)
+{
+    return isa == MHA_ISA_AVX2;
+}
+
+int64_t mha_proj_slot_floats(const mha_config *cfg, mha_isa isa)
+{
+    if (!mha_proj_packs(isa))
+        return 0;
+    int64_t K = cfg->embed_dim, Dq = cfg->num_heads * cfg->head_dim;
+    K = cfg->kdim > K ? cfg->kdim : K;
+    K = cfg->vdim > K ? cfg->vdim : K;
+    K = Dq > K ? Dq : K;
+    return MHA_PROJ_ROWS * K + MHA_PROJ_ROWS * MHA_PANEL;
 }
 
 int64_t mha_packed_w_floats(int64_t Nc, int64_t K)
@@ -71,14 +87,21 @@ void mha_kernel_set_init(mha_kernel_set *ks, mha_isa isa, const mha_config *cfg,
     const int64_t Dq = cfg->num_heads * hd, Dkv = cfg->num_kv_heads * hd;
     ks->BN = BN;
     ks->kc = mha_proj_depth(isa);
+    ks->pack = mha_proj_packs(isa);
     const mha_mm_shape sc = {MHA_BM, BN, hd, BN, hd, BN, false};
     const mha_mm_shape pv = {MHA_BM, hd, BN, hd, BN, hd, true};
     set_mm(&ks->scores, isa, &sc, &ks->arena, jit, &ks->njit);
     set_mm(&ks->pv, isa, &pv, &ks->arena, jit && (isa == MHA_ISA_AVX512 || hd % 32 == 0),
            &ks->njit);
-    /* every (K, ldx, ldc) a pass of this layer can use: mha_forward.c's buffers; the inputs are
-     * contiguous, the out-projection reads the concat over q's columns */
-    if (mha_config_packed(cfg)) {
+    /* every (K, ldx, ldc) a pass of this layer can use: on the copies, rows of K into a tile of
+     * 64; else mha_forward.c's buffers (the inputs are contiguous, the out-projection reads the
+     * concat over q's columns) */
+    if (ks->pack) {
+        add_proj(ks, E, E, MHA_PANEL, jit);
+        add_proj(ks, cfg->kdim, cfg->kdim, MHA_PANEL, jit);
+        add_proj(ks, cfg->vdim, cfg->vdim, MHA_PANEL, jit);
+        add_proj(ks, Dq, Dq, MHA_PANEL, jit);
+    } else if (mha_config_packed(cfg)) {
         add_proj(ks, E, E, Dq + 2 * Dkv, jit); /* self-attention: q | k | v side by side */
         add_proj(ks, E, E, Dq, jit);
         add_proj(ks, E, E, 2 * Dkv, jit); /* value = key: k | v */
@@ -89,7 +112,8 @@ void mha_kernel_set_init(mha_kernel_set *ks, mha_isa isa, const mha_config *cfg,
         add_proj(ks, cfg->kdim, cfg->kdim, Dkv, jit);
         add_proj(ks, cfg->vdim, cfg->vdim, Dkv, jit);
     }
-    add_proj(ks, Dq, Dq, E, jit); /* out */
+    if (!ks->pack)
+        add_proj(ks, Dq, Dq, E, jit); /* out */
     if (ks->arena.code && !mha_jit_seal(&ks->arena)) { /* no executable memory: no JIT */
         ks->scores.jit = ks->pv.jit = NULL;
         for (int i = 0; i < ks->nproj; i++)
