@@ -29,17 +29,19 @@
  * 512 for AVX-512 (Zen 4: 96-100% of peak at 512). */
 int64_t mha_proj_depth(mha_isa isa);
 
-/* True when isa's projections run on a copy: a task's 64 rows of X copied to [64][K] and each
- * 64 x 64 tile summed in a [64][64] of the thread's own before it goes to C. The rows of X and C
- * are the request's and the pass's buffers, E or 3E floats apart: at E = 1024 every row of a tile
- * falls in the same few sets of L1 and L2, and the kernel's loads and stores miss. Measured on
- * Zen 3 (XL's in-projection, one core, the JIT kernel): 77 GFLOP/s in place at depth 128, 82 on
- * the copies at depth 64 (E = 768: 76 -> 83). AVX2 only: AVX-512 is as measured on Zen 4 in
- * place. The same sums in the same order: the same bits. */
-bool mha_proj_packs(mha_isa isa);
+/* True when isa's projections of depth K run on copies: a task's 64 rows of X copied to [64][K]
+ * and each 64 x 64 tile summed in a [64][64] of the thread's own before it goes to C. The rows of
+ * X and C are the request's and the pass's buffers, E or 3E floats apart: at E = 1024 every row of
+ * a tile falls in the same few sets of L1 and L2, and the kernel's loads and stores miss. Measured
+ * on Zen 3 (XL's in-projection, one core, the JIT kernel): 77 GFLOP/s in place at depth 128, 82 on
+ * the copies at depth 64 (E = 768: 76 -> 83). From K = MHA_PROJ_PACK_MIN: below it the copies
+ * cost about what the kernel does. AVX2 only: AVX-512 is as measured on Zen 4 in place. The same
+ * sums in the same order: the same bits. */
+#define MHA_PROJ_PACK_MIN 256
+bool mha_proj_packs(mha_isa isa, int64_t K);
 
 /* Floats of the thread's room for mha_proj_packs: [64][Kmax] rows and a [64][64] tile, Kmax the
- * widest projection input of the layer (E, kdim, vdim, H·hd); 0 when isa does not pack. */
+ * widest projection input of the layer (E, kdim, vdim, H·hd); 0 when isa does not pack it. */
 int64_t mha_proj_slot_floats(const mha_config *cfg, mha_isa isa);
 
 /* Keys per attention block for head_dim hd on isa: 128 above hd 128 (a K and a V block then stay
@@ -70,7 +72,6 @@ typedef struct mha_kernel_set {
     mha_isa isa;
     int64_t BN;       /* keys per attention block                                          */
     int64_t kc;       /* depth per projection call (mha_proj_depth)                         */
-    bool pack;        /* projections on copies of X's rows and C's tile (mha_proj_packs)    */
     mha_mm scores;    /* sc[BM][BN] = qt[BM][hd] · Kᵀ[hd][BN]                               */
     mha_mm pv;        /* O[BM][hd] += P[BM][BN] · V[BN][hd]                                 */
     int nproj;        /* projection calls of full tiles: C[64][64] (row stride ldc) +=      */
@@ -130,7 +131,7 @@ void mha_proj_add(mha_proj_set *set, const float *X, int64_t M, int64_t ldx, con
 
 /* One task of a set (mha_task_fn): 64 rows x 256 columns of one job. torch's addmm order: each
  * row starts as the bias, then += X·Wᵀ in depth chunks (mha_proj_depth) in order (generic: one
- * cblas call on W as given); on copies when ks->pack (a task of 64 rows). */
+ * cblas call on W as given); on copies where mha_proj_packs (a task of 64 rows). */
 void mha_proj_task(void *arg, int64_t task, int slot);
 
 /* ---------------------------------------------------------------------------------------------- */

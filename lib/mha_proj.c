@@ -10,9 +10,10 @@
  * out-projection 128: two threads finish within a task of each other, and no result depends on the
  * thread count.
  *
- * On AVX2 (mha_proj_packs) a task of 64 rows runs on copies: its X rows copied to [64][K] in the
- * thread's slot, each tile summed in a [64][64] of its own and then written to C, so that the
- * kernel's rows are not E floats apart (at E = 1024 they all fall in the same cache sets).
+ * On AVX2 from a depth of 256 (mha_proj_packs) a task of 64 rows runs on copies: its X rows
+ * copied to [64][K] in the thread's slot, each tile summed in a [64][64] of its own and then
+ * written to C, so that the kernel's rows are not E floats apart (at E = 1024 they all fall in the
+ * same cache sets).
  *
  * Measured (Zen 4, one core, before this file existed; /work notes): OpenBLAS 87-92% of the FMA
  * peak on these shapes, repacking W on every call; libxsmm's code on packed panels 96-100%.
@@ -83,7 +84,7 @@ void mha_proj_task(void *arg, int64_t task, int slot)
     const mha_kernel_set *ks = set->ks;
     const float *X = j->X + r0 * j->ldx;
     float *C = j->C + r0 * j->ldc;
-    if (ks->pack && rows == MHA_PROJ_ROWS) {
+    if (rows == MHA_PROJ_ROWS && mha_proj_packs(ks->isa, K)) {
         packed_task(set, j, slot, X, C, g0, g1);
         return;
     }

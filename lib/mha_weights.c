@@ -31,20 +31,18 @@ int64_t mha_proj_depth(mha_isa isa)
     return isa == MHA_ISA_AVX512 ? 512 : isa == MHA_ISA_AVX2 ? 64 : 128;
 }
 
-bool mha_proj_packs(mha_isa isa)
+bool mha_proj_packs(mha_isa isa, int64_t K)
 {
-    return isa == MHA_ISA_AVX2;
+    return isa == MHA_ISA_AVX2 && K >= MHA_PROJ_PACK_MIN;
 }
 
 int64_t mha_proj_slot_floats(const mha_config *cfg, mha_isa isa)
 {
-    if (!mha_proj_packs(isa))
-        return 0;
     int64_t K = cfg->embed_dim, Dq = cfg->num_heads * cfg->head_dim;
     K = cfg->kdim > K ? cfg->kdim : K;
     K = cfg->vdim > K ? cfg->vdim : K;
     K = Dq > K ? Dq : K;
-    return MHA_PROJ_ROWS * K + MHA_PROJ_ROWS * MHA_PANEL;
+    return mha_proj_packs(isa, K) ? MHA_PROJ_ROWS * K + MHA_PROJ_ROWS * MHA_PANEL : 0;
 }
 
 int64_t mha_packed_w_floats(int64_t Nc, int64_t K)
@@ -64,9 +62,14 @@ static void set_mm(mha_mm *mm, mha_isa isa, const mha_mm_shape *s, mha_jit_arena
 }
 
 /* Adds the projection calls for depth K from rows of stride ldx into rows of stride ldc (a full
- * depth chunk and the last, shorter one). */
+ * depth chunk and the last, shorter one); on the copies (rows of K into a tile of 64) where isa
+ * projects depth K on them (mha_proj_packs). */
 static void add_proj(mha_kernel_set *ks, int64_t K, int64_t ldx, int64_t ldc, bool jit)
 {
+    if (mha_proj_packs(ks->isa, K)) {
+        ldx = K;
+        ldc = MHA_PANEL;
+    }
     const int64_t kc = ks->kc;
     const int64_t chunks[2] = {K < kc ? K : kc, K > kc ? K % kc : 0};
     for (int c = 0; c < 2; c++) {
@@ -87,21 +90,15 @@ void mha_kernel_set_init(mha_kernel_set *ks, mha_isa isa, const mha_config *cfg,
     const int64_t Dq = cfg->num_heads * hd, Dkv = cfg->num_kv_heads * hd;
     ks->BN = BN;
     ks->kc = mha_proj_depth(isa);
-    ks->pack = mha_proj_packs(isa);
+
     const mha_mm_shape sc = {MHA_BM, BN, hd, BN, hd, BN, false};
     const mha_mm_shape pv = {MHA_BM, hd, BN, hd, BN, hd, true};
     set_mm(&ks->scores, isa, &sc, &ks->arena, jit, &ks->njit);
     set_mm(&ks->pv, isa, &pv, &ks->arena, jit && (isa == MHA_ISA_AVX512 || hd % 32 == 0),
            &ks->njit);
-    /* every (K, ldx, ldc) a pass of this layer can use: on the copies, rows of K into a tile of
-     * 64; else mha_forward.c's buffers (the inputs are contiguous, the out-projection reads the
-     * concat over q's columns) */
-    if (ks->pack) {
-        add_proj(ks, E, E, MHA_PANEL, jit);
-        add_proj(ks, cfg->kdim, cfg->kdim, MHA_PANEL, jit);
-        add_proj(ks, cfg->vdim, cfg->vdim, MHA_PANEL, jit);
-        add_proj(ks, Dq, Dq, MHA_PANEL, jit);
-    } else if (mha_config_packed(cfg)) {
+    /* every (K, ldx, ldc) a pass of this layer can use: mha_forward.c's buffers (the inputs are
+     * contiguous, the out-projection reads the concat over q's columns), or the copies */
+    if (mha_config_packed(cfg)) {
         add_proj(ks, E, E, Dq + 2 * Dkv, jit); /* self-attention: q | k | v side by side */
         add_proj(ks, E, E, Dq, jit);
         add_proj(ks, E, E, 2 * Dkv, jit); /* value = key: k | v */
@@ -112,8 +109,7 @@ void mha_kernel_set_init(mha_kernel_set *ks, mha_isa isa, const mha_config *cfg,
         add_proj(ks, cfg->kdim, cfg->kdim, Dkv, jit);
         add_proj(ks, cfg->vdim, cfg->vdim, Dkv, jit);
     }
-    if (!ks->pack)
-        add_proj(ks, Dq, Dq, E, jit); /* out */
+    add_proj(ks, Dq, Dq, E, jit); /* out */
     if (ks->arena.code && !mha_jit_seal(&ks->arena)) { /* no executable memory: no JIT */
         ks->scores.jit = ks->pv.jit = NULL;
         for (int i = 0; i < ks->nproj; i++)
