@@ -121,7 +121,7 @@ typedef struct mha_proj_set {
     int64_t ntasks;
     const mha_kernel_set *ks;
     const int *cancel; /* mha_inputs.cancel: once set, the tasks left do nothing */
-    float *scratch;    /* ks->pack: [threads][slot_floats], mha_proj_slot_floats' room each */
+    float *scratch;    /* [threads][slot_floats]: mha_proj_packs' room in each */
     int64_t slot_floats;
 } mha_proj_set;
 

@@ -304,8 +304,9 @@ mha_status mha_forward_select(const mha_layer *layer, const mha_inputs *in, cons
      * the layer's workspace limit: the plan cannot know the pool, so a pass planned close to the
      * limit runs on fewer threads rather than failing. */
     const int64_t slot_bytes = a.slot_floats * (int64_t)sizeof(float);
-    const int64_t shared = (int64_t)plan->workspace_bytes -
-                           mha_pass_slot_floats(plan, cfg, in->need_weights) * (int64_t)sizeof(float);
+    const int64_t shared =
+        (int64_t)plan->workspace_bytes -
+        mha_pass_slot_floats(plan, cfg, in->need_weights) * (int64_t)sizeof(float);
     const int64_t limit = layer->limits.max_workspace_bytes;
     if (shared + slot_bytes > limit)
         return mha_fail(err, MHA_ERR_LIMIT, "query",

@@ -188,7 +188,8 @@ static mha_status check_positions(const char *field, const mha_positions *p, int
 
 int64_t mha_pass_slot_floats(const mha_plan *plan, const mha_config *cfg, bool slab)
 {
-    const int64_t attn = mha_attn_slot_floats(plan, slab), proj = mha_proj_slot_floats(cfg, plan->isa);
+    const int64_t attn = mha_attn_slot_floats(plan, slab);
+    const int64_t proj = mha_proj_slot_floats(cfg, plan->isa);
     return attn > proj ? attn : proj;
 }
 

@@ -33,12 +33,42 @@ void mha_proj_add(mha_proj_set *set, const float *X, int64_t M, int64_t ldx, con
     set->ntasks += rows * cols;
 }
 
+/* rows rows of c (row stride ldc), cols columns each, set to bias[0, cols) (NULL: 0): torch's
+ * addmm starts from the bias. */
+static void bias_rows(float *c, int64_t ldc, const float *bias, int64_t rows, int64_t cols)
+{
+    for (int64_t r = 0; r < rows; r++) {
+        if (bias)
+            memcpy(c + r * ldc, bias, (size_t)cols * sizeof(float));
+        else
+            memset(c + r * ldc, 0, (size_t)cols * sizeof(float));
+    }
+}
+
+/* c[rows][cols] += x[rows][K] · panel[K][64]'s first cols columns, in depth chunks of ks->kc in
+ * order: the full tile's call of the kernel set (JIT or hand) where there is one for these strides,
+ * else the hand kernel on the exact size. */
+static void panel_sum(const mha_kernel_set *ks, float *c, int64_t ldc, const float *x, int64_t ldx,
+                      const float *panel, int64_t rows, int64_t cols, int64_t K)
+{
+    for (int64_t k0 = 0; k0 < K; k0 += ks->kc) {
+        const int64_t depth = K - k0 < ks->kc ? K - k0 : ks->kc;
+        const mha_mm *mm = rows == MHA_PROJ_ROWS && cols == MHA_PANEL
+                               ? mha_kernel_set_proj(ks, depth, ldx, ldc)
+                               : NULL;
+        if (mm)
+            mha_mm_run(mm, c, x + k0, panel + k0 * MHA_PANEL);
+        else
+            mha_gemm_isa(ks->isa, c, ldc, x + k0, ldx, panel + k0 * MHA_PANEL, MHA_PANEL, rows,
+                         cols, depth, true);
+    }
+}
+
 /* A task of 64 rows on copies (mha_proj_packs): X's rows to xs [64][K], each panel's tile summed
- * in ct [64][64] from the bias, depth chunk by chunk as in place, then written to C. */
+ * in ct [64][64] from the bias as in place, then written to C. */
 static void packed_task(const mha_proj_set *set, const mha_proj_job *j, int slot, const float *X,
                         float *C, int64_t g0, int64_t g1)
 {
-    const mha_kernel_set *ks = set->ks;
     const int64_t K = j->w->K, R = MHA_PROJ_ROWS;
     float *xs = set->scratch + slot * set->slot_floats; /* [64][K]  */
     float *ct = xs + R * K;                             /* [64][64] */
@@ -46,23 +76,8 @@ static void packed_task(const mha_proj_set *set, const mha_proj_job *j, int slot
         memcpy(xs + r * K, X + r * j->ldx, (size_t)K * sizeof(float));
     for (int64_t c0 = g0; c0 < g1; c0 += MHA_PANEL) {
         const int64_t cols = g1 - c0 < MHA_PANEL ? g1 - c0 : MHA_PANEL;
-        const float *panel = j->w->p + c0 * K;
-        for (int64_t r = 0; r < R; r++) {
-            if (j->bias)
-                memcpy(ct + r * MHA_PANEL, j->bias + c0, (size_t)cols * sizeof(float));
-            else
-                memset(ct + r * MHA_PANEL, 0, (size_t)cols * sizeof(float));
-        }
-        for (int64_t k0 = 0; k0 < K; k0 += ks->kc) {
-            const int64_t depth = K - k0 < ks->kc ? K - k0 : ks->kc;
-            const mha_mm *mm =
-                cols == MHA_PANEL ? mha_kernel_set_proj(ks, depth, K, MHA_PANEL) : NULL;
-            if (mm)
-                mha_mm_run(mm, ct, xs + k0, panel + k0 * MHA_PANEL);
-            else
-                mha_gemm_isa(ks->isa, ct, MHA_PANEL, xs + k0, K, panel + k0 * MHA_PANEL,
-                             MHA_PANEL, R, cols, depth, true);
-        }
+        bias_rows(ct, MHA_PANEL, j->bias ? j->bias + c0 : NULL, R, cols);
+        panel_sum(set->ks, ct, MHA_PANEL, xs, K, j->w->p + c0 * K, R, cols, K);
         for (int64_t r = 0; r < R; r++)
             memcpy(C + r * j->ldc + c0, ct + r * MHA_PANEL, (size_t)cols * sizeof(float));
     }
@@ -88,30 +103,13 @@ void mha_proj_task(void *arg, int64_t task, int slot)
         packed_task(set, j, slot, X, C, g0, g1);
         return;
     }
-    for (int64_t r = 0; r < rows; r++) { /* the bias first */
-        if (j->bias)
-            memcpy(C + r * j->ldc + g0, j->bias + g0, (size_t)(g1 - g0) * sizeof(float));
-        else
-            memset(C + r * j->ldc + g0, 0, (size_t)(g1 - g0) * sizeof(float));
-    }
+    bias_rows(C + g0, j->ldc, j->bias ? j->bias + g0 : NULL, rows, g1 - g0);
     if (ks->isa == MHA_ISA_PORTABLE) { /* generic: one cblas call on the weights as given */
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, (int)(g1 - g0), (int)K,
                     1.0f, X, (int)j->ldx, j->W + g0 * K, (int)K, 1.0f, C + g0, (int)j->ldc);
         return;
     }
-    for (int64_t c0 = g0; c0 < g1; c0 += MHA_PANEL) {
-        const int64_t cols = g1 - c0 < MHA_PANEL ? g1 - c0 : MHA_PANEL;
-        const float *panel = j->w->p + c0 * K;
-        for (int64_t k0 = 0; k0 < K; k0 += ks->kc) {
-            const int64_t depth = K - k0 < ks->kc ? K - k0 : ks->kc;
-            const mha_mm *mm = rows == MHA_PROJ_ROWS && cols == MHA_PANEL
-                                   ? mha_kernel_set_proj(ks, depth, j->ldx, j->ldc)
-                                   : NULL;
-            if (mm)
-                mha_mm_run(mm, C + c0, X + k0, panel + k0 * MHA_PANEL);
-            else
-                mha_gemm_isa(ks->isa, C + c0, j->ldc, X + k0, j->ldx, panel + k0 * MHA_PANEL,
-                             MHA_PANEL, rows, cols, depth, true);
-        }
-    }
+    for (int64_t c0 = g0; c0 < g1; c0 += MHA_PANEL)
+        panel_sum(ks, C + c0, j->ldc, X, j->ldx, j->w->p + c0 * K, rows,
+                  g1 - c0 < MHA_PANEL ? g1 - c0 : MHA_PANEL, K);
 }

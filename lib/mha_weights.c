@@ -90,7 +90,6 @@ void mha_kernel_set_init(mha_kernel_set *ks, mha_isa isa, const mha_config *cfg,
     const int64_t Dq = cfg->num_heads * hd, Dkv = cfg->num_kv_heads * hd;
     ks->BN = BN;
     ks->kc = mha_proj_depth(isa);
-
     const mha_mm_shape sc = {MHA_BM, BN, hd, BN, hd, BN, false};
     const mha_mm_shape pv = {MHA_BM, hd, BN, hd, BN, hd, true};
     set_mm(&ks->scores, isa, &sc, &ks->arena, jit, &ks->njit);
