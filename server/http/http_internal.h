@@ -58,7 +58,12 @@ struct req_ctx {
     int64_t length;      /* Content-Length, 0 when chunked or none                             */
     int64_t reserved;    /* bytes of the body budget (cfg.bodies) this request holds           */
     srv_body_client client; /* whose share of the budget the body counts in                     */
-    size_t dropped;      /* bytes read and dropped since over_budget                            */
+    size_t dropped;      /* bytes read and dropped since over_budget or the refusal            */
+    struct refusal {     /* refused at its headers while its body comes: the answer at its end */
+        srv_error err;
+        char allow[64];
+        bool close;
+    } *refusal;
     bool offloaded;      /* the handler runs (or ran) on a worker                              */
     bool cancelled;      /* its client hung up and the work for it stopped: no reply, logged 499 */
     double t_body;       /* srv_now() when the body was complete (the handler's start)         */

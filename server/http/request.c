@@ -9,8 +9,11 @@
  *      against the limits (501 for a transfer coding other than chunked, 400 for Content-Lengths
  *      that disagree, 411, 413 from Content-Length, 415 for the type or a Content-Encoding),
  *      reserve the body's first step from the body budget (503 when even that does not fit, or
- *      when the client's address would pass its share: body_budget.h) and answer at once when they
- *      fail, before any of the body is read (libmicrohttpd then sends no "100 Continue");
+ *      when the client's address would pass its share: body_budget.h). When one fails the answer
+ *      goes before any of the body is kept: at once to a client that asked "Expect: 100-continue"
+ *      (libmicrohttpd then sends no "100 Continue") or sends no body; a client already sending one
+ *      gets it at the body's end, the body read and dropped (up to DISCARD_MAX), since closing
+ *      with its bytes unread would reset the connection before it read the answer (refuse());
  *   2. body chunks in: appended to one buffer (its address space reserved from Content-Length up
  *      front; pages are touched only as bytes arrive), counted against --max-body-bytes (chunked
  *      bodies: 413 at the body's end) and against the body budget a step ahead of the bytes
@@ -47,8 +50,9 @@
 #define SRV_OFFLOAD_MIN_BODY 65536
 #endif
 
-/* How much of a chunked body past --max-body-bytes (or --max-body-memory) is read (and dropped) so
- * that the client gets its 413 (503); past this the connection is closed instead. */
+/* How much of a body refused before its end (past --max-body-bytes or --max-body-memory, or at its
+ * headers) is read and dropped so that the client gets the answer; past this the connection is
+ * closed instead. */
 #define DISCARD_MAX ((size_t)64 << 20)
 
 /* A body reserves its part of --max-body-memory this far ahead of the bytes it has received, not
@@ -240,6 +244,45 @@ void srv_http_dispatch(req_ctx *c, srv_response *resp)
     budget_release(c);
 }
 
+/* Whether a client sends the body of a request refused at its headers anyway, and it can be read to
+ * its end: framed by one Content-Length of at most DISCARD_MAX bytes, or chunked; and the client
+ * did not ask "Expect: 100-continue" (it then waits for this answer before it sends the body). */
+static bool body_follows(req_ctx *c)
+{
+    struct MHD_Connection *conn = c->req.conn;
+    const char *ex = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_EXPECT);
+    if (ex && strcasecmp(ex, "100-continue") == 0)
+        return false;
+    const char *te =
+        MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING);
+    const char *cl =
+        MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    if (te)
+        return is_chunked_only(te) && !cl; /* libmicrohttpd refuses both together */
+    if (!cl)
+        return false;
+    struct length_check lc = {NULL, 0};
+    MHD_get_connection_values(conn, MHD_HEADER_KIND, length_differs, &lc);
+    char *end;
+    errno = 0;
+    unsigned long long length = strtoull(cl, &end, 10);
+    return !lc.differ && !errno && end != cl && !*end && length > 0 && length <= DISCARD_MAX;
+}
+
+/* Refuses a request at its headers. A client already sending a body would meet a connection reset
+ * if the answer went now and the connection closed with its bytes unread, and would never read the
+ * answer (RFC 9112 9.6); so when the body can be read to its end (body_follows), it is read and
+ * dropped, and the answer goes when it ends. Otherwise the answer goes now. */
+static enum MHD_Result refuse(req_ctx *c, const srv_error *err, const char *allow, bool close)
+{
+    if (!body_follows(c) || !(c->refusal = malloc(sizeof *c->refusal)))
+        return srv_http_queue_error(c, err, allow, close);
+    c->refusal->err = *err;
+    snprintf(c->refusal->allow, sizeof c->refusal->allow, "%s", allow ? allow : "");
+    c->refusal->close = close;
+    return MHD_YES;
+}
+
 /* First callback of a request: route, framing and limits, before any of the body is read. */
 static enum MHD_Result on_headers(req_ctx *c)
 {
@@ -260,16 +303,16 @@ static enum MHD_Result on_headers(req_ctx *c)
         return srv_http_preflight(c);
     if (!srv_route_match(h->hooks.routes, c->method, c->path, &c->req, c->params,
                          strlen(c->path) + 1, allow, sizeof allow, &err))
-        return srv_http_queue_error(c, &err, allow, false);
+        return refuse(c, &err, allow, false);
     /* the key is checked before any of the body is read */
     if (h->hooks.admit &&
         h->hooks.admit(h->hooks.ctx, &c->req,
                        MHD_lookup_connection_value(c->req.conn, MHD_HEADER_KIND,
                                                    MHD_HTTP_HEADER_AUTHORIZATION),
                        &err) < 0)
-        return srv_http_queue_error(c, &err, NULL, true);
+        return refuse(c, &err, NULL, true);
     if (check_query(c, &err) < 0)
-        return srv_http_queue_error(c, &err, NULL, true);
+        return refuse(c, &err, NULL, true);
 
     const char *cl = MHD_lookup_connection_value(c->req.conn, MHD_HEADER_KIND,
                                                  MHD_HTTP_HEADER_CONTENT_LENGTH);
@@ -281,7 +324,7 @@ static enum MHD_Result on_headers(req_ctx *c)
         srv_error_set(&err, SRV_E_NOT_IMPLEMENTED, "Transfer-Encoding",
                       "Transfer-Encoding '%.32s' is not supported; send the body chunked or with a "
                       "Content-Length", te);
-        return srv_http_queue_error(c, &err, NULL, true);
+        return refuse(c, &err, NULL, true);
     }
     bool chunked = te != NULL;
     struct length_check lc = {NULL, 0};
@@ -292,7 +335,7 @@ static enum MHD_Result on_headers(req_ctx *c)
          * refuse it */
         srv_error_set(&err, SRV_E_BAD_REQUEST, "Content-Length",
                       "the request has Content-Length headers with different values; send one");
-        return srv_http_queue_error(c, &err, NULL, true);
+        return refuse(c, &err, NULL, true);
     }
     unsigned long long length = 0;
     if (cl) {
@@ -305,14 +348,14 @@ static enum MHD_Result on_headers(req_ctx *c)
     if (cl && length > (unsigned long long)c->limit) {
         srv_error_set(&err, SRV_E_TOO_LARGE, "", "body of %llu bytes is over the limit of %lld (--max-body-bytes)",
                       length, (long long)c->limit);
-        return srv_http_queue_error(c, &err, NULL, true);
+        return refuse(c, &err, NULL, true);
     }
     unsigned flags = c->req.route->flags;
     if ((flags & SRV_ROUTE_BODY) && !cl && !chunked) {
         srv_error_set(&err, SRV_E_LENGTH_REQUIRED, "",
                       "%s %s needs a body: send Content-Length or Transfer-Encoding: chunked",
                       c->method, c->path);
-        return srv_http_queue_error(c, &err, NULL, true);
+        return refuse(c, &err, NULL, true);
     }
     const char *ct = MHD_lookup_connection_value(c->req.conn, MHD_HEADER_KIND,
                                                  MHD_HTTP_HEADER_CONTENT_TYPE);
@@ -320,7 +363,7 @@ static enum MHD_Result on_headers(req_ctx *c)
         !((flags & SRV_ROUTE_BINARY) && is_octet_type(ct))) {
         srv_error_set(&err, SRV_E_MEDIA_TYPE, "Content-Type",
                       "Content-Type '%.100s' is not accepted here; send application/json", ct);
-        return srv_http_queue_error(c, &err, NULL, true);
+        return refuse(c, &err, NULL, true);
     }
     const char *ce = MHD_lookup_connection_value(c->req.conn, MHD_HEADER_KIND,
                                                  MHD_HTTP_HEADER_CONTENT_ENCODING);
@@ -329,7 +372,7 @@ static enum MHD_Result on_headers(req_ctx *c)
          * failing on the compressed bytes as if they were JSON */
         srv_error_set(&err, SRV_E_MEDIA_TYPE, "Content-Encoding",
                       "Content-Encoding '%.32s' is not supported; send the body uncompressed", ce);
-        return srv_http_queue_error(c, &err, NULL, true);
+        return refuse(c, &err, NULL, true);
     }
     c->length = (int64_t)length;
     if (length || chunked) {
@@ -342,11 +385,11 @@ static enum MHD_Result on_headers(req_ctx *c)
     srv_body_take_result taken = first ? budget_reserve(c, first) : SRV_BODY_TAKEN;
     if (taken != SRV_BODY_TAKEN) {
         budget_error(c, &err, taken);
-        return srv_http_queue_error(c, &err, NULL, true);
+        return refuse(c, &err, NULL, true);
     }
     if (length && srv_bigbuf_reserve(&c->body, (size_t)length) < 0) {
         srv_error_set(&err, SRV_E_NOMEM, "", "out of memory for a body of %llu bytes", length);
-        return srv_http_queue_error(c, &err, NULL, true);
+        return refuse(c, &err, NULL, true);
     }
     if ((flags & SRV_ROUTE_STREAM) && h->hooks.stream_open && length &&
         length >= h->hooks.stream_min_body)
@@ -458,6 +501,10 @@ enum MHD_Result srv_http_on_request(void *cls, struct MHD_Connection *conn, cons
         srv_deadlines_body_bytes(conn, n);
         if (c->responded) /* an early error reply is queued; the rest is dropped */
             return MHD_YES;
+        if (c->refusal) { /* refused at its headers: read to its end and dropped */
+            c->dropped += n;
+            return c->dropped > DISCARD_MAX ? MHD_NO : MHD_YES;
+        }
         srv_body_take_result taken = SRV_BODY_TAKEN;
         if (!c->too_large && !c->over_budget && (int64_t)(c->body.len + n) <= c->limit &&
             (taken = budget_reserve(c, (int64_t)(c->body.len + n))) != SRV_BODY_TAKEN) {
@@ -497,6 +544,8 @@ enum MHD_Result srv_http_on_request(void *cls, struct MHD_Connection *conn, cons
     srv_deadlines_busy(conn); /* the body is complete: handling it takes what it takes */
     if (c->t_body == 0)
         c->t_body = srv_now();
+    if (c->refusal)
+        return srv_http_queue_error(c, &c->refusal->err, c->refusal->allow, c->refusal->close);
     if (c->too_large) {
         srv_error err = {0};
         srv_error_set(&err, SRV_E_TOO_LARGE, "",
@@ -568,6 +617,7 @@ void srv_http_on_completed(void *cls, struct MHD_Connection *conn, void **con_cl
         srv_http_response_free(c->done);
         free(c->done);
     }
+    free(c->refusal);
     srv_bigbuf_free(&c->body);
     budget_release(c);
     if (c->req.stream)

@@ -711,13 +711,39 @@ static void test_limits(void)
     big[n - 1] = '}';
     hc_response r;
     /* With Expect: 100-continue curl waits for the daemon's early 413 before sending the body.
-     * Without it, curl may still be writing the body when the daemon answers and closes, and then
-     * fail with "Failed sending data to the peer" before it reads the answer (seen under load). */
+     * Without it (curl asks only from 1 MiB), curl is writing the body when the daemon decides: the
+     * body is read and dropped and the 413 follows it, so curl reads it (answered first and
+     * closed, it failed with "Failed sending data to the peer" under load). */
     const char *const expect[] = {"Expect: 100-continue", NULL};
     hc_opts expect_continue = {.headers = expect};
     hc_request(d, "POST", "/v1/layers/demo/forward", NULL, big, (long)n, &expect_continue, &r);
     CHECK_ERROR(r, 413, "too_large", NULL);
     hc_response_free(&r);
+    int got413 = 0;
+    for (int i = 0; i < 20; i++) {
+        hc_request(d, "POST", "/v1/layers/demo/forward", NULL, big, (long)n, NULL, &r);
+        got413 += r.status == 413;
+        hc_response_free(&r);
+    }
+    CHECK(got413 == 20, "20 bodies of %zu bytes sent without Expect: each read its 413 (%d)", n,
+          got413);
+    {
+        /* the same by hand: nothing comes before the body ends, then the 413 */
+        char head[256], ans[4096];
+        int fd = hc_connect(srv_daemon_port(d));
+        int hl = snprintf(head, sizeof head,
+                          "POST /v1/layers/demo/forward HTTP/1.1\r\nHost: x\r\n"
+                          "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n",
+                          n);
+        CHECK(fd >= 0 && hc_send_all(fd, head, (size_t)hl) == (size_t)hl, "headers sent");
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        CHECK(poll(&p, 1, 300) == 0, "no answer while the body is on its way");
+        CHECK(hc_send_all(fd, big, n) == n, "the whole body was taken");
+        int st = hc_raw_read(fd, 5000, ans, sizeof ans);
+        CHECK(st == 413 && strstr(ans, "too_large"), "then the 413 (%d %.80s)", st, ans);
+        if (fd >= 0)
+            close(fd);
+    }
     hc_opts chunked = {.chunked = true};
     hc_request(d, "POST", "/v1/layers/demo/forward", NULL, big, (long)n, &chunked, &r);
     CHECK_ERROR(r, 413, "too_large", NULL);
@@ -730,6 +756,11 @@ static void test_limits(void)
                       "Expect: 100-continue\r\n\r\n";
     int st = hc_raw(srv_daemon_port(d), req, strlen(req), 2000, raw, sizeof raw);
     CHECK(st == 413, "huge Content-Length: status %d before the body: %.100s", st, raw);
+    /* past what the daemon reads to drop (64 MiB) it answers at once, without Expect too */
+    const char *req2 = "POST /v1/layers/demo/forward HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                       "Content-Type: application/json\r\nContent-Length: 1000000000\r\n\r\n";
+    st = hc_raw(srv_daemon_port(d), req2, strlen(req2), 2000, raw, sizeof raw);
+    CHECK(st == 413, "huge Content-Length without Expect: status %d at once: %.100s", st, raw);
 
     /* trace: 1 x 8 x 64 query; q_proj alone has 512 elements, all stages well over 1000 */
     float q[8 * 64];

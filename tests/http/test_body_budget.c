@@ -5,7 +5,9 @@
  *
  *   - the budget's arithmetic (take, exact fit, give back) and its default;
  *   - while one client holds a 700 KB body half sent, a 600 KB body is refused with 503
- *     out_of_memory + Retry-After before it is read (from its Content-Length), a chunked one of the
+ *     out_of_memory + Retry-After before any of it is kept (from its Content-Length: at once to a
+ *     client that asked "Expect: 100-continue", at the body's end, read and dropped, to one already
+ *     sending it, so that it reads the answer instead of a reset), a chunked one of the
  *     same size when it grows past the budget (its end read and dropped, then 503), while small
  *     requests are served;
  *   - once the first body is complete and answered, the budget is free again (/metrics shows
@@ -17,6 +19,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/socket.h>
@@ -169,6 +172,49 @@ static void sender_close(sender *s)
     s->fd = -1;
 }
 
+/* Whether the daemon sent anything on fd within ms milliseconds (without reading it). */
+static bool answered_within(int fd, int ms)
+{
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    return poll(&p, 1, ms) > 0;
+}
+
+/* A body refused at its headers while the client sends it anyway (no "Expect: 100-continue"): the
+ * answer waits for the body's end, which is read and dropped, so the client reads the answer and
+ * no connection reset (an answer first and a close with the body's bytes unread reset it under
+ * the client, which then saw "Failed sending data to the peer" instead of its 503). A client that
+ * asks "Expect: 100-continue" gets the answer at once and no "100 Continue". Called while the
+ * budget is full. */
+static void test_refused_while_sent(int port)
+{
+    char head[320], reply[4096];
+    for (int expect = 0; expect < 2; expect++) {
+        int fd = hc_connect(port);
+        if (!CHECK(fd >= 0, "connect"))
+            return;
+        int hl = snprintf(head, sizeof head,
+                          "POST /v1/layers/b/forward HTTP/1.1\r\nHost: x\r\n"
+                          "Content-Type: application/json\r\nContent-Length: %d\r\n%s\r\n",
+                          OTHER, expect ? "Expect: 100-continue\r\n" : "");
+        CHECK(hc_send_all(fd, head, (size_t)hl) == (size_t)hl, "headers sent");
+        if (expect) {
+            int st = hc_raw_read(fd, 5000, reply, sizeof reply);
+            CHECK(st == 503 && !strstr(reply, "100 Continue"),
+                  "Expect: 100-continue: 503 at once, no 100 Continue (%d %.80s)", st, reply);
+            close(fd);
+            continue;
+        }
+        CHECK(!answered_within(fd, 300), "without Expect: no answer before the body ends");
+        char *body = padded_body(OTHER);
+        CHECK(hc_send_all(fd, body, OTHER) == OTHER, "the whole %d-byte body was taken", OTHER);
+        free(body);
+        int st = hc_raw_read(fd, 5000, reply, sizeof reply);
+        CHECK(st == 503 && strstr(reply, "out_of_memory") && strstr(reply, "Retry-After: 1"),
+              "then its 503 out_of_memory with Retry-After (%d %.80s)", st, reply);
+        close(fd);
+    }
+}
+
 static srv_daemon *start_budget_daemon(int64_t budget)
 {
     srv_options opt;
@@ -240,6 +286,7 @@ static void test_daemon(void)
               strstr(msg, "Retry-After: 1"),
           "a body whose first step does not fit: 503 out_of_memory with Retry-After (%ld %s %s)", st,
           code, msg);
+    test_refused_while_sent(port);
     st = post_body(d, OTHER, true, code, sizeof code, msg, sizeof msg);
     CHECK(st == 503 && strstr(msg, "chunked"),
           "a chunked body growing past the budget: 503 at its end (%ld %s)", st, msg);

@@ -262,6 +262,13 @@ int hc_raw(int port, const char *bytes, size_t len, int timeout_ms, char *out, s
     if (fd < 0)
         return 0;
     hc_send_all(fd, bytes, len);
+    int status = hc_raw_read(fd, timeout_ms, out, size);
+    close(fd);
+    return status;
+}
+
+int hc_raw_read(int fd, int timeout_ms, char *out, size_t size)
+{
     char buf[8192];
     size_t got = 0;
     for (;;) {
@@ -276,7 +283,6 @@ int hc_raw(int port, const char *bytes, size_t len, int timeout_ms, char *out, s
             break;
     }
     buf[got] = '\0';
-    close(fd);
     if (out && size) {
         snprintf(out, size, "%s", buf);
     }

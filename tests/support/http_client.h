@@ -87,4 +87,8 @@ size_t hc_send_all(int fd, const void *p, size_t n);
  * copies up to size-1 bytes of the reply into out (may be NULL). */
 int hc_raw(int port, const char *bytes, size_t len, int timeout_ms, char *out, size_t size);
 
+/* Reads a reply from fd until the server closes the connection or timeout_ms pass without data;
+ * returns the status of its first response line (0 if none or a reset before it), out as hc_raw. */
+int hc_raw_read(int fd, int timeout_ms, char *out, size_t size);
+
 #endif
