@@ -2,7 +2,7 @@
  * mha_attention.c - the attention core: keys in blocks, an online softmax, and the weights only
  * where they are asked for.
  *
- * A task takes 64 query rows of one (batch, head). Its q rows, divided by √hd as torch does, are
+ * A row block is 64 query rows of one (batch, head). Its q rows, divided by √hd as torch does, are
  * copied to a tile qt [64][hd]; then each key block in turn (BN = 128 or 256 keys, mha_key_block):
  *
  *     sc [64][BN] = qt · Kᵀ block           scores (+ ALiBi, + masks, causal and window rules)
@@ -15,6 +15,13 @@
  * window rules forbid to every row of a task are never computed: whole blocks are skipped, and the
  * blocks at the edges of the allowed range are cut to its columns (a window of 128 on L = 2048
  * computes ~192 keys per task); a block inside every row's allowed range skips the rules entirely.
+ *
+ * A task is one row block, or from long S (one head's keys and values 2 MiB: S = 4096 at hd 64,
+ * mha_attn_group) four of one head: those that give only their output then run together, key
+ * block by key block, each block used by the four in turn while it is in L2 (task_grouped). One
+ * row block at a time streams the head's 2·S·hd floats once per 64 rows from L3 or memory, which
+ * on a Zen 3 with its L3 shared cost 15-20% at S = 16384. A row's blocks come in the same order
+ * through the same kernels either way: the same bits.
  *
  * Weights, when asked for (per head, averaged, or the trace's): each visited block's exp tile is
  * kept in a per-thread slab [64][S] with its row maxima, and after the last block the weights are
@@ -38,6 +45,7 @@
 #include "mha_softmax_block.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 static int64_t round16(int64_t n)
@@ -51,13 +59,40 @@ int64_t mha_attn_kv_floats(const mha_plan *plan)
     return 2 * nblk * BN * plan->hd;
 }
 
-int64_t mha_attn_slot_floats(const mha_plan *plan, bool slab)
+/* Floats of the tiles of a task's first row block (with the weights slab when kept), and of
+ * each further row block's own (its q tile, output and row state) in a grouped task. */
+static int64_t first_tile_floats(int64_t hd, int64_t BN, int64_t nblk, bool slab)
 {
-    const int64_t hd = plan->hd, BN = mha_key_block(hd, plan->isa), nblk = (plan->S + BN - 1) / BN;
     int64_t n = 2 * round16(MHA_BM * hd) + round16(MHA_BM * BN) + 8 * MHA_BM;
     if (slab) /* the exp tiles of every block [64][nblk·BN], and each block's row maxima */
         n += round16(MHA_BM * nblk * BN) + round16(MHA_BM * nblk);
     return n;
+}
+
+static int64_t more_tile_floats(int64_t hd)
+{
+    return 2 * round16(MHA_BM * hd) + 8 * MHA_BM;
+}
+
+int64_t mha_attn_group(const mha_plan *plan)
+{
+    static int always = -1; /* read once; a race between two first callers reads the same value */
+    if (__atomic_load_n(&always, __ATOMIC_RELAXED) < 0) {
+        const char *v = getenv("ATTND_TEST_GROUP_ROWS");
+        __atomic_store_n(&always, v && *v && strcmp(v, "0") != 0, __ATOMIC_RELAXED);
+    }
+    const int64_t nrb = (plan->L + MHA_BM - 1) / MHA_BM;
+    const int64_t kv_bytes = 2 * plan->S * plan->hd * (int64_t)sizeof(float);
+    const bool group =
+        __atomic_load_n(&always, __ATOMIC_RELAXED) == 1 || kv_bytes >= MHA_GROUP_FROM;
+    return !group ? 1 : nrb < MHA_GROUP ? nrb : MHA_GROUP;
+}
+
+int64_t mha_attn_slot_floats(const mha_plan *plan, bool slab)
+{
+    const int64_t hd = plan->hd, BN = mha_key_block(hd, plan->isa), nblk = (plan->S + BN - 1) / BN;
+    return first_tile_floats(hd, BN, nblk, slab) +
+           (mha_attn_group(plan) - 1) * more_tile_floats(hd);
 }
 
 /* ---------------------------------------------------------------------------------------------- */
@@ -173,6 +208,32 @@ static tile carve_tile(const mha_attn *a, int slot)
     p += 8 * MHA_BM;
     t.slab = a->slab ? p : NULL;
     t.mt = a->slab ? p + round16(MHA_BM * a->nblk * a->BN) : NULL;
+    return t;
+}
+
+/* Row block g of a grouped task: its own q tile, output and row state after the first block's
+ * tiles, the score tile shared (each block's scores are used up before the next row block's are
+ * made); no slab (grouped tasks keep no weights). */
+static tile carve_group_tile(const mha_attn *a, int slot, int64_t g)
+{
+    tile t = carve_tile(a, slot);
+    if (g == 0)
+        return t;
+    float *p = a->scratch + slot * a->slot_floats +
+               first_tile_floats(a->hd, a->BN, a->nblk, a->slab) +
+               (g - 1) * more_tile_floats(a->hd);
+    t.qt = p;
+    p += round16(MHA_BM * a->hd);
+    t.o = p;
+    p += round16(MHA_BM * a->hd);
+    t.m = p;
+    t.l = p + MHA_BM;
+    t.alpha = p + 2 * MHA_BM;
+    t.inv = p + 3 * MHA_BM;
+    t.f = p + 4 * MHA_BM;
+    t.tmp = p + 5 * MHA_BM;
+    t.bmax = p + 7 * MHA_BM;
+    t.slab = t.mt = NULL;
     return t;
 }
 
@@ -317,48 +378,224 @@ static bool stream_finish(const mha_attn *a, const tile *t, mha_sink *s, int slo
     return mha_sink_stream_end(s, slot, b, h, i0, rows, nvis, fac, t->mt, MHA_BM);
 }
 
-int64_t mha_attn_ntasks(const mha_attn *a)
+/* A row block's rows and what its key blocks need: its batch and rows, their positions, the keys
+ * the causal and window rules leave them ([k0, k1) of the given keys) and the blocks that visits;
+ * then one head's packed keys and values and ALiBi slope. */
+typedef struct rows {
+    int64_t b, i0, m;
+    const float *qp; /* the rows' positions [m]         */
+    const float *kp; /* the batch's key positions [S0]  */
+    float qmin, qmax;
+    int64_t k0, k1;
+    visit v;
+    int64_t h;
+    const float *kv; /* (batch, kv head of h): Kᵀ blocks, then V */
+    float slope;
+} rows;
+
+static rows rows_of(const mha_attn *a, int64_t b, int64_t rb)
 {
-    return a->N * (a->all_heads ? 1 : a->H) * a->nrb;
+    rows r;
+    const int64_t BN = a->BN, S0 = a->S0;
+    r.b = b;
+    r.i0 = rb * MHA_BM;
+    r.m = a->L - r.i0 < MHA_BM ? a->L - r.i0 : MHA_BM;
+    r.qp = a->qpos + b * a->L + r.i0;
+    r.kp = a->kpos + b * S0;
+    mha_key_range(&r.k0, &r.k1, r.qp, r.m, r.kp, S0, a->keys_sorted, a->causal, a->window);
+    r.v = (visit){r.k1 > r.k0 ? r.k0 / BN : 0, r.k1 > r.k0 ? (r.k1 + BN - 1) / BN : 0,
+                  a->S > S0 ? S0 / BN : a->nblk};
+    if (r.v.app < r.v.hi)
+        r.v.app = r.v.hi;
+    r.qmin = r.qmax = r.qp[0];
+    for (int64_t i = 1; i < r.m; i++) {
+        r.qmin = r.qp[i] < r.qmin ? r.qp[i] : r.qmin;
+        r.qmax = r.qp[i] > r.qmax ? r.qp[i] : r.qmax;
+    }
+    r.h = -1;
+    r.kv = NULL;
+    r.slope = 0.0f;
+    return r;
 }
 
-void mha_attn_task(void *arg, int64_t task, int slot)
+static void rows_head(const mha_attn *a, rows *r, int64_t h)
 {
-    const mha_attn *a = arg;
+    r->h = h;
+    r->kv = a->kv + (r->b * a->Hkv + h / a->grp) * a->kv_floats;
+    r->slope = a->alibi ? mha_alibi_slope(h, a->H) : 0.0f;
+}
+
+/* Whether row block r visits key block blk (next_block's blocks). */
+static bool visits(const mha_attn *a, const visit *v, int64_t blk)
+{
+    return blk < a->nblk && ((blk >= v->lo && blk < v->hi) || blk >= v->app);
+}
+
+/* The head's q rows, divided by √hd as torch does, into t->qt; the output and the row state
+ * cleared. */
+static void tile_start(const mha_attn *a, const rows *r, const tile *t, bool load_q)
+{
+    const int64_t m = r->m, hd = a->hd;
+    /* torch: q_scaled = q / sqrt(head_dim), after RoPE */
+    const float *q = a->q + r->b * a->q_bs + r->i0 * a->q_rs + r->h * hd;
+    if (load_q && a->qinv != 0.0f) { /* the same bits as the division (mha_attn.qinv) */
+        for (int64_t i = 0; i < m; i++)
+            t->f[i] = a->qinv;
+        mha_div_mul_rows_to_isa(a->isa, t->qt, hd, q, a->q_rs, m, hd, 0.0f, t->f);
+    } else if (load_q) {
+        mha_div_mul_rows_to_isa(a->isa, t->qt, hd, q, a->q_rs, m, hd, a->qscale, NULL);
+    }
+    memset(t->o, 0, (size_t)(m * hd) * sizeof(float));
+    for (int64_t i = 0; i < m; i++) {
+        t->m[i] = -INFINITY;
+        t->l[i] = 0.0f;
+    }
+}
+
+/* Block blk's scores for row block r in t->sc, at the columns [*c0, *c1) of the block: the given
+ * keys outside the rules' range [k0, k1) are cut off at the block's edges (the diagonal block of a
+ * causal pass, both ends of a window's); a block holding appended keys keeps its end. ALiBi, then
+ * the masks (the golden files' order), then the rules. True when the block ran the fixed-size
+ * kernel (a full tile). */
+static bool block_scores(const mha_attn *a, const rows *r, const tile *t, int64_t blk, int64_t *c0p,
+                         int64_t *c1p)
+{
     const mha_inputs *in = a->in;
-    if (mha_cancelled(in->cancel))
-        return; /* the rest of a cancelled pass: nothing to do */
-    const mha_kernel_set *ks = a->ks;
-    const mha_isa isa = a->isa;
-    const bool avg = a->weights && !a->per_head, all = a->all_heads;
-    const int64_t L = a->L, S0 = a->S0, S = a->S, H = a->H, hd = a->hd, BN = a->BN;
-    const int64_t rb = task % a->nrb, bh = task / a->nrb;
-    const int64_t b = all ? bh : bh / H, h0 = all ? 0 : bh % H, h1 = all ? H : h0 + 1;
-    const int64_t i0 = rb * MHA_BM, m = L - i0 < MHA_BM ? L - i0 : MHA_BM;
-    const float *qp = a->qpos + b * L + i0; /* the rows' positions [m] */
-    const float *kp = a->kpos + b * S0;     /* the batch's key positions [S0] */
+    const int64_t S = a->S, S0 = a->S0, BN = a->BN, hd = a->hd, m = r->m;
+    const int64_t j0 = blk * BN, bn = S - j0 < BN ? S - j0 : BN;
+    int64_t c0 = 0, c1 = bn;
+    if (blk < r->v.hi && j0 < r->k0)
+        c0 = r->k0 - j0;
+    if (blk < r->v.hi && j0 + bn <= S0 && j0 + bn > r->k1)
+        c1 = r->k1 - j0;
+    const int64_t n = c1 - c0;
+    const int64_t gn = (S0 - j0 < c1 ? S0 - j0 : c1) - c0; /* given keys; then appended */
+    const float *kt = r->kv + blk * hd * BN + c0;
+    float *sc = t->sc + c0; /* the tile's columns keep their block positions */
+    const bool full = m == MHA_BM && n == BN;
+    if (full)
+        mha_mm_run(&a->ks->scores, sc, t->qt, kt);
+    else
+        mha_gemm_isa(a->isa, sc, BN, t->qt, hd, kt, BN, m, n, hd, false);
     const mha_mask *am = in->attn_mask.data ? &in->attn_mask : NULL;
     const mha_mask *kpm = in->key_padding_mask.data ? &in->key_padding_mask : NULL;
-    const tile t = carve_tile(a, slot);
-
-    int64_t k0, k1;
-    mha_key_range(&k0, &k1, qp, m, kp, S0, a->keys_sorted, a->causal, a->window);
-    visit v = {k1 > k0 ? k0 / BN : 0, k1 > k0 ? (k1 + BN - 1) / BN : 0,
-               S > S0 ? S0 / BN : a->nblk};
-    if (v.app < v.hi)
-        v.app = v.hi;
-    float qmin = qp[0], qmax = qp[0];
-    for (int64_t r = 1; r < m; r++) {
-        qmin = qp[r] < qmin ? qp[r] : qmin;
-        qmax = qp[r] > qmax ? qp[r] : qmax;
+    if (gn > 0) {
+        const float *kpb = r->kp + j0 + c0;
+        const bool rules = rules_needed(a, kpb, gn, r->qmin, r->qmax);
+        for (int64_t i = 0; i < m && (a->alibi || am || kpm || rules); i++) {
+            float *row = sc + i * BN;
+            const int64_t qi = r->i0 + i;
+            if (a->alibi)
+                mha_alibi_row(a->isa, row, kpb, gn, r->qp[i], r->slope);
+            const void *amr =
+                am ? mask_at(am, am->ndim == 3 ? (r->b * a->H + r->h) * a->L + qi : qi, S0, j0 + c0)
+                   : NULL;
+            const void *kpr = kpm ? mask_at(kpm, r->b, S0, j0 + c0) : NULL;
+            if (amr || kpr)
+                apply_masks(row, gn, amr, am ? am->type : MHA_MASK_FLOAT, kpr,
+                            kpm ? kpm->type : MHA_MASK_FLOAT);
+            if (rules)
+                mha_rules_row(row, kpb, gn, r->qp[i], a->causal, a->window, a->keys_sorted);
+        }
     }
+    *c0p = c0;
+    *c1p = c1;
+    return full;
+}
+
+/* After block blk's softmax (its exps in t->sc, alpha set): the output rescaled where a row's
+ * maximum moved (alpha is exactly 1 for a row whose maximum stayed: when no row's moved, there is
+ * nothing to do), then O += exps · V block. nv: the blocks visited before this one. */
+static void block_values(const mha_attn *a, const rows *r, const tile *t, int64_t blk, int64_t c0,
+                         int64_t c1, int64_t nv, bool full)
+{
+    const int64_t hd = a->hd, BN = a->BN, m = r->m;
+    bool moved = false;
+    for (int64_t i = 0; i < m && nv > 0; i++)
+        moved |= t->alpha[i] != 1.0f;
+    if (moved)
+        mha_div_mul_rows_isa(a->isa, t->o, hd, m, hd, 0.0f, t->alpha);
+    const float *vb = r->kv + a->nblk * hd * BN + (blk * BN + c0) * hd;
+    if (full)
+        mha_mm_run(&a->ks->pv, t->o, t->sc + c0, vb);
+    else
+        mha_gemm_isa(a->isa, t->o, hd, t->sc + c0, BN, vb, hd, m, hd, c1 - c0, true);
+}
+
+/* The head output O / l (0 for a row that attended no key; NaN stays NaN), into the concat. */
+static void tile_output(const mha_attn *a, const rows *r, const tile *t)
+{
+    for (int64_t i = 0; i < r->m; i++)
+        t->inv[i] = t->l[i] == 0.0f ? 0.0f : 1.0f / t->l[i];
+    mha_div_mul_rows_to_isa(a->isa, a->cat + r->b * a->c_bs + r->i0 * a->c_rs + r->h * a->hd,
+                            a->c_rs, t->o, a->hd, r->m, a->hd, 0.0f, t->inv);
+}
+
+/* Whether row block (b, rb) of head h gives nothing but its output: no weights, no trace, no
+ * selection that wants them. */
+static bool output_only(const mha_attn *a, int64_t h, int64_t rb)
+{
+    if (a->weights || a->trace_scores || a->trace_weights || a->all_heads)
+        return false;
+    const int64_t i0 = rb * MHA_BM, m = a->L - i0 < MHA_BM ? a->L - i0 : MHA_BM;
+    mha_sink *const sinks[3] = {a->sink_w, a->sink_scores, a->sink_tw};
+    for (int k = 0; k < 3; k++)
+        if (sinks[k] && mha_sink_wants_head(sinks[k], h) && mha_sink_wants_rows(sinks[k], i0, m))
+            return false;
+    return true;
+}
+
+/* Row blocks [rb0, rb0+nt) of head h that give only their output, together: each key block is
+ * brought in once for all of them and used by each in turn while it is in L2. A task of one row
+ * block streams the head's keys and values (2·S·hd floats) through the cache once per 64 rows;
+ * past the caches' room (long S, and the L3 shared with the other core's head and other tenants)
+ * that stalls the GEMMs. Each row's blocks come in the same order through the same kernels: the
+ * same bits as one row block at a time. */
+static void task_grouped(const mha_attn *a, int64_t b, int64_t h, int64_t rb0, int64_t nt, int slot)
+{
+    rows r[MHA_GROUP];
+    tile t[MHA_GROUP];
+    int64_t nv[MHA_GROUP];
+    for (int64_t g = 0; g < nt; g++) {
+        r[g] = rows_of(a, b, rb0 + g);
+        rows_head(a, &r[g], h);
+        t[g] = carve_group_tile(a, slot, g);
+        tile_start(a, &r[g], &t[g], true);
+        nv[g] = 0;
+    }
+    for (int64_t blk = 0; blk < a->nblk && !mha_cancelled(a->in->cancel); blk++)
+        for (int64_t g = 0; g < nt; g++) {
+            if (!visits(a, &r[g].v, blk))
+                continue;
+            int64_t c0, c1;
+            const bool full = block_scores(a, &r[g], &t[g], blk, &c0, &c1);
+            mha_softmax_block_isa(a->isa, t[g].sc + c0, a->BN, r[g].m, c1 - c0, t[g].m, t[g].l,
+                                  t[g].alpha, t[g].tmp);
+            block_values(a, &r[g], &t[g], blk, c0, c1, nv[g]++, full);
+        }
+    for (int64_t g = 0; g < nt; g++)
+        tile_output(a, &r[g], &t[g]);
+}
+
+/* Row block rb of batch b, heads [h0, h1) in order: the output, and whatever weights, trace
+ * stages and selections want of these rows. */
+static void task_rows(const mha_attn *a, int64_t b, int64_t h0, int64_t h1, int64_t rb, int slot)
+{
+    const mha_inputs *in = a->in;
+    const mha_isa isa = a->isa;
+    const bool avg = a->weights && !a->per_head;
+    const int64_t L = a->L, S = a->S, H = a->H, BN = a->BN;
+    rows r = rows_of(a, b, rb);
+    const int64_t i0 = r.i0, m = r.m;
+    const tile t = carve_tile(a, slot);
 
     mha_sink *const sinks[3] = {a->sink_w, a->sink_scores, a->sink_tw};
     for (int k = 0; k < 3; k++)
         if (sinks[k])
             mha_sink_begin(sinks[k], slot, b, i0, m);
     for (int64_t h = h0; h < h1 && !mha_cancelled(in->cancel); h++) {
-        const int64_t g = h / a->grp, bhl = (b * H + h) * L + i0; /* row of [N,H,L,·] */
+        rows_head(a, &r, h);
+        const int64_t bhl = (b * H + h) * L + i0; /* row of [N,H,L,·] */
         /* what this head's rows give beyond the output: a selection's sinks, or the full maps */
         mha_sink *sw = a->sink_w && mha_sink_wants_head(a->sink_w, h) &&
                                mha_sink_wants_rows(a->sink_w, i0, m)
@@ -381,26 +618,12 @@ void mha_attn_task(void *arg, int64_t task, int slot)
             const bool stream = streamable && pass == 0;
             mha_sink *const ssp = pass == 0 ? ss : NULL;
             const bool keep = t.slab && (a->weights || a->trace_weights || (sw && !stream) || stw);
-            const float *kv = a->kv + (b * a->Hkv + g) * a->kv_floats;
-            const float slope = a->alibi ? mha_alibi_slope(h, H) : 0.0f;
-            /* torch: q_scaled = q / sqrt(head_dim), after RoPE */
-            const float *q = a->q + b * a->q_bs + i0 * a->q_rs + h * hd;
-            if (pass == 0 && a->qinv != 0.0f) { /* the same bits as the division (mha_attn.qinv) */
-                for (int64_t r = 0; r < m; r++)
-                    t.f[r] = a->qinv;
-                mha_div_mul_rows_to_isa(isa, t.qt, hd, q, a->q_rs, m, hd, 0.0f, t.f);
-            } else if (pass == 0) {
-                mha_div_mul_rows_to_isa(isa, t.qt, hd, q, a->q_rs, m, hd, a->qscale, NULL);
-            } /* again: qt is still there (q's columns now hold the head's output) */
-            memset(t.o, 0, (size_t)(m * hd) * sizeof(float));
-            for (int64_t r = 0; r < m; r++) {
-                t.m[r] = -INFINITY;
-                t.l[r] = 0.0f;
-            }
+            /* again: qt is still there (q's columns now hold the head's output) */
+            tile_start(a, &r, &t, pass == 0);
             float *tscores = a->trace_scores ? a->trace_scores + bhl * S : NULL;
-            for (int64_t r = 0; tscores && r < m; r++) /* keys never computed: -inf */
+            for (int64_t i = 0; tscores && i < m; i++) /* keys never computed: -inf */
                 for (int64_t j = 0; j < S; j++)
-                    tscores[r * S + j] = -INFINITY;
+                    tscores[i * S + j] = -INFINITY;
             int64_t s_at = 0; /* the scores sink has every key before this */
             if (ssp)
                 mha_sink_head_begin(ssp, slot, b, h, i0, m);
@@ -408,50 +631,15 @@ void mha_attn_task(void *arg, int64_t task, int slot)
                 mha_sink_stream_begin(sw, slot, b, h, i0, m);
 
             int64_t nv = 0;
-            for (int64_t blk = -1; next_block(a, &v, &blk); nv++) {
+            for (int64_t blk = -1; next_block(a, &r.v, &blk); nv++) {
                 const int64_t j0 = blk * BN, bn = S - j0 < BN ? S - j0 : BN;
-                /* columns [c0, c1) of the block: the given keys outside [k0, k1) of the rules'
-                 * range are cut off at the block's edges (the diagonal block of a causal pass, both
-                 * ends of a window's); a block holding appended keys keeps its end */
-                int64_t c0 = 0, c1 = bn;
-                if (blk < v.hi && j0 < k0)
-                    c0 = k0 - j0;
-                if (blk < v.hi && j0 + bn <= S0 && j0 + bn > k1)
-                    c1 = k1 - j0;
+                int64_t c0, c1;
+                const bool full = block_scores(a, &r, &t, blk, &c0, &c1);
                 const int64_t n = c1 - c0;
-                const int64_t gn =
-                    (S0 - j0 < c1 ? S0 - j0 : c1) - c0; /* given keys; then appended */
-                const float *kt = kv + blk * hd * BN + c0,
-                            *vb = kv + a->nblk * hd * BN + (j0 + c0) * hd;
-                float *sc = t.sc + c0; /* the tile's columns keep their block positions */
-                const bool full = m == MHA_BM && n == BN;
-                if (full)
-                    mha_mm_run(&ks->scores, sc, t.qt, kt);
-                else
-                    mha_gemm_isa(isa, sc, BN, t.qt, hd, kt, BN, m, n, hd, false);
-                if (gn > 0) { /* ALiBi, then the masks (the golden files' order), then the rules */
-                    const float *kpb = kp + j0 + c0;
-                    const bool rules = rules_needed(a, kpb, gn, qmin, qmax);
-                    for (int64_t r = 0; r < m && (a->alibi || am || kpm || rules); r++) {
-                        float *row = sc + r * BN;
-                        const int64_t i = i0 + r;
-                        if (a->alibi)
-                            mha_alibi_row(isa, row, kpb, gn, qp[r], slope);
-                        const void *amr =
-                            am ? mask_at(am, am->ndim == 3 ? (b * H + h) * L + i : i, S0, j0 + c0)
-                               : NULL;
-                        const void *kpr = kpm ? mask_at(kpm, b, S0, j0 + c0) : NULL;
-                        if (amr || kpr)
-                            apply_masks(row, gn, amr, am ? am->type : MHA_MASK_FLOAT, kpr,
-                                        kpm ? kpm->type : MHA_MASK_FLOAT);
-                        if (rules)
-                            mha_rules_row(row, kpb, gn, qp[r], a->causal, a->window,
-                                          a->keys_sorted);
-                    }
-                }
+                float *sc = t.sc + c0;
                 if (tscores)
-                    for (int64_t r = 0; r < m; r++)
-                        memcpy(tscores + r * S + j0 + c0, sc + r * BN, (size_t)n * sizeof(float));
+                    for (int64_t i = 0; i < m; i++)
+                        memcpy(tscores + i * S + j0 + c0, sc + i * BN, (size_t)n * sizeof(float));
                 if (ssp) { /* keys never computed before this block's: -inf (the sink's fill) */
                     if (s_at < j0 + c0)
                         mha_sink_fill(ssp, slot, b, h, i0, m, s_at, j0 + c0 - s_at);
@@ -467,39 +655,27 @@ void mha_attn_task(void *arg, int64_t task, int slot)
                 } else {
                     mha_softmax_block_isa(isa, sc, BN, m, n, t.m, t.l, t.alpha, t.tmp);
                 }
-                /* the maximum moved: what came before is rescaled (alpha is exactly 1 for a row
-                 * whose maximum stayed: when no row's moved, there is nothing to do) */
-                bool moved = false;
-                for (int64_t r = 0; r < m && nv > 0; r++)
-                    moved |= t.alpha[r] != 1.0f;
-                if (moved)
-                    mha_div_mul_rows_isa(isa, t.o, hd, m, hd, 0.0f, t.alpha);
                 if (stream) /* the block's exps, to a pool as they are */
                     mha_sink_stream_block(sw, slot, b, h, i0, m, nv, j0, c0, c1, t.sc, BN);
                 if (keep) { /* the block's exps, 0 in the columns cut off */
                     const int64_t ld = a->nblk * BN;
-                    for (int64_t r = 0; r < m; r++) {
-                        float *srow = t.slab + r * ld + j0;
+                    for (int64_t i = 0; i < m; i++) {
+                        float *srow = t.slab + i * ld + j0;
                         memset(srow, 0, (size_t)c0 * sizeof(float));
-                        memcpy(srow + c0, sc + r * BN, (size_t)n * sizeof(float));
+                        memcpy(srow + c0, sc + i * BN, (size_t)n * sizeof(float));
                         memset(srow + c1, 0, (size_t)(bn - c1) * sizeof(float));
                     }
                 }
                 if (keep || stream) /* the row maxima the block's exps are relative to */
                     memcpy(t.mt + nv * MHA_BM, t.m, (size_t)m * sizeof(float));
-                if (full)
-                    mha_mm_run(&ks->pv, t.o, sc, vb);
-                else
-                    mha_gemm_isa(isa, t.o, hd, sc, BN, vb, hd, m, hd, n, true);
+                block_values(a, &r, &t, blk, c0, c1, nv, full);
             }
 
-            /* the head output O / l (0 for a row that attended no key; NaN stays NaN), into the
-             * concat */
-            for (int64_t r = 0; r < m; r++)
-                t.inv[r] = t.l[r] == 0.0f ? 0.0f : 1.0f / t.l[r];
             if (pass == 0) /* (again, the same bits: written once) */
-                mha_div_mul_rows_to_isa(isa, a->cat + b * a->c_bs + i0 * a->c_rs + h * hd, a->c_rs,
-                                        t.o, hd, m, hd, 0.0f, t.inv);
+                tile_output(a, &r, &t);
+            else /* the factors the weights need */
+                for (int64_t i = 0; i < m; i++)
+                    t.inv[i] = t.l[i] == 0.0f ? 0.0f : 1.0f / t.l[i];
             if (ssp) {
                 if (s_at < S)
                     mha_sink_fill(ssp, slot, b, h, i0, m, s_at, S - s_at);
@@ -509,25 +685,25 @@ void mha_attn_task(void *arg, int64_t task, int slot)
             if (stream) {
                 done = stream_finish(a, &t, sw, slot, b, h, i0, m, nv);
                 if (!done && keep) { /* the slab is there: no need to run again */
-                    weights_to_sink(a, &v, &t, sw, slot, b, h, i0, m);
+                    weights_to_sink(a, &r.v, &t, sw, slot, b, h, i0, m);
                     done = true;
                 }
             } else if (sw) {
-                weights_to_sink(a, &v, &t, sw, slot, b, h, i0, m);
+                weights_to_sink(a, &r.v, &t, sw, slot, b, h, i0, m);
             }
             if (!done)
                 continue; /* again, keeping the slab (nothing else wanted it: stw is NULL) */
             streamed = true;
             if (stw)
-                weights_to_sink(a, &v, &t, stw, slot, b, h, i0, m);
+                weights_to_sink(a, &r.v, &t, stw, slot, b, h, i0, m);
             if (!keep)
                 continue;
             if (a->trace_weights)
-                weights_out(a, &v, &t, a->trace_weights + bhl * S, m, 1);
+                weights_out(a, &r.v, &t, a->trace_weights + bhl * S, m, 1);
             if (a->weights && a->per_head)
-                weights_out(a, &v, &t, a->weights + bhl * S, m, 0);
+                weights_out(a, &r.v, &t, a->weights + bhl * S, m, 0);
             else if (avg)
-                weights_out(a, &v, &t, a->weights + (b * L + i0) * S, m, h > 0 ? 2 : 1);
+                weights_out(a, &r.v, &t, a->weights + (b * L + i0) * S, m, h > 0 ? 2 : 1);
         }
     }
     if (a->weights && a->per_head)
@@ -537,4 +713,34 @@ void mha_attn_task(void *arg, int64_t task, int slot)
     for (int k = 0; k < 3; k++)
         if (sinks[k])
             mha_sink_end(sinks[k], slot, b, i0, m);
+}
+
+int64_t mha_attn_ntasks(const mha_attn *a)
+{
+    const int64_t G = a->all_heads ? 1 : a->group;
+    return a->N * (a->all_heads ? 1 : a->H) * ((a->nrb + G - 1) / G);
+}
+
+void mha_attn_task(void *arg, int64_t task, int slot)
+{
+    const mha_attn *a = arg;
+    if (mha_cancelled(a->in->cancel))
+        return; /* the rest of a cancelled pass: nothing to do */
+    if (a->all_heads) { /* (batch, row block), every head */
+        task_rows(a, task / a->nrb, 0, a->H, task % a->nrb, slot);
+        return;
+    }
+    const int64_t G = a->group, ngr = (a->nrb + G - 1) / G;
+    const int64_t bh = task / ngr, rb0 = task % ngr * G, nt = a->nrb - rb0 < G ? a->nrb - rb0 : G;
+    const int64_t b = bh / a->H, h = bh % a->H;
+    bool together = nt > 1;
+    for (int64_t g = 0; g < nt && together; g++)
+        together = output_only(a, h, rb0 + g);
+    if (together) {
+        task_grouped(a, b, h, rb0, nt, slot);
+        return;
+    }
+    for (int64_t g = 0; g < nt; g++) /* one row block at a time, in order (a pooled row shared
+                                      * between blocks is summed in row order) */
+        task_rows(a, b, h, h + 1, rb0 + g, slot);
 }

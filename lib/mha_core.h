@@ -20,7 +20,10 @@
 #include "mha_kernels.h"
 #include "mha_select.h"
 
-#define MHA_BM 64          /* query rows per attention task                                     */
+#define MHA_BM 64          /* query rows per row block of the attention                         */
+#define MHA_GROUP 4        /* row blocks of one head a task takes together past MHA_GROUP_FROM  */
+#define MHA_GROUP_FROM ((int64_t)2 << 20) /* bytes of one head's keys and values (2·S·hd floats)
+                                           * from which they stream from beyond L2              */
 #define MHA_PANEL 64       /* output columns per packed weight panel and per projection call    */
 #define MHA_PROJ_ROWS 64   /* rows per projection kernel call                                   */
 #define MHA_PROJ_COLS 256  /* columns per projection task (4 panels: the X rows stay in L2)     */
@@ -143,6 +146,7 @@ typedef struct mha_attn {
     const mha_kernel_set *ks;
     mha_isa isa;
     int64_t N, L, S0, S, H, Hkv, grp, hd, BN, nblk, nrb;
+    int64_t group; /* row blocks of one head per task (mha_attn_group; all_heads: 1) */
     /* projected rows in input order (row (b, i) at b·bs + i·rs), RoPE applied */
     const float *q, *k, *v;
     int64_t q_bs, q_rs, k_bs, k_rs, v_bs, v_rs;
@@ -180,7 +184,13 @@ static inline bool mha_cancelled(const int *flag)
     return flag && __atomic_load_n(flag, __ATOMIC_RELAXED);
 }
 
-/* Floats of one thread's slot for a plan (slab: per-row tiles kept for weights). */
+/* Row blocks of one head a task takes together (mha_attn.group): MHA_GROUP, or as many as there
+ * are, when one head's keys and values reach MHA_GROUP_FROM bytes; else 1. (With
+ * ATTND_TEST_GROUP_ROWS=1 in the environment, for tests: at every length.) */
+int64_t mha_attn_group(const mha_plan *plan);
+
+/* Floats of one thread's slot for a plan (slab: per-row tiles kept for weights), with the room of
+ * a group's further row blocks. */
 int64_t mha_attn_slot_floats(const mha_plan *plan, bool slab);
 
 /* Floats of one thread's slot for a whole pass: the attention's (mha_attn_slot_floats) or the
@@ -193,8 +203,10 @@ int64_t mha_attn_kv_floats(const mha_plan *plan);
 /* Packs one (batch, kv head, key block) (mha_task_fn; task = (b·Hkv + g)·nblk + blk). */
 void mha_attn_pack_task(void *arg, int64_t task, int slot);
 
-/* Tasks of the attention: (batch, head, row block), or (batch, row block) with every head in order
- * (all_heads: averaged weights, summed over heads in torch's order, by the pass or its sink). */
+/* Tasks of the attention: (batch, head, group of row blocks), or (batch, row block) with every
+ * head in order (all_heads: averaged weights, summed over heads in torch's order, by the pass or
+ * its sink). A group's row blocks that give only their output run together, each key block shared
+ * while in L2; else one after the other. */
 int64_t mha_attn_ntasks(const mha_attn *a);
 void mha_attn_task(void *arg, int64_t task, int slot);
 

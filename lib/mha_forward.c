@@ -282,6 +282,7 @@ mha_status mha_forward_select(const mha_layer *layer, const mha_inputs *in, cons
         .BN = BN,
         .nblk = (f.S + BN - 1) / BN,
         .nrb = (L + MHA_BM - 1) / MHA_BM,
+        .group = mha_attn_group(plan),
         .kv_floats = mha_attn_kv_floats(plan),
         .causal = in->is_causal,
         .alibi = cfg->alibi,

@@ -263,8 +263,11 @@ static void test_larger_cases(mha_pool *pool2)
     const int shapes[][5] = {/* E, H, N, L, S0 */ {64, 4, 2, 150, 150}, {96, 3, 1, 70, 1100},
                              {128, 8, 3, 33, 40},   {32, 2, 1, 300, 300},
                              {256, 4, 1, 131, 131}, {160, 2, 2, 23, 529},
-                             {256, 2, 1, 37, 270}};
-    for (int s = 0; s < 7; s++) {
+                             {256, 2, 1, 37, 270},
+                             /* one head's keys and values 2 MiB: row blocks grouped by default
+                              * (mha_attn_group), four with a partial last one */
+                             {128, 2, 1, 200, 4100}};
+    for (int s = 0; s < 8; s++) {
         for (int variant = 0; variant < 5; variant++) { /* 4: causal, appended keys, trace */
             tcase tc;
             memset(&tc, 0, sizeof tc);
