@@ -69,9 +69,9 @@ static int64_t first_tile_floats(int64_t hd, int64_t BN, int64_t nblk, bool slab
     return n;
 }
 
-static int64_t more_tile_floats(int64_t hd)
+static int64_t more_tile_floats(int64_t hd, int64_t nblk)
 {
-    return 2 * round16(MHA_BM * hd) + 8 * MHA_BM;
+    return 2 * round16(MHA_BM * hd) + 8 * MHA_BM + round16(MHA_BM * nblk);
 }
 
 int64_t mha_attn_group(const mha_plan *plan)
@@ -92,7 +92,7 @@ int64_t mha_attn_slot_floats(const mha_plan *plan, bool slab)
 {
     const int64_t hd = plan->hd, BN = mha_key_block(hd, plan->isa), nblk = (plan->S + BN - 1) / BN;
     return first_tile_floats(hd, BN, nblk, slab) +
-           (mha_attn_group(plan) - 1) * more_tile_floats(hd);
+           (mha_attn_group(plan) - 1) * more_tile_floats(hd, nblk);
 }
 
 /* ---------------------------------------------------------------------------------------------- */
@@ -211,9 +211,10 @@ static tile carve_tile(const mha_attn *a, int slot)
     return t;
 }
 
-/* Row block g of a grouped task: its own q tile, output and row state after the first block's
- * tiles, the score tile shared (each block's scores are used up before the next row block's are
- * made); no slab (grouped tasks keep no weights). */
+/* Row block g of a grouped task: its own q tile, output, row state and row maxima after each
+ * block (a streamed selection's) after the first block's tiles; the score tile shared (each
+ * block's scores are used up before the next row block's are made); no slab (grouped tasks keep
+ * no weights). */
 static tile carve_group_tile(const mha_attn *a, int slot, int64_t g)
 {
     tile t = carve_tile(a, slot);
@@ -221,7 +222,7 @@ static tile carve_group_tile(const mha_attn *a, int slot, int64_t g)
         return t;
     float *p = a->scratch + slot * a->slot_floats +
                first_tile_floats(a->hd, a->BN, a->nblk, a->slab) +
-               (g - 1) * more_tile_floats(a->hd);
+               (g - 1) * more_tile_floats(a->hd, a->nblk);
     t.qt = p;
     p += round16(MHA_BM * a->hd);
     t.o = p;
@@ -233,7 +234,9 @@ static tile carve_group_tile(const mha_attn *a, int slot, int64_t g)
     t.f = p + 4 * MHA_BM;
     t.tmp = p + 5 * MHA_BM;
     t.bmax = p + 7 * MHA_BM;
-    t.slab = t.mt = NULL;
+    p += 8 * MHA_BM;
+    t.mt = p;
+    t.slab = NULL;
     return t;
 }
 
@@ -531,55 +534,89 @@ static void tile_output(const mha_attn *a, const rows *r, const tile *t)
                             a->c_rs, t->o, a->hd, r->m, a->hd, 0.0f, t->inv);
 }
 
-/* Whether row block (b, rb) of head h gives nothing but its output: no weights, no trace, no
- * selection that wants them. */
-static bool output_only(const mha_attn *a, int64_t h, int64_t rb)
+/* Whether a sink wants head h's rows [i0, i0+m). */
+static bool wants(const mha_sink *s, int64_t h, int64_t i0, int64_t m)
+{
+    return s && mha_sink_wants_head(s, h) && mha_sink_wants_rows(s, i0, m);
+}
+
+/* Whether row block rb of head h can run in a group: it gives its output and at most a selection
+ * streamed from its tiles (a per-head top-k or pool): no weights, no trace, no slab. */
+static bool groupable(const mha_attn *a, int64_t h, int64_t rb)
 {
     if (a->weights || a->trace_scores || a->trace_weights || a->all_heads)
         return false;
     const int64_t i0 = rb * MHA_BM, m = a->L - i0 < MHA_BM ? a->L - i0 : MHA_BM;
-    mha_sink *const sinks[3] = {a->sink_w, a->sink_scores, a->sink_tw};
-    for (int k = 0; k < 3; k++)
-        if (sinks[k] && mha_sink_wants_head(sinks[k], h) && mha_sink_wants_rows(sinks[k], i0, m))
-            return false;
-    return true;
+    return !wants(a->sink_scores, h, i0, m) && !wants(a->sink_tw, h, i0, m) &&
+           (!wants(a->sink_w, h, i0, m) || mha_sink_streams(a->sink_w));
 }
 
-/* Row blocks [rb0, rb0+nt) of head h that give only their output, together: each key block is
- * brought in once for all of them and used by each in turn while it is in L2. A task of one row
- * block streams the head's keys and values (2·S·hd floats) through the cache once per 64 rows;
- * past the caches' room (long S, and the L3 shared with the other core's head and other tenants)
- * that stalls the GEMMs. Each row's blocks come in the same order through the same kernels: the
- * same bits as one row block at a time. */
+static void task_rows(const mha_attn *a, int64_t b, int64_t h0, int64_t h1, int64_t rb, int slot,
+                      const float *qt_from);
+
+/* Row blocks [rb0, rb0+nt) of head h (groupable), together: each key block is brought in once for
+ * all of them and used by each in turn while it is in L2. A task of one row block streams the
+ * head's keys and values (2·S·hd floats) through the cache once per 64 rows; past the caches' room
+ * (long S, and the L3 shared with the other core's head and other tenants) that stalls the GEMMs.
+ * Each row's blocks come in the same order through the same kernels: the same bits as one row
+ * block at a time. A streamed selection's row blocks stream in stream slots of their own (slot·G +
+ * g) and end in order; one that cannot be made exact runs again alone, keeping its slab. */
 static void task_grouped(const mha_attn *a, int64_t b, int64_t h, int64_t rb0, int64_t nt, int slot)
 {
+    const mha_isa isa = a->isa;
+    const int64_t BN = a->BN;
     rows r[MHA_GROUP];
     tile t[MHA_GROUP];
     int64_t nv[MHA_GROUP];
+    mha_sink *sw[MHA_GROUP];
     for (int64_t g = 0; g < nt; g++) {
         r[g] = rows_of(a, b, rb0 + g);
         rows_head(a, &r[g], h);
         t[g] = carve_group_tile(a, slot, g);
         tile_start(a, &r[g], &t[g], true);
         nv[g] = 0;
+        sw[g] = wants(a->sink_w, h, r[g].i0, r[g].m) ? a->sink_w : NULL;
+        if (sw[g])
+            mha_sink_stream_begin(sw[g], slot * (int)a->group + (int)g, b, h, r[g].i0, r[g].m);
     }
     for (int64_t blk = 0; blk < a->nblk && !mha_cancelled(a->in->cancel); blk++)
         for (int64_t g = 0; g < nt; g++) {
             if (!visits(a, &r[g].v, blk))
                 continue;
+            const tile *tg = &t[g];
+            const int64_t m = r[g].m, j0 = blk * BN, ss = slot * a->group + g;
             int64_t c0, c1;
-            const bool full = block_scores(a, &r[g], &t[g], blk, &c0, &c1);
-            mha_softmax_block_isa(a->isa, t[g].sc + c0, a->BN, r[g].m, c1 - c0, t[g].m, t[g].l,
-                                  t[g].alpha, t[g].tmp);
-            block_values(a, &r[g], &t[g], blk, c0, c1, nv[g]++, full);
+            const bool full = block_scores(a, &r[g], tg, blk, &c0, &c1);
+            float *sc = tg->sc + c0;
+            if (sw[g]) { /* as task_rows streams */
+                mha_softmax_block_max_isa(isa, sc, BN, m, c1 - c0, tg->m, tg->tmp, tg->bmax);
+                mha_sink_stream_scores(sw[g], (int)ss, b, h, r[g].i0, m, nv[g], j0, c0, c1, tg->sc,
+                                       BN, tg->m, tg->bmax);
+                mha_softmax_block_exp_isa(isa, sc, BN, m, c1 - c0, tg->m, tg->l, tg->alpha,
+                                          tg->tmp);
+                mha_sink_stream_block(sw[g], (int)ss, b, h, r[g].i0, m, nv[g], j0, c0, c1, tg->sc,
+                                      BN);
+                memcpy(tg->mt + nv[g] * MHA_BM, tg->m, (size_t)m * sizeof(float));
+            } else {
+                mha_softmax_block_isa(isa, sc, BN, m, c1 - c0, tg->m, tg->l, tg->alpha, tg->tmp);
+            }
+            block_values(a, &r[g], tg, blk, c0, c1, nv[g]++, full);
         }
-    for (int64_t g = 0; g < nt; g++)
+    for (int64_t g = 0; g < nt; g++) {
         tile_output(a, &r[g], &t[g]);
+        if (sw[g] && !mha_cancelled(a->in->cancel) &&
+            !stream_finish(a, &t[g], sw[g], slot * (int)a->group + (int)g, b, h, r[g].i0, r[g].m,
+                           nv[g]))
+            task_rows(a, b, h, h + 1, rb0 + g, slot, t[g].qt);
+    }
 }
 
 /* Row block rb of batch b, heads [h0, h1) in order: the output, and whatever weights, trace
- * stages and selections want of these rows. */
-static void task_rows(const mha_attn *a, int64_t b, int64_t h0, int64_t h1, int64_t rb, int slot)
+ * stages and selections want of these rows. qt_from (NULL: the pass as it comes): head h0's q tile
+ * of a grouped task whose streamed selection could not be made exact, its output written: only
+ * the weights are made, keeping the slab. */
+static void task_rows(const mha_attn *a, int64_t b, int64_t h0, int64_t h1, int64_t rb, int slot,
+                      const float *qt_from)
 {
     const mha_inputs *in = a->in;
     const mha_isa isa = a->isa;
@@ -588,6 +625,9 @@ static void task_rows(const mha_attn *a, int64_t b, int64_t h0, int64_t h1, int6
     rows r = rows_of(a, b, rb);
     const int64_t i0 = r.i0, m = r.m;
     const tile t = carve_tile(a, slot);
+    const int sslot = slot * (int)a->group; /* the thread's first stream slot */
+    if (qt_from && qt_from != t.qt)
+        memcpy(t.qt, qt_from, (size_t)(m * a->hd) * sizeof(float));
 
     mha_sink *const sinks[3] = {a->sink_w, a->sink_scores, a->sink_tw};
     for (int k = 0; k < 3; k++)
@@ -614,7 +654,7 @@ static void task_rows(const mha_attn *a, int64_t b, int64_t h0, int64_t h1, int6
          * q tile kept, its output written once, the scores sink already fed) */
         const bool streamable = sw && mha_sink_streams(sw);
         bool streamed = false;
-        for (int pass = 0; pass < 2 && !streamed; pass++) {
+        for (int pass = qt_from ? 1 : 0; pass < 2 && !streamed; pass++) {
             const bool stream = streamable && pass == 0;
             mha_sink *const ssp = pass == 0 ? ss : NULL;
             const bool keep = t.slab && (a->weights || a->trace_weights || (sw && !stream) || stw);
@@ -628,7 +668,7 @@ static void task_rows(const mha_attn *a, int64_t b, int64_t h0, int64_t h1, int6
             if (ssp)
                 mha_sink_head_begin(ssp, slot, b, h, i0, m);
             if (stream)
-                mha_sink_stream_begin(sw, slot, b, h, i0, m);
+                mha_sink_stream_begin(sw, sslot, b, h, i0, m);
 
             int64_t nv = 0;
             for (int64_t blk = -1; next_block(a, &r.v, &blk); nv++) {
@@ -649,14 +689,14 @@ static void task_rows(const mha_attn *a, int64_t b, int64_t h0, int64_t h1, int6
                 if (stream) { /* the block's scores, to a top-k before they become exps: between
                                * the softmax's maxima (each row's own too) and its exps */
                     mha_softmax_block_max_isa(isa, sc, BN, m, n, t.m, t.tmp, t.bmax);
-                    mha_sink_stream_scores(sw, slot, b, h, i0, m, nv, j0, c0, c1, t.sc, BN, t.m,
+                    mha_sink_stream_scores(sw, sslot, b, h, i0, m, nv, j0, c0, c1, t.sc, BN, t.m,
                                            t.bmax);
                     mha_softmax_block_exp_isa(isa, sc, BN, m, n, t.m, t.l, t.alpha, t.tmp);
                 } else {
                     mha_softmax_block_isa(isa, sc, BN, m, n, t.m, t.l, t.alpha, t.tmp);
                 }
                 if (stream) /* the block's exps, to a pool as they are */
-                    mha_sink_stream_block(sw, slot, b, h, i0, m, nv, j0, c0, c1, t.sc, BN);
+                    mha_sink_stream_block(sw, sslot, b, h, i0, m, nv, j0, c0, c1, t.sc, BN);
                 if (keep) { /* the block's exps, 0 in the columns cut off */
                     const int64_t ld = a->nblk * BN;
                     for (int64_t i = 0; i < m; i++) {
@@ -683,7 +723,7 @@ static void task_rows(const mha_attn *a, int64_t b, int64_t h0, int64_t h1, int6
             }
             bool done = true;
             if (stream) {
-                done = stream_finish(a, &t, sw, slot, b, h, i0, m, nv);
+                done = stream_finish(a, &t, sw, sslot, b, h, i0, m, nv);
                 if (!done && keep) { /* the slab is there: no need to run again */
                     weights_to_sink(a, &r.v, &t, sw, slot, b, h, i0, m);
                     done = true;
@@ -727,7 +767,7 @@ void mha_attn_task(void *arg, int64_t task, int slot)
     if (mha_cancelled(a->in->cancel))
         return; /* the rest of a cancelled pass: nothing to do */
     if (a->all_heads) { /* (batch, row block), every head */
-        task_rows(a, task / a->nrb, 0, a->H, task % a->nrb, slot);
+        task_rows(a, task / a->nrb, 0, a->H, task % a->nrb, slot, NULL);
         return;
     }
     const int64_t G = a->group, ngr = (a->nrb + G - 1) / G;
@@ -735,12 +775,12 @@ void mha_attn_task(void *arg, int64_t task, int slot)
     const int64_t b = bh / a->H, h = bh % a->H;
     bool together = nt > 1;
     for (int64_t g = 0; g < nt && together; g++)
-        together = output_only(a, h, rb0 + g);
+        together = groupable(a, h, rb0 + g);
     if (together) {
         task_grouped(a, b, h, rb0, nt, slot);
         return;
     }
     for (int64_t g = 0; g < nt; g++) /* one row block at a time, in order (a pooled row shared
                                       * between blocks is summed in row order) */
-        task_rows(a, b, h, h + 1, rb0 + g, slot);
+        task_rows(a, b, h, h + 1, rb0 + g, slot, NULL);
 }

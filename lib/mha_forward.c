@@ -207,7 +207,7 @@ static mha_status setup_sinks(mha_attn *a, mha_sink sinks[3], const mha_inputs *
         if (st == MHA_OK && sinks[0].navg)
             a->all_heads = true;
         if (st == MHA_OK) /* per head top-k and pool: fed from the tiles as they are made */
-            st = mha_sink_stream_init(&sinks[0], threads, a->BN, a->nblk, err);
+            st = mha_sink_stream_init(&sinks[0], threads, (int)a->group, a->BN, a->nblk, err);
     }
     if (st == MHA_OK && trace && trace->stage[MHA_TRACE_SCORES]) {
         st = mha_sink_init(&sinks[1], plan, in->select, false, -INFINITY,

@@ -86,6 +86,7 @@ typedef struct mha_sink {
     bool stream;
     int64_t BN, nblk;    /* the core's key blocks                                         */
     int64_t cap;         /* top-k: candidates a row holds                                 */
+    int sgroup;          /* stream slots per thread (the per-thread arrays below: per slot) */
     mha_cand *cand;      /* [threads][rb][cap] the candidates                             */
     float *ctmp;         /* [threads][cap] scratch                                        */
     int64_t *ccnt;       /* [threads][rb] candidates held                                 */
@@ -160,13 +161,17 @@ void mha_sink_end(mha_sink *s, int slot, int64_t b, int64_t i0, int64_t m);
  *          least 2^-90 (every weight that could compete is then a normal float within a few ulp
  *          of its real value); otherwise, or when a row's candidates overflow, stream_end says so
  *          and the core feeds the head again from its slab.
- * mha_sink_stream_init after mha_sink_init (NOMEM when its memory cannot be had); then per (block
+ * mha_sink_stream_init after mha_sink_init (NOMEM when its memory cannot be had), with `group`
+ * stream slots per thread: the stream calls take a stream slot, thread·group + g, so that a thread
+ * can stream up to `group` blocks of rows at once, key block by key block (stream_end then emits
+ * through its thread's slot, stream slot / group, one block after the other); then per (block
  * of rows, head): stream_begin; for each visited key block in order (nv = 0, 1, ...)
  * stream_scores before the block's softmax (mprev: the rows' maxima before the block) and
  * stream_block after it; stream_end with every visited block's factor and the rows' maxima after
  * each (mt, [nvis][fld]). */
 bool mha_sink_streams(const mha_sink *s);
-mha_status mha_sink_stream_init(mha_sink *s, int threads, int64_t BN, int64_t nblk, mha_error *err);
+mha_status mha_sink_stream_init(mha_sink *s, int threads, int group, int64_t BN, int64_t nblk,
+                                mha_error *err);
 void mha_sink_stream_begin(mha_sink *s, int slot, int64_t b, int64_t h, int64_t i0, int64_t m);
 /* Visited block nv: keys [j0 + c0, j0 + c1) were computed, their scores (masks and rules applied)
  * in P[r·ld + c] (c in [c0, c1)), before the block's softmax; mprev: each row's running maximum
@@ -179,7 +184,7 @@ void mha_sink_stream_scores(mha_sink *s, int slot, int64_t b, int64_t h, int64_t
 void mha_sink_stream_block(mha_sink *s, int slot, int64_t b, int64_t h, int64_t i0, int64_t m,
                            int64_t nv, int64_t j0, int64_t c0, int64_t c1, const float *P,
                            int64_t ld);
-/* Room for the factors stream_end takes: [nblk][rb] floats of this thread. */
+/* Room for the factors stream_end takes: [nblk][rb] floats of this stream slot. */
 float *mha_sink_stream_factors(mha_sink *s, int slot);
 /* fac[nv·fld + r]: visited block nv's factor for row r; mt[nv·fld + r]: row r's running maximum
  * after visited block nv. False when the result could not be made exact (nothing emitted: feed

@@ -16,13 +16,15 @@ bool mha_sink_streams(const mha_sink *s)
     return s->stream;
 }
 
-mha_status mha_sink_stream_init(mha_sink *s, int threads, int64_t BN, int64_t nblk, mha_error *err)
+mha_status mha_sink_stream_init(mha_sink *s, int threads, int group, int64_t BN, int64_t nblk,
+                                mha_error *err)
 {
     const bool topk = s->kind == MHA_SINK_TOPK && s->k <= 32;
     const bool pool = s->kind == MHA_SINK_POOL && s->pb >= 2;
     if (s->navg || !(topk || pool))
         return MHA_OK;
-    const size_t T = (size_t)threads, rb = (size_t)s->rb;
+    const size_t T = (size_t)threads * (size_t)group, rb = (size_t)s->rb; /* stream slots */
+    s->sgroup = group;
     s->BN = BN;
     s->nblk = nblk;
     /* one allocation: each part's bytes, and where its pointer goes */
@@ -61,7 +63,7 @@ mha_status mha_sink_stream_init(mha_sink *s, int threads, int64_t BN, int64_t nb
         mem += b[i];
     }
     if (pool)
-        s->pnc = s->pc0 + (size_t)threads * (size_t)nblk;
+        s->pnc = s->pc0 + T * (size_t)nblk;
     s->stream = true;
     return MHA_OK;
 }
@@ -241,14 +243,16 @@ bool mha_sink_stream_end(mha_sink *s, int slot, int64_t b, int64_t h, int64_t i0
     if (s->slot_of_head[h] < 0 || !mha_sink_clip_rows(s, b, s->slot_of_head[h], i0, m, &v))
         return true;
     const int64_t rows = v.r1 - v.r0;
+    const int eslot = slot / s->sgroup; /* the thread's: the pooled rows it emits */
     if (s->kind == MHA_SINK_POOL) {
-        mha_sink_head_begin(s, slot, b, h, i0, m);
+        mha_sink_head_begin(s, eslot, b, h, i0, m);
         const int64_t *pc0 = s->pc0 + (int64_t)slot * s->nblk;
         const int64_t *pnc = s->pnc + (int64_t)slot * s->nblk;
         for (int64_t nv = 0; nv < nvis; nv++) {
             const double *pp = s->pp + ((int64_t)slot * s->nblk + nv) * s->rb * s->spb;
             for (int64_t r = 0; r < rows && pnc[nv]; r++) {
-                double *prow = mha_sink_part_row(s, slot, &v, (v.r0 + r - s->q0) / s->pa) + pc0[nv];
+                double *prow =
+                    mha_sink_part_row(s, eslot, &v, (v.r0 + r - s->q0) / s->pa) + pc0[nv];
                 const double *d = pp + r * s->spb;
                 /* max(x)·f, or Σx·f in double: the slab path's arithmetic */
                 mha_run_pool_accumulate(s->isa, prow, d, pnc[nv], fac[nv * fld + (v.r0 - i0 + r)],
@@ -258,11 +262,11 @@ bool mha_sink_stream_end(mha_sink *s, int slot, int64_t b, int64_t h, int64_t i0
         /* keys never computed hold 0; every weight is >= 0, so max(·, 0) is the same as the
          * slab path's fill whether or not a block holds such keys */
         for (int64_t r = 0; r < rows && s->op == MHA_POOL_MAX; r++) {
-            double *prow = mha_sink_part_row(s, slot, &v, (v.r0 + r - s->q0) / s->pa);
+            double *prow = mha_sink_part_row(s, eslot, &v, (v.r0 + r - s->q0) / s->pa);
             for (int64_t c = 0; c < s->Sp; c++)
                 prow[c] = prow[c] > 0.0 ? prow[c] : 0.0;
         }
-        mha_sink_head_end(s, slot, b, h, i0, m);
+        mha_sink_head_end(s, eslot, b, h, i0, m);
         return true;
     }
     for (int64_t r = 0; r < rows; r++)

@@ -158,6 +158,29 @@ static void make_case(tcase *tc, bool big)
              (long long)S0, self, masks, tc->in.is_causal);
 }
 
+/* Gives tc a float attn_mask [L,S0] that leaves each row two or three keys (0) and puts -300 on
+ * the others (their weights underflow to 0). */
+static void faint_rows(tcase *tc)
+{
+    mha_mask *m = &tc->in.attn_mask;
+    const bool bf = mha_layer_config(tc->layer)->batch_first, batched = tc->in.query.ndim == 3;
+    const mha_tensor *q = &tc->in.query, *k = tc->in.key.data ? &tc->in.key : &tc->in.query;
+    const int64_t Lq = batched ? q->shape[bf ? 1 : 0] : q->shape[0];
+    const int64_t S0 = batched ? k->shape[bf ? 1 : 0] : k->shape[0];
+    free(tc->am);
+    tc->am = malloc((size_t)(Lq * S0) * sizeof(float));
+    for (int64_t i = 0; i < Lq; i++)
+        for (int64_t j = 0; j < S0; j++)
+            tc->am[i * S0 + j] = j % 97 == i % 97 || j == (i * 7) % S0 ? 0.0f : -300.0f;
+    m->type = MHA_MASK_FLOAT;
+    m->ndim = 2;
+    m->shape[0] = Lq;
+    m->shape[1] = S0;
+    m->data = tc->am;
+    tc->in.is_causal = false;
+    snprintf(tc->desc + strlen(tc->desc), sizeof tc->desc - strlen(tc->desc), " faint rows");
+}
+
 static void free_case(tcase *tc)
 {
     mha_layer_free(tc->layer);
@@ -605,6 +628,17 @@ int main(void)
         tcase tc;
         make_case(&tc, true);
         if (!run_case(&tc, pool2, 5))
+            failed++;
+        free_case(&tc);
+    }
+    /* rows that attend two or three keys: a top-k of more holds weights that underflow, which the
+     * streamed top-k cannot make exact, so the head runs again keeping its slab (in a grouped task
+     * too: test_grouped.sh) */
+    for (int n = 0; n < 4 && failed < 3; n++) {
+        tcase tc;
+        make_case(&tc, true);
+        faint_rows(&tc);
+        if (!run_case(&tc, pool2, 6))
             failed++;
         free_case(&tc);
     }
