@@ -221,6 +221,8 @@ static mha_status setup_sinks(mha_attn *a, mha_sink sinks[3], const mha_inputs *
                            trace->indices[MHA_TRACE_ATTN_WEIGHTS], threads, MHA_BM, err);
         a->sink_tw = &sinks[2];
     }
+    for (int k = 0; k < 3; k++)
+        sinks[k].cancel = in->cancel;
     return st;
 }
 

@@ -493,8 +493,13 @@ static void emit_end(mha_sink *s, int slot, const mha_rows_view *v)
         int64_t *next = &s->next_row[at];
         double *acc = s->acc + at * (size_t)s->Sp;
         int spins = 0;
-        while (__atomic_load_n(next, __ATOMIC_ACQUIRE) != bs)
+        while (__atomic_load_n(next, __ATOMIC_ACQUIRE) != bs) {
+            /* a cancelled pass's blocks stop where they are, and their result is dropped: the
+             * block above may never add its part */
+            if (s->cancel && __atomic_load_n(s->cancel, __ATOMIC_RELAXED))
+                return;
             spin_pause(&spins);
+        }
         for (int64_t c = 0; c < s->Sp; c++) {
             if (s->op == MHA_POOL_MAX)
                 acc[c] = part[c] > acc[c] ? part[c] : acc[c];

@@ -67,6 +67,9 @@ typedef struct mha_sink {
     bool rows;             /* given whole rows (mha_sink_takes_rows), never blocks        */
     int64_t *slot_of_head; /* [H]: the output's head slot of head h, -1 not chosen        */
     int64_t rb;            /* rows per block (the core's)                                 */
+    const int *cancel;     /* the pass's cancel flag (mha_inputs.cancel), or NULL: a block
+                            * waiting for the block above it to add a shared pooled row stops
+                            * waiting once it is set (that block may never come)             */
     /* where */
     float *values;    /* [N,nh,L',S'] map, [N,nh,L',k'] top-k, [N,nh,Lp,Sp] pooled   */
     int32_t *indices; /* [N,nh,L',k'] top-k key indices, else NULL                    */

@@ -158,6 +158,50 @@ static void cancel_during(const char *what, int64_t E, int64_t H, int64_t N, int
     mha_layer_free(l);
 }
 
+/* A pooled selection whose pooled rows span row blocks (100 rows: blocks of 64, grouped by four
+ * at this length) on the pool: a block adds its part of a shared pooled row after the block above
+ * it, and a pass cancelled while one waits for a block that stopped must still return. Cancelled
+ * at 30 times spread over the pass; a hang here is the failure. */
+static void test_cancel_shared_pool(mha_pool *pool)
+{
+    const int64_t E = 256, H = 4, L = 4096;
+    mha_layer *l = layer_of(E, H);
+    float *x = ramp(L * E);
+    mha_select sel = {.has_pool = true, .pool = {100, 64}, .pool_op = MHA_POOL_MEAN};
+    mha_inputs in;
+    set_query(&in, x, 1, L, E);
+    in.need_weights = true;
+    in.average_attn_weights = false;
+    in.select = &sel;
+    mha_plan plan;
+    if (!CHECK(mha_plan_forward(l, &in, NULL, &plan, NULL) == MHA_OK, "pooled selection: plan"))
+        return;
+    float *out = filled(plan.out_count, NAN), *w = filled(plan.weights_count, NAN);
+    double t0 = now_s();
+    CHECK(mha_forward(l, &in, &plan, out, w, NULL, pool, NULL) == MHA_OK, "uncancelled pass");
+    const double pass_ms = (now_s() - t0) * 1e3;
+    int cancelled = 0, runs = 30;
+    for (int k = 0; k < runs; k++) {
+        int flag = 0;
+        in.cancel = &flag;
+        canceller c = {&flag, 1 + (int)(pass_ms * k / runs)};
+        pthread_t t;
+        pthread_create(&t, NULL, cancel_later, &c);
+        mha_status st = mha_forward(l, &in, &plan, out, w, NULL, pool, NULL);
+        pthread_join(t, NULL);
+        cancelled += st == MHA_ERR_CANCELLED;
+        if (!CHECK(st == MHA_ERR_CANCELLED || st == MHA_OK, "cancelled at %d ms: status %d",
+                   c.after_ms, st))
+            break;
+    }
+    CHECK(cancelled > 0, "%d of %d passes (%.0f ms each) cancelled, every one returned",
+          cancelled, runs, pass_ms);
+    free(out);
+    free(w);
+    free(x);
+    mha_layer_free(l);
+}
+
 /* A flag left at 0: the same bits as no flag (the projections are tiled finer then), and a pool
  * that ran cancelled passes still computes right. */
 static void test_flag_unset(mha_pool *pool)
@@ -202,6 +246,7 @@ int main(void)
     cancel_during("projections, one thread", 1024, 16, 128, 128, NULL);
     cancel_during("projections, pool", 1024, 16, 128, 128, pool);
     test_flag_unset(pool);
+    test_cancel_shared_pool(pool);
     mha_pool_free(pool);
     return check_report();
 }
