@@ -188,6 +188,19 @@ typedef struct tile {
     float *mt;    /* [nblk][BM] row maxima after each block   */
 } tile;
 
+/* A row block's row state (m, l, alpha, inv, f, tmp, bmax: 8·BM floats) from p; returns its end. */
+static float *carve_row_state(tile *t, float *p)
+{
+    t->m = p;
+    t->l = p + MHA_BM;
+    t->alpha = p + 2 * MHA_BM;
+    t->inv = p + 3 * MHA_BM;
+    t->f = p + 4 * MHA_BM;
+    t->tmp = p + 5 * MHA_BM;
+    t->bmax = p + 7 * MHA_BM;
+    return p + 8 * MHA_BM;
+}
+
 static tile carve_tile(const mha_attn *a, int slot)
 {
     float *p = a->scratch + slot * a->slot_floats;
@@ -198,14 +211,7 @@ static tile carve_tile(const mha_attn *a, int slot)
     p += round16(MHA_BM * a->hd);
     t.sc = p;
     p += round16(MHA_BM * a->BN);
-    t.m = p;
-    t.l = p + MHA_BM;
-    t.alpha = p + 2 * MHA_BM;
-    t.inv = p + 3 * MHA_BM;
-    t.f = p + 4 * MHA_BM;
-    t.tmp = p + 5 * MHA_BM;
-    t.bmax = p + 7 * MHA_BM;
-    p += 8 * MHA_BM;
+    p = carve_row_state(&t, p);
     t.slab = a->slab ? p : NULL;
     t.mt = a->slab ? p + round16(MHA_BM * a->nblk * a->BN) : NULL;
     return t;
@@ -227,15 +233,7 @@ static tile carve_group_tile(const mha_attn *a, int slot, int64_t g)
     p += round16(MHA_BM * a->hd);
     t.o = p;
     p += round16(MHA_BM * a->hd);
-    t.m = p;
-    t.l = p + MHA_BM;
-    t.alpha = p + 2 * MHA_BM;
-    t.inv = p + 3 * MHA_BM;
-    t.f = p + 4 * MHA_BM;
-    t.tmp = p + 5 * MHA_BM;
-    t.bmax = p + 7 * MHA_BM;
-    p += 8 * MHA_BM;
-    t.mt = p;
+    t.mt = carve_row_state(&t, p);
     t.slab = NULL;
     return t;
 }
