@@ -45,7 +45,6 @@
 #include "mha_softmax_block.h"
 
 #include <math.h>
-#include <stdlib.h>
 #include <string.h>
 
 static int64_t round16(int64_t n)
@@ -60,7 +59,8 @@ int64_t mha_attn_kv_floats(const mha_plan *plan)
 }
 
 /* Floats of the tiles of a task's first row block (with the weights slab when kept), and of
- * each further row block's own (its q tile, output and row state) in a grouped task. */
+ * each further row block's own in a grouped task (its q tile, output, row state and row maxima
+ * after each key block). */
 static int64_t first_tile_floats(int64_t hd, int64_t BN, int64_t nblk, bool slab)
 {
     int64_t n = 2 * round16(MHA_BM * hd) + round16(MHA_BM * BN) + 8 * MHA_BM;
@@ -76,15 +76,11 @@ static int64_t more_tile_floats(int64_t hd, int64_t nblk)
 
 int64_t mha_attn_group(const mha_plan *plan)
 {
-    static int always = -1; /* read once; a race between two first callers reads the same value */
-    if (__atomic_load_n(&always, __ATOMIC_RELAXED) < 0) {
-        const char *v = getenv("ATTND_TEST_GROUP_ROWS");
-        __atomic_store_n(&always, v && *v && strcmp(v, "0") != 0, __ATOMIC_RELAXED);
-    }
+    static int always = -1;
     const int64_t nrb = (plan->L + MHA_BM - 1) / MHA_BM;
     const int64_t kv_bytes = 2 * plan->S * plan->hd * (int64_t)sizeof(float);
     const bool group =
-        __atomic_load_n(&always, __ATOMIC_RELAXED) == 1 || kv_bytes >= MHA_GROUP_FROM;
+        kv_bytes >= MHA_GROUP_FROM || mha_test_switch("ATTND_TEST_GROUP_ROWS", &always);
     return !group ? 1 : nrb < MHA_GROUP ? nrb : MHA_GROUP;
 }
 
@@ -523,6 +519,27 @@ static void block_values(const mha_attn *a, const rows *r, const tile *t, int64_
         mha_gemm_isa(a->isa, t->o, hd, t->sc + c0, BN, vb, hd, m, hd, c1 - c0, true);
 }
 
+/* Block blk's softmax over its columns [c0, c1) of t->sc (nv: the blocks visited before it). With
+ * a streamed selection sw (stream slot sslot), its scores go to a top-k before they become exps,
+ * between the softmax's maxima (each row's own too) and its exps; its exps to a pool as they are;
+ * and the row maxima the block's exps are relative to into t->mt. */
+static void block_softmax(const mha_attn *a, const rows *r, const tile *t, mha_sink *sw, int sslot,
+                          int64_t blk, int64_t c0, int64_t c1, int64_t nv)
+{
+    const int64_t BN = a->BN, m = r->m, n = c1 - c0, j0 = blk * BN;
+    float *sc = t->sc + c0;
+    if (!sw) {
+        mha_softmax_block_isa(a->isa, sc, BN, m, n, t->m, t->l, t->alpha, t->tmp);
+        return;
+    }
+    mha_softmax_block_max_isa(a->isa, sc, BN, m, n, t->m, t->tmp, t->bmax);
+    mha_sink_stream_scores(sw, sslot, r->b, r->h, r->i0, m, nv, j0, c0, c1, t->sc, BN, t->m,
+                           t->bmax);
+    mha_softmax_block_exp_isa(a->isa, sc, BN, m, n, t->m, t->l, t->alpha, t->tmp);
+    mha_sink_stream_block(sw, sslot, r->b, r->h, r->i0, m, nv, j0, c0, c1, t->sc, BN);
+    memcpy(t->mt + nv * MHA_BM, t->m, (size_t)m * sizeof(float));
+}
+
 /* The head output O / l (0 for a row that attended no key; NaN stays NaN), into the concat. */
 static void tile_output(const mha_attn *a, const rows *r, const tile *t)
 {
@@ -561,8 +578,6 @@ static void task_rows(const mha_attn *a, int64_t b, int64_t h0, int64_t h1, int6
  * g) and end in order; one that cannot be made exact runs again alone, keeping its slab. */
 static void task_grouped(const mha_attn *a, int64_t b, int64_t h, int64_t rb0, int64_t nt, int slot)
 {
-    const mha_isa isa = a->isa;
-    const int64_t BN = a->BN;
     rows r[MHA_GROUP];
     tile t[MHA_GROUP];
     int64_t nv[MHA_GROUP];
@@ -581,24 +596,11 @@ static void task_grouped(const mha_attn *a, int64_t b, int64_t h, int64_t rb0, i
         for (int64_t g = 0; g < nt; g++) {
             if (!visits(a, &r[g].v, blk))
                 continue;
-            const tile *tg = &t[g];
-            const int64_t m = r[g].m, j0 = blk * BN, ss = slot * a->group + g;
             int64_t c0, c1;
-            const bool full = block_scores(a, &r[g], tg, blk, &c0, &c1);
-            float *sc = tg->sc + c0;
-            if (sw[g]) { /* as task_rows streams */
-                mha_softmax_block_max_isa(isa, sc, BN, m, c1 - c0, tg->m, tg->tmp, tg->bmax);
-                mha_sink_stream_scores(sw[g], (int)ss, b, h, r[g].i0, m, nv[g], j0, c0, c1, tg->sc,
-                                       BN, tg->m, tg->bmax);
-                mha_softmax_block_exp_isa(isa, sc, BN, m, c1 - c0, tg->m, tg->l, tg->alpha,
-                                          tg->tmp);
-                mha_sink_stream_block(sw[g], (int)ss, b, h, r[g].i0, m, nv[g], j0, c0, c1, tg->sc,
-                                      BN);
-                memcpy(tg->mt + nv[g] * MHA_BM, tg->m, (size_t)m * sizeof(float));
-            } else {
-                mha_softmax_block_isa(isa, sc, BN, m, c1 - c0, tg->m, tg->l, tg->alpha, tg->tmp);
-            }
-            block_values(a, &r[g], tg, blk, c0, c1, nv[g]++, full);
+            const bool full = block_scores(a, &r[g], &t[g], blk, &c0, &c1);
+            block_softmax(a, &r[g], &t[g], sw[g], slot * (int)a->group + (int)g, blk, c0, c1,
+                          nv[g]);
+            block_values(a, &r[g], &t[g], blk, c0, c1, nv[g]++, full);
         }
     for (int64_t g = 0; g < nt; g++) {
         tile_output(a, &r[g], &t[g]);
@@ -684,17 +686,7 @@ static void task_rows(const mha_attn *a, int64_t b, int64_t h0, int64_t h1, int6
                     mha_sink_feed(ssp, slot, b, h, i0, m, j0 + c0, n, sc, BN, NULL);
                     s_at = j0 + c1;
                 }
-                if (stream) { /* the block's scores, to a top-k before they become exps: between
-                               * the softmax's maxima (each row's own too) and its exps */
-                    mha_softmax_block_max_isa(isa, sc, BN, m, n, t.m, t.tmp, t.bmax);
-                    mha_sink_stream_scores(sw, sslot, b, h, i0, m, nv, j0, c0, c1, t.sc, BN, t.m,
-                                           t.bmax);
-                    mha_softmax_block_exp_isa(isa, sc, BN, m, n, t.m, t.l, t.alpha, t.tmp);
-                } else {
-                    mha_softmax_block_isa(isa, sc, BN, m, n, t.m, t.l, t.alpha, t.tmp);
-                }
-                if (stream) /* the block's exps, to a pool as they are */
-                    mha_sink_stream_block(sw, sslot, b, h, i0, m, nv, j0, c0, c1, t.sc, BN);
+                block_softmax(a, &r, &t, stream ? sw : NULL, sslot, blk, c0, c1, nv);
                 if (keep) { /* the block's exps, 0 in the columns cut off */
                     const int64_t ld = a->nblk * BN;
                     for (int64_t i = 0; i < m; i++) {
@@ -704,7 +696,7 @@ static void task_rows(const mha_attn *a, int64_t b, int64_t h0, int64_t h1, int6
                         memset(srow + c1, 0, (size_t)(bn - c1) * sizeof(float));
                     }
                 }
-                if (keep || stream) /* the row maxima the block's exps are relative to */
+                if (keep && !stream) /* the row maxima the block's exps are relative to */
                     memcpy(t.mt + nv * MHA_BM, t.m, (size_t)m * sizeof(float));
                 block_values(a, &r, &t, blk, c0, c1, nv, full);
             }

@@ -81,6 +81,11 @@ typedef struct mha_scratch {
 void *mha_scratch_alloc(mha_scratch *s, size_t bytes);
 void mha_scratch_free(mha_scratch *s);
 
+/* Whether the environment variable `name` (a switch for tests) is set to something other than
+ * "" or "0", read once into *cache (-1 until then; a race between two first callers reads the same
+ * value). */
+bool mha_test_switch(const char *name, int *cache);
+
 /* With ATTND_POISON_SCRATCH=1 in the environment (for tests), fills p [bytes] with 0xFF bytes (a NaN
  * in every float) wherever the engine hands out working memory: the scratch of a pass, fresh or kept
  * from the one before, and a selection's state. A path that read memory before writing it would

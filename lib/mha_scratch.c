@@ -15,14 +15,19 @@
 #define HUGE_PAGE ((size_t)2 << 20)
 #define MAP_FROM ((size_t)4 << 20) /* below this, malloc's arenas do fine */
 
+bool mha_test_switch(const char *name, int *cache)
+{
+    if (__atomic_load_n(cache, __ATOMIC_RELAXED) < 0) {
+        const char *v = getenv(name);
+        __atomic_store_n(cache, v && *v && strcmp(v, "0") != 0, __ATOMIC_RELAXED);
+    }
+    return __atomic_load_n(cache, __ATOMIC_RELAXED) == 1;
+}
+
 void mha_scratch_poison(void *p, size_t bytes)
 {
-    static int on = -1; /* read once; a race between two first callers reads the same value */
-    if (__atomic_load_n(&on, __ATOMIC_RELAXED) < 0) {
-        const char *v = getenv("ATTND_POISON_SCRATCH");
-        __atomic_store_n(&on, v && *v && strcmp(v, "0") != 0, __ATOMIC_RELAXED);
-    }
-    if (p && __atomic_load_n(&on, __ATOMIC_RELAXED) == 1)
+    static int on = -1;
+    if (p && mha_test_switch("ATTND_POISON_SCRATCH", &on))
         memset(p, 0xFF, bytes);
 }
 

@@ -244,29 +244,48 @@ void srv_http_dispatch(req_ctx *c, srv_response *resp)
     budget_release(c);
 }
 
+/* How a request's body is framed: its Content-Length and Transfer-Encoding headers (NULL when
+ * absent), whether Content-Length headers disagree, and the length (0 without one, or when it is
+ * not a number: libmicrohttpd refuses those before we see them). */
+typedef struct framing {
+    const char *cl, *te;
+    bool differ;
+    unsigned long long length;
+} framing;
+
+static framing framing_of(req_ctx *c)
+{
+    framing f = {
+        MHD_lookup_connection_value(c->req.conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH),
+        MHD_lookup_connection_value(c->req.conn, MHD_HEADER_KIND,
+                                    MHD_HTTP_HEADER_TRANSFER_ENCODING),
+        false, 0};
+    if (!f.cl)
+        return f;
+    struct length_check lc = {NULL, 0};
+    MHD_get_connection_values(c->req.conn, MHD_HEADER_KIND, length_differs, &lc);
+    f.differ = lc.differ > 0;
+    char *end;
+    errno = 0;
+    f.length = strtoull(f.cl, &end, 10);
+    if (errno || end == f.cl || *end)
+        f.length = 0;
+    return f;
+}
+
 /* Whether a client sends the body of a request refused at its headers anyway, and it can be read to
  * its end: framed by one Content-Length of at most DISCARD_MAX bytes, or chunked; and the client
  * did not ask "Expect: 100-continue" (it then waits for this answer before it sends the body). */
 static bool body_follows(req_ctx *c)
 {
-    struct MHD_Connection *conn = c->req.conn;
-    const char *ex = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_EXPECT);
+    const char *ex =
+        MHD_lookup_connection_value(c->req.conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_EXPECT);
     if (ex && strcasecmp(ex, "100-continue") == 0)
         return false;
-    const char *te =
-        MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING);
-    const char *cl =
-        MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-    if (te)
-        return is_chunked_only(te) && !cl; /* libmicrohttpd refuses both together */
-    if (!cl)
-        return false;
-    struct length_check lc = {NULL, 0};
-    MHD_get_connection_values(conn, MHD_HEADER_KIND, length_differs, &lc);
-    char *end;
-    errno = 0;
-    unsigned long long length = strtoull(cl, &end, 10);
-    return !lc.differ && !errno && end != cl && !*end && length > 0 && length <= DISCARD_MAX;
+    const framing f = framing_of(c);
+    if (f.te)
+        return is_chunked_only(f.te) && !f.cl; /* libmicrohttpd refuses both together */
+    return f.cl && !f.differ && f.length > 0 && f.length <= DISCARD_MAX;
 }
 
 /* Refuses a request at its headers. A client already sending a body would meet a connection reset
@@ -314,10 +333,8 @@ static enum MHD_Result on_headers(req_ctx *c)
     if (check_query(c, &err) < 0)
         return refuse(c, &err, NULL, true);
 
-    const char *cl = MHD_lookup_connection_value(c->req.conn, MHD_HEADER_KIND,
-                                                 MHD_HTTP_HEADER_CONTENT_LENGTH);
-    const char *te = MHD_lookup_connection_value(c->req.conn, MHD_HEADER_KIND,
-                                                 MHD_HTTP_HEADER_TRANSFER_ENCODING);
+    const framing fr = framing_of(c);
+    const char *cl = fr.cl, *te = fr.te;
     if (te && !is_chunked_only(te)) {
         /* libmicrohttpd reads only chunked bodies; with any other coding it would wait for the
          * connection to close, and the client for a reply, until the idle timeout */
@@ -327,24 +344,14 @@ static enum MHD_Result on_headers(req_ctx *c)
         return refuse(c, &err, NULL, true);
     }
     bool chunked = te != NULL;
-    struct length_check lc = {NULL, 0};
-    if (cl)
-        MHD_get_connection_values(c->req.conn, MHD_HEADER_KIND, length_differs, &lc);
-    if (lc.differ) {
+    if (fr.differ) {
         /* which one frames the body is ambiguous (a request-smuggling vector): RFC 9112 6.3 says
          * refuse it */
         srv_error_set(&err, SRV_E_BAD_REQUEST, "Content-Length",
                       "the request has Content-Length headers with different values; send one");
         return refuse(c, &err, NULL, true);
     }
-    unsigned long long length = 0;
-    if (cl) {
-        char *end;
-        errno = 0;
-        length = strtoull(cl, &end, 10);
-        if (errno || end == cl || *end) /* libmicrohttpd refuses these before we see them */
-            length = 0;
-    }
+    const unsigned long long length = fr.length;
     if (cl && length > (unsigned long long)c->limit) {
         srv_error_set(&err, SRV_E_TOO_LARGE, "", "body of %llu bytes is over the limit of %lld (--max-body-bytes)",
                       length, (long long)c->limit);
