@@ -30,6 +30,7 @@ struct srv_http {
     int active;           /* requests between their first callback and on_completed    *
                            * (atomic: touched twice per request, locked only to drain) */
     bool quiesced;        /* a drain began (atomic): new requests get 503               */
+    int listen_fd;        /* handed back by the drain; closed after libmicrohttpd stops (-1) */
 
     /* workers for heavy handlers (worker.c) */
     pthread_t *workers;

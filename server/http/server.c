@@ -130,6 +130,7 @@ srv_http *srv_http_start(const srv_http_config *cfg, const srv_http_hooks *hooks
     pthread_cond_init(&h->idle, NULL);
     pthread_cond_init(&h->jobs, NULL);
     h->cfg = *cfg;
+    h->listen_fd = -1;
     h->hooks = *hooks;
     snprintf(h->host, sizeof h->host, "%s", cfg->host ? cfg->host : "");
     snprintf(h->cors_origin, sizeof h->cors_origin, "%s", cfg->cors_origin ? cfg->cors_origin : "");
@@ -229,9 +230,15 @@ int srv_http_drain(srv_http *h, int deadline_ms)
     pthread_mutex_lock(&h->lock);
     if (!__atomic_load_n(&h->quiesced, __ATOMIC_SEQ_CST)) {
         __atomic_store_n(&h->quiesced, true, __ATOMIC_SEQ_CST);
+        /* libmicrohttpd's threads may still be removing the socket from their epoll sets, so
+         * its docs say to close it only after MHD_stop_daemon (closing here raced their
+         * epoll_ctl, and the number could be reused under them). shutdown() stops the
+         * listening at once on Linux: new connections are refused while the drain runs. */
         MHD_socket fd = MHD_quiesce_daemon(h->mhd);
-        if (fd != MHD_INVALID_SOCKET)
-            close(fd);
+        if (fd != MHD_INVALID_SOCKET) {
+            shutdown(fd, SHUT_RDWR);
+            h->listen_fd = fd;
+        }
     }
     struct timespec until;
     clock_gettime(CLOCK_REALTIME, &until);
@@ -259,5 +266,7 @@ void srv_http_stop(srv_http *h)
     srv_http_workers_stop(h);
     MHD_stop_daemon(h->mhd);
     h->mhd = NULL;
+    if (h->listen_fd >= 0)
+        close(h->listen_fd);
     free_server(h); /* the deadlines after libmicrohttpd: every connection is closed */
 }
