@@ -118,6 +118,12 @@ typedef struct mha_proj_job {
     int64_t first_task;     /* tasks before this job's in its set                   */
 } mha_proj_job;
 
+/* The rows a slot's copy holds (mha_proj_packs): X's first row and their length; x NULL: none. */
+typedef struct mha_proj_held {
+    const float *x;
+    int64_t k;
+} mha_proj_held;
+
 typedef struct mha_proj_set {
     mha_proj_job job[3];
     int n;
@@ -126,6 +132,7 @@ typedef struct mha_proj_set {
     const int *cancel; /* mha_inputs.cancel: once set, the tasks left do nothing */
     float *scratch;    /* [threads][slot_floats]: mha_proj_packs' room in each */
     int64_t slot_floats;
+    mha_proj_held *held; /* [threads]: what each slot's copy of X rows holds, or NULL */
 } mha_proj_set;
 
 /* Adds C = bias + X·Wᵀ to the set (its tasks after the ones already there). */

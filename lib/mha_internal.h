@@ -96,6 +96,8 @@ void mha_scratch_poison(void *p, size_t bytes);
 /* ---------------------------------------------------------------------------------------------- */
 /* Pool                                                                                           */
 
+#define MHA_POOL_MAX_THREADS 1024 /* mha_pool_create's bound: a task's slot is below it */
+
 /* One task of a parallel-for: task index in [0, ntasks), slot in [0, mha_pool_threads(pool)) is
  * unique among the threads running tasks of this call at the same time (for per-thread scratch). */
 typedef void (*mha_task_fn)(void *arg, int64_t task, int slot);

@@ -108,8 +108,9 @@ static void *worker_main(void *arg)
 
 mha_pool *mha_pool_create(int threads, mha_error *err)
 {
-    if (threads < 1 || threads > 1024) {
-        mha_fail(err, MHA_ERR_CONFIG, "threads", "a pool needs 1 to 1024 threads, got %d", threads);
+    if (threads < 1 || threads > MHA_POOL_MAX_THREADS) {
+        mha_fail(err, MHA_ERR_CONFIG, "threads", "a pool needs 1 to %d threads, got %d",
+                 MHA_POOL_MAX_THREADS, threads);
         return NULL;
     }
     mha_pool *pool = calloc(1, sizeof *pool);
