@@ -500,18 +500,17 @@ static bool block_scores(const mha_attn *a, const rows *r, const tile *t, int64_
     return full;
 }
 
-/* After block blk's softmax (its exps in t->sc, alpha set): the output rescaled where a row's
- * maximum moved (alpha is exactly 1 for a row whose maximum stayed: when no row's moved, there is
- * nothing to do), then O += exps · V block. nv: the blocks visited before this one. */
+/* After block blk's softmax (its exps in t->sc, alpha set): the output rescaled in the rows whose
+ * maximum moved (alpha is exactly 1 for a row whose maximum stayed, and x · 1 is x: past the first
+ * few blocks most rows are left as they are), then O += exps · V block. nv: the blocks visited
+ * before this one. */
 static void block_values(const mha_attn *a, const rows *r, const tile *t, int64_t blk, int64_t c0,
                          int64_t c1, int64_t nv, bool full)
 {
     const int64_t hd = a->hd, BN = a->BN, m = r->m;
-    bool moved = false;
     for (int64_t i = 0; i < m && nv > 0; i++)
-        moved |= t->alpha[i] != 1.0f;
-    if (moved)
-        mha_div_mul_rows_isa(a->isa, t->o, hd, m, hd, 0.0f, t->alpha);
+        if (t->alpha[i] != 1.0f)
+            mha_div_mul_rows_isa(a->isa, t->o + i * hd, hd, 1, hd, 0.0f, t->alpha + i);
     const float *vb = r->kv + a->nblk * hd * BN + (blk * BN + c0) * hd;
     if (full)
         mha_mm_run(&a->ks->pv, t->o, t->sc + c0, vb);
