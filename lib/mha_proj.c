@@ -45,6 +45,13 @@ static inline void copy_floats(float *dst, const float *src, int64_t n)
         dst[j] = src[j];
 }
 
+/* Asks for the cache lines of p[0, n) (n <= 0: none) into L2, to be written. */
+static inline void prefetch_row(const float *p, int64_t n)
+{
+    for (int64_t c = 0; c < n; c += 16)
+        __builtin_prefetch(p + c, 1, 2);
+}
+
 /* rows rows of c (row stride ldc), cols columns each, set to bias[0, cols) (NULL: 0): torch's
  * addmm starts from the bias. */
 static void bias_rows(float *c, int64_t ldc, const float *bias, int64_t rows, int64_t cols)
@@ -87,18 +94,27 @@ static void packed_task(const mha_proj_set *set, const mha_proj_job *j, int slot
     float *xs = set->scratch + slot * set->slot_floats; /* [64][K]  */
     float *ct = xs + R * K;                             /* [64][64] */
     mha_proj_held *held = set->held ? &set->held[slot] : NULL;
-    if (!held || held->x != X || held->k != K) {
-        for (int64_t r = 0; r < R; r++)
+    const bool copy = !held || held->x != X || held->k != K;
+    /* Each tile's lines of C are asked for (into L2, a row at a time beside other work) while
+     * the tile before is written, the first tile's while X is copied: written when the tile is
+     * done, they missed every cache, a miss per line (this function was 5% of M's pass on Zen 3,
+     * 3.7% with this). */
+    for (int64_t r = 0; r < R; r++) {
+        if (copy)
             memcpy(xs + r * K, X + r * j->ldx, (size_t)K * sizeof(float));
-        if (held)
-            *held = (mha_proj_held){X, K};
+        prefetch_row(C + r * j->ldc + g0, g1 - g0 < MHA_PANEL ? g1 - g0 : MHA_PANEL);
     }
+    if (held)
+        *held = (mha_proj_held){X, K};
     for (int64_t c0 = g0; c0 < g1; c0 += MHA_PANEL) {
         const int64_t cols = g1 - c0 < MHA_PANEL ? g1 - c0 : MHA_PANEL;
+        const int64_t n0 = c0 + MHA_PANEL, ncols = g1 - n0 < MHA_PANEL ? g1 - n0 : MHA_PANEL;
         bias_rows(ct, MHA_PANEL, j->bias ? j->bias + c0 : NULL, R, cols);
         panel_sum(set->ks, ct, MHA_PANEL, xs, K, j->w->p + c0 * K, R, cols, K);
-        for (int64_t r = 0; r < R; r++)
+        for (int64_t r = 0; r < R; r++) {
             copy_floats(C + r * j->ldc + c0, ct + r * MHA_PANEL, cols);
+            prefetch_row(C + r * j->ldc + n0, ncols);
+        }
     }
 }
 
