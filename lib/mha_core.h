@@ -118,10 +118,10 @@ typedef struct mha_proj_job {
     int64_t first_task;     /* tasks before this job's in its set                   */
 } mha_proj_job;
 
-/* The rows a slot's copy holds (mha_proj_packs): X's first row and their length; x NULL: none. */
+/* The rows a slot's copy holds (mha_proj_packs): a job's rows from x; job NULL: none. */
 typedef struct mha_proj_held {
+    const struct mha_proj_job *job;
     const float *x;
-    int64_t k;
 } mha_proj_held;
 
 typedef struct mha_proj_set {
@@ -134,6 +134,10 @@ typedef struct mha_proj_set {
     int64_t slot_floats;
     mha_proj_held *held; /* [threads]: what each slot's copy of X rows holds, or NULL */
 } mha_proj_set;
+
+/* Gives the set held[threads] for what each slot's copy holds, cleared: nothing yet (the slots'
+ * room was another phase's before this set runs). */
+void mha_proj_set_held(mha_proj_set *set, mha_proj_held *held, int threads);
 
 /* Adds C = bias + X·Wᵀ to the set (its tasks after the ones already there). */
 void mha_proj_add(mha_proj_set *set, const float *X, int64_t M, int64_t ldx, const float *W,

@@ -386,9 +386,8 @@ mha_status mha_forward_select(const mha_layer *layer, const mha_inputs *in, cons
     a.scratch = cursor;
     proj.scratch = cursor; /* the projections take turns with the attention in each slot */
     proj.slot_floats = a.slot_floats;
-    mha_proj_held held[MHA_POOL_MAX_THREADS]; /* what each slot's copy of X holds: none yet */
-    memset(held, 0, (size_t)work_threads * sizeof *held);
-    proj.held = held;
+    mha_proj_held held[MHA_POOL_MAX_THREADS]; /* what each slot's copy of X rows holds */
+    mha_proj_set_held(&proj, held, work_threads);
     a.keys_sorted = mha_positions_fill(f.qpos, f.kpos, plan, in);
     a.q = f.q, a.k = f.k, a.v = f.v, a.cat = f.cat;
     a.q_bs = f.q_bs, a.q_rs = f.q_rs, a.k_bs = f.k_bs, a.k_rs = f.k_rs;
@@ -435,12 +434,9 @@ mha_status mha_forward_select(const mha_layer *layer, const mha_inputs *in, cons
     mha_pool_run_limit(pool, mha_attn_ntasks(&a), mha_attn_task, &a, work_threads);
     for (int k = 0; k < 3; k++)
         mha_sink_free(&sinks[k]);
-    memset(held, 0, (size_t)work_threads * sizeof *held); /* the attention used the slots */
-    mha_proj_set out = {.ks = ks,
-                        .cancel = in->cancel,
-                        .scratch = a.scratch,
-                        .slot_floats = a.slot_floats,
-                        .held = held};
+    mha_proj_set out = {
+        .ks = ks, .cancel = in->cancel, .scratch = a.scratch, .slot_floats = a.slot_floats};
+    mha_proj_set_held(&out, held, work_threads); /* the attention used the slots */
     mha_proj_add(&out, f.cat, N * L, q_flat, layer->w_out, po, layer->b_out, output, E);
     mha_pool_run_limit(pool, out.ntasks, mha_proj_task, &out, work_threads);
     if (trace) {

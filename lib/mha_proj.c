@@ -33,6 +33,12 @@ void mha_proj_add(mha_proj_set *set, const float *X, int64_t M, int64_t ldx, con
     set->ntasks += rows * cols;
 }
 
+void mha_proj_set_held(mha_proj_set *set, mha_proj_held *held, int threads)
+{
+    memset(held, 0, (size_t)threads * sizeof *held);
+    set->held = held;
+}
+
 /* dst[0, n) = src[0, n). A row of a tile is at most 64 floats: GCC turns memcpy's of that size
  * into `rep movsq`, whose start-up cost (two of them per tile row) was 2% of XL's pass on Zen 3;
  * fixed 16-byte copies are plain vector moves. */
@@ -94,7 +100,7 @@ static void packed_task(const mha_proj_set *set, const mha_proj_job *j, int slot
     float *xs = set->scratch + slot * set->slot_floats; /* [64][K]  */
     float *ct = xs + R * K;                             /* [64][64] */
     mha_proj_held *held = set->held ? &set->held[slot] : NULL;
-    const bool copy = !held || held->x != X || held->k != K;
+    const bool copy = !held || held->job != j || held->x != X;
     /* Each tile's lines of C are asked for (into L2, a row at a time beside other work) while
      * the tile before is written, the first tile's while X is copied: written when the tile is
      * done, they missed every cache, a miss per line (this function was 5% of M's pass on Zen 3,
@@ -105,7 +111,7 @@ static void packed_task(const mha_proj_set *set, const mha_proj_job *j, int slot
         prefetch_row(C + r * j->ldc + g0, g1 - g0 < MHA_PANEL ? g1 - g0 : MHA_PANEL);
     }
     if (held)
-        *held = (mha_proj_held){X, K};
+        *held = (mha_proj_held){j, X};
     for (int64_t c0 = g0; c0 < g1; c0 += MHA_PANEL) {
         const int64_t cols = g1 - c0 < MHA_PANEL ? g1 - c0 : MHA_PANEL;
         const int64_t n0 = c0 + MHA_PANEL, ncols = g1 - n0 < MHA_PANEL ? g1 - n0 : MHA_PANEL;
