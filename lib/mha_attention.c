@@ -20,8 +20,10 @@
  * mha_attn_group) four of one head: those that give only their output then run together, key
  * block by key block, each block used by the four in turn while it is in L2 (task_grouped). One
  * row block at a time streams the head's 2·S·hd floats once per 64 rows from L3 or memory, which
- * on a Zen 3 with its L3 shared cost 15-20% at S = 16384. A row's blocks come in the same order
- * through the same kernels either way: the same bits.
+ * on a Zen 3 with its L3 shared cost 15-20% at S = 16384. From 8 MiB (S = 16384 at hd 64) a task
+ * takes eight where their q and output tiles fit in 256 KiB (hd <= 64): on the Zen 3, 3-4% less
+ * time at L = S = 16384 on two threads, where both threads stream their heads through the L3. A
+ * row's blocks come in the same order through the same kernels either way: the same bits.
  *
  * Weights, when asked for (per head, averaged, or the trace's): each visited block's exp tile is
  * kept in a per-thread slab [64][S] with its row maxima, and after the last block the weights are
@@ -76,12 +78,16 @@ static int64_t more_tile_floats(int64_t hd, int64_t nblk)
 
 int64_t mha_attn_group(const mha_plan *plan)
 {
-    static int always = -1;
-    const int64_t nrb = (plan->L + MHA_BM - 1) / MHA_BM;
-    const int64_t kv_bytes = 2 * plan->S * plan->hd * (int64_t)sizeof(float);
+    static int always = -1, always_wide = -1;
+    const int64_t nrb = (plan->L + MHA_BM - 1) / MHA_BM, fsz = (int64_t)sizeof(float);
+    const int64_t kv_bytes = 2 * plan->S * plan->hd * fsz;
     const bool group =
         kv_bytes >= MHA_GROUP_FROM || mha_test_switch("ATTND_TEST_GROUP_ROWS", &always);
-    return !group ? 1 : nrb < MHA_GROUP ? nrb : MHA_GROUP;
+    const bool wide = (kv_bytes >= MHA_GROUP_WIDE_FROM ||
+                       mha_test_switch("ATTND_TEST_GROUP_WIDE", &always_wide)) &&
+                      MHA_GROUP_WIDE * 2 * MHA_BM * plan->hd * fsz <= MHA_GROUP_TILES;
+    const int64_t G = !group ? 1 : wide ? MHA_GROUP_WIDE : MHA_GROUP;
+    return nrb < G ? nrb : G;
 }
 
 int64_t mha_attn_slot_floats(const mha_plan *plan, bool slab)
@@ -577,10 +583,10 @@ static void task_rows(const mha_attn *a, int64_t b, int64_t h0, int64_t h1, int6
  * g) and end in order; one that cannot be made exact runs again alone, keeping its slab. */
 static void task_grouped(const mha_attn *a, int64_t b, int64_t h, int64_t rb0, int64_t nt, int slot)
 {
-    rows r[MHA_GROUP];
-    tile t[MHA_GROUP];
-    int64_t nv[MHA_GROUP];
-    mha_sink *sw[MHA_GROUP];
+    rows r[MHA_GROUP_WIDE];
+    tile t[MHA_GROUP_WIDE];
+    int64_t nv[MHA_GROUP_WIDE];
+    mha_sink *sw[MHA_GROUP_WIDE];
     for (int64_t g = 0; g < nt; g++) {
         r[g] = rows_of(a, b, rb0 + g);
         rows_head(a, &r[g], h);

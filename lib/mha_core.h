@@ -24,6 +24,10 @@
 #define MHA_GROUP 4        /* row blocks of one head a task takes together past MHA_GROUP_FROM  */
 #define MHA_GROUP_FROM ((int64_t)2 << 20) /* bytes of one head's keys and values (2·S·hd floats)
                                            * from which they stream from beyond L2              */
+#define MHA_GROUP_WIDE 8   /* ... and past MHA_GROUP_WIDE_FROM, when the group's q and output
+                            * tiles take at most MHA_GROUP_TILES bytes (head_dim <= 64)         */
+#define MHA_GROUP_WIDE_FROM ((int64_t)8 << 20)
+#define MHA_GROUP_TILES ((int64_t)256 << 10)
 #define MHA_PANEL 64       /* output columns per packed weight panel and per projection call    */
 #define MHA_PROJ_ROWS 64   /* rows per projection kernel call                                   */
 #define MHA_PROJ_COLS 256  /* columns per projection task (4 panels: the X rows stay in L2)     */
@@ -195,9 +199,11 @@ static inline bool mha_cancelled(const int *flag)
     return flag && __atomic_load_n(flag, __ATOMIC_RELAXED);
 }
 
-/* Row blocks of one head a task takes together (mha_attn.group): MHA_GROUP, or as many as there
- * are, when one head's keys and values reach MHA_GROUP_FROM bytes; else 1. (With
- * ATTND_TEST_GROUP_ROWS=1 in the environment, for tests: at every length.) */
+/* Row blocks of one head a task takes together (mha_attn.group), or as many as there are: 1 while
+ * one head's keys and values take less than MHA_GROUP_FROM bytes; MHA_GROUP from there;
+ * MHA_GROUP_WIDE from MHA_GROUP_WIDE_FROM when their tiles fit MHA_GROUP_TILES. (For tests:
+ * ATTND_TEST_GROUP_ROWS=1 in the environment groups at every length, and ATTND_TEST_GROUP_WIDE=1
+ * takes the wide groups at every length where their tiles fit.) */
 int64_t mha_attn_group(const mha_plan *plan);
 
 /* Floats of one thread's slot for a plan (slab: per-row tiles kept for weights), with the room of

@@ -266,8 +266,11 @@ static void test_larger_cases(mha_pool *pool2)
                              {256, 2, 1, 37, 270},
                              /* one head's keys and values 2 MiB: row blocks grouped by default
                               * (mha_attn_group), four with a partial last one */
-                             {128, 2, 1, 200, 4100}};
-    for (int s = 0; s < 8; s++) {
+                             {128, 2, 1, 200, 4100},
+                             /* nine row blocks: under ATTND_TEST_GROUP_WIDE (test_grouped.sh) a
+                              * group of eight and a last one alone */
+                             {64, 2, 1, 520, 200}};
+    for (int s = 0; s < 9; s++) {
         for (int variant = 0; variant < 5; variant++) { /* 4: causal, appended keys, trace */
             tcase tc;
             memset(&tc, 0, sizeof tc);
