@@ -2,19 +2,29 @@
  * mha_attention.c - the attention core: keys in blocks, an online softmax, and the weights only
  * where they are asked for.
  *
- * A row block is 64 query rows of one (batch, head). Its q rows, divided by √hd as torch does, are
- * copied to a tile qt [64][hd]; then each key block in turn (BN = 128 or 256 keys, mha_key_block):
+ * A row block is bm = 64 query rows of one (batch, head). Its q rows, divided by √hd as torch
+ * does, are copied to a tile qt [bm][hd]; then each key block in turn (BN = 128 or 256 keys,
+ * mha_key_block):
  *
- *     sc [64][BN] = qt · Kᵀ block           scores (+ ALiBi, + masks, causal and window rules)
+ *     sc [bm][BN] = qt · Kᵀ block           scores (+ ALiBi, + masks, causal and window rules)
  *     sc = exp(sc - m), m and l updated     the online softmax (mha_softmax_block.c)
- *     O [64][hd] = O·alpha + sc · V block   the head output, rescaled when the maximum moves
+ *     O [bm][hd] = O·alpha + sc · V block   the head output, rescaled when the maximum moves
  *
  * and finally the head output O / l goes to the concat buffer. Nothing grows with L·S: the working
- * set is the tiles (64 KiB of scores, 16 KiB each of q and O at hd 64) and one K and V block, in
- * L2 on every CPU this runs on; the whole pass needs O((L + S)·E) memory. Keys that the causal and
+ * set is the tiles (bm·BN floats of scores, bm·hd each of q and O) and one K and V block, in L2 on
+ * every CPU this runs on; the whole pass needs O((L + S)·E) memory. Keys that the causal and
  * window rules forbid to every row of a task are never computed: whole blocks are skipped, and the
  * blocks at the edges of the allowed range are cut to its columns (a window of 128 on L = 2048
  * computes ~192 keys per task); a block inside every row's allowed range skips the rules entirely.
+ *
+ * On AVX2 a plain pass (its output only: no weights, trace or selection; no causal or window rule)
+ * of 128 rows or more takes bm = 128 (mha_attn_bm): each key block then serves twice the rows
+ * while it is in L1 and L2, and the per-block work (the kernels' calls, the softmax's row
+ * bookkeeping) is shared by twice the rows; on the Zen 3, XL's pass (L = S = 2048, E = 1024) took
+ * 9-10% less time on one thread. A row's dot products and sums run in the same order in either
+ * tile, so the output has the same bits as with weights (64-row blocks); the rules are left out
+ * because they cut a block's columns at the row block's range, which moves where a row's sums
+ * start in the vector lanes.
  *
  * A task is one row block, or from long S (one head's keys and values 2 MiB: S = 4096 at hd 64,
  * mha_attn_group) four of one head: those that give only their output then run together, key
@@ -63,38 +73,43 @@ int64_t mha_attn_kv_floats(const mha_plan *plan)
 /* Floats of the tiles of a task's first row block (with the weights slab when kept), and of
  * each further row block's own in a grouped task (its q tile, output, row state and row maxima
  * after each key block). */
-static int64_t first_tile_floats(int64_t hd, int64_t BN, int64_t nblk, bool slab)
+static int64_t first_tile_floats(int64_t bm, int64_t hd, int64_t BN, int64_t nblk, bool slab)
 {
-    int64_t n = 2 * round16(MHA_BM * hd) + round16(MHA_BM * BN) + 8 * MHA_BM;
-    if (slab) /* the exp tiles of every block [64][nblk·BN], and each block's row maxima */
-        n += round16(MHA_BM * nblk * BN) + round16(MHA_BM * nblk);
+    int64_t n = 2 * round16(bm * hd) + round16(bm * BN) + 8 * bm;
+    if (slab) /* the exp tiles of every block [bm][nblk·BN], and each block's row maxima */
+        n += round16(bm * nblk * BN) + round16(bm * nblk);
     return n;
 }
 
-static int64_t more_tile_floats(int64_t hd, int64_t nblk)
+static int64_t more_tile_floats(int64_t bm, int64_t hd, int64_t nblk)
 {
-    return 2 * round16(MHA_BM * hd) + 8 * MHA_BM + round16(MHA_BM * nblk);
+    return 2 * round16(bm * hd) + 8 * bm + round16(bm * nblk);
 }
 
-int64_t mha_attn_group(const mha_plan *plan)
+int64_t mha_attn_bm(const mha_plan *plan, bool plain)
+{
+    return plain && plan->isa == MHA_ISA_AVX2 && plan->L >= MHA_BM_WIDE ? MHA_BM_WIDE : MHA_BM;
+}
+
+int64_t mha_attn_group(const mha_plan *plan, int64_t bm)
 {
     static int always = -1, always_wide = -1;
-    const int64_t nrb = (plan->L + MHA_BM - 1) / MHA_BM, fsz = (int64_t)sizeof(float);
+    const int64_t nrb = (plan->L + bm - 1) / bm, fsz = (int64_t)sizeof(float);
     const int64_t kv_bytes = 2 * plan->S * plan->hd * fsz;
     const bool group =
         kv_bytes >= MHA_GROUP_FROM || mha_test_switch("ATTND_TEST_GROUP_ROWS", &always);
     const bool wide = (kv_bytes >= MHA_GROUP_WIDE_FROM ||
                        mha_test_switch("ATTND_TEST_GROUP_WIDE", &always_wide)) &&
-                      MHA_GROUP_WIDE * 2 * MHA_BM * plan->hd * fsz <= MHA_GROUP_TILES;
+                      MHA_GROUP_WIDE * 2 * bm * plan->hd * fsz <= MHA_GROUP_TILES;
     const int64_t G = !group ? 1 : wide ? MHA_GROUP_WIDE : MHA_GROUP;
     return nrb < G ? nrb : G;
 }
 
-int64_t mha_attn_slot_floats(const mha_plan *plan, bool slab)
+int64_t mha_attn_slot_floats(const mha_plan *plan, bool slab, int64_t bm)
 {
     const int64_t hd = plan->hd, BN = mha_key_block(hd, plan->isa), nblk = (plan->S + BN - 1) / BN;
-    return first_tile_floats(hd, BN, nblk, slab) +
-           (mha_attn_group(plan) - 1) * more_tile_floats(hd, nblk);
+    return first_tile_floats(bm, hd, BN, nblk, slab) +
+           (mha_attn_group(plan, bm) - 1) * more_tile_floats(bm, hd, nblk);
 }
 
 /* ---------------------------------------------------------------------------------------------- */
@@ -190,17 +205,17 @@ typedef struct tile {
     float *mt;    /* [nblk][BM] row maxima after each block   */
 } tile;
 
-/* A row block's row state (m, l, alpha, inv, f, tmp, bmax: 8·BM floats) from p; returns its end. */
-static float *carve_row_state(tile *t, float *p)
+/* A row block's row state (m, l, alpha, inv, f, tmp, bmax: 8·bm floats) from p; returns its end. */
+static float *carve_row_state(tile *t, float *p, int64_t bm)
 {
     t->m = p;
-    t->l = p + MHA_BM;
-    t->alpha = p + 2 * MHA_BM;
-    t->inv = p + 3 * MHA_BM;
-    t->f = p + 4 * MHA_BM;
-    t->tmp = p + 5 * MHA_BM;
-    t->bmax = p + 7 * MHA_BM;
-    return p + 8 * MHA_BM;
+    t->l = p + bm;
+    t->alpha = p + 2 * bm;
+    t->inv = p + 3 * bm;
+    t->f = p + 4 * bm;
+    t->tmp = p + 5 * bm;
+    t->bmax = p + 7 * bm;
+    return p + 8 * bm;
 }
 
 static tile carve_tile(const mha_attn *a, int slot)
@@ -208,14 +223,14 @@ static tile carve_tile(const mha_attn *a, int slot)
     float *p = a->scratch + slot * a->slot_floats;
     tile t;
     t.qt = p;
-    p += round16(MHA_BM * a->hd);
+    p += round16(a->bm * a->hd);
     t.o = p;
-    p += round16(MHA_BM * a->hd);
+    p += round16(a->bm * a->hd);
     t.sc = p;
-    p += round16(MHA_BM * a->BN);
-    p = carve_row_state(&t, p);
+    p += round16(a->bm * a->BN);
+    p = carve_row_state(&t, p, a->bm);
     t.slab = a->slab ? p : NULL;
-    t.mt = a->slab ? p + round16(MHA_BM * a->nblk * a->BN) : NULL;
+    t.mt = a->slab ? p + round16(a->bm * a->nblk * a->BN) : NULL;
     return t;
 }
 
@@ -229,13 +244,13 @@ static tile carve_group_tile(const mha_attn *a, int slot, int64_t g)
     if (g == 0)
         return t;
     float *p = a->scratch + slot * a->slot_floats +
-               first_tile_floats(a->hd, a->BN, a->nblk, a->slab) +
-               (g - 1) * more_tile_floats(a->hd, a->nblk);
+               first_tile_floats(a->bm, a->hd, a->BN, a->nblk, a->slab) +
+               (g - 1) * more_tile_floats(a->bm, a->hd, a->nblk);
     t.qt = p;
-    p += round16(MHA_BM * a->hd);
+    p += round16(a->bm * a->hd);
     t.o = p;
-    p += round16(MHA_BM * a->hd);
-    t.mt = carve_row_state(&t, p);
+    p += round16(a->bm * a->hd);
+    t.mt = carve_row_state(&t, p, a->bm);
     t.slab = NULL;
     return t;
 }
@@ -279,7 +294,7 @@ static void fill_unvisited(const mha_attn *a, const visit *v, float *dst, int64_
 static void block_factors(const mha_attn *a, const tile *t, int64_t nv, int64_t rows)
 {
     for (int64_t r = 0; r < rows; r++) /* <= 0, or -inf */
-        t->tmp[r] = t->l[r] == 0.0f ? -INFINITY : t->mt[nv * MHA_BM + r] - t->m[r];
+        t->tmp[r] = t->l[r] == 0.0f ? -INFINITY : t->mt[nv * a->bm + r] - t->m[r];
     mha_exp_le0_array_isa(a->isa, t->f, t->tmp, rows);
     for (int64_t r = 0; r < rows; r++)
         t->f[r] *= t->inv[r];
@@ -320,7 +335,7 @@ static void weights_rows_to_sink(const mha_attn *a, const visit *v, const tile *
             continue;
         int64_t nv = 0;
         for (int64_t blk = -1; next_block(a, v, &blk); nv++) /* <= 0, or -inf */
-            fac[nv] = t->l[r] == 0.0f ? -INFINITY : t->mt[nv * MHA_BM + r] - t->m[r];
+            fac[nv] = t->l[r] == 0.0f ? -INFINITY : t->mt[nv * a->bm + r] - t->m[r];
         mha_exp_le0_array_isa(a->isa, fac, fac, nv);
         int64_t at = k0; /* w holds the keys before this one */
         nv = 0;
@@ -373,12 +388,12 @@ static void weights_to_sink(const mha_attn *a, const visit *v, const tile *t, mh
 static bool stream_finish(const mha_attn *a, const tile *t, mha_sink *s, int slot, int64_t b,
                           int64_t h, int64_t i0, int64_t rows, int64_t nvis)
 {
-    float *fac = mha_sink_stream_factors(s, slot); /* [nblk][MHA_BM] */
+    float *fac = mha_sink_stream_factors(s, slot); /* [nblk][bm] */
     for (int64_t nv = 0; nv < nvis; nv++) {
         block_factors(a, t, nv, rows);
-        memcpy(fac + nv * MHA_BM, t->f, (size_t)rows * sizeof(float));
+        memcpy(fac + nv * a->bm, t->f, (size_t)rows * sizeof(float));
     }
-    return mha_sink_stream_end(s, slot, b, h, i0, rows, nvis, fac, t->mt, MHA_BM);
+    return mha_sink_stream_end(s, slot, b, h, i0, rows, nvis, fac, t->mt, a->bm);
 }
 
 /* A row block's rows and what its key blocks need: its batch and rows, their positions, the keys
@@ -401,8 +416,8 @@ static rows rows_of(const mha_attn *a, int64_t b, int64_t rb)
     rows r;
     const int64_t BN = a->BN, S0 = a->S0;
     r.b = b;
-    r.i0 = rb * MHA_BM;
-    r.m = a->L - r.i0 < MHA_BM ? a->L - r.i0 : MHA_BM;
+    r.i0 = rb * a->bm;
+    r.m = a->L - r.i0 < a->bm ? a->L - r.i0 : a->bm;
     r.qp = a->qpos + b * a->L + r.i0;
     r.kp = a->kpos + b * S0;
     mha_key_range(&r.k0, &r.k1, r.qp, r.m, r.kp, S0, a->keys_sorted, a->causal, a->window);
@@ -475,9 +490,9 @@ static bool block_scores(const mha_attn *a, const rows *r, const tile *t, int64_
     const int64_t gn = (S0 - j0 < c1 ? S0 - j0 : c1) - c0; /* given keys; then appended */
     const float *kt = r->kv + blk * hd * BN + c0;
     float *sc = t->sc + c0; /* the tile's columns keep their block positions */
-    const bool full = m == MHA_BM && n == BN;
+    const bool full = m == a->bm && n == BN;
     if (full)
-        mha_mm_run(&a->ks->scores, sc, t->qt, kt);
+        mha_mm_run(a->mm_scores, sc, t->qt, kt);
     else
         mha_gemm_isa(a->isa, sc, BN, t->qt, hd, kt, BN, m, n, hd, false);
     const mha_mask *am = in->attn_mask.data ? &in->attn_mask : NULL;
@@ -519,7 +534,7 @@ static void block_values(const mha_attn *a, const rows *r, const tile *t, int64_
             mha_div_mul_rows_isa(a->isa, t->o + i * hd, hd, 1, hd, 0.0f, t->alpha + i);
     const float *vb = r->kv + a->nblk * hd * BN + (blk * BN + c0) * hd;
     if (full)
-        mha_mm_run(&a->ks->pv, t->o, t->sc + c0, vb);
+        mha_mm_run(a->mm_pv, t->o, t->sc + c0, vb);
     else
         mha_gemm_isa(a->isa, t->o, hd, t->sc + c0, BN, vb, hd, m, hd, c1 - c0, true);
 }
@@ -542,7 +557,7 @@ static void block_softmax(const mha_attn *a, const rows *r, const tile *t, mha_s
                            t->bmax);
     mha_softmax_block_exp_isa(a->isa, sc, BN, m, n, t->m, t->l, t->alpha, t->tmp);
     mha_sink_stream_block(sw, sslot, r->b, r->h, r->i0, m, nv, j0, c0, c1, t->sc, BN);
-    memcpy(t->mt + nv * MHA_BM, t->m, (size_t)m * sizeof(float));
+    memcpy(t->mt + nv * a->bm, t->m, (size_t)m * sizeof(float));
 }
 
 /* The head output O / l (0 for a row that attended no key; NaN stays NaN), into the concat. */
@@ -566,7 +581,7 @@ static bool groupable(const mha_attn *a, int64_t h, int64_t rb)
 {
     if (a->weights || a->trace_scores || a->trace_weights || a->all_heads)
         return false;
-    const int64_t i0 = rb * MHA_BM, m = a->L - i0 < MHA_BM ? a->L - i0 : MHA_BM;
+    const int64_t i0 = rb * a->bm, m = a->L - i0 < a->bm ? a->L - i0 : a->bm;
     return !wants(a->sink_scores, h, i0, m) && !wants(a->sink_tw, h, i0, m) &&
            (!wants(a->sink_w, h, i0, m) || mha_sink_streams(a->sink_w));
 }
@@ -702,7 +717,7 @@ static void task_rows(const mha_attn *a, int64_t b, int64_t h0, int64_t h1, int6
                     }
                 }
                 if (keep && !stream) /* the row maxima the block's exps are relative to */
-                    memcpy(t.mt + nv * MHA_BM, t.m, (size_t)m * sizeof(float));
+                    memcpy(t.mt + nv * a->bm, t.m, (size_t)m * sizeof(float));
                 block_values(a, &r, &t, blk, c0, c1, nv, full);
             }
 

@@ -21,6 +21,7 @@
 #include "mha_select.h"
 
 #define MHA_BM 64          /* query rows per row block of the attention                         */
+#define MHA_BM_WIDE 128    /* ... of a pass that gives only its output, on AVX2 (mha_attn_bm)    */
 #define MHA_GROUP 4        /* row blocks of one head a task takes together past MHA_GROUP_FROM  */
 #define MHA_GROUP_FROM ((int64_t)2 << 20) /* bytes of one head's keys and values (2·S·hd floats)
                                            * from which they stream from beyond L2              */
@@ -81,6 +82,7 @@ typedef struct mha_kernel_set {
     int64_t kc;       /* depth per projection call (mha_proj_depth)                         */
     mha_mm scores;    /* sc[BM][BN] = qt[BM][hd] · Kᵀ[hd][BN]                               */
     mha_mm pv;        /* O[BM][hd] += P[BM][BN] · V[BN][hd]                                 */
+    mha_mm scores_wide, pv_wide; /* the same for MHA_BM_WIDE rows (AVX2 only; else unused)     */
     int nproj;        /* projection calls of full tiles: C[64][64] (row stride ldc) +=      */
     mha_mm proj[MHA_MAX_PROJ_MM]; /* X[64][depth] (row stride ldx) · panel[depth][64]      */
     int njit;         /* how many of the above run JIT code                                 */
@@ -161,6 +163,8 @@ typedef struct mha_attn {
     const mha_kernel_set *ks;
     mha_isa isa;
     int64_t N, L, S0, S, H, Hkv, grp, hd, BN, nblk, nrb;
+    int64_t bm; /* rows per row block (mha_attn_bm), and the kernels of its full tiles:    */
+    const mha_mm *mm_scores, *mm_pv; /* ks->scores and pv, or their _wide twins           */
     int64_t group; /* row blocks of one head per task (mha_attn_group; all_heads: 1) */
     /* projected rows in input order (row (b, i) at b·bs + i·rs), RoPE applied */
     const float *q, *k, *v;
@@ -204,15 +208,20 @@ static inline bool mha_cancelled(const int *flag)
  * MHA_GROUP_WIDE from MHA_GROUP_WIDE_FROM when their tiles fit MHA_GROUP_TILES. (For tests:
  * ATTND_TEST_GROUP_ROWS=1 in the environment groups at every length, and ATTND_TEST_GROUP_WIDE=1
  * takes the wide groups at every length where their tiles fit.) */
-int64_t mha_attn_group(const mha_plan *plan);
+int64_t mha_attn_group(const mha_plan *plan, int64_t bm);
+
+/* Query rows per row block of a pass: MHA_BM_WIDE on AVX2 for a plain pass (its output only: no
+ * weights, trace or selection) of at least MHA_BM_WIDE rows, else MHA_BM. A key block then serves
+ * twice the rows while it is in L1 and L2; the bits are the same whichever is taken. */
+int64_t mha_attn_bm(const mha_plan *plan, bool plain);
 
 /* Floats of one thread's slot for a plan (slab: per-row tiles kept for weights), with the room of
  * a group's further row blocks. */
-int64_t mha_attn_slot_floats(const mha_plan *plan, bool slab);
+int64_t mha_attn_slot_floats(const mha_plan *plan, bool slab, int64_t bm);
 
 /* Floats of one thread's slot for a whole pass: the attention's (mha_attn_slot_floats) or the
  * projections' (mha_proj_slot_floats), whichever is larger; the phases take turns with it. */
-int64_t mha_pass_slot_floats(const mha_plan *plan, const mha_config *cfg, bool slab);
+int64_t mha_pass_slot_floats(const mha_plan *plan, const mha_config *cfg, bool slab, int64_t bm);
 
 /* Floats of the packed keys and values of one (batch, kv head). */
 int64_t mha_attn_kv_floats(const mha_plan *plan);

@@ -198,7 +198,7 @@ static mha_status setup_sinks(mha_attn *a, mha_sink sinks[3], const mha_inputs *
     mha_status st = MHA_OK;
     if (in->need_weights) {
         st = mha_sink_init(&sinks[0], plan, in->select, in->average_attn_weights, 0.0f,
-                           attn_weights, topk_indices, threads, MHA_BM, err);
+                           attn_weights, topk_indices, threads, a->bm, err);
         a->sink_w = &sinks[0];
         /* averaged over the chosen heads: a task takes a row block's heads in order (torch's
          * sum); per head, the (batch, head, row block) tasks the pass runs without weights, whose
@@ -212,13 +212,13 @@ static mha_status setup_sinks(mha_attn *a, mha_sink sinks[3], const mha_inputs *
     if (st == MHA_OK && trace && trace->stage[MHA_TRACE_SCORES]) {
         st = mha_sink_init(&sinks[1], plan, in->select, false, -INFINITY,
                            trace->stage[MHA_TRACE_SCORES], trace->indices[MHA_TRACE_SCORES],
-                           threads, MHA_BM, err);
+                           threads, a->bm, err);
         a->sink_scores = &sinks[1];
     }
     if (st == MHA_OK && trace && trace->stage[MHA_TRACE_ATTN_WEIGHTS]) {
         st = mha_sink_init(&sinks[2], plan, in->select, false, 0.0f,
                            trace->stage[MHA_TRACE_ATTN_WEIGHTS],
-                           trace->indices[MHA_TRACE_ATTN_WEIGHTS], threads, MHA_BM, err);
+                           trace->indices[MHA_TRACE_ATTN_WEIGHTS], threads, a->bm, err);
         a->sink_tw = &sinks[2];
     }
     for (int k = 0; k < 3; k++)
@@ -283,8 +283,7 @@ mha_status mha_forward_select(const mha_layer *layer, const mha_inputs *in, cons
         .hd = f.hd,
         .BN = BN,
         .nblk = (f.S + BN - 1) / BN,
-        .nrb = (L + MHA_BM - 1) / MHA_BM,
-        .group = mha_attn_group(plan),
+        /* nrb and group: with bm, below */
         .kv_floats = mha_attn_kv_floats(plan),
         .causal = in->is_causal,
         .alibi = cfg->alibi,
@@ -301,7 +300,13 @@ mha_status mha_forward_select(const mha_layer *layer, const mha_inputs *in, cons
         plan->selected && (in->need_weights || (trace && trace->stage[MHA_TRACE_ATTN_WEIGHTS]));
     a.slab = a.weights || a.trace_weights || sel_weights;
     a.all_heads = a.weights && !a.per_head; /* and an averaged selection: setup_sinks */
-    a.slot_floats = mha_pass_slot_floats(plan, cfg, a.slab);
+    a.bm =
+        mha_attn_bm(plan, !a.slab && !trace && !plan->selected && !in->is_causal && !cfg->window);
+    a.nrb = (L + a.bm - 1) / a.bm;
+    a.group = mha_attn_group(plan, a.bm);
+    a.mm_scores = a.bm == MHA_BM ? &ks->scores : &ks->scores_wide;
+    a.mm_pv = a.bm == MHA_BM ? &ks->pv : &ks->pv_wide;
+    a.slot_floats = mha_pass_slot_floats(plan, cfg, a.slab, a.bm);
 
     /* One allocation: the buffers every thread shares, then a slot per thread, as many as fit in
      * the layer's workspace limit: the plan cannot know the pool, so a pass planned close to the
@@ -309,7 +314,10 @@ mha_status mha_forward_select(const mha_layer *layer, const mha_inputs *in, cons
     const int64_t slot_bytes = a.slot_floats * (int64_t)sizeof(float);
     const int64_t shared =
         (int64_t)plan->workspace_bytes -
-        mha_pass_slot_floats(plan, cfg, in->need_weights) * (int64_t)sizeof(float);
+        mha_pass_slot_floats(plan, cfg, in->need_weights,
+                             mha_attn_bm(plan, !in->need_weights && !plan->selected &&
+                                                   !in->is_causal && !cfg->window)) *
+            (int64_t)sizeof(float);
     const int64_t limit = layer->limits.max_workspace_bytes;
     if (shared + slot_bytes > limit)
         return mha_fail(err, MHA_ERR_LIMIT, "query",

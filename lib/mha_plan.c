@@ -186,9 +186,9 @@ static mha_status check_positions(const char *field, const mha_positions *p, int
     return MHA_OK;
 }
 
-int64_t mha_pass_slot_floats(const mha_plan *plan, const mha_config *cfg, bool slab)
+int64_t mha_pass_slot_floats(const mha_plan *plan, const mha_config *cfg, bool slab, int64_t bm)
 {
-    const int64_t attn = mha_attn_slot_floats(plan, slab);
+    const int64_t attn = mha_attn_slot_floats(plan, slab, bm);
     const int64_t proj = mha_proj_slot_floats(cfg, plan->isa);
     return attn > proj ? attn : proj;
 }
@@ -375,7 +375,11 @@ mha_status mha_plan_forward(const mha_layer *layer, const mha_inputs *in, const 
     ok = ok && mha_mul_ok(NS0, Dkv, &kv) && mha_mul_ok(kv, 2, &kv) && mha_add_ok(cat, kv, &proj);
     ok = ok && mha_mul_ok(N, Hkv, &NH) && mha_mul_ok(NH, mha_attn_kv_floats(plan), &kvp);
     ok = ok && mha_add_ok(proj, kvp, &total) && /* the concat reuses q's room */
-         mha_add_ok(total, mha_pass_slot_floats(plan, cfg, in->need_weights), &total) &&
+         mha_add_ok(total,
+                    mha_pass_slot_floats(plan, cfg, in->need_weights,
+                                         mha_attn_bm(plan, !in->need_weights && !plan->selected &&
+                                                               !in->is_causal && !cfg->window)),
+                    &total) &&
          mha_add_ok(total, mha_pos_floats(plan), &total) &&
          mha_add_ok(total, mha_rope_floats(plan, cfg, &pl), &total) &&
          mha_add_ok(total, 16 * 10, &total) && mha_mul_ok(total, (int64_t)sizeof(float), &total);

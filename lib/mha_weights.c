@@ -95,6 +95,12 @@ void mha_kernel_set_init(mha_kernel_set *ks, mha_isa isa, const mha_config *cfg,
     set_mm(&ks->scores, isa, &sc, &ks->arena, jit, &ks->njit);
     set_mm(&ks->pv, isa, &pv, &ks->arena, jit && (isa == MHA_ISA_AVX512 || hd % 32 == 0),
            &ks->njit);
+    if (isa == MHA_ISA_AVX2) { /* the wide row blocks of plain passes (mha_attn_bm) */
+        const mha_mm_shape scw = {MHA_BM_WIDE, BN, hd, BN, hd, BN, false};
+        const mha_mm_shape pvw = {MHA_BM_WIDE, hd, BN, hd, BN, hd, true};
+        set_mm(&ks->scores_wide, isa, &scw, &ks->arena, jit, &ks->njit);
+        set_mm(&ks->pv_wide, isa, &pvw, &ks->arena, jit && hd % 32 == 0, &ks->njit);
+    }
     /* every (K, ldx, ldc) a pass of this layer can use: mha_forward.c's buffers (the inputs are
      * contiguous, the out-projection reads the concat over q's columns), or the copies */
     if (mha_config_packed(cfg)) {
@@ -110,7 +116,7 @@ void mha_kernel_set_init(mha_kernel_set *ks, mha_isa isa, const mha_config *cfg,
     }
     add_proj(ks, Dq, Dq, E, jit); /* out */
     if (ks->arena.code && !mha_jit_seal(&ks->arena)) { /* no executable memory: no JIT */
-        ks->scores.jit = ks->pv.jit = NULL;
+        ks->scores.jit = ks->pv.jit = ks->scores_wide.jit = ks->pv_wide.jit = NULL;
         for (int i = 0; i < ks->nproj; i++)
             ks->proj[i].jit = NULL;
         ks->njit = 0;

@@ -388,34 +388,83 @@ static void test_workspace_bound(void)
     free(x);
 }
 
-/* need_weights and average_attn_weights must not change the output's bits (callers compare). */
+/* need_weights and average_attn_weights must not change the output's bits (callers compare). On
+ * AVX2 a pass without weights of 128 rows or more runs row blocks of 128 (mha_attn_bm), those with
+ * weights of 64: the shapes below cross that with head_dims the JIT kernels take and those the hand
+ * kernels take (hd 4, 12, 20, 80), row counts off both block sizes (the last block partial in one
+ * and full in the other), masks, ALiBi, RoPE, grouped kv heads and appended keys. */
 static void test_output_same_across_modes(mha_pool *pool2)
 {
-    mha_config cfg;
-    mha_config_init(&cfg, 64, 4);
-    cfg.add_bias_kv = true;
-    mha_layer *layer = mha_layer_create(&cfg, NULL, NULL);
-    mha_layer_init(layer, "xavier_uniform", 5, NULL);
-    float *x = rnd_array(2 * 70 * 64);
-    float *out[3], *w = malloc(2 * 4 * 70 * 71 * sizeof(float));
-    for (int mode = 0; mode < 3; mode++) {
-        mha_inputs in = {0};
-        set_tensor(&in.query, x, true, true, 2, 70, 64);
-        in.need_weights = mode > 0;
-        in.average_attn_weights = mode == 1;
-        mha_plan plan;
-        mha_plan_forward(layer, &in, NULL, &plan, NULL);
-        out[mode] = malloc((size_t)plan.out_count * sizeof(float));
-        mha_forward(layer, &in, &plan, out[mode], w, NULL, pool2, NULL);
-    }
-    CHECK(!memcmp(out[0], out[1], 2 * 70 * 64 * sizeof(float)) &&
-              !memcmp(out[0], out[2], 2 * 70 * 64 * sizeof(float)),
-          "the output is bit-identical with and without (averaged or per-head) weights");
-    for (int mode = 0; mode < 3; mode++)
-        free(out[mode]);
-    free(w);
-    free(x);
-    mha_layer_free(layer);
+    const int shapes[][6] = {/* E, H, hd (0: E/H), Hkv (0: H), N, L */
+                             {64, 4, 0, 0, 2, 70},    {64, 4, 0, 0, 2, 200},
+                             {48, 3, 4, 1, 1, 180},   {96, 8, 12, 2, 2, 130},
+                             {40, 2, 20, 0, 1, 333},  {160, 2, 80, 1, 1, 256},
+                             {128, 2, 64, 0, 3, 129}, {64, 2, 32, 0, 1, 1000}};
+    for (int s = 0; s < 8; s++)
+        for (int variant = 0; variant < 3; variant++) {
+            mha_config cfg;
+            mha_config_init(&cfg, shapes[s][0], shapes[s][1]);
+            cfg.head_dim = shapes[s][2];
+            cfg.num_kv_heads = shapes[s][3];
+            cfg.add_bias_kv = variant == 0;
+            cfg.add_zero_attn = variant == 2;
+            cfg.alibi = variant == 1;
+            cfg.rope = variant == 2;
+            cfg.rope_theta = 10000;
+            mha_error err = {0};
+            mha_layer *layer = mha_layer_create(&cfg, NULL, &err);
+            CHECK(layer != NULL, "layer %d/%d: %s", s, variant, err.message);
+            if (!layer)
+                continue;
+            mha_layer_init(layer, "xavier_uniform", 5, NULL);
+            const int64_t E = shapes[s][0], N = shapes[s][4], L = shapes[s][5];
+            float *x = rnd_array(N * L * E);
+            uint8_t *kpm = calloc((size_t)(N * L), 1);
+            for (int64_t i = 0; i < N * L; i++)
+                kpm[i] = variant == 1 && rnd_int(0, 9) == 0;
+            float *out[3] = {NULL, NULL, NULL}, *w = NULL;
+            int64_t out_count = 0;
+            bool ok = true;
+            for (int mode = 0; mode < 3; mode++) {
+                mha_inputs in = {0};
+                set_tensor(&in.query, x, true, true, N, L, E);
+                if (variant == 1) {
+                    in.key_padding_mask.data = kpm;
+                    in.key_padding_mask.type = MHA_MASK_BOOL;
+                    in.key_padding_mask.ndim = 2;
+                    in.key_padding_mask.shape[0] = N;
+                    in.key_padding_mask.shape[1] = L;
+                }
+                in.need_weights = mode > 0;
+                in.average_attn_weights = mode == 1;
+                mha_plan plan;
+                ok = ok && mha_plan_forward(layer, &in, NULL, &plan, &err) == MHA_OK;
+                if (!ok)
+                    break;
+                out_count = plan.out_count;
+                out[mode] = malloc((size_t)plan.out_count * sizeof(float));
+                if (mode > 0) {
+                    free(w);
+                    w = malloc((size_t)plan.weights_count * sizeof(float));
+                }
+                ok = mha_forward(layer, &in, &plan, out[mode], w, NULL, pool2, &err) == MHA_OK;
+            }
+            CHECK(ok, "E=%d H=%d L=%d variant %d: %s", shapes[s][0], shapes[s][1], shapes[s][5],
+                  variant, err.message);
+            if (ok)
+                CHECK(!memcmp(out[0], out[1], (size_t)out_count * sizeof(float)) &&
+                          !memcmp(out[0], out[2], (size_t)out_count * sizeof(float)),
+                      "the output is bit-identical with and without (averaged or per-head) weights "
+                      "(E=%d H=%d hd=%d Hkv=%d N=%d L=%d variant %d)",
+                      shapes[s][0], shapes[s][1], shapes[s][2], shapes[s][3], shapes[s][4],
+                      shapes[s][5], variant);
+            for (int mode = 0; mode < 3; mode++)
+                free(out[mode]);
+            free(w);
+            free(kpm);
+            free(x);
+            mha_layer_free(layer);
+        }
 }
 
 /* A pass planned right at the workspace limit runs with a pool too: the plan counts one thread's
