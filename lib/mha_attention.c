@@ -21,10 +21,10 @@
  * of 128 rows or more takes bm = 128 (mha_attn_bm): each key block then serves twice the rows
  * while it is in L1 and L2, and the per-block work (the kernels' calls, the softmax's row
  * bookkeeping) is shared by twice the rows; on the Zen 3, XL's pass (L = S = 2048, E = 1024) took
- * about 1% less time on a quiet machine, 5-10% on one thread beside a busy neighbour core. A row's dot products and sums run in the same order in either
- * tile, so the output has the same bits as with weights (64-row blocks); the rules are left out
- * because they cut a block's columns at the row block's range, which moves where a row's sums
- * start in the vector lanes.
+ * about 1% less time on a quiet machine, 5-10% on one thread beside a busy neighbour core. A row's
+ * dot products and sums run in the same order in either tile, so the output has the same bits as
+ * with weights (64-row blocks); the rules are left out because they cut a block's columns at the
+ * row block's range, which moves where a row's sums start in the vector lanes.
  *
  * A task is one row block, or from long S (one head's keys and values 2 MiB: S = 4096 at hd 64,
  * mha_attn_group) four of one head: those that give only their output then run together, key
