@@ -86,9 +86,10 @@ static int64_t more_tile_floats(int64_t bm, int64_t hd, int64_t nblk)
     return 2 * round16(bm * hd) + 8 * bm + round16(bm * nblk);
 }
 
-int64_t mha_attn_bm(const mha_plan *plan, bool plain)
+int64_t mha_attn_bm(const mha_plan *plan, bool output_only, bool rules)
 {
-    return plain && plan->isa == MHA_ISA_AVX2 && plan->L >= MHA_BM_WIDE ? MHA_BM_WIDE : MHA_BM;
+    const bool wide = output_only && !rules && plan->isa == MHA_ISA_AVX2 && plan->L >= MHA_BM_WIDE;
+    return wide ? MHA_BM_WIDE : MHA_BM;
 }
 
 int64_t mha_attn_group(const mha_plan *plan, int64_t bm)

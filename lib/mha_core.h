@@ -210,10 +210,11 @@ static inline bool mha_cancelled(const int *flag)
  * takes the wide groups at every length where their tiles fit.) */
 int64_t mha_attn_group(const mha_plan *plan, int64_t bm);
 
-/* Query rows per row block of a pass: MHA_BM_WIDE on AVX2 for a plain pass (its output only: no
- * weights, trace or selection) of at least MHA_BM_WIDE rows, else MHA_BM. A key block then serves
- * twice the rows while it is in L1 and L2; the bits are the same whichever is taken. */
-int64_t mha_attn_bm(const mha_plan *plan, bool plain);
+/* Query rows per row block of a pass: MHA_BM_WIDE on AVX2 for a pass of at least MHA_BM_WIDE rows
+ * that gives only its output (output_only: no weights, trace or selection) under no causal or
+ * window rule (rules: is_causal or a window), else MHA_BM. A key block then serves twice the rows
+ * while it is in L1 and L2; the output's bits are the same whichever is taken. */
+int64_t mha_attn_bm(const mha_plan *plan, bool output_only, bool rules);
 
 /* Floats of one thread's slot for a plan (slab: per-row tiles kept for weights), with the room of
  * a group's further row blocks. */
@@ -222,6 +223,11 @@ int64_t mha_attn_slot_floats(const mha_plan *plan, bool slab, int64_t bm);
 /* Floats of one thread's slot for a whole pass: the attention's (mha_attn_slot_floats) or the
  * projections' (mha_proj_slot_floats), whichever is larger; the phases take turns with it. */
 int64_t mha_pass_slot_floats(const mha_plan *plan, const mha_config *cfg, bool slab, int64_t bm);
+
+/* The slot plan.workspace_bytes counts for these inputs (mha_pass_slot_floats with the slab when
+ * weights are asked for, and the row blocks of a pass without a trace): mha_forward takes it out
+ * and puts its own slots, one per thread, in its place. */
+int64_t mha_plan_slot_floats(const mha_plan *plan, const mha_config *cfg, const mha_inputs *in);
 
 /* Floats of the packed keys and values of one (batch, kv head). */
 int64_t mha_attn_kv_floats(const mha_plan *plan);

@@ -300,8 +300,7 @@ mha_status mha_forward_select(const mha_layer *layer, const mha_inputs *in, cons
         plan->selected && (in->need_weights || (trace && trace->stage[MHA_TRACE_ATTN_WEIGHTS]));
     a.slab = a.weights || a.trace_weights || sel_weights;
     a.all_heads = a.weights && !a.per_head; /* and an averaged selection: setup_sinks */
-    a.bm =
-        mha_attn_bm(plan, !a.slab && !trace && !plan->selected && !in->is_causal && !cfg->window);
+    a.bm = mha_attn_bm(plan, !a.slab && !trace && !plan->selected, a.causal || a.window > 0);
     a.nrb = (L + a.bm - 1) / a.bm;
     a.group = mha_attn_group(plan, a.bm);
     a.mm_scores = a.bm == MHA_BM ? &ks->scores : &ks->scores_wide;
@@ -312,12 +311,8 @@ mha_status mha_forward_select(const mha_layer *layer, const mha_inputs *in, cons
      * the layer's workspace limit: the plan cannot know the pool, so a pass planned close to the
      * limit runs on fewer threads rather than failing. */
     const int64_t slot_bytes = a.slot_floats * (int64_t)sizeof(float);
-    const int64_t shared =
-        (int64_t)plan->workspace_bytes -
-        mha_pass_slot_floats(plan, cfg, in->need_weights,
-                             mha_attn_bm(plan, !in->need_weights && !plan->selected &&
-                                                   !in->is_causal && !cfg->window)) *
-            (int64_t)sizeof(float);
+    const int64_t shared = (int64_t)plan->workspace_bytes -
+                           mha_plan_slot_floats(plan, cfg, in) * (int64_t)sizeof(float);
     const int64_t limit = layer->limits.max_workspace_bytes;
     if (shared + slot_bytes > limit)
         return mha_fail(err, MHA_ERR_LIMIT, "query",

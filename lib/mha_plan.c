@@ -193,6 +193,13 @@ int64_t mha_pass_slot_floats(const mha_plan *plan, const mha_config *cfg, bool s
     return attn > proj ? attn : proj;
 }
 
+int64_t mha_plan_slot_floats(const mha_plan *plan, const mha_config *cfg, const mha_inputs *in)
+{
+    const bool output_only = !in->need_weights && !plan->selected;
+    const int64_t bm = mha_attn_bm(plan, output_only, in->is_causal || cfg->window > 0);
+    return mha_pass_slot_floats(plan, cfg, in->need_weights, bm);
+}
+
 mha_status mha_plan_forward(const mha_layer *layer, const mha_inputs *in, const mha_limits *limits,
                             mha_plan *plan, mha_error *err)
 {
@@ -375,11 +382,7 @@ mha_status mha_plan_forward(const mha_layer *layer, const mha_inputs *in, const 
     ok = ok && mha_mul_ok(NS0, Dkv, &kv) && mha_mul_ok(kv, 2, &kv) && mha_add_ok(cat, kv, &proj);
     ok = ok && mha_mul_ok(N, Hkv, &NH) && mha_mul_ok(NH, mha_attn_kv_floats(plan), &kvp);
     ok = ok && mha_add_ok(proj, kvp, &total) && /* the concat reuses q's room */
-         mha_add_ok(total,
-                    mha_pass_slot_floats(plan, cfg, in->need_weights,
-                                         mha_attn_bm(plan, !in->need_weights && !plan->selected &&
-                                                               !in->is_causal && !cfg->window)),
-                    &total) &&
+         mha_add_ok(total, mha_plan_slot_floats(plan, cfg, in), &total) &&
          mha_add_ok(total, mha_pos_floats(plan), &total) &&
          mha_add_ok(total, mha_rope_floats(plan, cfg, &pl), &total) &&
          mha_add_ok(total, 16 * 10, &total) && mha_mul_ok(total, (int64_t)sizeof(float), &total);
