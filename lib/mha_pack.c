@@ -7,6 +7,8 @@
  * Transposes go through registers 16 x 16 (AVX-512) or 8 x 8 (AVX2): a scalar transpose stores one
  * float per instruction at a stride of a whole row, the cost of packing a pass's keys several times
  * over. Edges (the last rows and columns that do not fill a block) are copied one float at a time.
+ * The transposes' loops are unrolled by pragma: GCC kept their arrays of vectors on the stack
+ * otherwise, and those spills were 35-45% of the time to pack a pass's keys (Zen 4, L's shape).
  */
 #include "mha_kernels.h"
 #include "mha_pack.h"
@@ -33,18 +35,22 @@ __attribute__((target("avx512f"))) static void transpose16(float *dst, int64_t l
                                                            const float *src, int64_t ld_src)
 {
     __m512 r[16], t[16], u[16];
+#pragma GCC unroll 16
     for (int j = 0; j < 16; j++)
         r[j] = _mm512_loadu_ps(src + j * ld_src);
+#pragma GCC unroll 8
     for (int j = 0; j < 16; j += 2) { /* pairs of rows interleaved within 128-bit lanes */
         t[j] = _mm512_unpacklo_ps(r[j], r[j + 1]);
         t[j + 1] = _mm512_unpackhi_ps(r[j], r[j + 1]);
     }
+#pragma GCC unroll 4
     for (int j = 0; j < 16; j += 4) { /* quads of rows: columns 4l+c of lane l in u[j+c] */
         u[j] = _mm512_shuffle_ps(t[j], t[j + 2], _MM_SHUFFLE(1, 0, 1, 0));
         u[j + 1] = _mm512_shuffle_ps(t[j], t[j + 2], _MM_SHUFFLE(3, 2, 3, 2));
         u[j + 2] = _mm512_shuffle_ps(t[j + 1], t[j + 3], _MM_SHUFFLE(1, 0, 1, 0));
         u[j + 3] = _mm512_shuffle_ps(t[j + 1], t[j + 3], _MM_SHUFFLE(3, 2, 3, 2));
     }
+#pragma GCC unroll 4
     for (int c = 0; c < 4; c++) { /* columns c, c+4, c+8, c+12: 128-bit lanes regrouped */
         const __m512 v0 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x88);
         const __m512 v1 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xdd);
@@ -62,18 +68,22 @@ __attribute__((target("avx2"))) static void transpose8(float *dst, int64_t ld_ds
                                                        int64_t ld_src)
 {
     __m256 r[8], t[8], u[8];
+#pragma GCC unroll 8
     for (int j = 0; j < 8; j++)
         r[j] = _mm256_loadu_ps(src + j * ld_src);
+#pragma GCC unroll 4
     for (int j = 0; j < 8; j += 2) {
         t[j] = _mm256_unpacklo_ps(r[j], r[j + 1]);
         t[j + 1] = _mm256_unpackhi_ps(r[j], r[j + 1]);
     }
+#pragma GCC unroll 2
     for (int j = 0; j < 8; j += 4) {
         u[j] = _mm256_shuffle_ps(t[j], t[j + 2], _MM_SHUFFLE(1, 0, 1, 0));
         u[j + 1] = _mm256_shuffle_ps(t[j], t[j + 2], _MM_SHUFFLE(3, 2, 3, 2));
         u[j + 2] = _mm256_shuffle_ps(t[j + 1], t[j + 3], _MM_SHUFFLE(1, 0, 1, 0));
         u[j + 3] = _mm256_shuffle_ps(t[j + 1], t[j + 3], _MM_SHUFFLE(3, 2, 3, 2));
     }
+#pragma GCC unroll 4
     for (int c = 0; c < 4; c++) { /* column c from rows 0-3 (u[c]) and 4-7 (u[4+c]), lanes joined */
         _mm256_storeu_ps(dst + c * ld_dst, _mm256_permute2f128_ps(u[c], u[4 + c], 0x20));
         _mm256_storeu_ps(dst + (c + 4) * ld_dst, _mm256_permute2f128_ps(u[c], u[4 + c], 0x31));
