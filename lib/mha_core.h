@@ -43,8 +43,9 @@ int64_t mha_proj_depth(mha_isa isa);
  * a tile falls in the same few sets of L1 and L2, and the kernel's loads and stores miss. Measured
  * on Zen 3 (XL's in-projection, one core, the JIT kernel): 77 GFLOP/s in place at depth 128, 82 on
  * the copies at depth 64 (E = 768: 76 -> 83). From K = MHA_PROJ_PACK_MIN: below it the copies
- * cost about what the kernel does. AVX2 only: AVX-512 is as measured on Zen 4 in place. The same
- * sums in the same order: the same bits. */
+ * cost about what the kernel does. AVX2 only: AVX-512 on its depth 512 was no faster on the copies
+ * on Zen 4 (L and XL, 1 and 2 threads, A/B within +-1.6%, 2026-11-28). The same sums in the same
+ * order: the same bits. */
 #define MHA_PROJ_PACK_MIN 256
 bool mha_proj_packs(mha_isa isa, int64_t K);
 
