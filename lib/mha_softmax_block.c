@@ -432,6 +432,11 @@ __attribute__((target("avx512f"))) static int64_t exp_array_avx512(float *out, c
     int64_t j = 0;
     for (; j + 16 <= n; j += 16)
         _mm512_storeu_ps(out + j, exp_le0_avx512(_mm512_loadu_ps(in + j)));
+    if (j < n) { /* the tail in one masked vector (lanes past n read as 0, never stored) */
+        const __mmask16 k = (__mmask16)((1u << (n - j)) - 1);
+        _mm512_mask_storeu_ps(out + j, k, exp_le0_avx512(_mm512_maskz_loadu_ps(k, in + j)));
+        j = n;
+    }
     return j;
 }
 
@@ -441,6 +446,11 @@ __attribute__((target("avx2,fma"))) static int64_t exp_array_avx2(float *out, co
     int64_t j = 0;
     for (; j + 8 <= n; j += 8)
         _mm256_storeu_ps(out + j, exp_le0_avx2(_mm256_loadu_ps(in + j)));
+    if (j < n) { /* the tail in one masked vector (lanes past n read as 0, never stored) */
+        const __m256i k = lanes8(n - j);
+        _mm256_maskstore_ps(out + j, k, exp_le0_avx2(_mm256_maskload_ps(in + j, k)));
+        j = n;
+    }
     return j;
 }
 #endif
@@ -456,7 +466,7 @@ bool mha_exp_le0_array_isa(mha_isa isa, float *out, const float *in, int64_t n)
     else if (isa == MHA_ISA_AVX2)
         j = exp_array_avx2(out, in, n);
 #endif
-    for (; j < n; j++) /* the tail: the same bits one at a time */
+    for (; j < n; j++) /* the portable path: the same bits one at a time */
         out[j] = exp_le0_portable(in[j]);
     return true;
 }
