@@ -52,8 +52,8 @@ static void test_exp(mha_isa isa)
         mha_exp_le0_array_isa(isa, got, in, len);
         mha_exp_le0_array_isa(MHA_ISA_PORTABLE, want, in, len);
         CHECK(memcmp(got, want, sizeof got) == 0,
-              "%s: exp of %d floats gives the portable bits and writes nothing past them", isa_name[isa],
-              len);
+              "%s: exp of %d floats gives the portable bits and writes nothing past them",
+              isa_name[isa], len);
     }
     float special[8] = {-INFINITY, -1000.0f, -88.0f, -87.7f, 0.0f, -1e-8f, -0.5f, -1.0f}, out[8];
     mha_exp_le0_array_isa(isa, out, special, 8);
