@@ -285,14 +285,13 @@ __attribute__((target("avx2,fma"))) static void block_avx2(float *sc, int64_t ld
         }
         sums[r] = hsum8(_mm256_add_ps(s0, s1));
     }
-    int64_t r = 0;
-    for (; r + 8 <= rows; r += 8) {
-        const __m256 mo = _mm256_loadu_ps(m + r), mn = _mm256_loadu_ps(m_new + r);
+    for (int64_t r = 0; r < rows; r += 8) { /* the last rows in a masked vector: the same bits */
+        const __m256i k = lanes8(rows - r < 8 ? rows - r : 8);
+        const __m256 mo = _mm256_maskload_ps(m + r, k), mn = _mm256_maskload_ps(m_new + r, k);
         const __m256 a = exp_le0_avx2(_mm256_sub_ps(mo, mn));
         const __m256 none = _mm256_cmp_ps(mn, neg_inf, _CMP_EQ_OQ); /* no key yet: alpha 1 */
-        _mm256_storeu_ps(alpha + r, _mm256_blendv_ps(a, _mm256_set1_ps(1.0f), none));
+        _mm256_maskstore_ps(alpha + r, k, _mm256_blendv_ps(a, _mm256_set1_ps(1.0f), none));
     }
-    alphas_portable(alpha + r, m + r, m_new + r, rows - r); /* the same bits, one at a time */
 }
 
 /* As row_max_avx2. */
@@ -366,14 +365,13 @@ __attribute__((target("avx512f"))) static void block_avx512(float *sc, int64_t l
         }
         sums[r] = _mm512_reduce_add_ps(_mm512_add_ps(s0, s1));
     }
-    int64_t r = 0;
-    for (; r + 16 <= rows; r += 16) {
-        const __m512 mo = _mm512_loadu_ps(m + r), mn = _mm512_loadu_ps(m_new + r);
+    for (int64_t r = 0; r < rows; r += 16) { /* the last rows in a masked vector: the same bits */
+        const __mmask16 k = (__mmask16)(rows - r < 16 ? (1u << (rows - r)) - 1 : 0xffffu);
+        const __m512 mo = _mm512_maskz_loadu_ps(k, m + r), mn = _mm512_maskz_loadu_ps(k, m_new + r);
         const __m512 a = exp_le0_avx512(_mm512_sub_ps(mo, mn));
         const __mmask16 none = _mm512_cmp_ps_mask(mn, neg_inf, _CMP_EQ_OQ);
-        _mm512_storeu_ps(alpha + r, _mm512_mask_mov_ps(a, none, _mm512_set1_ps(1.0f)));
+        _mm512_mask_storeu_ps(alpha + r, k, _mm512_mask_mov_ps(a, none, _mm512_set1_ps(1.0f)));
     }
-    alphas_portable(alpha + r, m + r, m_new + r, rows - r);
 }
 #endif
 
