@@ -6,6 +6,13 @@
  * or the caller itself) claims the next index. Workers sleep on a condition variable when no job
  * has tasks left, so an idle pool takes no CPU. A job lives on its caller's stack; the caller
  * leaves only when every task is done and no worker still holds the job.
+ *
+ * Both waits spin a little before they sleep (SPIN_NS): a worker for the next job, the caller for
+ * the workers' last tasks. A pass runs four or more parallel phases in a row, and waking a
+ * sleeping thread took 25-45 µs a phase on a 2-vCPU VM (the waker's signal, the other vCPU out of
+ * its idle state, the scheduler): about 9% of a 1.6 ms pass on two threads. A thread that spins
+ * finds the next phase in well under a microsecond. The spin is bounded, so an idle pool still
+ * sleeps: at most SPIN_NS of one core after each phase.
  */
 #include "mha_internal.h"
 
@@ -14,14 +21,17 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+
+#define SPIN_NS 100000 /* how long a wait spins before it sleeps: 100 µs */
 
 typedef struct job {
     mha_task_fn fn;
     void *arg;
     int64_t ntasks;
     _Atomic int64_t next; /* next task index to hand out                         */
-    int64_t done;         /* tasks finished (under pool->lock)                   */
-    int holders;          /* workers inside this job (under pool->lock)          */
+    int64_t done;         /* tasks finished (written under pool->lock, atomically) */
+    int holders;          /* workers inside this job (the same)                  */
     int slots;            /* slots handed out; the caller has slot 0             */
     int max_slots;        /* threads that may take part (the caller included)    */
     struct job *prev, *next_job;
@@ -35,6 +45,7 @@ struct mha_pool {
     pthread_cond_t work;     /* a job was queued, or stop                           */
     pthread_cond_t finished; /* some job's tasks all finished                       */
     job *head, *tail;        /* jobs with tasks possibly left                       */
+    uint64_t queued;         /* jobs ever queued (written under lock, atomically)   */
     bool stop;
     mha_scratch cache; /* a pass's scratch kept for the next (under lock)     */
 };
@@ -56,6 +67,53 @@ static void unlink_job(mha_pool *pool, job *j)
     j->prev = j->next_job = NULL;
 }
 
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
+/* Spins up to SPIN_NS until done(arg) is true; returns whether it became true. Reads the clock
+ * once every 64 rounds (a pause is tens of cycles). */
+static bool spin_until(bool (*done)(const void *), const void *arg)
+{
+    const uint64_t t0 = now_ns();
+    for (unsigned i = 1;; i++) {
+        if (done(arg))
+            return true;
+        cpu_relax();
+        if (i % 64 == 0 && now_ns() - t0 > SPIN_NS)
+            return done(arg);
+    }
+}
+
+typedef struct queued_since {
+    const mha_pool *pool;
+    uint64_t seen;
+} queued_since;
+
+static bool job_queued(const void *arg)
+{
+    const queued_since *q = arg;
+    return __atomic_load_n(&q->pool->queued, __ATOMIC_ACQUIRE) != q->seen ||
+           __atomic_load_n(&q->pool->stop, __ATOMIC_ACQUIRE);
+}
+
+static bool job_finished(const void *arg)
+{
+    const job *j = arg;
+    return __atomic_load_n(&j->done, __ATOMIC_ACQUIRE) == j->ntasks &&
+           __atomic_load_n(&j->holders, __ATOMIC_ACQUIRE) == 0;
+}
+
 /* Runs tasks of j until none are left; returns how many this thread ran. */
 static int64_t run_tasks(job *j, int slot)
 {
@@ -72,6 +130,7 @@ static int64_t run_tasks(job *j, int slot)
 static void *worker_main(void *arg)
 {
     mha_pool *pool = arg;
+    bool spun = false; /* spun since the last job, and found none: sleep */
     pthread_mutex_lock(&pool->lock);
     for (;;) {
         /* Drop exhausted jobs from the front; take the first one with tasks left. */
@@ -84,20 +143,30 @@ static void *worker_main(void *arg)
         if (!j) {
             if (pool->stop)
                 break;
-            pthread_cond_wait(&pool->work, &pool->lock);
+            if (spun) {
+                pthread_cond_wait(&pool->work, &pool->lock);
+                spun = false;
+                continue;
+            }
+            const queued_since q = {pool, pool->queued};
+            pthread_mutex_unlock(&pool->lock);
+            spin_until(job_queued, &q); /* then look again under the lock: no wake-up is lost */
+            pthread_mutex_lock(&pool->lock);
+            spun = true;
             continue;
         }
+        spun = false;
         if (j->slots >= j->max_slots) { /* as many threads as it may have: no more joins */
             unlink_job(pool, j);
             continue;
         }
         int slot = j->slots++;
-        j->holders++;
+        __atomic_add_fetch(&j->holders, 1, __ATOMIC_RELAXED);
         pthread_mutex_unlock(&pool->lock);
         int64_t ran = run_tasks(j, slot);
         pthread_mutex_lock(&pool->lock);
-        j->done += ran;
-        j->holders--;
+        __atomic_add_fetch(&j->done, ran, __ATOMIC_RELEASE);
+        __atomic_sub_fetch(&j->holders, 1, __ATOMIC_RELEASE);
         unlink_job(pool, j);
         if (j->done == j->ntasks && j->holders == 0)
             pthread_cond_broadcast(&pool->finished);
@@ -149,7 +218,7 @@ void mha_pool_free(mha_pool *pool)
     if (!pool)
         return;
     pthread_mutex_lock(&pool->lock);
-    pool->stop = true;
+    __atomic_store_n(&pool->stop, true, __ATOMIC_RELEASE);
     pthread_cond_broadcast(&pool->work);
     pthread_mutex_unlock(&pool->lock);
     for (int i = 0; i < pool->nworkers; i++)
@@ -238,6 +307,7 @@ void mha_pool_run_limit(mha_pool *pool, int64_t ntasks, mha_task_fn fn, void *ar
     else
         pool->head = &j;
     pool->tail = &j;
+    __atomic_add_fetch(&pool->queued, 1, __ATOMIC_RELEASE);
     const int64_t helpers = ntasks - 1 < max_threads - 1 ? ntasks - 1 : max_threads - 1;
     if (helpers >= pool->nworkers)
         pthread_cond_broadcast(&pool->work);
@@ -250,8 +320,13 @@ void mha_pool_run_limit(mha_pool *pool, int64_t ntasks, mha_task_fn fn, void *ar
 
     pthread_mutex_lock(&pool->lock);
     unlink_job(pool, &j); /* no worker may join it any more */
-    j.done += ran;
-    while (j.done < j.ntasks || j.holders > 0)
+    __atomic_add_fetch(&j.done, ran, __ATOMIC_RELEASE);
+    if (!job_finished(&j)) { /* a worker still runs a task: spin a little before sleeping */
+        pthread_mutex_unlock(&pool->lock);
+        spin_until(job_finished, &j);
+        pthread_mutex_lock(&pool->lock);
+    }
+    while (!job_finished(&j))
         pthread_cond_wait(&pool->finished, &pool->lock);
     pthread_mutex_unlock(&pool->lock);
 }
