@@ -1056,7 +1056,12 @@ int srv_datadir_clean(srv_datadir *dd)
 {
     if (dd->read_only)
         return 0;
-    time_t now = time(NULL);
+    /* Not time(NULL): that is the clock of the last tick, and Linux (6.13 on) stamps a file's
+     * ctime from the fine clock, so a file made a moment ago could look a second in the future
+     * and never become stale with a grace of 0 (test_datadir failed so, once, under ASan). */
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    const time_t now = ts.tv_sec;
     /* the version counter's temps (dd_versions.c) and the start's write probe, in the data dir
      * itself and in layers/ */
     int removed = clean_temps(dd->root_fd, now, dd->temp_grace_s) +
