@@ -17,7 +17,11 @@ for bin in "$@"; do
     case "$bin" in
     [A-Za-z_]*=*)
         export "${bin?}"
-        settings="$settings $bin"
+        kept="" # the label names each variable once, with its last value
+        for s in $settings; do
+            [ "${s%%=*}" = "${bin%%=*}" ] || kept="$kept $s"
+        done
+        settings="$kept $bin"
         continue
         ;;
     esac
