@@ -261,6 +261,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
              * (mha_forward.c), so a plan right at the workspace limit may still be refused */
             if (st == MHA_ERR_LIMIT && use_pool)
                 goto done;
+            /* a trace's weights without need_weights add one thread's slab that the plan did not
+             * count (mha.h: plan with need_weights to have it counted, as the daemon does) */
+            if (st == MHA_ERR_LIMIT && trace_all && !in.need_weights)
+                goto done;
             if (st != MHA_OK)
                 FAIL("forward failed after a good plan: %s", err.message);
             for (int64_t i = 0; i < plan.out_count; i++)

@@ -436,7 +436,10 @@ typedef struct mha_trace {
  * Allocates plan.workspace_bytes of scratch, plus one thread's tiles (with weights, its slab of
  * 64 rows of S) for each further pool thread that fits under the layer's max_workspace_bytes
  * (the pass runs on fewer threads when they
- * do not all fit: a pass planned under the layer's limits never fails for want of room), and
+ * do not all fit: a pass planned under the layer's limits never fails for want of room, except
+ * that a trace's ATTN_WEIGHTS stage without in->need_weights adds one thread's slab [64, S] that
+ * the plan did not count: MHA_ERR_LIMIT when that is over the limit; plan with need_weights
+ * to have it counted, as the daemon does), and
  * frees it before returning (a pool may keep it for the next pass). MHA_ERR_NOMEM when that
  * fails; nothing is written to the outputs' contents in that case that the caller may rely on.
  * MHA_ERR_CANCELLED when in->cancel was set during the pass: it stops within a block of work, the
