@@ -42,9 +42,10 @@
  *
  * The attention core's own time (--serve) is taken without a hook in lib/: this program is linked
  * with -Wl,--wrap=mha_pool_run,--wrap=mha_pool_run_limit (Makefile), so each parallel phase
- * mha_forward starts passes through the wrappers below, which time it. A pass runs the
- * in-projection first and the out-projection last; every phase between them (key packing, RoPE,
- * the attention) is the core.
+ * mha_forward starts passes through the wrappers below, which time it. Every phase that is not a
+ * projection (its tasks are mha_proj_task) is the core: RoPE's tables and rotation, key packing,
+ * the attention. (By position, first and last, a RoPE pass's table phase came before its
+ * in-projection, which was then counted as core.)
  */
 #include "mha.h"
 
@@ -302,44 +303,49 @@ void __real_mha_pool_run_limit(mha_pool *pool, int64_t ntasks, task_fn fn, void 
 void __wrap_mha_pool_run(mha_pool *pool, int64_t ntasks, task_fn fn, void *arg);
 void __wrap_mha_pool_run_limit(mha_pool *pool, int64_t ntasks, task_fn fn, void *arg, int max);
 
-enum { max_phases = 16 };
+void mha_proj_task(void *arg, int64_t task, int slot); /* lib/mha_core.h: a projection's tasks */
+
 typedef struct phase_log {
-    int n;
-    double seconds[max_phases]; /* each phase of the passes since phase_log_reset, in order */
+    int n, nproj; /* phases, and projection phases among them, since phase_log_reset */
+    double core;  /* seconds of the phases that are not projections */
 } phase_log;
 static _Thread_local phase_log phases; /* the thread that calls mha_forward writes it */
 
-static void phase_done(double t0)
+static void phase_done(double t0, task_fn fn)
 {
-    if (phases.n < max_phases)
-        phases.seconds[phases.n] = now() - t0;
+    const double dt = now() - t0;
     phases.n++;
+    if (fn == mha_proj_task)
+        phases.nproj++;
+    else
+        phases.core += dt;
 }
 
 void __wrap_mha_pool_run(mha_pool *pool, int64_t ntasks, task_fn fn, void *arg)
 {
     double t0 = now();
     __real_mha_pool_run(pool, ntasks, fn, arg);
-    phase_done(t0);
+    phase_done(t0, fn);
 }
 
 void __wrap_mha_pool_run_limit(mha_pool *pool, int64_t ntasks, task_fn fn, void *arg, int max)
 {
     double t0 = now();
     __real_mha_pool_run_limit(pool, ntasks, fn, arg, max);
-    phase_done(t0);
+    phase_done(t0, fn);
 }
 
-/* Seconds of the core in the one pass logged since phases.n = 0: every phase but the first and
- * the last; NAN when the pass did not log at least three. */
+static void phase_log_reset(void)
+{
+    phases = (phase_log){0};
+}
+
+/* Seconds of the core in the one pass logged since phase_log_reset: every phase that is not a
+ * projection (RoPE's tables and rotation, packing, attention); NAN when the pass did not log an
+ * in- and an out-projection and something between. */
 static double core_seconds(void)
 {
-    if (phases.n < 3 || phases.n > max_phases)
-        return NAN;
-    double s = 0;
-    for (int i = 1; i < phases.n - 1; i++)
-        s += phases.seconds[i];
-    return s;
+    return phases.n >= 3 && phases.nproj >= 2 ? phases.core : NAN;
 }
 typedef struct sgemm_ctx {
     int n, threads;
@@ -673,7 +679,7 @@ static void serve_time(served *sv, const char *what, int t, int samples, mha_poo
     for (int i = 0; i < samples; i++) {
         double c = 0, t0 = now();
         for (int j = 0; j < k; j++) {
-            phases.n = 0;
+            phase_log_reset();
             forward_once(f);
             c += core_seconds();
         }
