@@ -1,7 +1,8 @@
 /*
- * datadir_internal.h - what the data dir's two files share: datadir.c (layers: read, write,
- * remove, list) and dd_versions.c (what replicas agree on: the lock and the versions). Not for
- * any other file; every path is relative to a directory descriptor and never follows a link.
+ * datadir_internal.h - what the data dir's files share: datadir.c (a layer: read, write,
+ * remove), dd_scan.c (layers/ as a whole: list, strays, clean-up) and dd_versions.c (what replicas
+ * agree on: the lock and the versions). Not for any other file; every path is relative to a
+ * directory descriptor and never follows a link.
  */
 #ifndef ATTND_DATADIR_INTERNAL_H
 #define ATTND_DATADIR_INTERNAL_H
@@ -15,7 +16,7 @@
 
 #include "base/error.h"
 
-/* datadir.h's types (not included: it includes nothing of this file's, and the two files that
+/* datadir.h's types (not included: it includes nothing of this file's, and the files that
  * include this one include it first) */
 typedef struct srv_datadir srv_datadir;
 typedef struct srv_dd_stamp srv_dd_stamp;
@@ -24,6 +25,7 @@ typedef struct srv_dd_stamp srv_dd_stamp;
 #define CONFIG_FILE "config.json"
 #define TEMP_MARK ".tmp-"
 #define TEMP_NAME_MAX 128 /* ".weights.safetensors.tmp-<pid>-<n>", ".deleted-<name>-<pid>-<n>" */
+#define DELETED_PREFIX ".deleted-" /* a removed layer's directory, renamed before it is emptied */
 
 /* Makes temp and deleted names unique within the process (with the pid: across processes). */
 extern atomic_uint srv_ddi_temp_counter;
@@ -54,6 +56,10 @@ int srv_ddi_open_layer_dir(const srv_datadir *dd, const char *name);
 
 /* A readdir stream over dirfd (which stays the caller's), or NULL. */
 DIR *srv_ddi_open_dir_stream(int dirfd);
+
+/* Unlinks everything in the directory dirfd (subdirectories too, to depth levels; links are
+ * unlinked, never followed); errors ignored. */
+void srv_ddi_empty_dir(int dirfd, int depth);
 
 /* Reads the whole regular file `file` of directory dirfd, of at most cap bytes, never following a
  * link and never blocking on a FIFO or a device (checked before it is opened, and again after).
