@@ -48,6 +48,7 @@
  * in-projection, which was then counted as core.)
  */
 #include "mha.h"
+#include "mha_core.h" /* mha_proj_task: the phases that are projections */
 
 #include <cblas.h>
 #include <math.h>
@@ -302,8 +303,6 @@ void __real_mha_pool_run(mha_pool *pool, int64_t ntasks, task_fn fn, void *arg);
 void __real_mha_pool_run_limit(mha_pool *pool, int64_t ntasks, task_fn fn, void *arg, int max);
 void __wrap_mha_pool_run(mha_pool *pool, int64_t ntasks, task_fn fn, void *arg);
 void __wrap_mha_pool_run_limit(mha_pool *pool, int64_t ntasks, task_fn fn, void *arg, int max);
-
-void mha_proj_task(void *arg, int64_t task, int slot); /* lib/mha_core.h: a projection's tasks */
 
 typedef struct phase_log {
     int n, nproj; /* phases, and projection phases among them, since phase_log_reset */
