@@ -2,7 +2,8 @@
  * test_readme.c - the README and docs/ stay true: their curl examples run, the flags table is --help's,
  * and every link between them lands.
  *
- * Examples: every ```sh block of the sections RUN_SECTIONS (the README's walk-through, and the sections of
+ * Examples: every ```sh block of the sections RUN_SECTIONS (the README's first requests, the walk-through
+ * in docs/tour.md, and the sections of
  * docs/ whose commands need no daemon flags) is run in order, as written, by bash in a temporary directory
  * against one in-process daemon started as `make run` starts one (--demo), with localhost:8080 rewritten
  * to the daemon's port. curl is wrapped (-sS, a time limit, the status printed after the body); every curl
@@ -40,6 +41,7 @@ typedef struct doc_section {
 
 static const doc_section RUN_SECTIONS[] = {
     {"README.md", "## A walk through the API with curl"},
+    {"docs/tour.md", "## A walk through the API with curl"},
     {"docs/api.md", "## Open Inference Protocol (`/v2`, KServe v2 / Triton)"},
     {"docs/api.md", "## Weights as safetensors"},
 };
