@@ -45,9 +45,11 @@
  * softmax's maxima and its exps; a pool its exps), with each block's factor at the end
  * (mha_sink_stream_*, mha_select.h): no slab is written or read for it.
  *
- * Keys and values are packed first, per (batch, kv head, key block) (mha_attn_pack_task): Kᵀ
- * [hd][BN] for the scores and V [BN][hd] rows, contiguous; a last, shorter block is left unwritten
- * past its keys (only full blocks run the fixed-size kernels). The keys
+ * Keys and values are packed first, per (batch, kv head, key block): Kᵀ [hd][BN] for the scores
+ * and V [BN][hd] rows, contiguous; a last, shorter block is left unwritten past its keys (only
+ * full blocks run the fixed-size kernels). The in-projection packs them as it makes them
+ * (mha_attn_pack_keys_from) unless RoPE or appended keys come between; then a phase of its own
+ * does (mha_attn_pack_task). The keys
  * add_bias_kv and add_zero_attn append are packed after the given ones (keys S0, S0+1), so they are
  * part of the last blocks, where masks and rules leave them alone. Query heads of one kv head
  * (GQA) read the same packed keys: nothing is copied per query head.
@@ -140,6 +142,53 @@ void mha_attn_pack_task(void *arg, int64_t task, int slot)
             kt[d * BN + c] = layer->bias_k[g * hd + d];
         memcpy(vb + c * hd, layer->bias_v + g * hd, (size_t)hd * sizeof(float));
     }
+}
+
+/* Rows [r0, r0+rows) of the k (keys) or v job, its columns [c0, c0+cols), at c (row stride ldc),
+ * to their places in the packed keys or values, cut where a key block or a head ends. The job's
+ * rows are a batch's keys in order (batch first, or N = 1), or key by key with the batches
+ * interleaved (sequence first: a batch's next key N rows on). */
+static void pack_from(const mha_attn *a, bool keys, int64_t r0, int64_t rows, int64_t c0,
+                      int64_t cols, const float *c, int64_t ldc)
+{
+    const int64_t hd = a->hd, BN = a->BN, S0 = a->S0;
+    const bool seq_first = a->k_bs < a->k_rs;
+    const int64_t step = seq_first ? a->N : 1; /* rows from a key to the batch's next */
+    for (int64_t first = 0; first < step; first++) {
+        for (int64_t r = r0 + ((first - r0 % step) % step + step) % step; r < r0 + rows;) {
+            const int64_t b = seq_first ? r % step : r / S0, j = seq_first ? r / step : r % S0;
+            const int64_t blk = j / BN, j0 = blk * BN;
+            int64_t n = (r0 + rows - r + step - 1) / step;
+            n = S0 - j < n ? S0 - j : n;
+            n = j0 + BN - j < n ? j0 + BN - j : n; /* keys [j, j+n) of batch b, in block blk */
+            for (int64_t col = c0; col < c0 + cols;) {
+                const int64_t g = col / hd, d = col % hd;
+                const int64_t w = c0 + cols - col < hd - d ? c0 + cols - col : hd - d;
+                float *base = a->kv + (b * a->Hkv + g) * a->kv_floats;
+                const float *src = c + (r - r0) * ldc + (col - c0);
+                if (keys) /* Kᵀ block [hd][BN]: rows d.., columns j - j0.. */
+                    mha_pack_transposed(a->isa, base + blk * hd * BN + d * BN + (j - j0), BN, src,
+                                        step * ldc, n, w, n);
+                else /* V rows [S][hd] after the nblk Kᵀ blocks */
+                    mha_pack_rows(base + a->nblk * hd * BN + j * hd + d, hd, src, step * ldc, n, w,
+                                  n, w);
+                col += w;
+            }
+            r += n * step;
+        }
+    }
+}
+
+void mha_attn_pack_keys_from(void *arg, int64_t r0, int64_t rows, int64_t c0, int64_t cols,
+                             const float *c, int64_t ldc)
+{
+    pack_from(arg, true, r0, rows, c0, cols, c, ldc);
+}
+
+void mha_attn_pack_values_from(void *arg, int64_t r0, int64_t rows, int64_t c0, int64_t cols,
+                               const float *c, int64_t ldc)
+{
+    pack_from(arg, false, r0, rows, c0, cols, c, ldc);
 }
 
 /* ---------------------------------------------------------------------------------------------- */

@@ -115,6 +115,12 @@ const mha_packed_w *mha_layer_packed(const mha_layer *layer, char which);
 /* ---------------------------------------------------------------------------------------------- */
 /* Projections (mha_proj.c)                                                                       */
 
+/* A finished block of a job's C, rows [r0, r0+rows) and columns [c0, c0+cols) of the job, at c
+ * (row stride ldc; c[0] is C[r0][c0] or the task's own copy of it): handed over by the task that
+ * made it while it is still in the thread's cache (mha_proj_then). */
+typedef void (*mha_proj_epilogue)(void *arg, int64_t r0, int64_t rows, int64_t c0, int64_t cols,
+                                  const float *c, int64_t ldc);
+
 typedef struct mha_proj_job {
     const float *X;         /* [M][K] at row stride ldx                              */
     const float *W;         /* [Nc][K] as given (the generic path's cblas reads it) */
@@ -123,6 +129,9 @@ typedef struct mha_proj_job {
     float *C;               /* [M][Nc] at row stride ldc                            */
     int64_t M, ldx, ldc;
     int64_t first_task;     /* tasks before this job's in its set                   */
+    mha_proj_epilogue then; /* or NULL                                               */
+    void *then_arg;         /* its first argument                                   */
+    bool no_c;              /* with then: no C; blocks made in the task's own tile  */
 } mha_proj_job;
 
 /* The rows a slot's copy holds (mha_proj_packs): a job's rows from x; job NULL: none. */
@@ -149,6 +158,12 @@ void mha_proj_set_held(mha_proj_set *set, mha_proj_held *held, int threads);
 /* Adds C = bias + X·Wᵀ to the set (its tasks after the ones already there). */
 void mha_proj_add(mha_proj_set *set, const float *X, int64_t M, int64_t ldx, const float *W,
                   const mha_packed_w *w, const float *bias, float *C, int64_t ldc);
+
+/* The last job added to the set hands each block of C it finishes to fn(arg, ...) (an epilogue:
+ * it runs on the task's thread, once per block, every block of the job once). keep_c false: the
+ * job's C is never written (nothing but the epilogue wants it), its blocks are made in the
+ * thread's slot (set->scratch, at least mha_proj_slot_floats). */
+void mha_proj_then(mha_proj_set *set, mha_proj_epilogue fn, void *arg, bool keep_c);
 
 /* One task of a set (mha_task_fn): 64 rows x 256 columns of one job. torch's addmm order: each
  * row starts as the bias, then += X·Wᵀ in depth chunks (mha_proj_depth) in order (generic: one
@@ -237,6 +252,17 @@ int64_t mha_attn_kv_floats(const mha_plan *plan);
 
 /* Packs one (batch, kv head, key block) (mha_task_fn; task = (b·Hkv + g)·nblk + blk). */
 void mha_attn_pack_task(void *arg, int64_t task, int slot);
+
+/* The same packing done by the in-projection as it makes the keys and the values (epilogues of
+ * the k and v jobs, arg the mha_attn; mha_proj_then): each finished block of k or v rows goes to
+ * its place in the packed keys or values while it is in cache, where the packing phase read them
+ * back from L3 or memory (4 ms of L's 244 on one thread, Zen 4). For passes whose keys are the
+ * projection's rows as they come: no RoPE, no add_bias_kv, no add_zero_attn (the packing phase
+ * handles those). */
+void mha_attn_pack_keys_from(void *arg, int64_t r0, int64_t rows, int64_t c0, int64_t cols,
+                             const float *c, int64_t ldc);
+void mha_attn_pack_values_from(void *arg, int64_t r0, int64_t rows, int64_t c0, int64_t cols,
+                               const float *c, int64_t ldc);
 
 /* Tasks of the attention: (batch, head, group of row blocks), or (batch, row block) with every
  * head in order (all_heads: averaged weights, summed over heads in torch's order, by the pass or

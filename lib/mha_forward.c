@@ -1,6 +1,10 @@
 /*
  * mha_forward.c - the forward pass: in-projection, RoPE, keys and values packed, the attention
  * core, out-projection; each phase a parallel-for over the pool (mha_core.h says how each is cut).
+ * Without RoPE or appended keys the in-projection packs the keys and values itself, from each
+ * block it makes while the block is in cache, and writes no k or v rows (unless a trace wants
+ * them): on L (N = 8, Zen 4) the packing phase read 25 MB back from L3 and memory, 4 ms of the
+ * pass's 244 on one thread; the pass takes 1.5-2.2% less time (L, one and two threads), XL 0.8%.
  *
  * Layout: projected q/k/v and the concatenated head outputs keep the row order of the input
  * ([N,L,·] or [L,N,·]); a batch's rows are then reached through a batch stride and a row stride,
@@ -166,6 +170,14 @@ static void strides(const fwd *f, int64_t len, int64_t w, int64_t *bs, int64_t *
         *bs = w;
         *rs = f->N * w;
     }
+}
+
+/* The last job of proj packs what it makes by fn (mha_attn_pack_keys_from or _values_from) when
+ * on; its rows are written out too when keep_c (a trace reads them). */
+static void pack_then(mha_proj_set *proj, bool on, mha_proj_epilogue fn, mha_attn *a, bool keep_c)
+{
+    if (on)
+        mha_proj_then(proj, fn, a, keep_c);
 }
 
 /* 1/x when x is a power of two (then x·(1/x) and every y/x are exact as y·(1/x)), else 0. */
@@ -339,6 +351,9 @@ mha_status mha_forward_select(const mha_layer *layer, const mha_inputs *in, cons
     const mha_packed_w *pq = mha_layer_packed(layer, 'q'), *pk = mha_layer_packed(layer, 'k');
     const mha_packed_w *pv = mha_layer_packed(layer, 'v'), *po = mha_layer_packed(layer, 'o');
     mha_proj_set proj = {.ks = ks, .cancel = in->cancel};
+    /* the in-projection packs the keys and values as it makes them where they are its rows as they
+     * come (mha_attn_pack_keys_from); RoPE and appended keys take the packing phase */
+    const bool pack_in_proj = !cfg->rope && !cfg->add_bias_kv && !cfg->add_zero_attn;
     if (self) { /* q | k | v side by side, rows of Dq+2Dkv */
         const int64_t W = Dq + 2 * Dkv;
         float *qkv = carve(&cursor, N * L * W);
@@ -350,7 +365,9 @@ mha_status mha_forward_select(const mha_layer *layer, const mha_inputs *in, cons
         f.k_rs = f.v_rs = f.q_rs;
         mha_proj_add(&proj, qt->data, N * L, E, layer->w_q, pq, b_in, f.q, W);
         mha_proj_add(&proj, qt->data, N * L, E, layer->w_k, pk, b_k, f.k, W);
+        pack_then(&proj, pack_in_proj, mha_attn_pack_keys_from, &a, trace != NULL);
         mha_proj_add(&proj, qt->data, N * L, E, layer->w_v, pv, b_v, f.v, W);
+        pack_then(&proj, pack_in_proj, mha_attn_pack_values_from, &a, trace != NULL);
     } else {
         f.q = carve(&cursor, N * L * Dq);
         strides(&f, L, Dq, &f.q_bs, &f.q_rs);
@@ -363,14 +380,18 @@ mha_status mha_forward_select(const mha_layer *layer, const mha_inputs *in, cons
             f.v_bs = f.k_bs;
             f.v_rs = f.k_rs;
             mha_proj_add(&proj, kt->data, N * S0, E, layer->w_k, pk, b_k, f.k, 2 * Dkv);
+            pack_then(&proj, pack_in_proj, mha_attn_pack_keys_from, &a, trace != NULL);
             mha_proj_add(&proj, kt->data, N * S0, E, layer->w_v, pv, b_v, f.v, 2 * Dkv);
+            pack_then(&proj, pack_in_proj, mha_attn_pack_values_from, &a, trace != NULL);
         } else {
             f.k = carve(&cursor, N * S0 * Dkv);
             f.v = carve(&cursor, N * S0 * Dkv);
             strides(&f, S0, Dkv, &f.k_bs, &f.k_rs);
             strides(&f, S0, Dkv, &f.v_bs, &f.v_rs);
             mha_proj_add(&proj, kt->data, N * S0, cfg->kdim, layer->w_k, pk, b_k, f.k, Dkv);
+            pack_then(&proj, pack_in_proj, mha_attn_pack_keys_from, &a, trace != NULL);
             mha_proj_add(&proj, vt->data, N * S0, cfg->vdim, layer->w_v, pv, b_v, f.v, Dkv);
+            pack_then(&proj, pack_in_proj, mha_attn_pack_values_from, &a, trace != NULL);
         }
     }
     /* the head outputs go over q's columns (mha_attention.c): the concat has q's strides */
@@ -433,7 +454,8 @@ mha_status mha_forward_select(const mha_layer *layer, const mha_inputs *in, cons
                            work_threads);
     if (trace)
         trace_heads(&f);
-    mha_pool_run_limit(pool, N * f.Hkv * a.nblk, mha_attn_pack_task, &a, work_threads);
+    if (!pack_in_proj)
+        mha_pool_run_limit(pool, N * f.Hkv * a.nblk, mha_attn_pack_task, &a, work_threads);
     mha_pool_run_limit(pool, mha_attn_ntasks(&a), mha_attn_task, &a, work_threads);
     for (int k = 0; k < 3; k++)
         mha_sink_free(&sinks[k]);

@@ -27,10 +27,18 @@ void mha_proj_add(mha_proj_set *set, const float *X, int64_t M, int64_t ldx, con
                   const mha_packed_w *w, const float *bias, float *C, int64_t ldc)
 {
     mha_proj_job *j = &set->job[set->n++];
-    *j = (mha_proj_job){X, W, w, bias, C, M, ldx, ldc, set->ntasks};
+    *j = (mha_proj_job){X, W, w, bias, C, M, ldx, ldc, set->ntasks, NULL, NULL, false};
     const int64_t rows = (M + MHA_PROJ_ROWS - 1) / MHA_PROJ_ROWS;
     const int64_t cols = (w->Nc + MHA_PROJ_COLS - 1) / MHA_PROJ_COLS;
     set->ntasks += rows * cols;
+}
+
+void mha_proj_then(mha_proj_set *set, mha_proj_epilogue fn, void *arg, bool keep_c)
+{
+    mha_proj_job *j = &set->job[set->n - 1];
+    j->then = fn;
+    j->then_arg = arg;
+    j->no_c = !keep_c;
 }
 
 void mha_proj_set_held(mha_proj_set *set, mha_proj_held *held, int threads)
@@ -94,7 +102,7 @@ static void panel_sum(const mha_kernel_set *ks, float *c, int64_t ldc, const flo
  * (a row block's column groups are consecutive tasks), so a slot whose copy already holds these
  * rows (set->held) uses it again: XL's in-projection copied each row block 12 times. */
 static void packed_task(const mha_proj_set *set, const mha_proj_job *j, int slot, const float *X,
-                        float *C, int64_t g0, int64_t g1)
+                        float *C, int64_t r0, int64_t g0, int64_t g1)
 {
     const int64_t K = j->w->K, R = MHA_PROJ_ROWS;
     float *xs = set->scratch + slot * set->slot_floats; /* [64][K]  */
@@ -108,7 +116,8 @@ static void packed_task(const mha_proj_set *set, const mha_proj_job *j, int slot
     for (int64_t r = 0; r < R; r++) {
         if (copy)
             memcpy(xs + r * K, X + r * j->ldx, (size_t)K * sizeof(float));
-        prefetch_row(C + r * j->ldc + g0, g1 - g0 < MHA_PANEL ? g1 - g0 : MHA_PANEL);
+        if (!j->no_c)
+            prefetch_row(C + r * j->ldc + g0, g1 - g0 < MHA_PANEL ? g1 - g0 : MHA_PANEL);
     }
     if (held)
         *held = (mha_proj_held){j, X};
@@ -117,10 +126,32 @@ static void packed_task(const mha_proj_set *set, const mha_proj_job *j, int slot
         const int64_t n0 = c0 + MHA_PANEL, ncols = g1 - n0 < MHA_PANEL ? g1 - n0 : MHA_PANEL;
         bias_rows(ct, MHA_PANEL, j->bias ? j->bias + c0 : NULL, R, cols);
         panel_sum(set->ks, ct, MHA_PANEL, xs, K, j->w->p + c0 * K, R, cols, K);
-        for (int64_t r = 0; r < R; r++) {
+        for (int64_t r = 0; r < R && !j->no_c; r++) {
             copy_floats(C + r * j->ldc + c0, ct + r * MHA_PANEL, cols);
             prefetch_row(C + r * j->ldc + n0, ncols);
         }
+        if (j->then)
+            j->then(j->then_arg, r0, R, c0, cols, ct, MHA_PANEL);
+    }
+}
+
+/* A task whose job writes no C (mha_proj_job.no_c): each panel's block made in the slot's tile
+ * ct [64][64] from the bias, as in place, and handed to the job's epilogue from there. */
+static void tile_task(const mha_proj_set *set, const mha_proj_job *j, int slot, const float *X,
+                      int64_t r0, int64_t rows, int64_t g0, int64_t g1)
+{
+    const mha_kernel_set *ks = set->ks;
+    const int64_t K = j->w->K;
+    float *ct = set->scratch + slot * set->slot_floats; /* [64][64] */
+    for (int64_t c0 = g0; c0 < g1; c0 += MHA_PANEL) {
+        const int64_t cols = g1 - c0 < MHA_PANEL ? g1 - c0 : MHA_PANEL;
+        bias_rows(ct, MHA_PANEL, j->bias ? j->bias + c0 : NULL, rows, cols);
+        if (ks->isa == MHA_ISA_PORTABLE)
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, (int)cols, (int)K, 1.0f,
+                        X, (int)j->ldx, j->W + c0 * K, (int)K, 1.0f, ct, MHA_PANEL);
+        else
+            panel_sum(ks, ct, MHA_PANEL, X, j->ldx, j->w->p + c0 * K, rows, cols, K);
+        j->then(j->then_arg, r0, rows, c0, cols, ct, MHA_PANEL);
     }
 }
 
@@ -141,16 +172,25 @@ void mha_proj_task(void *arg, int64_t task, int slot)
     const float *X = j->X + r0 * j->ldx;
     float *C = j->C + r0 * j->ldc;
     if (rows == MHA_PROJ_ROWS && mha_proj_packs(ks->isa, K)) {
-        packed_task(set, j, slot, X, C, g0, g1);
+        packed_task(set, j, slot, X, C, r0, g0, g1);
+        return;
+    }
+    if (j->no_c) {
+        tile_task(set, j, slot, X, r0, rows, g0, g1);
         return;
     }
     bias_rows(C + g0, j->ldc, j->bias ? j->bias + g0 : NULL, rows, g1 - g0);
     if (ks->isa == MHA_ISA_PORTABLE) { /* generic: one cblas call on the weights as given */
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, (int)(g1 - g0), (int)K,
                     1.0f, X, (int)j->ldx, j->W + g0 * K, (int)K, 1.0f, C + g0, (int)j->ldc);
+        if (j->then)
+            j->then(j->then_arg, r0, rows, g0, g1 - g0, C + g0, j->ldc);
         return;
     }
-    for (int64_t c0 = g0; c0 < g1; c0 += MHA_PANEL)
-        panel_sum(ks, C + c0, j->ldc, X, j->ldx, j->w->p + c0 * K, rows,
-                  g1 - c0 < MHA_PANEL ? g1 - c0 : MHA_PANEL, K);
+    for (int64_t c0 = g0; c0 < g1; c0 += MHA_PANEL) {
+        const int64_t cols = g1 - c0 < MHA_PANEL ? g1 - c0 : MHA_PANEL;
+        panel_sum(ks, C + c0, j->ldc, X, j->ldx, j->w->p + c0 * K, rows, cols, K);
+        if (j->then) /* the panel's block while it is in L1 */
+            j->then(j->then_arg, r0, rows, c0, cols, C + c0, j->ldc);
+    }
 }

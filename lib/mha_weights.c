@@ -42,7 +42,9 @@ int64_t mha_proj_slot_floats(const mha_config *cfg, mha_isa isa)
     K = cfg->kdim > K ? cfg->kdim : K;
     K = cfg->vdim > K ? cfg->vdim : K;
     K = Dq > K ? Dq : K;
-    return mha_proj_packs(isa, K) ? MHA_PROJ_ROWS * K + MHA_PROJ_ROWS * MHA_PANEL : 0;
+    /* the copies, or a tile of its own for a job that writes no C (mha_proj_then) */
+    return mha_proj_packs(isa, K) ? MHA_PROJ_ROWS * K + MHA_PROJ_ROWS * MHA_PANEL
+                                  : MHA_PROJ_ROWS * MHA_PANEL;
 }
 
 int64_t mha_packed_w_floats(int64_t Nc, int64_t K)
@@ -109,10 +111,13 @@ void mha_kernel_set_init(mha_kernel_set *ks, mha_isa isa, const mha_config *cfg,
         add_proj(ks, E, E, 2 * Dkv, jit); /* value = key: k | v */
         add_proj(ks, E, E, Dkv, jit);
         add_proj(ks, Dq, Dq + 2 * Dkv, E, jit); /* out, after self-attention */
+        add_proj(ks, E, E, MHA_PANEL, jit);     /* k and v into a tile of their own */
     } else {
         add_proj(ks, E, E, Dq, jit);
         add_proj(ks, cfg->kdim, cfg->kdim, Dkv, jit);
         add_proj(ks, cfg->vdim, cfg->vdim, Dkv, jit);
+        add_proj(ks, cfg->kdim, cfg->kdim, MHA_PANEL, jit);
+        add_proj(ks, cfg->vdim, cfg->vdim, MHA_PANEL, jit);
     }
     add_proj(ks, Dq, Dq, E, jit); /* out */
     if (ks->arena.code && !mha_jit_seal(&ks->arena)) { /* no executable memory: no JIT */
