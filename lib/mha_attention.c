@@ -48,8 +48,9 @@
  * Keys and values are packed first, per (batch, kv head, key block): Kᵀ [hd][BN] for the scores
  * and V [BN][hd] rows, contiguous; a last, shorter block is left unwritten past its keys (only
  * full blocks run the fixed-size kernels). The in-projection packs them as it makes them
- * (mha_attn_pack_keys_from) unless RoPE or appended keys come between; then a phase of its own
- * does (mha_attn_pack_task). The keys
+ * (mha_attn_pack_keys_from, after RoPE's rotation where a 64-column block holds whole heads)
+ * unless appended keys or a trace come between; then a phase of its own does
+ * (mha_attn_pack_task). The keys
  * add_bias_kv and add_zero_attn append are packed after the given ones (keys S0, S0+1), so they are
  * part of the last blocks, where masks and rules leave them alone. Query heads of one kv head
  * (GQA) read the same packed keys: nothing is copied per query head.
@@ -180,13 +181,13 @@ static void pack_from(const mha_attn *a, bool keys, int64_t r0, int64_t rows, in
 }
 
 void mha_attn_pack_keys_from(void *arg, int64_t r0, int64_t rows, int64_t c0, int64_t cols,
-                             const float *c, int64_t ldc)
+                             float *c, int64_t ldc)
 {
     pack_from(arg, true, r0, rows, c0, cols, c, ldc);
 }
 
 void mha_attn_pack_values_from(void *arg, int64_t r0, int64_t rows, int64_t c0, int64_t cols,
-                               const float *c, int64_t ldc)
+                               float *c, int64_t ldc)
 {
     pack_from(arg, false, r0, rows, c0, cols, c, ldc);
 }

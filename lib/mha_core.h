@@ -117,9 +117,10 @@ const mha_packed_w *mha_layer_packed(const mha_layer *layer, char which);
 
 /* A finished block of a job's C, rows [r0, r0+rows) and columns [c0, c0+cols) of the job, at c
  * (row stride ldc; c[0] is C[r0][c0] or the task's own copy of it): handed over by the task that
- * made it while it is still in the thread's cache (mha_proj_then). */
+ * made it while it is still in the thread's cache (mha_proj_then). c0 is a multiple of 64 and the
+ * block at most 64 columns wide; the epilogue may change it in place. */
 typedef void (*mha_proj_epilogue)(void *arg, int64_t r0, int64_t rows, int64_t c0, int64_t cols,
-                                  const float *c, int64_t ldc);
+                                  float *c, int64_t ldc);
 
 typedef struct mha_proj_job {
     const float *X;         /* [M][K] at row stride ldx                              */
@@ -257,12 +258,12 @@ void mha_attn_pack_task(void *arg, int64_t task, int slot);
  * the k and v jobs, arg the mha_attn; mha_proj_then): each finished block of k or v rows goes to
  * its place in the packed keys or values while it is in cache, where the packing phase read them
  * back from L3 or memory (4 ms of L's 244 on one thread, Zen 4). For passes whose keys are the
- * projection's rows as they come: no RoPE, no add_bias_kv, no add_zero_attn (the packing phase
- * handles those). */
+ * projection's rows (rotated by RoPE first, in the same epilogue, where a block holds whole heads):
+ * no add_bias_kv, no add_zero_attn (the packing phase handles those). */
 void mha_attn_pack_keys_from(void *arg, int64_t r0, int64_t rows, int64_t c0, int64_t cols,
-                             const float *c, int64_t ldc);
+                             float *c, int64_t ldc);
 void mha_attn_pack_values_from(void *arg, int64_t r0, int64_t rows, int64_t c0, int64_t cols,
-                               const float *c, int64_t ldc);
+                               float *c, int64_t ldc);
 
 /* Tasks of the attention: (batch, head, group of row blocks), or (batch, row block) with every
  * head in order (all_heads: averaged weights, summed over heads in torch's order, by the pass or

@@ -1,10 +1,12 @@
 /*
  * mha_forward.c - the forward pass: in-projection, RoPE, keys and values packed, the attention
  * core, out-projection; each phase a parallel-for over the pool (mha_core.h says how each is cut).
- * Without RoPE or appended keys the in-projection packs the keys and values itself, from each
- * block it makes while the block is in cache, and writes no k or v rows (unless a trace wants
- * them): on L (N = 8, Zen 4) the packing phase read 25 MB back from L3 and memory, 4 ms of the
- * pass's 244 on one thread; the pass takes 1.5-2.2% less time (L, one and two threads), XL 0.8%.
+ * Without appended keys the in-projection packs the keys and values itself, from each block it
+ * makes while the block is in cache, and writes no k or v rows (unless a trace wants them): on L
+ * (N = 8, Zen 4) the packing phase read 25 MB back from L3 and memory, 4 ms of the pass's 244 on
+ * one thread; the pass takes 1.5-2.2% less time (L, one and two threads), XL 0.8%. RoPE's rotation
+ * of q and k is done there too, before the packing, where a 64-column block holds whole heads
+ * (head_dim 8..64) and no trace shows q and k before it: L-rope went from +3.3% over L to +0.4%.
  *
  * Layout: projected q/k/v and the concatenated head outputs keep the row order of the input
  * ([N,L,·] or [L,N,·]); a batch's rows are then reached through a batch stride and a row stride,
@@ -39,6 +41,8 @@ typedef struct fwd {
     float *rope_q, *rope_k; /* [q_rows][hd], [k_rows][hd]: cos | sin per row (rope_k may be
                              * rope_q: k_is_q)                                           */
     float *inv_freq;        /* [hd/2]                                                   */
+    mha_attn *a;            /* the pass's attention: where the keys and values are packed */
+    bool rope_in_proj;      /* RoPE rotates q and k in the in-projection's epilogues      */
 } fwd;
 
 /* ---------------------------------------------------------------------------------------------- */
@@ -60,6 +64,19 @@ static void rope_table_task(void *arg, int64_t task, int slot)
     }
 }
 
+/* The cos | sin row of query row i of batch b, and of key row j. */
+static const float *rope_q_row(const fwd *f, int64_t b, int64_t i)
+{
+    return f->rope_q + (f->pl.q_rows == f->N * f->L ? b * f->L + i : i) * f->hd;
+}
+
+static const float *rope_k_row(const fwd *f, int64_t b, int64_t j)
+{
+    if (f->pl.k_is_q)
+        return rope_q_row(f, b, j);
+    return f->rope_k + (f->pl.k_rows == f->N * f->S0 ? b * f->S0 + j : j) * f->hd;
+}
+
 static void rope_apply_task(void *arg, int64_t task, int slot)
 {
     (void)slot;
@@ -68,22 +85,60 @@ static void rope_apply_task(void *arg, int64_t task, int slot)
     for (int64_t t = task * ROPE_ROWS; t < (task + 1) * ROPE_ROWS && t < NL + NS; t++) {
         if (t < NL) { /* query row (b, i): every query head */
             const int64_t b = t / f->L, i = t % f->L;
-            const float *cs = f->rope_q + (f->pl.q_rows == NL ? t : i) * f->hd;
+            const float *cs = rope_q_row(f, b, i);
             float *x = f->q + b * f->q_bs + i * f->q_rs;
             for (int64_t h = 0; h < f->H; h++)
                 mha_rope_rotate(f->isa, x + h * f->hd, cs, half);
         } else { /* key row (b, j): every kv head */
             const int64_t b = (t - NL) / f->S0, j = (t - NL) % f->S0;
-            const float *cs;
-            if (f->pl.k_is_q)
-                cs = f->rope_q + (f->pl.q_rows == NL ? b * f->L + j : j) * f->hd;
-            else
-                cs = f->rope_k + (f->pl.k_rows == NS ? t - NL : j) * f->hd;
+            const float *cs = rope_k_row(f, b, j);
             float *x = f->k + b * f->k_bs + j * f->k_rs;
             for (int64_t g = 0; g < f->Hkv; g++)
                 mha_rope_rotate(f->isa, x + g * f->hd, cs, half);
         }
     }
+}
+
+/* RoPE in the in-projection (f->rope_in_proj: head_dim divides 64, so a block of the epilogue
+ * holds whole heads): the block's rows [r0, r0+rows) of the q job (keys: of the k job), columns
+ * [c0, c0+cols), rotated in place while the block is in cache, where the rotation phase read q and
+ * k back from L3 or memory. Rows in the input's order: batch first (or N = 1), or position first
+ * with the batches interleaved. The same rotation of the same numbers: the same bits. */
+static void rope_block(const fwd *f, bool keys, int64_t r0, int64_t rows, int64_t c0, int64_t cols,
+                       float *c, int64_t ldc)
+{
+    const int64_t len = keys ? f->S0 : f->L, half = f->hd / 2;
+    const bool seq_first = keys ? f->k_bs < f->k_rs : f->q_bs < f->q_rs;
+    for (int64_t r = r0; r < r0 + rows; r++) {
+        const int64_t b = seq_first ? r % f->N : r / len, i = seq_first ? r / f->N : r % len;
+        const float *cs = keys ? rope_k_row(f, b, i) : rope_q_row(f, b, i);
+        for (int64_t col = c0; col < c0 + cols; col += f->hd)
+            mha_rope_rotate(f->isa, c + (r - r0) * ldc + (col - c0), cs, half);
+    }
+}
+
+/* The in-projection's epilogues (mha_proj_epilogue, arg the fwd): q rotated; k rotated when RoPE
+ * is on, then packed; v packed. */
+static void q_then(void *arg, int64_t r0, int64_t rows, int64_t c0, int64_t cols, float *c,
+                   int64_t ldc)
+{
+    rope_block(arg, false, r0, rows, c0, cols, c, ldc);
+}
+
+static void k_then(void *arg, int64_t r0, int64_t rows, int64_t c0, int64_t cols, float *c,
+                   int64_t ldc)
+{
+    const fwd *f = arg;
+    if (f->rope_in_proj)
+        rope_block(f, true, r0, rows, c0, cols, c, ldc);
+    mha_attn_pack_keys_from(f->a, r0, rows, c0, cols, c, ldc);
+}
+
+static void v_then(void *arg, int64_t r0, int64_t rows, int64_t c0, int64_t cols, float *c,
+                   int64_t ldc)
+{
+    const fwd *f = arg;
+    mha_attn_pack_values_from(f->a, r0, rows, c0, cols, c, ldc);
 }
 
 /* ---------------------------------------------------------------------------------------------- */
@@ -172,12 +227,12 @@ static void strides(const fwd *f, int64_t len, int64_t w, int64_t *bs, int64_t *
     }
 }
 
-/* The last job of proj packs what it makes by fn (mha_attn_pack_keys_from or _values_from) when
- * on; its rows are written out too when keep_c (a trace reads them). */
-static void pack_then(mha_proj_set *proj, bool on, mha_proj_epilogue fn, mha_attn *a, bool keep_c)
+/* The last job of proj hands what it makes to fn (k_then or v_then, arg f) when on; its rows are
+ * written out too when keep_c (a trace reads them). */
+static void pack_then(mha_proj_set *proj, bool on, mha_proj_epilogue fn, fwd *f, bool keep_c)
 {
     if (on)
-        mha_proj_then(proj, fn, a, keep_c);
+        mha_proj_then(proj, fn, f, keep_c);
 }
 
 /* 1/x when x is a power of two (then x·(1/x) and every y/x are exact as y·(1/x)), else 0. */
@@ -351,9 +406,13 @@ mha_status mha_forward_select(const mha_layer *layer, const mha_inputs *in, cons
     const mha_packed_w *pq = mha_layer_packed(layer, 'q'), *pk = mha_layer_packed(layer, 'k');
     const mha_packed_w *pv = mha_layer_packed(layer, 'v'), *po = mha_layer_packed(layer, 'o');
     mha_proj_set proj = {.ks = ks, .cancel = in->cancel};
-    /* the in-projection packs the keys and values as it makes them where they are its rows as they
-     * come (mha_attn_pack_keys_from); RoPE and appended keys take the packing phase */
-    const bool pack_in_proj = !cfg->rope && !cfg->add_bias_kv && !cfg->add_zero_attn;
+    /* the in-projection rotates q and k (RoPE) and packs the keys and values as it makes them
+     * (q_then, k_then, v_then), unless appended keys, or RoPE with a trace (which shows q and k
+     * before the rotation) or with heads across its 64-column blocks, take the phases */
+    f.a = &a;
+    const bool appended = cfg->add_bias_kv || cfg->add_zero_attn;
+    f.rope_in_proj = cfg->rope && !trace && MHA_PANEL % f.hd == 0 && !appended;
+    const bool pack_in_proj = !appended && (!cfg->rope || f.rope_in_proj);
     if (self) { /* q | k | v side by side, rows of Dq+2Dkv */
         const int64_t W = Dq + 2 * Dkv;
         float *qkv = carve(&cursor, N * L * W);
@@ -364,14 +423,18 @@ mha_status mha_forward_select(const mha_layer *layer, const mha_inputs *in, cons
         f.k_bs = f.v_bs = f.q_bs;
         f.k_rs = f.v_rs = f.q_rs;
         mha_proj_add(&proj, qt->data, N * L, E, layer->w_q, pq, b_in, f.q, W);
+        if (f.rope_in_proj)
+            mha_proj_then(&proj, q_then, &f, true);
         mha_proj_add(&proj, qt->data, N * L, E, layer->w_k, pk, b_k, f.k, W);
-        pack_then(&proj, pack_in_proj, mha_attn_pack_keys_from, &a, trace != NULL);
+        pack_then(&proj, pack_in_proj, k_then, &f, trace != NULL);
         mha_proj_add(&proj, qt->data, N * L, E, layer->w_v, pv, b_v, f.v, W);
-        pack_then(&proj, pack_in_proj, mha_attn_pack_values_from, &a, trace != NULL);
+        pack_then(&proj, pack_in_proj, v_then, &f, trace != NULL);
     } else {
         f.q = carve(&cursor, N * L * Dq);
         strides(&f, L, Dq, &f.q_bs, &f.q_rs);
         mha_proj_add(&proj, qt->data, N * L, E, layer->w_q, pq, b_in, f.q, Dq);
+        if (f.rope_in_proj)
+            mha_proj_then(&proj, q_then, &f, true);
         if (kv_same) { /* value = key: k | v side by side */
             float *kv = carve(&cursor, N * S0 * 2 * Dkv);
             f.k = kv;
@@ -380,18 +443,18 @@ mha_status mha_forward_select(const mha_layer *layer, const mha_inputs *in, cons
             f.v_bs = f.k_bs;
             f.v_rs = f.k_rs;
             mha_proj_add(&proj, kt->data, N * S0, E, layer->w_k, pk, b_k, f.k, 2 * Dkv);
-            pack_then(&proj, pack_in_proj, mha_attn_pack_keys_from, &a, trace != NULL);
+            pack_then(&proj, pack_in_proj, k_then, &f, trace != NULL);
             mha_proj_add(&proj, kt->data, N * S0, E, layer->w_v, pv, b_v, f.v, 2 * Dkv);
-            pack_then(&proj, pack_in_proj, mha_attn_pack_values_from, &a, trace != NULL);
+            pack_then(&proj, pack_in_proj, v_then, &f, trace != NULL);
         } else {
             f.k = carve(&cursor, N * S0 * Dkv);
             f.v = carve(&cursor, N * S0 * Dkv);
             strides(&f, S0, Dkv, &f.k_bs, &f.k_rs);
             strides(&f, S0, Dkv, &f.v_bs, &f.v_rs);
             mha_proj_add(&proj, kt->data, N * S0, cfg->kdim, layer->w_k, pk, b_k, f.k, Dkv);
-            pack_then(&proj, pack_in_proj, mha_attn_pack_keys_from, &a, trace != NULL);
+            pack_then(&proj, pack_in_proj, k_then, &f, trace != NULL);
             mha_proj_add(&proj, vt->data, N * S0, cfg->vdim, layer->w_v, pv, b_v, f.v, Dkv);
-            pack_then(&proj, pack_in_proj, mha_attn_pack_values_from, &a, trace != NULL);
+            pack_then(&proj, pack_in_proj, v_then, &f, trace != NULL);
         }
     }
     /* the head outputs go over q's columns (mha_attention.c): the concat has q's strides */
@@ -449,7 +512,7 @@ mha_status mha_forward_select(const mha_layer *layer, const mha_inputs *in, cons
     mha_pool_run_limit(pool, proj.ntasks, mha_proj_task, &proj, work_threads);
     if (trace)
         trace_projections(&f);
-    if (cfg->rope)
+    if (cfg->rope && !f.rope_in_proj)
         mha_pool_run_limit(pool, (N * (L + S0) + ROPE_ROWS - 1) / ROPE_ROWS, rope_apply_task, &f,
                            work_threads);
     if (trace)

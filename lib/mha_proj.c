@@ -126,12 +126,12 @@ static void packed_task(const mha_proj_set *set, const mha_proj_job *j, int slot
         const int64_t n0 = c0 + MHA_PANEL, ncols = g1 - n0 < MHA_PANEL ? g1 - n0 : MHA_PANEL;
         bias_rows(ct, MHA_PANEL, j->bias ? j->bias + c0 : NULL, R, cols);
         panel_sum(set->ks, ct, MHA_PANEL, xs, K, j->w->p + c0 * K, R, cols, K);
+        if (j->then) /* before the copy: the epilogue may change the block */
+            j->then(j->then_arg, r0, R, c0, cols, ct, MHA_PANEL);
         for (int64_t r = 0; r < R && !j->no_c; r++) {
             copy_floats(C + r * j->ldc + c0, ct + r * MHA_PANEL, cols);
             prefetch_row(C + r * j->ldc + n0, ncols);
         }
-        if (j->then)
-            j->then(j->then_arg, r0, R, c0, cols, ct, MHA_PANEL);
     }
 }
 
@@ -183,8 +183,9 @@ void mha_proj_task(void *arg, int64_t task, int slot)
     if (ks->isa == MHA_ISA_PORTABLE) { /* generic: one cblas call on the weights as given */
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, (int)(g1 - g0), (int)K,
                     1.0f, X, (int)j->ldx, j->W + g0 * K, (int)K, 1.0f, C + g0, (int)j->ldc);
-        if (j->then)
-            j->then(j->then_arg, r0, rows, g0, g1 - g0, C + g0, j->ldc);
+        for (int64_t c0 = g0; c0 < g1 && j->then; c0 += MHA_PANEL)
+            j->then(j->then_arg, r0, rows, c0, g1 - c0 < MHA_PANEL ? g1 - c0 : MHA_PANEL, C + c0,
+                    j->ldc);
         return;
     }
     for (int64_t c0 = g0; c0 < g1; c0 += MHA_PANEL) {
