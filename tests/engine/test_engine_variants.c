@@ -4,7 +4,8 @@
  * crossing every option, on both attention paths (the AVX-512 kernels and cblas: ATTND_ISA=generic
  * forces the latter), plus properties that need no reference: a GQA layer equals the MHA layer with
  * its kv weights repeated, a window equals its mask written out, ALiBi equals its bias given as a
- * float mask, a decode step equals the last row of the full pass; config and input errors name
+ * float mask, a decode step equals the last row of the full pass, a traced pass gives the output
+ * of the untraced one bit for bit; config and input errors name
  * their field; parameter shapes, init, FLOPs and trace shapes follow the new sizes.
  */
 #include "check.h"
@@ -278,7 +279,7 @@ static bool run_case(const tcase *tc, mha_pool *pool, bool with_trace, const cha
     float *out = nan_array(plan.out_count), *ref_out = nan_array(plan.out_count);
     float *w = tc->in.need_weights ? nan_array(plan.weights_count) : NULL;
     float *ref_w = tc->in.need_weights ? nan_array(plan.weights_count) : NULL;
-    mha_trace tr = {{0}};
+    mha_trace tr = {{0}, {0}};
     float *ref_tr[MHA_TRACE_NSTAGES] = {0};
     int64_t counts[MHA_TRACE_NSTAGES];
     for (int s = 0; with_trace && s < MHA_TRACE_NSTAGES; s++) {
@@ -399,6 +400,68 @@ static float *forward_of(const mha_layer *layer, const mha_inputs *in, float **w
     CHECK(mha_forward(layer, in, plan, out, w ? *w : NULL, NULL, NULL, &err) == MHA_OK,
           "forward: %s", err.message);
     return out;
+}
+
+/* A traced pass gives the output of the same pass without a trace, bit for bit. Without a trace
+ * the in-projection rotates q and k (RoPE, head_dim up to 64) and packs the keys and values as it
+ * makes them, writing no k or v rows; with one it writes them, and RoPE's rotation runs as a phase
+ * of its own: the same operations on the same numbers. Shapes whose rows cross batches and key
+ * blocks within one 64-row task, both layouts, GQA, cross-attention, head_dim 128 (always the
+ * phase), on the pool and on the calling thread. */
+static void test_trace_keeps_output(mha_pool *pool2)
+{
+    const int shapes[][8] = {/* E, H, hd, Hkv, N, L, S0, rope */
+                             {128, 2, 64, 2, 2, 150, 150, 0}, {96, 4, 32, 2, 3, 70, 70, 1},
+                             {64, 4, 16, 4, 2, 45, 301, 1},   {128, 4, 64, 1, 1, 300, 300, 1},
+                             {256, 2, 128, 1, 2, 90, 90, 1},  {40, 4, 10, 2, 3, 33, 77, 1}};
+    for (int s = 0; s < 6; s++)
+        for (int bf = 0; bf < 2; bf++) {
+            mha_config cfg;
+            mha_config_init(&cfg, shapes[s][0], shapes[s][1]);
+            cfg.head_dim = shapes[s][2];
+            cfg.num_kv_heads = shapes[s][3];
+            cfg.batch_first = bf;
+            cfg.rope = shapes[s][7];
+            cfg.rope_theta = 10000.0;
+            mha_layer *layer = random_layer(&cfg);
+            const int64_t E = shapes[s][0], N = shapes[s][4], L = shapes[s][5], S0 = shapes[s][6];
+            float *q = rnd_array(N * L * E), *k = rnd_array(N * S0 * E);
+            mha_inputs in = {0};
+            set_tensor(&in.query, q, true, bf, N, L, E);
+            if (L != S0)
+                set_tensor(&in.key, k, true, bf, N, S0, E);
+            in.is_causal = L == S0;
+            mha_plan plan;
+            mha_error err = {0};
+            if (!CHECK(mha_plan_forward(layer, &in, NULL, &plan, &err) == MHA_OK, "plan: %s",
+                       err.message))
+                continue;
+            float *out[2] = {nan_array(plan.out_count), nan_array(plan.out_count)};
+            mha_trace tr = {{0}, {0}};
+            for (int t = 0; t < MHA_TRACE_NSTAGES; t++) {
+                int64_t shape[4], count;
+                mha_trace_stage_shape(&plan, (mha_trace_stage)t, shape, &count);
+                tr.stage[t] = nan_array(count);
+            }
+            for (int p = 0; p < 2; p++) {
+                mha_pool *pool = p ? pool2 : NULL;
+                bool ok = mha_forward(layer, &in, &plan, out[0], NULL, NULL, pool, &err) == MHA_OK;
+                ok = ok && mha_forward(layer, &in, &plan, out[1], NULL, &tr, pool, &err) == MHA_OK;
+                CHECK(ok && !memcmp(out[0], out[1], (size_t)plan.out_count * sizeof(float)),
+                      "a traced pass gives the same output bits as without a trace (E=%d H=%d "
+                      "hd=%d Hkv=%d N=%d L=%d S0=%d rope=%d bf=%d, %s): %s",
+                      shapes[s][0], shapes[s][1], shapes[s][2], shapes[s][3], shapes[s][4],
+                      shapes[s][5], shapes[s][6], shapes[s][7], bf, p ? "pool of 2" : "no pool",
+                      ok ? "differs" : err.message);
+            }
+            for (int t = 0; t < MHA_TRACE_NSTAGES; t++)
+                free(tr.stage[t]);
+            free(out[0]);
+            free(out[1]);
+            free(q);
+            free(k);
+            mha_layer_free(layer);
+        }
 }
 
 /* A GQA layer equals the MHA layer whose k/v weights hold each kv head once per query head. */
@@ -917,6 +980,7 @@ int main(void)
     test_gqa_equals_repeated_mha();
     test_window_and_alibi_as_masks();
     test_decode_step(pool2);
+    test_trace_keeps_output(pool2);
     mha_pool_free(pool2);
     return check_report();
 }
