@@ -74,36 +74,52 @@ void mha_scale_rows_stream_isa(mha_isa isa, float *dst, int64_t ld_dst, const fl
 }
 
 #ifdef MHA_HAVE_AVX2_KERNEL
-/* y[j] = x[j] / div or x[j] · mul (div 0) for j < n (y may be x): the same IEEE operation per
- * element as the scalar loop, 16 at a time. */
-__attribute__((target("avx512f"))) static void div_mul_row_avx512(float *y, const float *x,
-                                                                  int64_t n, float div, float mul)
+/* y[r][j] = x[r][j] / div, or x[r][j] · mul[r] (div 0; mul NULL: 1), for r < rows, j < n (y may
+ * be x): the same IEEE operation per element as the scalar loop, 16 at a time. The rows' loop is
+ * here, not around a call per row: a tile's short rows (head_dim 16) each paid a call and the
+ * ISA's dispatch (S's core: 5.7 -> 5.6 µs, Zen 4). */
+__attribute__((target("avx512f"))) static void div_mul_rows_avx512(float *y, int64_t ys,
+                                                                   const float *x, int64_t rs,
+                                                                   int64_t rows, int64_t n,
+                                                                   float div, const float *mul)
 {
-    const __m512 vd = _mm512_set1_ps(div), vm = _mm512_set1_ps(mul);
-    int64_t j = 0;
-    for (; j + 16 <= n; j += 16) {
-        const __m512 v = _mm512_loadu_ps(x + j);
-        _mm512_storeu_ps(y + j, div != 0.0f ? _mm512_div_ps(v, vd) : _mm512_mul_ps(v, vm));
-    }
-    if (j < n) {
-        const __mmask16 tail = (__mmask16)((1u << (n - j)) - 1);
-        const __m512 v = _mm512_maskz_loadu_ps(tail, x + j);
-        _mm512_mask_storeu_ps(y + j, tail,
-                              div != 0.0f ? _mm512_div_ps(v, vd) : _mm512_mul_ps(v, vm));
+    const __m512 vd = _mm512_set1_ps(div);
+    const int64_t body = n / 16 * 16;
+    const __mmask16 tail = (__mmask16)((1u << (n - body)) - 1);
+    for (int64_t r = 0; r < rows; r++) {
+        float *yr = y + r * ys;
+        const float *xr = x + r * rs;
+        const __m512 vm = _mm512_set1_ps(mul ? mul[r] : 1.0f);
+        for (int64_t j = 0; j < body; j += 16) {
+            const __m512 v = _mm512_loadu_ps(xr + j);
+            _mm512_storeu_ps(yr + j, div != 0.0f ? _mm512_div_ps(v, vd) : _mm512_mul_ps(v, vm));
+        }
+        if (tail) {
+            const __m512 v = _mm512_maskz_loadu_ps(tail, xr + body);
+            _mm512_mask_storeu_ps(yr + body, tail,
+                                  div != 0.0f ? _mm512_div_ps(v, vd) : _mm512_mul_ps(v, vm));
+        }
     }
 }
 
-__attribute__((target("avx2"))) static void div_mul_row_avx2(float *y, const float *x, int64_t n,
-                                                             float div, float mul)
+__attribute__((target("avx2"))) static void div_mul_rows_avx2(float *y, int64_t ys, const float *x,
+                                                              int64_t rs, int64_t rows, int64_t n,
+                                                              float div, const float *mul)
 {
-    const __m256 vd = _mm256_set1_ps(div), vm = _mm256_set1_ps(mul);
-    int64_t j = 0;
-    for (; j + 8 <= n; j += 8) {
-        const __m256 v = _mm256_loadu_ps(x + j);
-        _mm256_storeu_ps(y + j, div != 0.0f ? _mm256_div_ps(v, vd) : _mm256_mul_ps(v, vm));
+    const __m256 vd = _mm256_set1_ps(div);
+    for (int64_t r = 0; r < rows; r++) {
+        float *yr = y + r * ys;
+        const float *xr = x + r * rs;
+        const float m = mul ? mul[r] : 1.0f;
+        const __m256 vm = _mm256_set1_ps(m);
+        int64_t j = 0;
+        for (; j + 8 <= n; j += 8) {
+            const __m256 v = _mm256_loadu_ps(xr + j);
+            _mm256_storeu_ps(yr + j, div != 0.0f ? _mm256_div_ps(v, vd) : _mm256_mul_ps(v, vm));
+        }
+        for (; j < n; j++)
+            yr[j] = div != 0.0f ? xr[j] / div : xr[j] * m;
     }
-    for (; j < n; j++)
-        y[j] = div != 0.0f ? x[j] / div : x[j] * mul;
 }
 #endif
 
@@ -112,25 +128,25 @@ bool mha_div_mul_rows_to_isa(mha_isa isa, float *y, int64_t ys, const float *x, 
 {
     if (!mha_isa_usable(isa))
         return false;
-    for (int64_t r = 0; r < rows; r++) {
-        float *out = y + r * ys;
-        const float *row = x + r * rs;
-        const float m = mul ? mul[r] : 1.0f;
-        switch (isa) {
+    switch (isa) {
 #ifdef MHA_HAVE_AVX2_KERNEL
-        case MHA_ISA_AVX512:
-            div_mul_row_avx512(out, row, n, div, m);
-            break;
-        case MHA_ISA_AVX2:
-            div_mul_row_avx2(out, row, n, div, m);
-            break;
+    case MHA_ISA_AVX512:
+        div_mul_rows_avx512(y, ys, x, rs, rows, n, div, mul);
+        return true;
+    case MHA_ISA_AVX2:
+        div_mul_rows_avx2(y, ys, x, rs, rows, n, div, mul);
+        return true;
 #endif
-        default:
+    default:
+        for (int64_t r = 0; r < rows; r++) {
+            float *out = y + r * ys;
+            const float *row = x + r * rs;
+            const float m = mul ? mul[r] : 1.0f;
             for (int64_t j = 0; j < n; j++)
                 out[j] = div != 0.0f ? row[j] / div : row[j] * m;
         }
+        return true;
     }
-    return true;
 }
 
 bool mha_div_mul_rows_isa(mha_isa isa, float *x, int64_t rs, int64_t rows, int64_t n, float div,
