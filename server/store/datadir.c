@@ -1,26 +1,22 @@
 /*
- * datadir.c - layers on disk: atomic writes, checked reads, removal (see datadir.h); listing and
- * the clean-up of what a crash left are dd_scan.c's.
+ * datadir.c - layers on disk: opening the data dir, atomic writes, removal (see datadir.h), and
+ * the helpers the data dir's files share (datadir_internal.h); a layer's checked read is
+ * dd_read.c's, listing and the clean-up of what a crash left are dd_scan.c's.
  */
 #include "datadir.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <inttypes.h>
-#include <limits.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "datadir_internal.h"
 #include "fsio.h"
-
-#define READ_ATTEMPTS 5
 
 atomic_uint srv_ddi_temp_counter;
 
@@ -62,7 +58,7 @@ void srv_ddi_stamp_config(srv_dd_stamp *s, const struct stat *st)
     s->c_size = st ? (uint64_t)st->st_size : 0;
 }
 
-static bool same_file(const struct stat *a, const struct stat *b)
+bool srv_ddi_same_file(const struct stat *a, const struct stat *b)
 {
     return a->st_ino == b->st_ino && a->st_dev == b->st_dev && mtime_ns(a) == mtime_ns(b) &&
            a->st_size == b->st_size;
@@ -400,138 +396,7 @@ DIR *srv_ddi_open_dir_stream(int dirfd)
     return d;
 }
 
-void srv_dd_layer_free(srv_dd_layer *layer)
-{
-    if (!layer)
-        return;
-    json_decref(layer->config);
-    srv_st_free(&layer->weights);
-    memset(layer, 0, sizeof *layer);
-}
-
-/* What is wrong with JSON text that did not parse, in words that quote none of it. */
-static const char *json_problem(const json_error_t *jerr)
-{
-    switch (json_error_code(jerr)) {
-    case json_error_invalid_utf8:
-        return "invalid UTF-8";
-    case json_error_premature_end_of_input:
-        return "the text ends too early";
-    case json_error_end_of_input_expected:
-        return "text after the end of the value";
-    case json_error_duplicate_key:
-        return "a key given twice";
-    case json_error_null_character:
-    case json_error_null_byte_in_key:
-        return "a NUL character";
-    case json_error_numeric_overflow:
-        return "a number out of range";
-    case json_error_stack_overflow:
-        return "nested too deep";
-    case json_error_out_of_memory:
-        return "out of memory";
-    default:
-        return "invalid syntax";
-    }
-}
-
-json_t *srv_ddi_config_parse(const char *text, size_t len, const char *shown, srv_error *err,
-                            srv_error *log)
-{
-    json_error_t jerr;
-    json_t *c = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
-    if (!c) {
-        srv_error_set(log, SRV_E_BAD_REQUEST, "", "%s is not valid JSON: %s (line %d, column %d)",
-                      shown, jerr.text, jerr.line, jerr.column);
-        srv_error_set(err, SRV_E_BAD_REQUEST, "", "%s is not valid JSON: %s (line %d, column %d)",
-                      shown, json_problem(&jerr), jerr.line, jerr.column);
-        return NULL;
-    }
-    if (!json_is_object(c)) {
-        json_decref(c);
-        srv_error_set(err, SRV_E_BAD_REQUEST, "", "%s is not a JSON object", shown);
-        return NULL;
-    }
-    return c;
-}
-
-/* What is wrong with a safetensors file srv_st_parse refused (code: its error's), in words that
- * quote none of it: the parser's own message names tensors, dtypes and header bytes. */
-static int weights_problem(srv_error *err, srv_code code, const char *shown)
-{
-    switch (code) {
-    case SRV_E_BAD_VALUE:
-        return srv_error_set(err, code, "", "%s holds a NaN or infinite value (weights must be "
-                             "finite)", shown);
-    case SRV_E_TOO_LARGE:
-        return srv_error_set(err, code, "", "%s holds a tensor or a header over attnd's limits "
-                             "(--max-tensor-elements)", shown);
-    case SRV_E_NOMEM:
-        return srv_error_set(err, code, "", "out of memory reading %s", shown);
-    default:
-        return srv_error_set(err, code, "", "%s is not a valid safetensors file", shown);
-    }
-}
-
-bool srv_ddi_config_temp_matches(int dirfd, const json_t *want)
-{
-    DIR *d = srv_ddi_open_dir_stream(dirfd);
-    if (!d)
-        return false;
-    bool found = false;
-    struct dirent *de;
-    while (!found && (de = readdir(d)) != NULL) {
-        if (strncmp(de->d_name, "." CONFIG_FILE TEMP_MARK, strlen("." CONFIG_FILE TEMP_MARK)) != 0)
-            continue;
-        char *text;
-        size_t len;
-        struct stat st;
-        if (srv_ddi_read_file_at(dirfd, de->d_name, "a config temp file", SRV_DD_CONFIG_MAX, &text, &len,
-                         &st, NULL) != 0)
-            continue;
-        json_t *c = srv_ddi_config_parse(text, len, "a config temp file", NULL, NULL);
-        found = c && json_equal(c, want);
-        json_decref(c);
-        free(text);
-    }
-    closedir(d);
-    return found;
-}
-
-/* Writes config.json of the layer dir dirfd (shown: "layers/<name>") atomically: temp, fsync,
- * rename, fsync dir. */
-static int write_config(int dirfd, const char *shown, const json_t *config, srv_error *err)
-{
-    char *text = json_dumps(config, JSON_INDENT(2));
-    char tmp[TEMP_NAME_MAX];
-    if (!text)
-        return srv_error_set(err, SRV_E_NOMEM, "", "out of memory writing config.json");
-    size_t len = strlen(text);
-    int rc;
-    /* json_dumps leaves no final newline: write it with the text */
-    char *t2 = realloc(text, len + 2);
-    if (!t2) {
-        rc = srv_error_set(err, SRV_E_NOMEM, "", "out of memory writing config.json");
-    } else {
-        text = t2;
-        text[len] = '\n';
-        text[len + 1] = '\0';
-        rc = srv_ddi_write_temp(dirfd, shown, CONFIG_FILE, text, len + 1, tmp, err);
-    }
-    free(text);
-    if (rc != 0)
-        return -1;
-    if (srv_fs_renameat(dirfd, tmp, dirfd, CONFIG_FILE) != 0) {
-        int e = errno;
-        srv_fs_unlinkat(dirfd, tmp, 0);
-        return srv_error_set(err, srv_ddi_io_code(e), "", "cannot rename a temp file to %s/" CONFIG_FILE
-                             ": %s", shown, strerror(e));
-    }
-    return srv_ddi_fsync_dir(dirfd, shown, err);
-}
-
-/* Turns err's message into "<prefix>: <message>" (cut to fit). */
-static void prefix_message(srv_error *err, const char *prefix)
+void srv_ddi_prefix_message(srv_error *err, const char *prefix)
 {
     if (!err)
         return;
@@ -548,161 +413,6 @@ static void prefix_message(srv_error *err, const char *prefix)
     memcpy(err->message, m, sizeof m);
 }
 
-/* One attempt at reading a layer; *retry is set when a file changed under the reader. err gets
- * what may be shown to a client, log the full story when it says more (datadir.h). */
-static int read_once(srv_datadir *dd, const char *name, int64_t max_elements, srv_dd_layer *out,
-                     bool *retry, srv_error *err, srv_error *log)
-{
-    char dshown[80], wshown[128], cshown[128];
-    char *wbuf = NULL, *cbuf = NULL;
-    size_t wlen = 0, clen = 0;
-    struct stat ws, cs, again;
-    json_t *file_config = NULL, *meta_config = NULL;
-    *retry = false;
-    snprintf(dshown, sizeof dshown, "layers/%s", name);
-    snprintf(wshown, sizeof wshown, "layers/%s/" WEIGHTS_FILE, name);
-    snprintf(cshown, sizeof cshown, "layers/%s/" CONFIG_FILE, name);
-    int dirfd = srv_ddi_open_layer_dir(dd, name);
-    if (dirfd < 0) {
-        struct stat st;
-        if (errno == ENOENT)
-            return srv_error_set(err, SRV_E_LAYER_NOT_FOUND, "", "%s does not exist", dshown);
-        if ((errno == ELOOP || errno == ENOTDIR) &&
-            fstatat(dd->layers_fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0)
-            return srv_error_set(err, SRV_E_BAD_REQUEST, "", "%s is %s, not a layer directory%s",
-                                 dshown, srv_ddi_kind_of(st.st_mode),
-                                 S_ISLNK(st.st_mode) ? " (links are not followed)" : "");
-        return srv_error_set(err, SRV_E_INTERNAL, "", "cannot open %s: %s", dshown,
-                             strerror(errno));
-    }
-
-    /* a weights file holds at most SRV_ST_MAX_TENSORS tensors of max_elements F64 each */
-    uint64_t wcap = (uint64_t)max_elements * 8;
-    wcap = wcap > SIZE_MAX / 16 ? SIZE_MAX / 2 : wcap * 16 + SRV_ST_MAX_HEADER + 8;
-    int wr = srv_ddi_read_file_at(dirfd, WEIGHTS_FILE, wshown, (size_t)wcap, &wbuf, &wlen, &ws, err);
-    if (wr < 0)
-        goto error;
-    int cr = srv_ddi_read_file_at(dirfd, CONFIG_FILE, cshown, SRV_DD_CONFIG_MAX, &cbuf, &clen, &cs, err);
-    if (cr < 0)
-        goto error;
-    if (wr == 1 && cr == 1) {
-        srv_error_set(err, SRV_E_LAYER_NOT_FOUND, "", "%s holds neither " CONFIG_FILE
-                      " nor " WEIGHTS_FILE, dshown);
-        goto error;
-    }
-    if (wr == 1) {
-        srv_error_set(err, SRV_E_BAD_REQUEST, "", "%s is missing (a layer needs " CONFIG_FILE
-                      " and " WEIGHTS_FILE ")", wshown);
-        goto error;
-    }
-    srv_error st_err = {0};
-    if (srv_st_parse(&out->weights, (const uint8_t *)wbuf, wlen, max_elements, wshown, &st_err) !=
-        0) {
-        prefix_message(&st_err, wshown); /* logs show the message, not the field */
-        srv_error_set(log, st_err.code, "", "%s", st_err.message);
-        weights_problem(err, st_err.code, wshown);
-        goto error;
-    }
-    /* a writer replaced the weights while we read the config: start again */
-    if (fstatat(dirfd, WEIGHTS_FILE, &again, AT_SYMLINK_NOFOLLOW) != 0 || !same_file(&ws, &again)) {
-        *retry = true;
-        srv_error_set(err, SRV_E_INTERNAL, "", "%s keeps changing while being read", wshown);
-        goto error;
-    }
-    const char *mtext = srv_st_meta(&out->weights, "attnd.config");
-    if (mtext) {
-        meta_config = srv_ddi_config_parse(mtext, strlen(mtext), "its attnd.config metadata", err, log);
-        if (!meta_config) {
-            prefix_message(err, wshown);
-            prefix_message(log, wshown);
-            goto error;
-        }
-    }
-    if (cr == 0 && !(file_config = srv_ddi_config_parse(cbuf, clen, cshown, err, log)) && !meta_config)
-        goto error;
-
-    if (!meta_config) {
-        if (!file_config) {
-            srv_error_set(err, SRV_E_BAD_REQUEST, "", "%s is missing (a layer needs " CONFIG_FILE
-                          " and " WEIGHTS_FILE ")", cshown);
-            goto error;
-        }
-        out->config = file_config;
-        file_config = NULL;
-        srv_ddi_stamp_config(&out->stamp, &cs);
-    } else if (file_config && json_equal(file_config, meta_config)) {
-        out->config = file_config;
-        file_config = NULL;
-        srv_ddi_stamp_config(&out->stamp, &cs);
-    } else if (!file_config || srv_ddi_config_temp_matches(dirfd, meta_config)) {
-        /* the commit reached weights.safetensors but not config.json: complete it */
-        if (err)
-            memset(err, 0, sizeof *err); /* a damaged config.json is what we are repairing */
-        if (log)
-            memset(log, 0, sizeof *log);
-        out->config = meta_config;
-        meta_config = NULL;
-        out->repaired = true;
-        struct stat ns;
-        if (!dd->read_only && write_config(dirfd, dshown, out->config, err) != 0)
-            goto error;
-        if (fstatat(dirfd, CONFIG_FILE, &ns, AT_SYMLINK_NOFOLLOW) == 0)
-            srv_ddi_stamp_config(&out->stamp, &ns);
-    } else {
-        /* config.json changed under us (a writer renamed it just now): start again */
-        if (fstatat(dirfd, CONFIG_FILE, &again, AT_SYMLINK_NOFOLLOW) != 0 ||
-            !same_file(&cs, &again)) {
-            *retry = true;
-            srv_error_set(err, SRV_E_INTERNAL, "", "%s keeps changing while being read", cshown);
-            goto error;
-        }
-        out->config = file_config;
-        file_config = NULL;
-        out->hand_edited = true;
-        srv_ddi_stamp_config(&out->stamp, &cs);
-    }
-    srv_ddi_stamp_weights(&out->stamp, &ws);
-    const char *version = srv_st_meta(&out->weights, "attnd.version");
-    snprintf(out->version, sizeof out->version, "%s", version ? version : "");
-    json_decref(file_config);
-    json_decref(meta_config);
-    free(wbuf);
-    free(cbuf);
-    close(dirfd);
-    return 0;
-
-error:
-    json_decref(file_config);
-    json_decref(meta_config);
-    free(wbuf);
-    free(cbuf);
-    close(dirfd);
-    srv_dd_layer_free(out);
-    return -1;
-}
-
-int srv_datadir_read(srv_datadir *dd, const char *name, int64_t max_elements, srv_dd_layer *out,
-                     srv_error *err, srv_error *log)
-{
-    memset(out, 0, sizeof *out);
-    if (!srv_dd_name_valid(name))
-        return srv_error_set(err, SRV_E_BAD_NAME, "", "\"%.80s\" is not a valid layer name",
-                             name);
-    for (int attempt = 0;; attempt++) {
-        bool retry;
-        srv_error local = {0}, local_log = {0};
-        int rc = read_once(dd, name, max_elements, out, &retry, &local, &local_log);
-        if (rc == 0)
-            return 0;
-        if (!retry || attempt + 1 == READ_ATTEMPTS) {
-            if (err && err->code == SRV_OK)
-                *err = local;
-            if (log && log->code == SRV_OK)
-                *log = local_log.code != SRV_OK ? local_log : local;
-            return -1;
-        }
-    }
-}
 
 /* Opens the directory of layer name for a change, creating it when create is set and it is
  * missing (*created then tells; the layers dir is fsync'd). Returns the fd, or -1 with err:
@@ -820,7 +530,7 @@ int srv_datadir_write(srv_datadir *dd, const char *name, const json_t *config,
             rc = 1;
     }
     if (rc == 1)
-        prefix_message(err, "the new layer is committed but finishing it failed");
+        srv_ddi_prefix_message(err, "the new layer is committed but finishing it failed");
     if (stamp) {
         struct stat ws, cs;
         memset(stamp, 0, sizeof *stamp);
@@ -919,7 +629,7 @@ int srv_datadir_remove(srv_datadir *dd, const char *name, srv_error *err)
     }
     int rc = 0;
     if (srv_ddi_fsync_dir(dd->layers_fd, "layers/", err) != 0) {
-        prefix_message(err, "the layer is removed but the removal may not be durable yet");
+        srv_ddi_prefix_message(err, "the layer is removed but the removal may not be durable yet");
         rc = 1;
     }
     /* what is left is removed by srv_datadir_clean */

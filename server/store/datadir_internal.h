@@ -1,8 +1,8 @@
 /*
- * datadir_internal.h - what the data dir's files share: datadir.c (a layer: read, write,
- * remove), dd_scan.c (layers/ as a whole: list, strays, clean-up) and dd_versions.c (what replicas
- * agree on: the lock and the versions). Not for any other file; every path is relative to a
- * directory descriptor and never follows a link.
+ * datadir_internal.h - what the data dir's files share: datadir.c (a layer: write, remove),
+ * dd_read.c (a layer: its checked read), dd_scan.c (layers/ as a whole: list, strays, clean-up)
+ * and dd_versions.c (what replicas agree on: the lock and the versions). Not for any other file;
+ * every path is relative to a directory descriptor and never follows a link.
  */
 #ifndef ATTND_DATADIR_INTERNAL_H
 #define ATTND_DATADIR_INTERNAL_H
@@ -34,12 +34,19 @@ extern atomic_uint srv_ddi_temp_counter;
 void srv_ddi_stamp_weights(srv_dd_stamp *s, const struct stat *st);
 void srv_ddi_stamp_config(srv_dd_stamp *s, const struct stat *st);
 
+/* True when two stats are of the same file, unchanged: inode, device, mtime and size (what a
+ * reader compares to see that a writer replaced or changed a file between two looks). */
+bool srv_ddi_same_file(const struct stat *a, const struct stat *b);
+
 /* What kind of thing a mode is, for messages ("a FIFO"). */
 const char *srv_ddi_kind_of(mode_t m);
 
 /* The code of a failed change of the data dir, from the system's errno: a full disk or quota is a
  * 507; a read-only file system, an I/O error or any other refusal a 503. */
 srv_code srv_ddi_io_code(int e);
+
+/* Turns err's message into "<prefix>: <message>" (cut to fit); NULL err: nothing. */
+void srv_ddi_prefix_message(srv_error *err, const char *prefix);
 
 /* layers/<name> is taken by something that is not a layer directory (mode m): SRV_E_CONFLICT, a
  * change of that name touches nothing. Returns -1. */

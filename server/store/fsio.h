@@ -2,8 +2,9 @@
  * fsio.h - the system calls that change the data dir, in one place, so that a test can make any of
  * them fail the way a full, read-only or failing disk does (issue 16: faults injected, not hoped for).
  *
- * Every write, fsync, rename, open, mkdir and unlink that datadir.c makes goes through these
- * wrappers; they behave exactly as the system calls (return value and errno) unless a fault is armed.
+ * Every write, fsync, rename, open, mkdir and unlink that the data dir's files (datadir.c, dd_*.c)
+ * make goes through these wrappers; they behave exactly as the system calls (return value and
+ * errno) unless a fault is armed.
  * Faults are process-wide and meant for tests only: srv_fs_fail arms one, srv_fs_fail_clear disarms
  * all. When none is armed (always, outside tests) a wrapper costs one relaxed atomic load.
  */

@@ -4,9 +4,9 @@
  * /readyz answers without a key, and an error reply may describe a file of the data dir; either can
  * reach someone who could not read that file (a data dir writer can hard-link any file attnd can
  * read into a layer directory). So messages about data dir files never quote the file: datadir.c
- * builds its own from what it checked (the kind of file, its size, the line and column of a JSON
- * error), and a layer that reads but does not build (its config or its tensors are wrong) is
- * described here from the error's field: a field attnd defines (config.embed_dim,
+ * and dd_read.c build their own from what they checked (the kind of file, its size, the line and
+ * column of a JSON error), and a layer that reads but does not build (its config or its tensors are
+ * wrong) is described here from the error's field: a field attnd defines (config.embed_dim,
  * weights.in_proj_weight) keeps its message, which names only that field and numbers; anything else
  * (an unknown field or tensor name, which is the file's text) is described by what is wrong. The
  * log keeps the full message.
