@@ -207,7 +207,7 @@ static bool run_case(tcase *tc, mha_pool *pool, bool with_trace)
     float *out = nan_array(plan.out_count), *ref_out = nan_array(plan.out_count);
     float *w = tc->in.need_weights ? nan_array(plan.weights_count) : NULL;
     float *ref_w = tc->in.need_weights ? nan_array(plan.weights_count) : NULL;
-    mha_trace tr = {{0}};
+    mha_trace tr = {{0}, {0}};
     float *ref_tr[MHA_TRACE_NSTAGES] = {0};
     int64_t counts[MHA_TRACE_NSTAGES];
     if (with_trace) {
