@@ -155,8 +155,10 @@ static void pack_from(const mha_attn *a, bool keys, int64_t r0, int64_t rows, in
     const int64_t hd = a->hd, BN = a->BN, S0 = a->S0;
     const bool seq_first = a->k_bs < a->k_rs;
     const int64_t step = seq_first ? a->N : 1; /* rows from a key to the batch's next */
-    for (int64_t first = 0; first < step; first++) {
-        for (int64_t r = r0 + ((first - r0 % step) % step + step) % step; r < r0 + rows;) {
+    /* the block's first rows of each batch (rows r0 .. r0 + min(step, rows) - 1), each followed by
+     * that batch's next keys step rows apart: O(rows) however many batches the pass has */
+    for (int64_t first = r0; first < r0 + (step < rows ? step : rows); first++) {
+        for (int64_t r = first; r < r0 + rows;) {
             const int64_t b = seq_first ? r % step : r / S0, j = seq_first ? r / step : r % S0;
             const int64_t blk = j / BN, j0 = blk * BN;
             int64_t n = (r0 + rows - r + step - 1) / step;

@@ -406,15 +406,17 @@ static float *forward_of(const mha_layer *layer, const mha_inputs *in, float **w
  * the in-projection rotates q and k (RoPE, head_dim up to 64) and packs the keys and values as it
  * makes them, writing no k or v rows; with one it writes them, and RoPE's rotation runs as a phase
  * of its own: the same operations on the same numbers. Shapes whose rows cross batches and key
- * blocks within one 64-row task, both layouts, GQA, cross-attention, head_dim 128 (always the
- * phase), on the pool and on the calling thread. */
+ * blocks within one 64-row task, both layouts (sequence first with more batches than a task has
+ * rows), GQA, cross-attention, head_dim 128 (always the phase), on the pool and on the calling
+ * thread. */
 static void test_trace_keeps_output(mha_pool *pool2)
 {
     const int shapes[][8] = {/* E, H, hd, Hkv, N, L, S0, rope */
                              {128, 2, 64, 2, 2, 150, 150, 0}, {96, 4, 32, 2, 3, 70, 70, 1},
                              {64, 4, 16, 4, 2, 45, 301, 1},   {128, 4, 64, 1, 1, 300, 300, 1},
-                             {256, 2, 128, 1, 2, 90, 90, 1},  {40, 4, 10, 2, 3, 33, 77, 1}};
-    for (int s = 0; s < 6; s++)
+                             {256, 2, 128, 1, 2, 90, 90, 1},  {40, 4, 10, 2, 3, 33, 77, 1},
+                             {16, 2, 8, 1, 70, 3, 3, 1}}; /* more batches than a task's rows */
+    for (int s = 0; s < 7; s++)
         for (int bf = 0; bf < 2; bf++) {
             mha_config cfg;
             mha_config_init(&cfg, shapes[s][0], shapes[s][1]);
