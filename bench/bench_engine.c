@@ -45,7 +45,8 @@
  * mha_forward starts passes through the wrappers below, which time it. Every phase that is not a
  * projection (its tasks are mha_proj_task) is the core: RoPE's tables and rotation, key packing,
  * the attention. (By position, first and last, a RoPE pass's table phase came before its
- * in-projection, which was then counted as core.)
+ * in-projection, which was then counted as core.) Where the in-projection packs the keys and
+ * values and rotates q and k itself (mha_proj_then), that work is in the in-projection's time.
  */
 #include "mha.h"
 #include "mha_core.h" /* mha_proj_task: the phases that are projections */

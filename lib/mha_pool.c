@@ -8,7 +8,7 @@
  * leaves only when every task is done and no worker still holds the job.
  *
  * Both waits spin a little before they sleep (SPIN_NS): a worker for the next job, the caller for
- * the workers' last tasks. A pass runs four or more parallel phases in a row, and waking a
+ * the workers' last tasks. A pass runs three or more parallel phases in a row, and waking a
  * sleeping thread took 25-45 µs a phase on a 2-vCPU VM (the waker's signal, the other vCPU out of
  * its idle state, the scheduler): about 9% of a 1.6 ms pass on two threads. A thread that spins
  * finds the next phase in well under a microsecond. The spin is bounded, so an idle pool still
