@@ -408,7 +408,8 @@ static float *forward_of(const mha_layer *layer, const mha_inputs *in, float **w
  * of its own: the same operations on the same numbers. Shapes whose rows cross batches and key
  * blocks within one 64-row task, both layouts (sequence first with more batches than a task has
  * rows), GQA, cross-attention, head_dim 128 (always the phase), on the pool and on the calling
- * thread. */
+ * thread, on the best kernels, AVX2 and generic (each capped by ATTND_ISA: a CPU without one runs
+ * the next lower). */
 static void test_trace_keeps_output(mha_pool *pool2)
 {
     const int shapes[][8] = {/* E, H, hd, Hkv, N, L, S0, rope */
@@ -433,33 +434,43 @@ static void test_trace_keeps_output(mha_pool *pool2)
             if (L != S0)
                 set_tensor(&in.key, k, true, bf, N, S0, E);
             in.is_causal = L == S0;
-            mha_plan plan;
-            mha_error err = {0};
-            if (!CHECK(mha_plan_forward(layer, &in, NULL, &plan, &err) == MHA_OK, "plan: %s",
-                       err.message))
-                continue;
-            float *out[2] = {nan_array(plan.out_count), nan_array(plan.out_count)};
-            mha_trace tr = {{0}, {0}};
-            for (int t = 0; t < MHA_TRACE_NSTAGES; t++) {
-                int64_t shape[4], count;
-                mha_trace_stage_shape(&plan, (mha_trace_stage)t, shape, &count);
-                tr.stage[t] = nan_array(count);
+            static const char *const isas[] = {NULL, "avx2", "generic"}; /* NULL: the best */
+            for (int ii = 0; ii < 3; ii++) {
+                set_isa(isas[ii]);
+                mha_plan plan;
+                mha_error err = {0};
+                if (!CHECK(mha_plan_forward(layer, &in, NULL, &plan, &err) == MHA_OK, "plan: %s",
+                           err.message)) {
+                    set_isa(NULL);
+                    continue;
+                }
+                float *out[2] = {nan_array(plan.out_count), nan_array(plan.out_count)};
+                mha_trace tr = {{0}, {0}};
+                for (int t = 0; t < MHA_TRACE_NSTAGES; t++) {
+                    int64_t shape[4], count;
+                    mha_trace_stage_shape(&plan, (mha_trace_stage)t, shape, &count);
+                    tr.stage[t] = nan_array(count);
+                }
+                for (int p = 0; p < 2; p++) {
+                    mha_pool *pool = p ? pool2 : NULL;
+                    bool ok =
+                        mha_forward(layer, &in, &plan, out[0], NULL, NULL, pool, &err) == MHA_OK;
+                    ok = ok &&
+                         mha_forward(layer, &in, &plan, out[1], NULL, &tr, pool, &err) == MHA_OK;
+                    CHECK(ok && !memcmp(out[0], out[1], (size_t)plan.out_count * sizeof(float)),
+                          "a traced pass gives the same output bits as without a trace (E=%d H=%d "
+                          "hd=%d Hkv=%d N=%d L=%d S0=%d rope=%d bf=%d, %s, %s): %s",
+                          shapes[s][0], shapes[s][1], shapes[s][2], shapes[s][3], shapes[s][4],
+                          shapes[s][5], shapes[s][6], shapes[s][7], bf,
+                          isas[ii] ? isas[ii] : "best", p ? "pool of 2" : "no pool",
+                          ok ? "differs" : err.message);
+                }
+                for (int t = 0; t < MHA_TRACE_NSTAGES; t++)
+                    free(tr.stage[t]);
+                free(out[0]);
+                free(out[1]);
+                set_isa(NULL);
             }
-            for (int p = 0; p < 2; p++) {
-                mha_pool *pool = p ? pool2 : NULL;
-                bool ok = mha_forward(layer, &in, &plan, out[0], NULL, NULL, pool, &err) == MHA_OK;
-                ok = ok && mha_forward(layer, &in, &plan, out[1], NULL, &tr, pool, &err) == MHA_OK;
-                CHECK(ok && !memcmp(out[0], out[1], (size_t)plan.out_count * sizeof(float)),
-                      "a traced pass gives the same output bits as without a trace (E=%d H=%d "
-                      "hd=%d Hkv=%d N=%d L=%d S0=%d rope=%d bf=%d, %s): %s",
-                      shapes[s][0], shapes[s][1], shapes[s][2], shapes[s][3], shapes[s][4],
-                      shapes[s][5], shapes[s][6], shapes[s][7], bf, p ? "pool of 2" : "no pool",
-                      ok ? "differs" : err.message);
-            }
-            for (int t = 0; t < MHA_TRACE_NSTAGES; t++)
-                free(tr.stage[t]);
-            free(out[0]);
-            free(out[1]);
             free(q);
             free(k);
             mha_layer_free(layer);
