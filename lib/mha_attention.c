@@ -48,7 +48,7 @@
  * Keys and values are packed first, per (batch, kv head, key block): Kᵀ [hd][BN] for the scores
  * and V [BN][hd] rows, contiguous; a last, shorter block is left unwritten past its keys (only
  * full blocks run the fixed-size kernels). The in-projection packs them as it makes them
- * (mha_attn_pack_keys_from, after RoPE's rotation where a 64-column block holds whole heads)
+ * (mha_attn_pack_keys_from, after RoPE's rotation where the block it is handed holds whole heads)
  * unless appended keys or a trace come between; then a phase of its own does
  * (mha_attn_pack_task). The keys
  * add_bias_kv and add_zero_attn append are packed after the given ones (keys S0, S0+1), so they are

@@ -118,7 +118,8 @@ const mha_packed_w *mha_layer_packed(const mha_layer *layer, char which);
 /* A finished block of a job's C, rows [r0, r0+rows) and columns [c0, c0+cols) of the job, at c
  * (row stride ldc; c[0] is C[r0][c0] or the task's own copy of it): handed over by the task that
  * made it while it is still in the thread's cache (mha_proj_then). c0 is a multiple of 64 and the
- * block at most 64 columns wide; the epilogue may change it in place. */
+ * block at most 64 columns wide, or a task's whole group of columns (c0 a multiple of 256, at
+ * most 256 wide: mha_proj_then_groups); the epilogue may change it in place. */
 typedef void (*mha_proj_epilogue)(void *arg, int64_t r0, int64_t rows, int64_t c0, int64_t cols,
                                   float *c, int64_t ldc);
 
@@ -133,6 +134,7 @@ typedef struct mha_proj_job {
     mha_proj_epilogue then; /* or NULL                                               */
     void *then_arg;         /* its first argument                                   */
     bool no_c;              /* with then: no C; blocks made in the task's own tile  */
+    bool groups;            /* with then: a task's whole column group at once       */
 } mha_proj_job;
 
 /* The rows a slot's copy holds (mha_proj_packs): a job's rows from x; job NULL: none. */
@@ -165,6 +167,11 @@ void mha_proj_add(mha_proj_set *set, const float *X, int64_t M, int64_t ldx, con
  * job's C is never written (nothing but the epilogue wants it), its blocks are made in the
  * thread's slot (set->scratch, at least mha_proj_slot_floats). */
 void mha_proj_then(mha_proj_set *set, mha_proj_epilogue fn, void *arg, bool keep_c);
+
+/* The same with a task's whole group of columns (MHA_PROJ_COLS) at once, from C once the task has
+ * written it (in L2): for an epilogue that needs more than 64 columns together (RoPE's rotation of
+ * heads of 128 or 256). */
+void mha_proj_then_groups(mha_proj_set *set, mha_proj_epilogue fn, void *arg);
 
 /* One task of a set (mha_task_fn): 64 rows x 256 columns of one job. torch's addmm order: each
  * row starts as the bias, then += X·Wᵀ in depth chunks (mha_proj_depth) in order (generic: one

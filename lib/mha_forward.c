@@ -6,7 +6,8 @@
  * (N = 8, Zen 4) the packing phase read 25 MB back from L3 and memory, 4 ms of the pass's 244 on
  * one thread; the pass takes 1.5-2.2% less time (L, one and two threads), XL 0.8%. RoPE's rotation
  * of q and k is done there too, before the packing, where a 64-column block holds whole heads
- * (head_dim 8..64) and no trace shows q and k before it: L-rope went from +3.3% over L to +0.4%.
+ * (head_dim 8..64; 128 and 256 take a task's whole 256 columns, from C in L2) and no trace shows q
+ * and k before it: L-rope went from +3.3% over L to +0.4%, Llama (head_dim 128) 0.2-1.5% faster.
  *
  * Layout: projected q/k/v and the concatenated head outputs keep the row order of the input
  * ([N,L,·] or [L,N,·]); a batch's rows are then reached through a batch stride and a row stride,
@@ -99,8 +100,8 @@ static void rope_apply_task(void *arg, int64_t task, int slot)
     }
 }
 
-/* RoPE in the in-projection (f->rope_in_proj: head_dim divides 64, so a block of the epilogue
- * holds whole heads): the block's rows [r0, r0+rows) of the q job (keys: of the k job), columns
+/* RoPE in the in-projection (f->rope_in_proj: head_dim divides 64, or 256 where the epilogue
+ * takes a task's whole group, so a block of the epilogue holds whole heads): the block's rows [r0, r0+rows) of the q job (keys: of the k job), columns
  * [c0, c0+cols), rotated in place while the block is in cache, where the rotation phase read q and
  * k back from L3 or memory. Rows in the input's order: batch first (or N = 1), or position first
  * with the batches interleaved. The same rotation of the same numbers: the same bits. */
@@ -227,11 +228,16 @@ static void strides(const fwd *f, int64_t len, int64_t w, int64_t *bs, int64_t *
     }
 }
 
-/* The last job of proj hands what it makes to fn (k_then or v_then, arg f) when on; its rows are
- * written out too when keep_c (a trace reads them). */
-static void pack_then(mha_proj_set *proj, bool on, mha_proj_epilogue fn, fwd *f, bool keep_c)
+/* The last job of proj hands what it makes to fn (q_then, k_then or v_then, arg f) when on: by
+ * 64-column blocks, or by a task's whole group where RoPE's heads are wider than 64 (rotated:
+ * q and k; their rows are written out then); its rows are written out too when keep_c (a trace
+ * reads them). */
+static void then(mha_proj_set *proj, bool on, mha_proj_epilogue fn, fwd *f, bool rotated,
+                 bool keep_c)
 {
-    if (on)
+    if (on && rotated && MHA_PANEL % f->hd != 0)
+        mha_proj_then_groups(proj, fn, f);
+    else if (on)
         mha_proj_then(proj, fn, f, keep_c);
 }
 
@@ -411,7 +417,8 @@ mha_status mha_forward_select(const mha_layer *layer, const mha_inputs *in, cons
      * before the rotation) or with heads across its 64-column blocks, take the phases */
     f.a = &a;
     const bool appended = cfg->add_bias_kv || cfg->add_zero_attn;
-    f.rope_in_proj = cfg->rope && !trace && MHA_PANEL % f.hd == 0 && !appended;
+    f.rope_in_proj = cfg->rope && !trace && !appended &&
+                     (MHA_PANEL % f.hd == 0 || MHA_PROJ_COLS % f.hd == 0);
     const bool pack_in_proj = !appended && (!cfg->rope || f.rope_in_proj);
     if (self) { /* q | k | v side by side, rows of Dq+2Dkv */
         const int64_t W = Dq + 2 * Dkv;
@@ -423,18 +430,16 @@ mha_status mha_forward_select(const mha_layer *layer, const mha_inputs *in, cons
         f.k_bs = f.v_bs = f.q_bs;
         f.k_rs = f.v_rs = f.q_rs;
         mha_proj_add(&proj, qt->data, N * L, E, layer->w_q, pq, b_in, f.q, W);
-        if (f.rope_in_proj)
-            mha_proj_then(&proj, q_then, &f, true);
+        then(&proj, f.rope_in_proj, q_then, &f, true, true);
         mha_proj_add(&proj, qt->data, N * L, E, layer->w_k, pk, b_k, f.k, W);
-        pack_then(&proj, pack_in_proj, k_then, &f, trace != NULL);
+        then(&proj, pack_in_proj, k_then, &f, f.rope_in_proj, trace != NULL);
         mha_proj_add(&proj, qt->data, N * L, E, layer->w_v, pv, b_v, f.v, W);
-        pack_then(&proj, pack_in_proj, v_then, &f, trace != NULL);
+        then(&proj, pack_in_proj, v_then, &f, false, trace != NULL);
     } else {
         f.q = carve(&cursor, N * L * Dq);
         strides(&f, L, Dq, &f.q_bs, &f.q_rs);
         mha_proj_add(&proj, qt->data, N * L, E, layer->w_q, pq, b_in, f.q, Dq);
-        if (f.rope_in_proj)
-            mha_proj_then(&proj, q_then, &f, true);
+        then(&proj, f.rope_in_proj, q_then, &f, true, true);
         if (kv_same) { /* value = key: k | v side by side */
             float *kv = carve(&cursor, N * S0 * 2 * Dkv);
             f.k = kv;
@@ -443,18 +448,18 @@ mha_status mha_forward_select(const mha_layer *layer, const mha_inputs *in, cons
             f.v_bs = f.k_bs;
             f.v_rs = f.k_rs;
             mha_proj_add(&proj, kt->data, N * S0, E, layer->w_k, pk, b_k, f.k, 2 * Dkv);
-            pack_then(&proj, pack_in_proj, k_then, &f, trace != NULL);
+            then(&proj, pack_in_proj, k_then, &f, f.rope_in_proj, trace != NULL);
             mha_proj_add(&proj, kt->data, N * S0, E, layer->w_v, pv, b_v, f.v, 2 * Dkv);
-            pack_then(&proj, pack_in_proj, v_then, &f, trace != NULL);
+            then(&proj, pack_in_proj, v_then, &f, false, trace != NULL);
         } else {
             f.k = carve(&cursor, N * S0 * Dkv);
             f.v = carve(&cursor, N * S0 * Dkv);
             strides(&f, S0, Dkv, &f.k_bs, &f.k_rs);
             strides(&f, S0, Dkv, &f.v_bs, &f.v_rs);
             mha_proj_add(&proj, kt->data, N * S0, cfg->kdim, layer->w_k, pk, b_k, f.k, Dkv);
-            pack_then(&proj, pack_in_proj, k_then, &f, trace != NULL);
+            then(&proj, pack_in_proj, k_then, &f, f.rope_in_proj, trace != NULL);
             mha_proj_add(&proj, vt->data, N * S0, cfg->vdim, layer->w_v, pv, b_v, f.v, Dkv);
-            pack_then(&proj, pack_in_proj, v_then, &f, trace != NULL);
+            then(&proj, pack_in_proj, v_then, &f, false, trace != NULL);
         }
     }
     /* the head outputs go over q's columns (mha_attention.c): the concat has q's strides */

@@ -27,7 +27,7 @@ void mha_proj_add(mha_proj_set *set, const float *X, int64_t M, int64_t ldx, con
                   const mha_packed_w *w, const float *bias, float *C, int64_t ldc)
 {
     mha_proj_job *j = &set->job[set->n++];
-    *j = (mha_proj_job){X, W, w, bias, C, M, ldx, ldc, set->ntasks, NULL, NULL, false};
+    *j = (mha_proj_job){X, W, w, bias, C, M, ldx, ldc, set->ntasks, NULL, NULL, false, false};
     const int64_t rows = (M + MHA_PROJ_ROWS - 1) / MHA_PROJ_ROWS;
     const int64_t cols = (w->Nc + MHA_PROJ_COLS - 1) / MHA_PROJ_COLS;
     set->ntasks += rows * cols;
@@ -39,6 +39,12 @@ void mha_proj_then(mha_proj_set *set, mha_proj_epilogue fn, void *arg, bool keep
     j->then = fn;
     j->then_arg = arg;
     j->no_c = !keep_c;
+}
+
+void mha_proj_then_groups(mha_proj_set *set, mha_proj_epilogue fn, void *arg)
+{
+    mha_proj_then(set, fn, arg, true);
+    set->job[set->n - 1].groups = true;
 }
 
 void mha_proj_set_held(mha_proj_set *set, mha_proj_held *held, int threads)
@@ -126,13 +132,15 @@ static void packed_task(const mha_proj_set *set, const mha_proj_job *j, int slot
         const int64_t n0 = c0 + MHA_PANEL, ncols = g1 - n0 < MHA_PANEL ? g1 - n0 : MHA_PANEL;
         bias_rows(ct, MHA_PANEL, j->bias ? j->bias + c0 : NULL, R, cols);
         panel_sum(set->ks, ct, MHA_PANEL, xs, K, j->w->p + c0 * K, R, cols, K);
-        if (j->then) /* before the copy: the epilogue may change the block */
+        if (j->then && !j->groups) /* before the copy: the epilogue may change the block */
             j->then(j->then_arg, r0, R, c0, cols, ct, MHA_PANEL);
         for (int64_t r = 0; r < R && !j->no_c; r++) {
             copy_floats(C + r * j->ldc + c0, ct + r * MHA_PANEL, cols);
             prefetch_row(C + r * j->ldc + n0, ncols);
         }
     }
+    if (j->then && j->groups)
+        j->then(j->then_arg, r0, R, g0, g1 - g0, C + g0, j->ldc);
 }
 
 /* A task whose job writes no C (mha_proj_job.no_c): each panel's block made in the slot's tile
@@ -183,15 +191,18 @@ void mha_proj_task(void *arg, int64_t task, int slot)
     if (ks->isa == MHA_ISA_PORTABLE) { /* generic: one cblas call on the weights as given */
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, (int)(g1 - g0), (int)K,
                     1.0f, X, (int)j->ldx, j->W + g0 * K, (int)K, 1.0f, C + g0, (int)j->ldc);
-        for (int64_t c0 = g0; c0 < g1 && j->then; c0 += MHA_PANEL)
-            j->then(j->then_arg, r0, rows, c0, g1 - c0 < MHA_PANEL ? g1 - c0 : MHA_PANEL, C + c0,
+        for (int64_t c0 = g0; c0 < g1 && j->then; c0 += j->groups ? g1 - g0 : MHA_PANEL)
+            j->then(j->then_arg, r0, rows, c0,
+                    j->groups ? g1 - g0 : g1 - c0 < MHA_PANEL ? g1 - c0 : MHA_PANEL, C + c0,
                     j->ldc);
         return;
     }
     for (int64_t c0 = g0; c0 < g1; c0 += MHA_PANEL) {
         const int64_t cols = g1 - c0 < MHA_PANEL ? g1 - c0 : MHA_PANEL;
         panel_sum(ks, C + c0, j->ldc, X, j->ldx, j->w->p + c0 * K, rows, cols, K);
-        if (j->then) /* the panel's block while it is in L1 */
+        if (j->then && !j->groups) /* the panel's block while it is in L1 */
             j->then(j->then_arg, r0, rows, c0, cols, C + c0, j->ldc);
     }
+    if (j->then && j->groups) /* the task's columns while they are in L2 */
+        j->then(j->then_arg, r0, rows, g0, g1 - g0, C + g0, j->ldc);
 }

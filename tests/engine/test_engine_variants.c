@@ -403,13 +403,13 @@ static float *forward_of(const mha_layer *layer, const mha_inputs *in, float **w
 }
 
 /* A traced pass gives the output of the same pass without a trace, bit for bit. Without a trace
- * the in-projection rotates q and k (RoPE, head_dim up to 64) and packs the keys and values as it
- * makes them, writing no k or v rows; with one it writes them, and RoPE's rotation runs as a phase
- * of its own: the same operations on the same numbers. Shapes whose rows cross batches and key
- * blocks within one 64-row task, both layouts (sequence first with more batches than a task has
- * rows), GQA, cross-attention, head_dim 128 (always the phase), on the pool and on the calling
- * thread, on the best kernels, AVX2 and generic (each capped by ATTND_ISA: a CPU without one runs
- * the next lower). */
+ * the in-projection rotates q and k (RoPE: head_dim up to 64 by 64-column blocks, 128 and 256 by a
+ * task's 256 columns) and packs the keys and values as it makes them, writing no k or v rows; with
+ * one it writes them, and RoPE's rotation runs as a phase of its own: the same operations on the
+ * same numbers. Shapes whose rows cross batches and key blocks within one 64-row task, both
+ * layouts (sequence first with more batches than a task has rows), GQA, cross-attention, head_dim
+ * 8 to 128, on the pool and on the calling thread, on the best kernels, AVX2 and generic (each
+ * capped by ATTND_ISA: a CPU without one runs the next lower). */
 static void test_trace_keeps_output(mha_pool *pool2)
 {
     const int shapes[][8] = {/* E, H, hd, Hkv, N, L, S0, rope */
