@@ -258,7 +258,8 @@ int64_t mha_plan_slot_floats(const mha_plan *plan, const mha_config *cfg, const 
 /* Floats of the packed keys and values of one (batch, kv head). */
 int64_t mha_attn_kv_floats(const mha_plan *plan);
 
-/* Packs one (batch, kv head, key block) (mha_task_fn; task = (b·Hkv + g)·nblk + blk). */
+/* Packs one (batch, kv head, key block) (mha_task_fn; task = (b·Hkv + g)·nblk + blk;
+ * mha_kv_pack.c, as the two below). */
 void mha_attn_pack_task(void *arg, int64_t task, int slot);
 
 /* The same packing done by the in-projection as it makes the keys and the values (epilogues of
