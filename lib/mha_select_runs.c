@@ -204,33 +204,13 @@ __attribute__((target("avx2"), always_inline)) static inline void offer_sorted_a
         v[i] = _mm256_min_ps(_mm256_max_ps(x, v[i]), next[i]);
 }
 
-/* The keys of run j's set bits in m (key t of x is key j0 + t, in visited block nv) appended to
- * cand from c on, ascending, and each offered to v; returns the new count. */
-__attribute__((target("avx2"), always_inline)) static inline int64_t
-take_bits(mha_cand *cand, int64_t c, __m256 *v, const int nr, const float *x, int64_t j,
-          uint64_t m, int64_t j0, int64_t nv)
+/* The keys of x [n] (n <= 256) that reach thr, a run of 64 keys a word: bit t of mk[r] for key
+ * 64·r + t. AVX2: eight compares and movemasks a run; AVX-512: four compares (on the AVX2 kernel
+ * these were 40% of a top-8 scan's time at 2048 keys). NaN never reaches. */
+__attribute__((target("avx2"))) static void reach_masks_avx2(uint64_t *mk, const float *x,
+                                                             int64_t n, float thr)
 {
-    while (m) {
-        const int64_t t = j + __builtin_ctzll(m);
-        m &= m - 1;
-        cand[c++] = (mha_cand){x[t], (int32_t)(j0 + t), (int32_t)nv};
-        offer_sorted_avx2(v, nr, _mm256_set1_ps(x[t]));
-    }
-    return c;
-}
-
-/* topk_scan_portable with the kst largest in nr registers: a run of 64 scores is one mask, and
- * only its set bits cost more (on long rows most runs have none). */
-__attribute__((target("avx2"), always_inline)) static inline int64_t
-topk_scan_avx2_n(mha_cand *cand, float *kt, const int nr, const float *x, int64_t n, float thr,
-                 int64_t j0, int64_t nv)
-{
-    __m256 v[4];
-#pragma GCC unroll 4
-    for (int i = 0; i < nr; i++)
-        v[i] = _mm256_loadu_ps(kt + 8 * i);
     const __m256 vt = _mm256_set1_ps(thr);
-    int64_t c = 0;
     for (int64_t j = 0; j < n; j += 64) {
         const int64_t e = n - j < 64 ? n - j : 64;
         uint64_t m = 0;
@@ -245,45 +225,44 @@ topk_scan_avx2_n(mha_cand *cand, float *kt, const int nr, const float *x, int64_
             for (; t < e; t++)
                 m |= (uint64_t)(x[j + t] >= thr) << t;
         }
-        c = take_bits(cand, c, v, nr, x, j, m, j0, nv);
+        mk[j / 64] = m;
     }
-#pragma GCC unroll 4
-    for (int i = 0; i < nr; i++)
-        _mm256_storeu_ps(kt + 8 * i, v[i]);
-    return c;
 }
 
-/* The same scan with a run's mask from four 16-key compares (the AVX2 kernel's eight compares,
- * movemasks, shifts and ors were 40% of its time at top-8 of 2048 keys); the candidates and offers
- * are the AVX2 kernel's own: the same candidates in the same order, the same kt. */
-__attribute__((target("avx512f,avx2"), always_inline)) static inline int64_t
-topk_scan_avx512_n(mha_cand *cand, float *kt, const int nr, const float *x, int64_t n, float thr,
-                   int64_t j0, int64_t nv)
+__attribute__((target("avx512f"))) static void reach_masks_avx512(uint64_t *mk, const float *x,
+                                                                  int64_t n, float thr)
+{
+    const __m512 vt = _mm512_set1_ps(thr);
+    for (int64_t j = 0; j < n; j += 64) {
+        uint64_t m = 0;
+        for (int64_t t = 0; t < 64 && t < n - j; t += 16) { /* lanes past n neither read nor set */
+            const __mmask16 live =
+                n - j - t >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - j - t)) - 1);
+            m |= (uint64_t)_mm512_mask_cmp_ps_mask(live, _mm512_maskz_loadu_ps(live, x + j + t), vt,
+                                                   _CMP_GE_OQ)
+                 << t;
+        }
+        mk[j / 64] = m;
+    }
+}
+
+/* topk_scan_portable on the runs' masks mk (reach_masks_*), with the kst largest in nr
+ * registers: only a run's set bits cost more (on long rows most runs have none). */
+__attribute__((target("avx2"), always_inline)) static inline int64_t
+take_runs_n(mha_cand *cand, float *kt, const int nr, const float *x, int64_t n,
+            const uint64_t *mk, int64_t j0, int64_t nv)
 {
     __m256 v[4];
 #pragma GCC unroll 4
     for (int i = 0; i < nr; i++)
         v[i] = _mm256_loadu_ps(kt + 8 * i);
-    const __m512 vt = _mm512_set1_ps(thr);
     int64_t c = 0;
-    for (int64_t j = 0; j < n; j += 64) {
-        uint64_t m = 0;
-        if (n - j >= 64) {
-#pragma GCC unroll 4
-            for (int q = 0; q < 4; q++)
-                m |= (uint64_t)_mm512_cmp_ps_mask(_mm512_loadu_ps(x + j + 16 * q), vt, _CMP_GE_OQ)
-                     << (16 * q);
-        } else {
-            for (int64_t t = 0; t < n - j; t += 16) { /* lanes past n neither read nor set */
-                const __mmask16 live =
-                    n - j - t >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - j - t)) - 1);
-                m |= (uint64_t)_mm512_mask_cmp_ps_mask(live, _mm512_maskz_loadu_ps(live, x + j + t),
-                                                       vt, _CMP_GE_OQ)
-                     << t;
-            }
+    for (int64_t j = 0; j < n; j += 64)
+        for (uint64_t m = mk[j / 64]; m; m &= m - 1) {
+            const int64_t t = j + __builtin_ctzll(m);
+            cand[c++] = (mha_cand){x[t], (int32_t)(j0 + t), (int32_t)nv};
+            offer_sorted_avx2(v, nr, _mm256_set1_ps(x[t]));
         }
-        c = take_bits(cand, c, v, nr, x, j, m, j0, nv);
-    }
 #pragma GCC unroll 4
     for (int i = 0; i < nr; i++)
         _mm256_storeu_ps(kt + 8 * i, v[i]);
@@ -371,37 +350,23 @@ __attribute__((target("avx2"))) static void pool_accumulate_avx2(double *acc, co
     }
 }
 
-__attribute__((target("avx2"))) static int64_t topk_scan_avx2(mha_cand *cand, float *kt,
+/* The keys of x [n] (n <= 256) that reach thr, from their masks mk: take_runs_n for the
+ * kst / 8 registers of the row's largest (the same candidates, in the same order, and the same
+ * offers whichever kernel made the masks). */
+__attribute__((target("avx2"))) static int64_t take_runs_avx2(mha_cand *cand, float *kt,
                                                               int64_t kst, const float *x,
-                                                              int64_t n, float thr, int64_t j0,
-                                                              int64_t nv)
+                                                              int64_t n, const uint64_t *mk,
+                                                              int64_t j0, int64_t nv)
 {
     switch (kst / 8) {
     case 1:
-        return topk_scan_avx2_n(cand, kt, 1, x, n, thr, j0, nv);
+        return take_runs_n(cand, kt, 1, x, n, mk, j0, nv);
     case 2:
-        return topk_scan_avx2_n(cand, kt, 2, x, n, thr, j0, nv);
+        return take_runs_n(cand, kt, 2, x, n, mk, j0, nv);
     case 3:
-        return topk_scan_avx2_n(cand, kt, 3, x, n, thr, j0, nv);
+        return take_runs_n(cand, kt, 3, x, n, mk, j0, nv);
     default:
-        return topk_scan_avx2_n(cand, kt, 4, x, n, thr, j0, nv);
-    }
-}
-
-__attribute__((target("avx512f,avx2"))) static int64_t topk_scan_avx512(mha_cand *cand, float *kt,
-                                                                       int64_t kst, const float *x,
-                                                                       int64_t n, float thr,
-                                                                       int64_t j0, int64_t nv)
-{
-    switch (kst / 8) {
-    case 1:
-        return topk_scan_avx512_n(cand, kt, 1, x, n, thr, j0, nv);
-    case 2:
-        return topk_scan_avx512_n(cand, kt, 2, x, n, thr, j0, nv);
-    case 3:
-        return topk_scan_avx512_n(cand, kt, 3, x, n, thr, j0, nv);
-    default:
-        return topk_scan_avx512_n(cand, kt, 4, x, n, thr, j0, nv);
+        return take_runs_n(cand, kt, 4, x, n, mk, j0, nv);
     }
 }
 
@@ -692,10 +657,19 @@ int64_t mha_run_topk_scan(mha_isa isa, mha_cand *cand, float *kt, int64_t kst, c
                           int64_t n, float thr, int64_t j0, int64_t nv)
 {
 #ifdef HAVE_X86_KERNELS
-    if (isa == MHA_ISA_AVX512)
-        return topk_scan_avx512(cand, kt, kst, x, n, thr, j0, nv);
-    if (isa == MHA_ISA_AVX2)
-        return topk_scan_avx2(cand, kt, kst, x, n, thr, j0, nv);
+    if (isa == MHA_ISA_AVX512 || isa == MHA_ISA_AVX2) { /* 256 keys at a time */
+        int64_t c = 0;
+        for (int64_t c0 = 0; c0 < n; c0 += 256) {
+            const int64_t e = n - c0 < 256 ? n - c0 : 256;
+            uint64_t mk[4];
+            if (isa == MHA_ISA_AVX512)
+                reach_masks_avx512(mk, x + c0, e, thr);
+            else
+                reach_masks_avx2(mk, x + c0, e, thr);
+            c += take_runs_avx2(cand + c, kt, kst, x + c0, e, mk, j0 + c0, nv);
+        }
+        return c;
+    }
 #endif
     (void)isa;
     return topk_scan_portable(cand, kt, kst, x, n, thr, j0, nv);

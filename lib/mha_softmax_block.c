@@ -125,78 +125,35 @@ static void block_portable(float *sc, int64_t ld, int64_t rows, int64_t n, const
  * block; four side by side keep both FMA pipes busy). Each vector gets the same operations
  * whatever N: the same bits. */
 #define EXP_MAX_N 4
-__attribute__((target("avx2,fma"), always_inline)) static inline void exp_le0_avx2_n(__m256 *x,
-                                                                                   const int N)
-{
-    __m256 t[EXP_MAX_N], n[EXP_MAX_N], r[EXP_MAX_N], p[EXP_MAX_N];
-#define EACH(stmt)                                                                                 \
-    for (int i = 0; i < N; i++)                                                                    \
-    stmt
-#pragma GCC unroll 4
-    EACH(x[i] = _mm256_max_ps(_mm256_set1_ps(EXP_FLUSH), x[i]););
-#pragma GCC unroll 4
-    EACH(t[i] = _mm256_fmadd_ps(x[i], _mm256_set1_ps(LOG2E), _mm256_set1_ps(MAGIC)););
-#pragma GCC unroll 4
-    EACH(n[i] = _mm256_sub_ps(t[i], _mm256_set1_ps(MAGIC)););
-#pragma GCC unroll 4
-    EACH(r[i] = _mm256_fnmadd_ps(n[i], _mm256_set1_ps(LN2_HI), x[i]););
-#pragma GCC unroll 4
-    EACH(r[i] = _mm256_fnmadd_ps(n[i], _mm256_set1_ps(LN2_LO), r[i]););
-#pragma GCC unroll 4
-    EACH(p[i] = _mm256_fmadd_ps(_mm256_set1_ps(C6), r[i], _mm256_set1_ps(C5)););
-#pragma GCC unroll 4
-    EACH(p[i] = _mm256_fmadd_ps(p[i], r[i], _mm256_set1_ps(C4)););
-#pragma GCC unroll 4
-    EACH(p[i] = _mm256_fmadd_ps(p[i], r[i], _mm256_set1_ps(C3)););
-#pragma GCC unroll 4
-    EACH(p[i] = _mm256_fmadd_ps(p[i], r[i], _mm256_set1_ps(C2)););
-#pragma GCC unroll 4
-    EACH(p[i] = _mm256_fmadd_ps(p[i], r[i], _mm256_set1_ps(1.0f)););
-#pragma GCC unroll 4
-    EACH(p[i] = _mm256_fmadd_ps(p[i], r[i], _mm256_set1_ps(1.0f)););
-#pragma GCC unroll 4
-    EACH(x[i] = _mm256_mul_ps(p[i], _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_castps_si256(t[i]), 23))););
+#define EACH(stmt) _Pragma("GCC unroll 4") for (int i = 0; i < N; i++) { stmt; }
+/* One definition for both vector widths (V the vector type, P the intrinsics' prefix, W the width
+ * in bits), so that both run the same operations in the same order. */
+#define DEFINE_EXP_LE0_N(NAME, TARGET, V, P, W)                                                     \
+    __attribute__((target(TARGET), always_inline)) static inline void NAME(V *x, const int N)     \
+    {                                                                                              \
+        V t[EXP_MAX_N], n[EXP_MAX_N], r[EXP_MAX_N], p[EXP_MAX_N];                                 \
+        EACH(x[i] = P##_max_ps(P##_set1_ps(EXP_FLUSH), x[i])) /* NaN (2nd operand) stays */        \
+        EACH(t[i] = P##_fmadd_ps(x[i], P##_set1_ps(LOG2E), P##_set1_ps(MAGIC)))                    \
+        EACH(n[i] = P##_sub_ps(t[i], P##_set1_ps(MAGIC)))                                          \
+        EACH(r[i] = P##_fnmadd_ps(n[i], P##_set1_ps(LN2_HI), x[i]))                                \
+        EACH(r[i] = P##_fnmadd_ps(n[i], P##_set1_ps(LN2_LO), r[i]))                                \
+        EACH(p[i] = P##_fmadd_ps(P##_set1_ps(C6), r[i], P##_set1_ps(C5)))                          \
+        EACH(p[i] = P##_fmadd_ps(p[i], r[i], P##_set1_ps(C4)))                                     \
+        EACH(p[i] = P##_fmadd_ps(p[i], r[i], P##_set1_ps(C3)))                                     \
+        EACH(p[i] = P##_fmadd_ps(p[i], r[i], P##_set1_ps(C2)))                                     \
+        EACH(p[i] = P##_fmadd_ps(p[i], r[i], P##_set1_ps(1.0f)))                                   \
+        EACH(p[i] = P##_fmadd_ps(p[i], r[i], P##_set1_ps(1.0f)))                                   \
+        EACH(x[i] = P##_mul_ps(p[i], P##_castsi##W##_ps(P##_slli_epi32(P##_castps_si##W(t[i]), 23)))) \
+    }
+DEFINE_EXP_LE0_N(exp_le0_avx2_n, "avx2,fma", __m256, _mm256, 256)
+DEFINE_EXP_LE0_N(exp_le0_avx512_n, "avx512f", __m512, _mm512, 512)
+#undef DEFINE_EXP_LE0_N
 #undef EACH
-}
 
 __attribute__((target("avx2,fma"), always_inline)) static inline __m256 exp_le0_avx2(__m256 x)
 {
     exp_le0_avx2_n(&x, 1);
     return x;
-}
-
-__attribute__((target("avx512f"), always_inline)) static inline void exp_le0_avx512_n(__m512 *x,
-                                                                                   const int N)
-{
-    __m512 t[EXP_MAX_N], n[EXP_MAX_N], r[EXP_MAX_N], p[EXP_MAX_N];
-#define EACH(stmt)                                                                                 \
-    for (int i = 0; i < N; i++)                                                                    \
-    stmt
-#pragma GCC unroll 4
-    EACH(x[i] = _mm512_max_ps(_mm512_set1_ps(EXP_FLUSH), x[i]););
-#pragma GCC unroll 4
-    EACH(t[i] = _mm512_fmadd_ps(x[i], _mm512_set1_ps(LOG2E), _mm512_set1_ps(MAGIC)););
-#pragma GCC unroll 4
-    EACH(n[i] = _mm512_sub_ps(t[i], _mm512_set1_ps(MAGIC)););
-#pragma GCC unroll 4
-    EACH(r[i] = _mm512_fnmadd_ps(n[i], _mm512_set1_ps(LN2_HI), x[i]););
-#pragma GCC unroll 4
-    EACH(r[i] = _mm512_fnmadd_ps(n[i], _mm512_set1_ps(LN2_LO), r[i]););
-#pragma GCC unroll 4
-    EACH(p[i] = _mm512_fmadd_ps(_mm512_set1_ps(C6), r[i], _mm512_set1_ps(C5)););
-#pragma GCC unroll 4
-    EACH(p[i] = _mm512_fmadd_ps(p[i], r[i], _mm512_set1_ps(C4)););
-#pragma GCC unroll 4
-    EACH(p[i] = _mm512_fmadd_ps(p[i], r[i], _mm512_set1_ps(C3)););
-#pragma GCC unroll 4
-    EACH(p[i] = _mm512_fmadd_ps(p[i], r[i], _mm512_set1_ps(C2)););
-#pragma GCC unroll 4
-    EACH(p[i] = _mm512_fmadd_ps(p[i], r[i], _mm512_set1_ps(1.0f)););
-#pragma GCC unroll 4
-    EACH(p[i] = _mm512_fmadd_ps(p[i], r[i], _mm512_set1_ps(1.0f)););
-#pragma GCC unroll 4
-    EACH(x[i] = _mm512_mul_ps(p[i], _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_castps_si512(t[i]), 23))););
-#undef EACH
 }
 
 __attribute__((target("avx512f"), always_inline)) static inline __m512 exp_le0_avx512(__m512 x)
