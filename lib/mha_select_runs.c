@@ -121,67 +121,11 @@ static int64_t above_portable(int32_t *idx, const float *x, int64_t n, float thr
 }
 
 #ifdef HAVE_X86_KERNELS
-__attribute__((target("avx512f"))) static int64_t above_avx512(int32_t *idx, const float *x,
-                                                               int64_t n, float thr)
-{
-    const __m512 vt = _mm512_set1_ps(thr);
-    int64_t c = 0, j = 0;
-    for (; j + 64 <= n; j += 64) { /* most runs of 64 have no key that reaches thr: one test */
-        const __mmask16 m0 = _mm512_cmp_ps_mask(_mm512_loadu_ps(x + j), vt, _CMP_GE_OQ);
-        const __mmask16 m1 = _mm512_cmp_ps_mask(_mm512_loadu_ps(x + j + 16), vt, _CMP_GE_OQ);
-        const __mmask16 m2 = _mm512_cmp_ps_mask(_mm512_loadu_ps(x + j + 32), vt, _CMP_GE_OQ);
-        const __mmask16 m3 = _mm512_cmp_ps_mask(_mm512_loadu_ps(x + j + 48), vt, _CMP_GE_OQ);
-        uint64_t m = (uint64_t)m0 | (uint64_t)m1 << 16 | (uint64_t)m2 << 32 | (uint64_t)m3 << 48;
-        while (m) {
-            idx[c++] = (int32_t)(j + __builtin_ctzll(m));
-            m &= m - 1;
-        }
-    }
-    for (; j < n; j += 16) {
-        const __mmask16 live = n - j >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - j)) - 1);
-        unsigned m =
-            _mm512_mask_cmp_ps_mask(live, _mm512_maskz_loadu_ps(live, x + j), vt, _CMP_GE_OQ);
-        while (m) {
-            idx[c++] = (int32_t)(j + __builtin_ctz(m));
-            m &= m - 1;
-        }
-    }
-    return c;
-}
-
 /* The bits of 8 keys x[0..8) that reach vt. */
 __attribute__((target("avx2"))) static inline uint64_t reach8_avx2(const float *x, __m256 vt)
 {
     return (uint64_t)(uint32_t)_mm256_movemask_ps(
         _mm256_cmp_ps(_mm256_loadu_ps(x), vt, _CMP_GE_OQ));
-}
-
-__attribute__((target("avx2"))) static int64_t above_avx2(int32_t *idx, const float *x, int64_t n,
-                                                          float thr)
-{
-    const __m256 vt = _mm256_set1_ps(thr);
-    int64_t c = 0, j = 0;
-    for (; j + 64 <= n; j += 64) { /* most runs of 64 have no key that reaches thr: one test */
-        uint64_t m = 0;
-#pragma GCC unroll 8
-        for (int q = 0; q < 8; q++)
-            m |= reach8_avx2(x + j + 8 * q, vt) << (8 * q);
-        while (m) {
-            idx[c++] = (int32_t)(j + __builtin_ctzll(m));
-            m &= m - 1;
-        }
-    }
-    for (; j + 8 <= n; j += 8) {
-        uint64_t m = reach8_avx2(x + j, vt);
-        while (m) {
-            idx[c++] = (int32_t)(j + __builtin_ctzll(m));
-            m &= m - 1;
-        }
-    }
-    for (; j < n; j++)
-        if (x[j] >= thr)
-            idx[c++] = (int32_t)j;
-    return c;
 }
 
 /* x (in every lane) offered to the kst = 8·nr largest held in v[0, nr), ascending across the
@@ -244,6 +188,15 @@ __attribute__((target("avx512f"))) static void reach_masks_avx512(uint64_t *mk, 
         }
         mk[j / 64] = m;
     }
+}
+
+/* reach_masks_avx512 or _avx2, as isa says (one of the two). */
+static void reach_masks(mha_isa isa, uint64_t *mk, const float *x, int64_t n, float thr)
+{
+    if (isa == MHA_ISA_AVX512)
+        reach_masks_avx512(mk, x, n, thr);
+    else
+        reach_masks_avx2(mk, x, n, thr);
 }
 
 /* topk_scan_portable on the runs' masks mk (reach_masks_*), with the kst largest in nr
@@ -644,10 +597,18 @@ void mha_run_div(mha_isa isa, float *x, int64_t n, float div)
 int64_t mha_run_above(mha_isa isa, int32_t *idx, const float *x, int64_t n, float thr)
 {
 #ifdef HAVE_X86_KERNELS
-    if (isa == MHA_ISA_AVX512)
-        return above_avx512(idx, x, n, thr);
-    if (isa == MHA_ISA_AVX2)
-        return above_avx2(idx, x, n, thr);
+    if (isa == MHA_ISA_AVX512 || isa == MHA_ISA_AVX2) { /* 256 keys at a time, a mask a run */
+        int64_t c = 0;
+        for (int64_t c0 = 0; c0 < n; c0 += 256) {
+            const int64_t e = n - c0 < 256 ? n - c0 : 256;
+            uint64_t mk[4];
+            reach_masks(isa, mk, x + c0, e, thr);
+            for (int64_t j = 0; j < e; j += 64) /* most runs have no key that reaches thr */
+                for (uint64_t m = mk[j / 64]; m; m &= m - 1)
+                    idx[c++] = (int32_t)(c0 + j + __builtin_ctzll(m));
+        }
+        return c;
+    }
 #endif
     (void)isa;
     return above_portable(idx, x, n, thr);
@@ -662,10 +623,7 @@ int64_t mha_run_topk_scan(mha_isa isa, mha_cand *cand, float *kt, int64_t kst, c
         for (int64_t c0 = 0; c0 < n; c0 += 256) {
             const int64_t e = n - c0 < 256 ? n - c0 : 256;
             uint64_t mk[4];
-            if (isa == MHA_ISA_AVX512)
-                reach_masks_avx512(mk, x + c0, e, thr);
-            else
-                reach_masks_avx2(mk, x + c0, e, thr);
+            reach_masks(isa, mk, x + c0, e, thr);
             c += take_runs_avx2(cand + c, kt, kst, x + c0, e, mk, j0 + c0, nv);
         }
         return c;
