@@ -72,6 +72,24 @@ static inline void prefetch_row(const float *p, int64_t n)
         __builtin_prefetch(p + c, 1, 2);
 }
 
+/* A finished panel block (rows [r0, r0+rows), columns [c0, c0+cols) of the job, at c, row stride
+ * ldc) to the job's epilogue, when it takes blocks. */
+static void then_block(const mha_proj_job *j, int64_t r0, int64_t rows, int64_t c0, int64_t cols,
+                       float *c, int64_t ldc)
+{
+    if (j->then && !j->groups)
+        j->then(j->then_arg, r0, rows, c0, cols, c, ldc);
+}
+
+/* A task's finished columns [g0, g1) of C's rows [r0, r0+rows) (C: the task's first row) to the
+ * job's epilogue, when it takes whole groups (mha_proj_then_groups): they are in L2. */
+static void then_group(const mha_proj_job *j, int64_t r0, int64_t rows, int64_t g0, int64_t g1,
+                       float *C)
+{
+    if (j->then && j->groups)
+        j->then(j->then_arg, r0, rows, g0, g1 - g0, C + g0, j->ldc);
+}
+
 /* rows rows of c (row stride ldc), cols columns each, set to bias[0, cols) (NULL: 0): torch's
  * addmm starts from the bias. */
 static void bias_rows(float *c, int64_t ldc, const float *bias, int64_t rows, int64_t cols)
@@ -132,15 +150,13 @@ static void packed_task(const mha_proj_set *set, const mha_proj_job *j, int slot
         const int64_t n0 = c0 + MHA_PANEL, ncols = g1 - n0 < MHA_PANEL ? g1 - n0 : MHA_PANEL;
         bias_rows(ct, MHA_PANEL, j->bias ? j->bias + c0 : NULL, R, cols);
         panel_sum(set->ks, ct, MHA_PANEL, xs, K, j->w->p + c0 * K, R, cols, K);
-        if (j->then && !j->groups) /* before the copy: the epilogue may change the block */
-            j->then(j->then_arg, r0, R, c0, cols, ct, MHA_PANEL);
+        then_block(j, r0, R, c0, cols, ct, MHA_PANEL); /* before the copy: it may change it */
         for (int64_t r = 0; r < R && !j->no_c; r++) {
             copy_floats(C + r * j->ldc + c0, ct + r * MHA_PANEL, cols);
             prefetch_row(C + r * j->ldc + n0, ncols);
         }
     }
-    if (j->then && j->groups)
-        j->then(j->then_arg, r0, R, g0, g1 - g0, C + g0, j->ldc);
+    then_group(j, r0, R, g0, g1, C);
 }
 
 /* A task whose job writes no C (mha_proj_job.no_c): each panel's block made in the slot's tile
@@ -159,7 +175,7 @@ static void tile_task(const mha_proj_set *set, const mha_proj_job *j, int slot, 
                         X, (int)j->ldx, j->W + c0 * K, (int)K, 1.0f, ct, MHA_PANEL);
         else
             panel_sum(ks, ct, MHA_PANEL, X, j->ldx, j->w->p + c0 * K, rows, cols, K);
-        j->then(j->then_arg, r0, rows, c0, cols, ct, MHA_PANEL);
+        then_block(j, r0, rows, c0, cols, ct, MHA_PANEL);
     }
 }
 
@@ -191,18 +207,15 @@ void mha_proj_task(void *arg, int64_t task, int slot)
     if (ks->isa == MHA_ISA_PORTABLE) { /* generic: one cblas call on the weights as given */
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, (int)(g1 - g0), (int)K,
                     1.0f, X, (int)j->ldx, j->W + g0 * K, (int)K, 1.0f, C + g0, (int)j->ldc);
-        for (int64_t c0 = g0; c0 < g1 && j->then; c0 += j->groups ? g1 - g0 : MHA_PANEL)
-            j->then(j->then_arg, r0, rows, c0,
-                    j->groups ? g1 - g0 : g1 - c0 < MHA_PANEL ? g1 - c0 : MHA_PANEL, C + c0,
-                    j->ldc);
+        for (int64_t c0 = g0; c0 < g1; c0 += MHA_PANEL)
+            then_block(j, r0, rows, c0, g1 - c0 < MHA_PANEL ? g1 - c0 : MHA_PANEL, C + c0, j->ldc);
+        then_group(j, r0, rows, g0, g1, C);
         return;
     }
     for (int64_t c0 = g0; c0 < g1; c0 += MHA_PANEL) {
         const int64_t cols = g1 - c0 < MHA_PANEL ? g1 - c0 : MHA_PANEL;
         panel_sum(ks, C + c0, j->ldc, X, j->ldx, j->w->p + c0 * K, rows, cols, K);
-        if (j->then && !j->groups) /* the panel's block while it is in L1 */
-            j->then(j->then_arg, r0, rows, c0, cols, C + c0, j->ldc);
+        then_block(j, r0, rows, c0, cols, C + c0, j->ldc); /* while it is in L1 */
     }
-    if (j->then && j->groups) /* the task's columns while they are in L2 */
-        j->then(j->then_arg, r0, rows, g0, g1 - g0, C + g0, j->ldc);
+    then_group(j, r0, rows, g0, g1, C);
 }
