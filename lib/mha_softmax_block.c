@@ -148,6 +148,25 @@ static void block_portable(float *sc, int64_t ld, int64_t rows, int64_t n, const
 DEFINE_EXP_LE0_N(exp_le0_avx2_n, "avx2,fma", __m256, _mm256, 256)
 DEFINE_EXP_LE0_N(exp_le0_avx512_n, "avx512f", __m512, _mm512, 512)
 #undef DEFINE_EXP_LE0_N
+/* A block row's four vectors from row (LANES floats each) in place: exp(x - vm) four side by side,
+ * added to the row's two running sums in the order s0, s1, s0, s1. */
+#define DEFINE_EXPS4(NAME, EXP_N, TARGET, V, P, LANES)                                             \
+    __attribute__((target(TARGET), always_inline)) static inline void NAME(float *row, V vm,      \
+                                                                           V *s0, V *s1)          \
+    {                                                                                              \
+        V e[4];                                                                                    \
+        _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) e[i] =                                 \
+            P##_sub_ps(P##_loadu_ps(row + LANES * i), vm);                                         \
+        EXP_N(e, 4);                                                                               \
+        _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) P##_storeu_ps(row + LANES * i, e[i]);  \
+        *s0 = P##_add_ps(*s0, e[0]);                                                               \
+        *s1 = P##_add_ps(*s1, e[1]);                                                               \
+        *s0 = P##_add_ps(*s0, e[2]);                                                               \
+        *s1 = P##_add_ps(*s1, e[3]);                                                               \
+    }
+DEFINE_EXPS4(exps4_avx2, exp_le0_avx2_n, "avx2,fma", __m256, _mm256, 8)
+DEFINE_EXPS4(exps4_avx512, exp_le0_avx512_n, "avx512f", __m512, _mm512, 16)
+#undef DEFINE_EXPS4
 #undef EACH
 
 __attribute__((target("avx2,fma"), always_inline)) static inline __m256 exp_le0_avx2(__m256 x)
@@ -236,20 +255,8 @@ __attribute__((target("avx2,fma"))) static void block_avx2(float *sc, int64_t ld
         const __m256 vm = _mm256_set1_ps(mx);
         __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
         int64_t j = 0;
-        for (; j + 32 <= body; j += 32) { /* four exps side by side; the sums in the order below */
-            __m256 e[4];
-#pragma GCC unroll 4
-            for (int i = 0; i < 4; i++)
-                e[i] = _mm256_sub_ps(_mm256_loadu_ps(row + j + 8 * i), vm);
-            exp_le0_avx2_n(e, 4);
-#pragma GCC unroll 4
-            for (int i = 0; i < 4; i++)
-                _mm256_storeu_ps(row + j + 8 * i, e[i]);
-            s0 = _mm256_add_ps(s0, e[0]);
-            s1 = _mm256_add_ps(s1, e[1]);
-            s0 = _mm256_add_ps(s0, e[2]);
-            s1 = _mm256_add_ps(s1, e[3]);
-        }
+        for (; j + 32 <= body; j += 32) /* four exps side by side */
+            exps4_avx2(row + j, vm, &s0, &s1);
         for (; j + 16 <= body; j += 16) { /* two chains: the exp's latency overlaps */
             const __m256 e0 = exp_le0_avx2(_mm256_sub_ps(_mm256_loadu_ps(row + j), vm));
             const __m256 e1 = exp_le0_avx2(_mm256_sub_ps(_mm256_loadu_ps(row + j + 8), vm));
@@ -331,20 +338,8 @@ __attribute__((target("avx512f"))) static void block_avx512(float *sc, int64_t l
         const __m512 vm = _mm512_set1_ps(mx);
         __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
         int64_t j = 0;
-        for (; j + 64 <= body; j += 64) {
-            __m512 e[4];
-#pragma GCC unroll 4
-            for (int i = 0; i < 4; i++)
-                e[i] = _mm512_sub_ps(_mm512_loadu_ps(row + j + 16 * i), vm);
-            exp_le0_avx512_n(e, 4);
-#pragma GCC unroll 4
-            for (int i = 0; i < 4; i++)
-                _mm512_storeu_ps(row + j + 16 * i, e[i]);
-            s0 = _mm512_add_ps(s0, e[0]);
-            s1 = _mm512_add_ps(s1, e[1]);
-            s0 = _mm512_add_ps(s0, e[2]);
-            s1 = _mm512_add_ps(s1, e[3]);
-        }
+        for (; j + 64 <= body; j += 64) /* four exps side by side */
+            exps4_avx512(row + j, vm, &s0, &s1);
         for (; j + 32 <= body; j += 32) {
             const __m512 e0 = exp_le0_avx512(_mm512_sub_ps(_mm512_loadu_ps(row + j), vm));
             const __m512 e1 = exp_le0_avx512(_mm512_sub_ps(_mm512_loadu_ps(row + j + 16), vm));
