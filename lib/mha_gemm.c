@@ -13,6 +13,7 @@
 #include "mha_kernels.h"
 
 #include <cblas.h>
+#include <string.h>
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -43,14 +44,18 @@ enum { ROWS = 6 }; /* rows per register tile, both ISAs */
 
 __attribute__((target("avx512f"), always_inline)) static inline void
 tile_avx512(float *c, int64_t ldc, const float *x, int64_t ldx, const float *w, int64_t ldw,
-            int64_t depth, __mmask16 last, bool acc, const int R, const int V)
+            int64_t depth, __mmask16 last, const float *from, bool acc, const int R, const int V)
 {
-    __m512 a[ROWS][4];
+    __m512 a[ROWS][4], f[4];
+#pragma GCC unroll 4
+    for (int v = 0; v < V && from; v++)
+        f[v] = v == V - 1 ? _mm512_maskz_loadu_ps(last, from + v * 16) : _mm512_loadu_ps(from + v * 16);
 #pragma GCC unroll 6
     for (int i = 0; i < R; i++)
 #pragma GCC unroll 4
         for (int v = 0; v < V; v++)
-            a[i][v] = !acc            ? _mm512_setzero_ps()
+            a[i][v] = from            ? f[v]
+                      : !acc          ? _mm512_setzero_ps()
                       : v == V - 1    ? _mm512_maskz_loadu_ps(last, c + i * ldc + v * 16)
                                       : _mm512_loadu_ps(c + i * ldc + v * 16);
     for (int64_t d = 0; d < depth; d++) {
@@ -81,10 +86,11 @@ tile_avx512(float *c, int64_t ldc, const float *x, int64_t ldx, const float *w, 
 /* Every row of one group of V vectors (the last one masked by last). */
 __attribute__((target("avx512f"), always_inline)) static inline void
 group_avx512(float *c, int64_t ldc, const float *x, int64_t ldx, const float *w, int64_t ldw,
-             int64_t rows, int64_t depth, __mmask16 last, bool acc, const int V)
+             int64_t rows, int64_t depth, __mmask16 last, const float *from, bool acc, const int V)
 {
     int64_t r = 0;
-#define TILE(R) tile_avx512(c + r * ldc, ldc, x + r * ldx, ldx, w, ldw, depth, last, acc, R, V)
+#define TILE(R)                                                                                    \
+    tile_avx512(c + r * ldc, ldc, x + r * ldx, ldx, w, ldw, depth, last, from, acc, R, V)
     for (; r + ROWS <= rows; r += ROWS)
         TILE(ROWS);
     switch (rows - r) {
@@ -109,7 +115,7 @@ group_avx512(float *c, int64_t ldc, const float *x, int64_t ldx, const float *w,
 
 __attribute__((target("avx512f"))) static void
 gemm_avx512(float *c, int64_t ldc, const float *x, int64_t ldx, const float *w, int64_t ldw,
-            int64_t rows, int64_t cols, int64_t depth, bool acc)
+            int64_t rows, int64_t cols, int64_t depth, const float *from, bool acc)
 {
     for (int64_t c0 = 0; c0 < cols; c0 += 64) {
         const int64_t n = cols - c0 < 64 ? cols - c0 : 64;
@@ -117,19 +123,19 @@ gemm_avx512(float *c, int64_t ldc, const float *x, int64_t ldx, const float *w, 
         const int rest = (int)(n - (V - 1) * 16); /* 1..16 columns in the last vector */
         const __mmask16 last = (__mmask16)(rest == 16 ? 0xffff : (1u << rest) - 1);
         float *cg = c + c0;
-        const float *wg = w + c0;
+        const float *wg = w + c0, *fg = from ? from + c0 : NULL;
         switch (V) {
         case 1:
-            group_avx512(cg, ldc, x, ldx, wg, ldw, rows, depth, last, acc, 1);
+            group_avx512(cg, ldc, x, ldx, wg, ldw, rows, depth, last, fg, acc, 1);
             break;
         case 2:
-            group_avx512(cg, ldc, x, ldx, wg, ldw, rows, depth, last, acc, 2);
+            group_avx512(cg, ldc, x, ldx, wg, ldw, rows, depth, last, fg, acc, 2);
             break;
         case 3:
-            group_avx512(cg, ldc, x, ldx, wg, ldw, rows, depth, last, acc, 3);
+            group_avx512(cg, ldc, x, ldx, wg, ldw, rows, depth, last, fg, acc, 3);
             break;
         default:
-            group_avx512(cg, ldc, x, ldx, wg, ldw, rows, depth, last, acc, 4);
+            group_avx512(cg, ldc, x, ldx, wg, ldw, rows, depth, last, fg, acc, 4);
         }
     }
 }
@@ -145,14 +151,19 @@ __attribute__((target("avx2"))) static inline __m256i lanes_avx2(int n)
 
 __attribute__((target("avx2,fma"), always_inline)) static inline void
 tile_avx2(float *c, int64_t ldc, const float *x, int64_t ldx, const float *w, int64_t ldw,
-          int64_t depth, __m256i last, bool full, bool acc, const int R, const int V)
+          int64_t depth, __m256i last, bool full, const float *from, bool acc, const int R,
+          const int V)
 {
-    __m256 a[ROWS][2];
+    __m256 a[ROWS][2], f[2];
+#pragma GCC unroll 2
+    for (int v = 0; v < V && from; v++)
+        f[v] = v == V - 1 && !full ? _mm256_maskload_ps(from + v * 8, last) : _mm256_loadu_ps(from + v * 8);
 #pragma GCC unroll 6
     for (int i = 0; i < R; i++)
 #pragma GCC unroll 2
         for (int v = 0; v < V; v++)
-            a[i][v] = !acc                    ? _mm256_setzero_ps()
+            a[i][v] = from                    ? f[v]
+                      : !acc                  ? _mm256_setzero_ps()
                       : v == V - 1 && !full   ? _mm256_maskload_ps(c + i * ldc + v * 8, last)
                                               : _mm256_loadu_ps(c + i * ldc + v * 8);
     if (full) {
@@ -199,10 +210,12 @@ tile_avx2(float *c, int64_t ldc, const float *x, int64_t ldx, const float *w, in
 
 __attribute__((target("avx2,fma"), always_inline)) static inline void
 group_avx2(float *c, int64_t ldc, const float *x, int64_t ldx, const float *w, int64_t ldw,
-           int64_t rows, int64_t depth, __m256i last, bool full, bool acc, const int V)
+           int64_t rows, int64_t depth, __m256i last, bool full, const float *from, bool acc,
+           const int V)
 {
     int64_t r = 0;
-#define TILE(R) tile_avx2(c + r * ldc, ldc, x + r * ldx, ldx, w, ldw, depth, last, full, acc, R, V)
+#define TILE(R)                                                                                    \
+    tile_avx2(c + r * ldc, ldc, x + r * ldx, ldx, w, ldw, depth, last, full, from, acc, R, V)
     for (; r + ROWS <= rows; r += ROWS)
         TILE(ROWS);
     switch (rows - r) {
@@ -228,38 +241,57 @@ group_avx2(float *c, int64_t ldc, const float *x, int64_t ldx, const float *w, i
 __attribute__((target("avx2,fma"))) static void gemm_avx2(float *c, int64_t ldc, const float *x,
                                                          int64_t ldx, const float *w, int64_t ldw,
                                                          int64_t rows, int64_t cols, int64_t depth,
-                                                         bool acc)
+                                                         const float *from, bool acc)
 {
     for (int64_t c0 = 0; c0 < cols; c0 += 16) {
         const int64_t n = cols - c0 < 16 ? cols - c0 : 16;
         const int V = n > 8 ? 2 : 1;
         const int rest = (int)(n - (V - 1) * 8); /* 1..8 columns in the last vector */
         const __m256i last = lanes_avx2(rest);
+        const float *fg = from ? from + c0 : NULL;
         if (V == 2)
-            group_avx2(c + c0, ldc, x, ldx, w + c0, ldw, rows, depth, last, rest == 8, acc, 2);
+            group_avx2(c + c0, ldc, x, ldx, w + c0, ldw, rows, depth, last, rest == 8, fg, acc, 2);
         else
-            group_avx2(c + c0, ldc, x, ldx, w + c0, ldw, rows, depth, last, rest == 8, acc, 1);
+            group_avx2(c + c0, ldc, x, ldx, w + c0, ldw, rows, depth, last, rest == 8, fg, acc, 1);
     }
 }
 #endif
 
-bool mha_gemm_isa(mha_isa isa, float *c, int64_t ldc, const float *x, int64_t ldx, const float *w,
-                  int64_t ldw, int64_t rows, int64_t cols, int64_t depth, bool acc)
+/* Both entries: the accumulators start from `from` (a row, in every row of C) when it is given,
+ * else from C when acc, else from 0. */
+static bool gemm_isa(mha_isa isa, float *c, int64_t ldc, const float *x, int64_t ldx, const float *w,
+                     int64_t ldw, int64_t rows, int64_t cols, int64_t depth, const float *from,
+                     bool acc)
 {
     if (!mha_isa_usable(isa))
         return false;
     switch (isa) {
 #ifdef HAVE_X86_KERNELS
     case MHA_ISA_AVX512:
-        gemm_avx512(c, ldc, x, ldx, w, ldw, rows, cols, depth, acc);
+        gemm_avx512(c, ldc, x, ldx, w, ldw, rows, cols, depth, from, acc);
         return true;
     case MHA_ISA_AVX2:
-        gemm_avx2(c, ldc, x, ldx, w, ldw, rows, cols, depth, acc);
+        gemm_avx2(c, ldc, x, ldx, w, ldw, rows, cols, depth, from, acc);
         return true;
 #endif
     default:
+        for (int64_t r = 0; r < rows && from; r++)
+            memcpy(c + r * ldc, from, (size_t)cols * sizeof(float));
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)cols, (int)depth,
-                    1.0f, x, (int)ldx, w, (int)ldw, acc ? 1.0f : 0.0f, c, (int)ldc);
+                    1.0f, x, (int)ldx, w, (int)ldw, acc || from ? 1.0f : 0.0f, c, (int)ldc);
         return true;
     }
+}
+
+bool mha_gemm_isa(mha_isa isa, float *c, int64_t ldc, const float *x, int64_t ldx, const float *w,
+                  int64_t ldw, int64_t rows, int64_t cols, int64_t depth, bool acc)
+{
+    return gemm_isa(isa, c, ldc, x, ldx, w, ldw, rows, cols, depth, NULL, acc);
+}
+
+bool mha_gemm_from_row_isa(mha_isa isa, float *c, int64_t ldc, const float *x, int64_t ldx,
+                           const float *w, int64_t ldw, int64_t rows, int64_t cols, int64_t depth,
+                           const float *row)
+{
+    return gemm_isa(isa, c, ldc, x, ldx, w, ldw, rows, cols, depth, row, false);
 }

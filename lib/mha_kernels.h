@@ -35,6 +35,13 @@
 bool mha_gemm_isa(mha_isa isa, float *c, int64_t ldc, const float *x, int64_t ldx, const float *w,
                   int64_t ldw, int64_t rows, int64_t cols, int64_t depth, bool acc);
 
+/* C[rows][cols] = row[0, cols) in every row (NULL: 0) + X · W, as mha_gemm_isa: the accumulators
+ * start from the row where mha_gemm_isa's would load it from C (a projection's bias: the same bits
+ * as C filled with it and accumulated into, without the copy and its loads). */
+bool mha_gemm_from_row_isa(mha_isa isa, float *c, int64_t ldc, const float *x, int64_t ldx,
+                           const float *w, int64_t ldw, int64_t rows, int64_t cols, int64_t depth,
+                           const float *row);
+
 /* True when this CPU can run isa's hand kernels (PORTABLE: always). */
 bool mha_isa_usable(mha_isa isa);
 

@@ -91,8 +91,9 @@ static void then_group(const mha_proj_job *j, int64_t r0, int64_t rows, int64_t 
 }
 
 /* rows rows of c (row stride ldc), cols columns each, set to bias[0, cols) (NULL: 0): torch's
- * addmm starts from the bias. */
-static void bias_rows(float *c, int64_t ldc, const float *bias, int64_t rows, int64_t cols)
+ * addmm starts from the bias. Not inlined: where panel_sum's constant 64 columns reached
+ * copy_floats, GCC warned of an overflowing iteration in its (never run) tail loop. */
+__attribute__((noinline)) static void bias_rows(float *c, int64_t ldc, const float *bias, int64_t rows, int64_t cols)
 {
     for (int64_t r = 0; r < rows; r++) {
         if (bias)
@@ -102,22 +103,30 @@ static void bias_rows(float *c, int64_t ldc, const float *bias, int64_t rows, in
     }
 }
 
-/* c[rows][cols] += x[rows][K] · panel[K][64]'s first cols columns, in depth chunks of ks->kc in
- * order: the full tile's call of the kernel set (JIT or hand) where there is one for these strides,
- * else the hand kernel on the exact size. */
+/* c[rows][cols] = bias[0, cols) (NULL: 0) + x[rows][K] · panel[K][64]'s first cols columns, in
+ * depth chunks of ks->kc in order: the full tile's call of the kernel set (JIT or hand) where there
+ * is one for these strides, on c filled with the bias first, else the hand kernel on the exact
+ * size, its accumulators started from the bias (the same bits, without the copy: a tenth of S's
+ * pass). */
 static void panel_sum(const mha_kernel_set *ks, float *c, int64_t ldc, const float *x, int64_t ldx,
-                      const float *panel, int64_t rows, int64_t cols, int64_t K)
+                      const float *panel, int64_t rows, int64_t cols, int64_t K, const float *bias)
 {
     for (int64_t k0 = 0; k0 < K; k0 += ks->kc) {
         const int64_t depth = K - k0 < ks->kc ? K - k0 : ks->kc;
         const mha_mm *mm = rows == MHA_PROJ_ROWS && cols == MHA_PANEL
                                ? mha_kernel_set_proj(ks, depth, ldx, ldc)
                                : NULL;
-        if (mm)
+        if (mm) {
+            if (k0 == 0)
+                bias_rows(c, ldc, bias, rows, cols);
             mha_mm_run(mm, c, x + k0, panel + k0 * MHA_PANEL);
-        else
+        } else if (k0 == 0) {
+            mha_gemm_from_row_isa(ks->isa, c, ldc, x, ldx, panel, MHA_PANEL, rows, cols, depth,
+                                  bias);
+        } else {
             mha_gemm_isa(ks->isa, c, ldc, x + k0, ldx, panel + k0 * MHA_PANEL, MHA_PANEL, rows,
                          cols, depth, true);
+        }
     }
 }
 
@@ -148,8 +157,8 @@ static void packed_task(const mha_proj_set *set, const mha_proj_job *j, int slot
     for (int64_t c0 = g0; c0 < g1; c0 += MHA_PANEL) {
         const int64_t cols = g1 - c0 < MHA_PANEL ? g1 - c0 : MHA_PANEL;
         const int64_t n0 = c0 + MHA_PANEL, ncols = g1 - n0 < MHA_PANEL ? g1 - n0 : MHA_PANEL;
-        bias_rows(ct, MHA_PANEL, j->bias ? j->bias + c0 : NULL, R, cols);
-        panel_sum(set->ks, ct, MHA_PANEL, xs, K, j->w->p + c0 * K, R, cols, K);
+        panel_sum(set->ks, ct, MHA_PANEL, xs, K, j->w->p + c0 * K, R, cols, K,
+                  j->bias ? j->bias + c0 : NULL);
         then_block(j, r0, R, c0, cols, ct, MHA_PANEL); /* before the copy: it may change it */
         for (int64_t r = 0; r < R && !j->no_c; r++) {
             copy_floats(C + r * j->ldc + c0, ct + r * MHA_PANEL, cols);
@@ -169,12 +178,14 @@ static void tile_task(const mha_proj_set *set, const mha_proj_job *j, int slot, 
     float *ct = set->scratch + slot * set->slot_floats; /* [64][64] */
     for (int64_t c0 = g0; c0 < g1; c0 += MHA_PANEL) {
         const int64_t cols = g1 - c0 < MHA_PANEL ? g1 - c0 : MHA_PANEL;
-        bias_rows(ct, MHA_PANEL, j->bias ? j->bias + c0 : NULL, rows, cols);
-        if (ks->isa == MHA_ISA_PORTABLE)
+        const float *bias = j->bias ? j->bias + c0 : NULL;
+        if (ks->isa == MHA_ISA_PORTABLE) {
+            bias_rows(ct, MHA_PANEL, bias, rows, cols);
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, (int)cols, (int)K, 1.0f,
                         X, (int)j->ldx, j->W + c0 * K, (int)K, 1.0f, ct, MHA_PANEL);
-        else
-            panel_sum(ks, ct, MHA_PANEL, X, j->ldx, j->w->p + c0 * K, rows, cols, K);
+        } else {
+            panel_sum(ks, ct, MHA_PANEL, X, j->ldx, j->w->p + c0 * K, rows, cols, K, bias);
+        }
         then_block(j, r0, rows, c0, cols, ct, MHA_PANEL);
     }
 }
@@ -203,8 +214,8 @@ void mha_proj_task(void *arg, int64_t task, int slot)
         tile_task(set, j, slot, X, r0, rows, g0, g1);
         return;
     }
-    bias_rows(C + g0, j->ldc, j->bias ? j->bias + g0 : NULL, rows, g1 - g0);
     if (ks->isa == MHA_ISA_PORTABLE) { /* generic: one cblas call on the weights as given */
+        bias_rows(C + g0, j->ldc, j->bias ? j->bias + g0 : NULL, rows, g1 - g0);
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, (int)(g1 - g0), (int)K,
                     1.0f, X, (int)j->ldx, j->W + g0 * K, (int)K, 1.0f, C + g0, (int)j->ldc);
         for (int64_t c0 = g0; c0 < g1; c0 += MHA_PANEL)
@@ -214,7 +225,8 @@ void mha_proj_task(void *arg, int64_t task, int slot)
     }
     for (int64_t c0 = g0; c0 < g1; c0 += MHA_PANEL) {
         const int64_t cols = g1 - c0 < MHA_PANEL ? g1 - c0 : MHA_PANEL;
-        panel_sum(ks, C + c0, j->ldc, X, j->ldx, j->w->p + c0 * K, rows, cols, K);
+        panel_sum(ks, C + c0, j->ldc, X, j->ldx, j->w->p + c0 * K, rows, cols, K,
+                  j->bias ? j->bias + c0 : NULL);
         then_block(j, r0, rows, c0, cols, C + c0, j->ldc); /* while it is in L1 */
     }
     then_group(j, r0, rows, g0, g1, C);

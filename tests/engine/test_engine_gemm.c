@@ -6,7 +6,8 @@
  * JIT kernels libxsmm's generator writes for AVX-512 and AVX2. Shapes hit every edge of the
  * register tiles (rows 1..13 around the 6-row tiles, columns around the 8-, 16- and 64-column
  * groups, depth 1 to 256 including the attention's odd head sizes), with strides wider than the
- * matrices, overwrite and accumulate. Columns past cols and rows past rows must stay untouched.
+ * matrices, overwrite, accumulate, and (hand kernels) start from a row (a projection's bias; also
+ * bit for bit what C filled with that row and accumulated into gives). Columns past cols and rows past rows must stay untouched.
  * A kernel the CPU (or the build) lacks is reported as SKIP, never counted as passed.
  *
  * Also the operands' packing (lib/mha_pack.c): the transposed copy with zero padding that keys and
@@ -41,19 +42,32 @@ static float *rnd_array(int64_t n)
 
 typedef enum { HAND, JIT } kind;
 
+typedef enum { OVERWRITE, ACCUMULATE, FROM_ROW } start;
+
 /* One shape on one kernel: C (with 3 spare columns per row and a spare row) against double.
  * Returns false when the kernel cannot run (JIT unavailable for this shape). */
-static bool run_shape(kind k, mha_isa isa, int64_t rows, int64_t cols, int64_t depth, bool acc,
+static bool run_shape(kind k, mha_isa isa, int64_t rows, int64_t cols, int64_t depth, start st,
                       bool *ok)
 {
     const int64_t ldc = cols + 3, ldx = depth + 5, ldw = cols + 7;
-    float *x = rnd_array(rows * ldx), *w = rnd_array(depth * ldw);
+    const bool acc = st == ACCUMULATE;
+    float *x = rnd_array(rows * ldx), *w = rnd_array(depth * ldw), *row = rnd_array(cols + 1);
     float *c = rnd_array((rows + 1) * ldc), *c0 = malloc((size_t)((rows + 1) * ldc) * sizeof(float));
     memcpy(c0, c, (size_t)((rows + 1) * ldc) * sizeof(float));
     const mha_mm_shape s = {rows, cols, depth, ldc, ldx, ldw, acc};
-    bool ran = true;
+    bool ran = true, same_bits = true;
     mha_jit_arena arena = {0};
-    if (k == HAND) {
+    if (k == HAND && st == FROM_ROW) {
+        ran = mha_gemm_from_row_isa(isa, c, ldc, x, ldx, w, ldw, rows, cols, depth, row);
+        /* the same as C filled with the row, accumulated into */
+        float *f = malloc((size_t)(rows * ldc) * sizeof(float));
+        for (int64_t i = 0; i < rows; i++)
+            memcpy(f + i * ldc, row, (size_t)cols * sizeof(float));
+        mha_gemm_isa(isa, f, ldc, x, ldx, w, ldw, rows, cols, depth, true);
+        for (int64_t i = 0; i < rows; i++)
+            same_bits &= !memcmp(f + i * ldc, c + i * ldc, (size_t)cols * sizeof(float));
+        free(f);
+    } else if (k == HAND) {
         ran = mha_gemm_isa(isa, c, ldc, x, ldx, w, ldw, rows, cols, depth, acc);
     } else {
         mha_jit_fn fn = mha_jit_add(&arena, isa, &s);
@@ -72,7 +86,8 @@ static bool run_shape(kind k, mha_isa isa, int64_t rows, int64_t cols, int64_t d
                     untouched &= got == c0[i * ldc + j];
                     continue;
                 }
-                double want = acc ? c0[i * ldc + j] : 0.0, mag = fabs(want);
+                double want = st == FROM_ROW ? row[j] : acc ? c0[i * ldc + j] : 0.0;
+                double mag = fabs(want);
                 for (int64_t d = 0; d < depth; d++) {
                     const double t = (double)x[i * ldx + d] * w[d * ldw + j];
                     want += t;
@@ -81,13 +96,16 @@ static bool run_shape(kind k, mha_isa isa, int64_t rows, int64_t cols, int64_t d
                 good &= fabs(got - want) <= 6e-8 * (double)(depth + 2) * mag; /* float rounding bound */
             }
         }
-        *ok = good && untouched;
+        *ok = good && untouched && same_bits;
         if (!*ok)
             printf("  %s %s: rows %lld cols %lld depth %lld %s: %s\n", k == JIT ? "jit" : "hand",
                    isa_name[isa], (long long)rows, (long long)cols, (long long)depth,
-                   acc ? "C +=" : "C =", good ? "wrote outside C" : "wrong values");
+                   st == FROM_ROW ? "C = row +" : acc ? "C +=" : "C =",
+                   !good ? "wrong values" : !untouched ? "wrote outside C"
+                                                       : "not the bits of C filled with the row");
     }
     mha_jit_arena_free(&arena);
+    free(row);
     free(x);
     free(w);
     free(c);
@@ -115,10 +133,10 @@ static void test_kernel(kind k, mha_isa isa)
             for (size_t d = 0; d < sizeof depth / sizeof depth[0]; d++) {
                 if (rows[r] * cols[c] * depth[d] > 64 * 256 * 40 && (c + d) % 3)
                     continue; /* the big ones on a sample */
-                for (int acc = 0; acc < 2; acc++) {
+                for (int st = OVERWRITE; st <= (k == HAND ? FROM_ROW : ACCUMULATE); st++) {
                     bool ok = true;
                     tried++;
-                    if (run_shape(k, isa, rows[r], cols[c], depth[d], acc, &ok)) {
+                    if (run_shape(k, isa, rows[r], cols[c], depth[d], (start)st, &ok)) {
                         ran++;
                         bad += !ok;
                     }
