@@ -444,12 +444,21 @@ static void tile_start(const mha_attn *a, const rows *r, const tile *t, bool loa
     }
 }
 
+/* The kernel of a tile of m rows and n keys from a's table (full or edge tile), or NULL: the hand
+ * kernel on the exact size (no JIT code for it, or a block cut by the rules). */
+static const mha_mm *tile_kernel(const mha_attn *a, const mha_mm *const table[2][2], int64_t m,
+                                 int64_t n)
+{
+    const int i = m == a->bm ? 0 : m == a->m_edge ? 1 : -1;
+    const int j = n == a->BN ? 0 : n == a->n_edge ? 1 : -1;
+    return i < 0 || j < 0 ? NULL : table[i][j];
+}
+
 /* Block blk's scores for row block r in t->sc, at the columns [*c0, *c1) of the block: the given
  * keys outside the rules' range [k0, k1) are cut off at the block's edges (the diagonal block of a
  * causal pass, both ends of a window's); a block holding appended keys keeps its end. ALiBi, then
- * the masks (the golden files' order), then the rules. True when the block ran the fixed-size
- * kernel (a full tile). */
-static bool block_scores(const mha_attn *a, const rows *r, const tile *t, int64_t blk, int64_t *c0p,
+ * the masks (the golden files' order), then the rules. */
+static void block_scores(const mha_attn *a, const rows *r, const tile *t, int64_t blk, int64_t *c0p,
                          int64_t *c1p)
 {
     const mha_inputs *in = a->in;
@@ -464,9 +473,9 @@ static bool block_scores(const mha_attn *a, const rows *r, const tile *t, int64_
     const int64_t gn = (S0 - j0 < c1 ? S0 - j0 : c1) - c0; /* given keys; then appended */
     const float *kt = r->kv + blk * hd * BN + c0;
     float *sc = t->sc + c0; /* the tile's columns keep their block positions */
-    const bool full = m == a->bm && n == BN;
-    if (full)
-        mha_mm_run(a->mm_scores, sc, t->qt, kt);
+    const mha_mm *mm = tile_kernel(a, a->tile_scores, m, n);
+    if (mm)
+        mha_mm_run(mm, sc, t->qt, kt);
     else
         mha_gemm_isa(a->isa, sc, BN, t->qt, hd, kt, BN, m, n, hd, false);
     const mha_mask *am = in->attn_mask.data ? &in->attn_mask : NULL;
@@ -492,7 +501,6 @@ static bool block_scores(const mha_attn *a, const rows *r, const tile *t, int64_
     }
     *c0p = c0;
     *c1p = c1;
-    return full;
 }
 
 /* After block blk's softmax (its exps in t->sc, alpha set): the output rescaled in the rows whose
@@ -500,15 +508,16 @@ static bool block_scores(const mha_attn *a, const rows *r, const tile *t, int64_
  * few blocks most rows are left as they are), then O += exps · V block. nv: the blocks visited
  * before this one. */
 static void block_values(const mha_attn *a, const rows *r, const tile *t, int64_t blk, int64_t c0,
-                         int64_t c1, int64_t nv, bool full)
+                         int64_t c1, int64_t nv)
 {
     const int64_t hd = a->hd, BN = a->BN, m = r->m;
     for (int64_t i = 0; i < m && nv > 0; i++)
         if (t->alpha[i] != 1.0f)
             mha_div_mul_rows_isa(a->isa, t->o + i * hd, hd, 1, hd, 0.0f, t->alpha + i);
     const float *vb = r->kv + a->nblk * hd * BN + (blk * BN + c0) * hd;
-    if (full)
-        mha_mm_run(a->mm_pv, t->o, t->sc + c0, vb);
+    const mha_mm *mm = tile_kernel(a, a->tile_pv, m, c1 - c0);
+    if (mm)
+        mha_mm_run(mm, t->o, t->sc + c0, vb);
     else
         mha_gemm_isa(a->isa, t->o, hd, t->sc + c0, BN, vb, hd, m, hd, c1 - c0, true);
 }
@@ -591,10 +600,10 @@ static void task_grouped(const mha_attn *a, int64_t b, int64_t h, int64_t rb0, i
             if (!visits(a, &r[g].v, blk))
                 continue;
             int64_t c0, c1;
-            const bool full = block_scores(a, &r[g], &t[g], blk, &c0, &c1);
+            block_scores(a, &r[g], &t[g], blk, &c0, &c1);
             block_softmax(a, &r[g], &t[g], sw[g], slot * (int)a->group + (int)g, blk, c0, c1,
                           nv[g]);
-            block_values(a, &r[g], &t[g], blk, c0, c1, nv[g]++, full);
+            block_values(a, &r[g], &t[g], blk, c0, c1, nv[g]++);
         }
     for (int64_t g = 0; g < nt; g++) {
         tile_output(a, &r[g], &t[g]);
@@ -668,7 +677,7 @@ static void task_rows(const mha_attn *a, int64_t b, int64_t h0, int64_t h1, int6
             for (int64_t blk = -1; next_block(a, &r.v, &blk); nv++) {
                 const int64_t j0 = blk * BN, bn = S - j0 < BN ? S - j0 : BN;
                 int64_t c0, c1;
-                const bool full = block_scores(a, &r, &t, blk, &c0, &c1);
+                block_scores(a, &r, &t, blk, &c0, &c1);
                 const int64_t n = c1 - c0;
                 float *sc = t.sc + c0;
                 if (tscores)
@@ -692,7 +701,7 @@ static void task_rows(const mha_attn *a, int64_t b, int64_t h0, int64_t h1, int6
                 }
                 if (keep && !stream) /* the row maxima the block's exps are relative to */
                     memcpy(t.mt + nv * a->bm, t.m, (size_t)m * sizeof(float));
-                block_values(a, &r, &t, blk, c0, c1, nv, full);
+                block_values(a, &r, &t, blk, c0, c1, nv);
             }
 
             if (pass == 0) /* (again, the same bits: written once) */

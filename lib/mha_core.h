@@ -77,6 +77,8 @@ int64_t mha_packed_w_floats(int64_t Nc, int64_t K);
 
 #define MHA_MAX_PROJ_MM 24
 
+typedef struct mha_edge_cache mha_edge_cache; /* mha_edge_kernels.c */
+
 typedef struct mha_kernel_set {
     mha_isa isa;
     int64_t BN;       /* keys per attention block                                          */
@@ -88,12 +90,23 @@ typedef struct mha_kernel_set {
     mha_mm proj[MHA_MAX_PROJ_MM]; /* X[64][depth] (row stride ldx) · panel[depth][64]      */
     int njit;         /* how many of the above run JIT code                                 */
     mha_jit_arena arena;
+    mha_edge_cache *edges; /* JIT code for the edge tiles passes meet, made on first use (NULL:
+                            * none: no JIT for the full tiles either)                        */
 } mha_kernel_set;
 
 /* Fills ks for isa and the layer's config (resolved): JIT code for every full tile when jit is
  * true and the build and system allow it, the hand kernels (cblas for generic) for the rest. */
 void mha_kernel_set_init(mha_kernel_set *ks, mha_isa isa, const mha_config *cfg, bool jit);
 void mha_kernel_set_free(mha_kernel_set *ks);
+
+/* The attention's edge tiles (mha_edge_kernels.c): JIT code for scores sc [m][n] = qt [m][hd] ·
+ * Kᵀ [hd][n] and P·V O [m][hd] += P [m][n] · V [n][hd] (the strides of the full tiles'), made the
+ * first time a pass asks for (m, n) where it gives the hand kernel's bits; each NULL when there is
+ * none (then the hand kernel). Safe from any number of threads. */
+void mha_kernel_set_edge(const mha_kernel_set *ks, int64_t m, int64_t n, const mha_mm **scores,
+                         const mha_mm **pv);
+mha_edge_cache *mha_edge_cache_create(void);
+void mha_edge_cache_free(mha_edge_cache *c);
 
 /* The projection call of full tiles for (depth, ldx, ldc), or NULL (then the hand kernel). */
 const mha_mm *mha_kernel_set_proj(const mha_kernel_set *ks, int64_t depth, int64_t ldx,
@@ -189,6 +202,12 @@ typedef struct mha_attn {
     int64_t N, L, S0, S, H, Hkv, grp, hd, BN, nblk, nrb;
     int64_t bm; /* rows per row block (mha_attn_bm), and the kernels of its full tiles:    */
     const mha_mm *mm_scores, *mm_pv; /* ks->scores and pv, or their _wide twins           */
+    /* a tile's kernels by its shape: [m == m_edge][n == n_edge], [0][0] the full tile's (bm rows,
+     * BN keys: mm_scores, mm_pv), the others the edge tiles' JIT code (mha_kernel_set_edge) or
+     * NULL (the hand kernel); m_edge, n_edge: the last row block's rows and the last key block's
+     * keys when short of bm and BN, else 0 */
+    int64_t m_edge, n_edge;
+    const mha_mm *tile_scores[2][2], *tile_pv[2][2];
     int64_t group; /* row blocks of one head per task (mha_attn_group; all_heads: 1) */
     /* projected rows in input order (row (b, i) at b·bs + i·rs), RoPE applied */
     const float *q, *k, *v;

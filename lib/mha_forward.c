@@ -378,6 +378,15 @@ mha_status mha_forward_select(const mha_layer *layer, const mha_inputs *in, cons
     a.group = mha_attn_group(plan, a.bm);
     a.mm_scores = a.bm == MHA_BM ? &ks->scores : &ks->scores_wide;
     a.mm_pv = a.bm == MHA_BM ? &ks->pv : &ks->pv_wide;
+    a.m_edge = L % a.bm;
+    a.n_edge = a.S - (a.nblk - 1) * BN < BN ? a.S - (a.nblk - 1) * BN : 0;
+    a.tile_scores[0][0] = a.mm_scores;
+    a.tile_pv[0][0] = a.mm_pv;
+    if (L >= a.bm) /* full row blocks, a short last key block */
+        mha_kernel_set_edge(ks, a.bm, a.n_edge, &a.tile_scores[0][1], &a.tile_pv[0][1]);
+    if (a.S >= BN) /* a short last row block, full key blocks */
+        mha_kernel_set_edge(ks, a.m_edge, BN, &a.tile_scores[1][0], &a.tile_pv[1][0]);
+    mha_kernel_set_edge(ks, a.m_edge, a.n_edge, &a.tile_scores[1][1], &a.tile_pv[1][1]);
     a.slot_floats = mha_pass_slot_floats(plan, cfg, a.slab, a.bm);
 
     /* One allocation: the buffers every thread shares, then a slot per thread, as many as fit in

@@ -28,6 +28,18 @@
 #define ARENA_BYTES ((size_t)256 << 10) /* room for ~100 kernels; pages never touched cost nothing */
 #define ALIGN 64
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+__attribute__((target("avx"))) void mha_jit_leave(void)
+{
+    _mm256_zeroupper();
+}
+#else
+void mha_jit_leave(void)
+{
+}
+#endif
+
 bool mha_jit_built(void)
 {
 #ifdef ATTND_HAVE_LIBXSMM

@@ -127,10 +127,14 @@ void mha_kernel_set_init(mha_kernel_set *ks, mha_isa isa, const mha_config *cfg,
         ks->njit = 0;
         mha_jit_arena_free(&ks->arena);
     }
+    if (ks->scores.jit) /* no cache: the edges run the hand kernels */
+        ks->edges = mha_edge_cache_create();
 }
 
 void mha_kernel_set_free(mha_kernel_set *ks)
 {
+    mha_edge_cache_free(ks->edges);
+    ks->edges = NULL;
     mha_jit_arena_free(&ks->arena);
 }
 
@@ -201,8 +205,10 @@ void mha_layer_kernels_free(mha_layer_kernels *lk)
 {
     if (!lk)
         return;
-    for (int isa = 0; isa < MHA_ISA_COUNT; isa++)
+    for (int isa = 0; isa < MHA_ISA_COUNT; isa++) {
         mha_kernel_set_free(&lk->jit[isa]);
+        mha_kernel_set_free(&lk->hand[isa]);
+    }
     free(lk->block);
     free(lk);
 }

@@ -8,13 +8,16 @@
  * the hand kernels only (ATTND_JIT=0); a path the CPU lacks is reported as SKIP.
  *
  * And what must hold bit for bit: the output with and without weights (per head and averaged),
- * on one thread and on two; then the row division/scaling/summing against scalar arithmetic.
+ * on one thread and on two; the output and weights with the JIT kernels and with the hand kernels
+ * (head_dim a multiple of 16) over many lengths, two threads passing at once; then the row
+ * division/scaling/summing against scalar arithmetic.
  */
 #include "check.h"
 #include "mha_core.h"
 #include "mha_ref.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -318,6 +321,166 @@ static void test_bits(void)
     mha_pool_free(pool);
 }
 
+/* rnd() scaled by 2^-4 .. 2^4: sums in another order round differently in most outputs. */
+static void wide_values(float *x, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        x[i] = ldexpf(rnd(), (int)((rnd() + 1.0f) * 4.5f) - 4);
+}
+
+/* The edge tiles' JIT code (lib/mha_edge_kernels.c): whatever (m, n) a pass asks for, a kernel
+ * it hands out gives the hand kernel's bits on operands of its own; AVX-512 code that does not
+ * (one vector of columns, few rows) is not handed out. */
+static void test_edge_kernels(void)
+{
+    mha_config cfg;
+    mha_config_init(&cfg, 128, 4); /* hd 32: P·V has JIT code on both ISAs */
+    mha_error err;
+    for (int isa = MHA_ISA_AVX2; isa < MHA_ISA_COUNT; isa++) {
+        mha_layer *layer = mha_layer_create(&cfg, NULL, &err);
+        const mha_kernel_set *ks = mha_layer_kernel_set(layer, (mha_isa)isa, true);
+        if (!mha_isa_usable((mha_isa)isa) || !ks || !ks->scores.jit) {
+            printf("SKIP edge kernels on %s: no JIT code here\n", isa_names[isa]);
+            mha_layer_free(layer);
+            continue;
+        }
+        int handed = 0, bad = 0, refused = 0;
+        static const int64_t ms[] = {1, 2, 5, 8, 13, 32, 63, 64};
+        static const int64_t ns[] = {1, 7, 16, 32, 100, 128};
+        for (size_t a = 0; a < sizeof ms / sizeof ms[0]; a++)
+            for (size_t b = 0; b < sizeof ns / sizeof ns[0]; b++) { /* 48 shapes: over the cap */
+                if (a * (sizeof ns / sizeof ns[0]) + b == 30) { /* a fresh layer: under it */
+                    mha_layer_free(layer);
+                    layer = mha_layer_create(&cfg, NULL, &err);
+                    ks = mha_layer_kernel_set(layer, (mha_isa)isa, true);
+                }
+                const mha_mm *sc, *pv;
+                mha_kernel_set_edge(ks, ms[a], ns[b], &sc, &pv);
+                const mha_mm *both[2] = {sc, pv};
+                for (int k = 0; k < 2; k++) {
+                    const mha_mm *mm = both[k];
+                    refused += !mm;
+                    if (!mm)
+                        continue;
+                    const mha_mm_shape *sh = &mm->s;
+                    const int64_t nx = sh->rows * sh->ldx, nw = sh->depth * sh->ldw;
+                    const int64_t nc = sh->rows * sh->ldc, outs = sh->rows * sh->cols;
+                    float *x = malloc((size_t)nx * sizeof(float));
+                    float *w = malloc((size_t)nw * sizeof(float));
+                    float *c1 = malloc((size_t)nc * sizeof(float));
+                    float *c2 = malloc((size_t)nc * sizeof(float));
+                    bool same = true;
+                    for (int64_t round = 0; round * outs < 8192 && same; round++) {
+                        wide_values(x, nx);
+                        wide_values(w, nw);
+                        wide_values(c1, nc);
+                        memcpy(c2, c1, (size_t)nc * sizeof(float));
+                        mha_mm_run(mm, c1, x, w);
+                        mha_gemm_isa(mm->isa, c2, sh->ldc, x, sh->ldx, w, sh->ldw, sh->rows,
+                                     sh->cols, sh->depth, sh->acc);
+                        same = !memcmp(c1, c2, (size_t)nc * sizeof(float));
+                    }
+                    if (!same)
+                        printf("  %s edge kernel %lld x %lld x %lld%s: not the hand kernel's bits\n",
+                               isa_names[isa], (long long)sh->rows, (long long)sh->cols,
+                               (long long)sh->depth, sh->acc ? " (accumulating)" : "");
+                    handed++;
+                    bad += !same;
+                    free(x);
+                    free(w);
+                    free(c1);
+                    free(c2);
+                }
+            }
+        printf("%s: %d edge kernels of JIT code, %d on the hand kernel (their JIT code sums in "
+               "another order)\n", isa_names[isa], handed, refused);
+        CHECK(handed > 0 && bad == 0,
+              "%s: %d of %d edge kernels handed out give the hand kernel's bits", isa_names[isa],
+              handed - bad, handed);
+        mha_layer_free(layer);
+    }
+}
+
+/* One layer's passes of many lengths (more edge shapes than a kernel set keeps), on its JIT kernel
+ * set and on its hand kernels: the same output, bit for bit, with weights and without, and two
+ * threads passing at once (each its own lengths, both making edge kernels). head_dim a multiple
+ * of 16: the full tiles' JIT code gives the hand kernel's bits there too. */
+typedef struct edge_run {
+    mha_layer *layer;
+    int first, step; /* lengths L = first, first + step, ... */
+    int bad, runs;
+} edge_run;
+
+enum { EDGE_LENGTHS = 24 };
+
+static void *edge_passes(void *arg)
+{
+    edge_run *r = arg;
+    const int64_t E = mha_layer_config(r->layer)->embed_dim;
+    for (int i = 0; i < EDGE_LENGTHS; i++) {
+        const int64_t L = r->first + i * r->step, S0 = L + 37 * (i % 3);
+        float *q = rnd_array(L * E), *k = rnd_array(S0 * E);
+        float *out[2] = {NULL, NULL}, *w[2] = {NULL, NULL};
+        mha_plan plan;
+        mha_error err;
+        for (int jit = 0; jit < 2; jit++) {
+            mha_inputs in = {0};
+            in.query = (mha_tensor){q, 3, {1, L, E}};
+            in.key = (mha_tensor){k, 3, {1, S0, E}};
+            in.need_weights = i % 2;
+            in.is_causal = i % 4 == 3;
+            mha_plan_forward(r->layer, &in, NULL, &plan, &err); /* ATTND_ISA set before */
+            plan.jit = jit; /* not ATTND_JIT: the other thread plans meanwhile */
+            out[jit] = nan_floats(plan.out_count);
+            w[jit] = in.need_weights ? nan_floats(plan.weights_count) : NULL;
+            mha_forward(r->layer, &in, &plan, out[jit], w[jit], NULL, NULL, &err);
+        }
+        r->runs++;
+        r->bad += memcmp(out[0], out[1], (size_t)plan.out_count * sizeof(float)) != 0 ||
+                  (w[0] && memcmp(w[0], w[1], (size_t)plan.weights_count * sizeof(float)));
+        for (int j = 0; j < 2; j++) {
+            free(out[j]);
+            free(w[j]);
+        }
+        free(q);
+        free(k);
+    }
+    return NULL;
+}
+
+static void test_edge_passes(void)
+{
+    static const int64_t shapes[][2] = {{64, 4}, {256, 4}}; /* E, H: head_dim 16 and 64 */
+    for (int isa = MHA_ISA_AVX2; isa < MHA_ISA_COUNT; isa++) {
+        if (!mha_isa_usable((mha_isa)isa))
+            continue;
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+            mha_config cfg;
+            mha_config_init(&cfg, shapes[s][0], shapes[s][1]);
+            mha_error err;
+            mha_layer *layer = mha_layer_create(&cfg, NULL, &err);
+            mha_layer_init(layer, "xavier_uniform", 5, &err);
+            edge_run runs[2] = {{layer, 1, 11, 0, 0}, {layer, 3, 13, 0, 0}};
+            const path p = {isa_names[isa], true};
+            set_path(&p);
+            pthread_t other;
+            const bool two = pthread_create(&other, NULL, edge_passes, &runs[1]) == 0;
+            edge_passes(&runs[0]);
+            if (two)
+                pthread_join(other, NULL);
+            else
+                edge_passes(&runs[1]);
+            CHECK(runs[0].bad + runs[1].bad == 0 && runs[0].runs + runs[1].runs == 2 * EDGE_LENGTHS,
+                  "%s, E=%lld H=%lld: %d passes of %d lengths on two threads, JIT and hand "
+                  "kernels give the same bits (%d differ)",
+                  isa_names[isa], (long long)shapes[s][0], (long long)shapes[s][1],
+                  runs[0].runs + runs[1].runs, 2 * EDGE_LENGTHS, runs[0].bad + runs[1].bad);
+            mha_layer_free(layer);
+        }
+    }
+    clear_path();
+}
+
 int main(void)
 {
     mha_blas_set_threads(1); /* the engine's pool runs the generic path's cblas calls */
@@ -326,5 +489,7 @@ int main(void)
         test_row_ops(rows[i][0], rows[i][1]);
     test_passes();
     test_bits();
+    test_edge_kernels();
+    test_edge_passes();
     return check_report();
 }
