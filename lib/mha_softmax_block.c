@@ -28,7 +28,9 @@
  * instructions. With the shorter exp and the four, a 64 x 256 block's softmax went from 0.95 to
  * 0.82 core cycles a score on Zen 4 (AVX-512), 1.23 to 1.09 on its AVX2 path; XL's core 1.6% less
  * time on one thread, L = S = 8192's 1.1% on two. Every ISA computes the same operations in the
- * same order, so the AVX2, AVX-512 and portable code give the same bits.
+ * same order for the exps and the maxima, so the AVX2, AVX-512 and portable code give the same bits
+ * there; a row's sum is taken in each ISA's vector lanes (in another order on each, the same bits
+ * for a row alone as among others: test_engine_softmax_block).
  */
 #include "mha_kernels.h"
 #include "mha_softmax_block.h"
@@ -311,6 +313,32 @@ row_max_avx512(const float *row, int64_t body, __mmask16 tail, float m, float *b
     return _mm512_reduce_max_ps(vmax);
 }
 
+/* The lane sums of 16 vectors, lane r of the result v[r]'s: each summed as _mm512_reduce_add_ps
+ * sums one (the upper 8 lanes onto the lower, then 4, 2, 1; GCC's avx512fintrin.h), so with its
+ * bits, but 16 rows in 15 shuffle-and-add steps and a permute where one at a time took 16 x 7
+ * (on S's rows of 32 keys the reductions were a third of the block's time). */
+__attribute__((target("avx512f"), always_inline)) static inline __m512
+reduce_add16_avx512(const __m512 v[16])
+{
+    __m512 u[8], w[4];
+    for (int k = 0; k < 8; k++) /* lanes 0-7: row 2k's 8 sums hi + lo, 8-15: row 2k+1's */
+        u[k] = _mm512_add_ps(_mm512_shuffle_f32x4(v[2 * k], v[2 * k + 1], _MM_SHUFFLE(3, 2, 3, 2)),
+                             _mm512_shuffle_f32x4(v[2 * k], v[2 * k + 1], _MM_SHUFFLE(1, 0, 1, 0)));
+    for (int j = 0; j < 4; j++) /* 128-bit lane q: row 4j + q's 4 sums */
+        w[j] = _mm512_add_ps(_mm512_shuffle_f32x4(u[2 * j], u[2 * j + 1], _MM_SHUFFLE(3, 1, 3, 1)),
+                             _mm512_shuffle_f32x4(u[2 * j], u[2 * j + 1], _MM_SHUFFLE(2, 0, 2, 0)));
+    /* lane q: rows q and 4 + q (x), 8 + q and 12 + q (y), 2 sums each: [0] + [2], [1] + [3] */
+    const __m512 x = _mm512_add_ps(_mm512_shuffle_ps(w[0], w[1], _MM_SHUFFLE(1, 0, 1, 0)),
+                                   _mm512_shuffle_ps(w[0], w[1], _MM_SHUFFLE(3, 2, 3, 2)));
+    const __m512 y = _mm512_add_ps(_mm512_shuffle_ps(w[2], w[3], _MM_SHUFFLE(1, 0, 1, 0)),
+                                   _mm512_shuffle_ps(w[2], w[3], _MM_SHUFFLE(3, 2, 3, 2)));
+    /* lane 4q + t: row 4t + q, its [0] + [1] */
+    const __m512 z = _mm512_add_ps(_mm512_shuffle_ps(x, y, _MM_SHUFFLE(2, 0, 2, 0)),
+                                   _mm512_shuffle_ps(x, y, _MM_SHUFFLE(3, 1, 3, 1)));
+    const __m512i rows = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    return _mm512_permutexvar_ps(rows, z);
+}
+
 __attribute__((target("avx512f"))) static void block_avx512(float *sc, int64_t ld, int64_t rows,
                                                             int64_t n, const float *m, float *sums,
                                                             float *alpha, float *m_new,
@@ -328,11 +356,16 @@ __attribute__((target("avx512f"))) static void block_avx512(float *sc, int64_t l
     }
     if (!(phases & EXPS))
         return;
+    __m512 part[16]; /* rows r - r % 16 ... r's lanes to sum, 16 rows at a time */
+    const int64_t batched = rows / 16 * 16;
     for (int64_t r = 0; r < rows; r++) {
         float *row = sc + r * ld;
         const float mx = m_new[r];
         if (mx == -INFINITY) {
             memset(row, 0, (size_t)n * sizeof(float));
+            part[r % 16] = _mm512_setzero_ps(); /* its sum is not used */
+            if (r < batched && r % 16 == 15)
+                _mm512_storeu_ps(sums + r - 15, reduce_add16_avx512(part));
             continue;
         }
         const __m512 vm = _mm512_set1_ps(mx);
@@ -359,7 +392,13 @@ __attribute__((target("avx512f"))) static void block_avx512(float *sc, int64_t l
             _mm512_mask_storeu_ps(row + body, tail, e);
             s1 = _mm512_add_ps(s1, e);
         }
-        sums[r] = _mm512_reduce_add_ps(_mm512_add_ps(s0, s1));
+        if (r < batched) {
+            part[r % 16] = _mm512_add_ps(s0, s1);
+            if (r % 16 == 15)
+                _mm512_storeu_ps(sums + r - 15, reduce_add16_avx512(part));
+        } else {
+            sums[r] = _mm512_reduce_add_ps(_mm512_add_ps(s0, s1));
+        }
     }
     for (int64_t r = 0; r < rows; r += 16) { /* the last rows in a masked vector: the same bits */
         const __mmask16 k = (__mmask16)(rows - r < 16 ? (1u << (rows - r)) - 1 : 0xffffu);

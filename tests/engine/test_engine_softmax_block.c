@@ -7,7 +7,8 @@
  *   - blocks: rows of scores split into blocks of every awkward size (1, 7, 8, 9, 16, 33, 256),
  *     masked keys, rows masked in their first blocks only, fully masked rows; the running maximum
  *     and sum, and each key's weight p · (product of later alphas) / l, against the double softmax
- *     of the whole row.
+ *     of the whole row; the exps and maxima with the portable code's bits on every ISA, and each
+ *     row's running maximum and sum the same alone as among other rows.
  */
 #include "check.h"
 #include "mha_kernels.h"
@@ -101,6 +102,8 @@ static void test_exp(mha_isa isa)
           "%s: exp near 0", isa_name[isa]);
 }
 
+static int calls; /* test_blocks calls since the ISA's first */
+
 /* rows x n scores in blocks of `block` keys; pct_masked of the keys -inf, row 1 masked in its
  * first half only, row 2 masked entirely (when rows allow). */
 static void test_blocks(mha_isa isa, int64_t rows, int64_t n, int64_t block, int pct_masked)
@@ -188,6 +191,37 @@ static void test_blocks(mha_isa isa, int64_t rows, int64_t n, int64_t block, int
             ok &= fabs(got - want) <= (2e-6 + 1.2e-7 * arg) * want + 1e-12;
         }
     }
+    /* every key's exp and m: the portable code's bits on every ISA (the same calls on the same
+     * scores, the portable code first); l, summed in each ISA's vector lanes, is not */
+    static float *ref_p[16], ref_m[16][32];
+    const int at = calls++;
+    if (at < 16 && isa == MHA_ISA_PORTABLE) {
+        free(ref_p[at]);
+        ref_p[at] = malloc((size_t)(rows * n) * sizeof(float));
+        memcpy(ref_p[at], p, (size_t)(rows * n) * sizeof(float));
+        memcpy(ref_m[at], m, sizeof m);
+    } else if (at < 16 && ref_p[at]) {
+        CHECK(!memcmp(ref_p[at], p, (size_t)(rows * n) * sizeof(float)) &&
+                  !memcmp(ref_m[at], m, (size_t)rows * sizeof(float)),
+              "%s: %lld rows x %lld keys in blocks of %lld: the portable code's bits (exps, m)",
+              isa_name[isa], (long long)rows, (long long)n, (long long)block);
+    }
+    /* each row alone, block by block: the same m and l as among the others (the AVX-512 code sums
+     * 16 rows' lanes at once, and a row alone one at a time) */
+    bool alone_ok = true;
+    for (int64_t r = 0; r < rows; r++) {
+        float m1 = -INFINITY, l1 = 0.0f, a1, t1[2];
+        float *row = malloc((size_t)block * sizeof(float));
+        for (int64_t j0 = 0; j0 < n; j0 += block) {
+            const int64_t kn = n - j0 < block ? n - j0 : block;
+            memcpy(row, s + r * n + j0, (size_t)kn * sizeof(float));
+            mha_softmax_block_isa(isa, row, block, 1, kn, &m1, &l1, &a1, t1);
+        }
+        alone_ok &= !memcmp(&m1, &m[r], sizeof m1) && !memcmp(&l1, &l[r], sizeof l1);
+        free(row);
+    }
+    CHECK(alone_ok, "%s: %lld rows x %lld keys in blocks of %lld: each row alone has the same m "
+          "and l, bit for bit", isa_name[isa], (long long)rows, (long long)n, (long long)block);
     CHECK(ok && alpha_ok, "%s: %lld rows x %lld keys in blocks of %lld (%d%% masked)%s",
           isa_name[isa], (long long)rows, (long long)n, (long long)block, pct_masked,
           alpha_ok ? "" : ": alpha wrong");
@@ -209,6 +243,8 @@ int main(void)
             continue;
         }
         test_exp((mha_isa)isa);
+        seed = 4242; /* every ISA the same scores: their bits compared */
+        calls = 0;
         for (size_t b = 0; b < sizeof blocks / sizeof blocks[0]; b++) {
             test_blocks((mha_isa)isa, 5, 300, blocks[b], 0);
             test_blocks((mha_isa)isa, 19, 257, blocks[b], 30);
