@@ -246,8 +246,9 @@ const char *mha_blas_describe(char *buf, size_t size);
 
 /* The instruction sets of the engine's kernels. AVX-512 and AVX2 run every GEMM of a pass (the
  * projections and the attention's tiles) on the engine's own kernels: code generated at run time
- * by libxsmm's generator for the full tiles, hand-written kernels for the rest (or for all of
- * them where there is no JIT: ATTND_JIT=0, a build without libxsmm, no executable memory);
+ * by libxsmm's generator for the full tiles and, made as passes meet them, the attention's edge
+ * tiles (where that code gives the hand kernels' bits), hand-written kernels for the rest (or for
+ * all of them where there is no JIT: ATTND_JIT=0, a build without libxsmm, no executable memory);
  * generic runs them on cblas. The softmax and row kernels have all three. */
 typedef enum mha_isa { MHA_ISA_PORTABLE, MHA_ISA_AVX2, MHA_ISA_AVX512, MHA_ISA_COUNT } mha_isa;
 

@@ -322,8 +322,8 @@ const char *mha_kernels_describe(char *buf, size_t size)
     else
         snprintf(buf, size,
                  "kernels %s%s: JIT code from libxsmm's generator for the full tiles (attention "
-                 "64 rows x %s keys, projections 64 x 64 x %lld deep), hand %s kernels for the "
-                 "rest; softmax %s",
+                 "64 rows x %s keys, projections 64 x 64 x %lld deep) and for the attention's "
+                 "edge tiles as passes meet them, hand %s kernels for the rest; softmax %s",
                  mha_isa_name(isa), cap,
                  isa == MHA_ISA_AVX512 ? "256 (128 past head_dim 128)" : "128",
                  (long long)mha_proj_depth(isa), hand, hand);
