@@ -20,6 +20,10 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#endif
+
 #ifdef ATTND_HAVE_LIBXSMM
 #include <libxsmm_cpuid.h>
 #include <libxsmm_generator.h>
@@ -29,7 +33,6 @@
 #define ALIGN 64
 
 #if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
 __attribute__((target("avx"))) void mha_jit_leave(void)
 {
     _mm256_zeroupper();
