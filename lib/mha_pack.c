@@ -126,16 +126,10 @@ void mha_pack_rows(float *dst, int64_t ld_dst, const float *src, int64_t ld_src,
     for (int64_t r = 0; r < rows; r++) {
         float *d = dst + r * ld_dst;
         const float *s = src + r * ld_src;
-        if (cols > 64) {
+        if (cols > 64)
             memcpy(d, s, (size_t)cols * sizeof(float));
-        } else { /* a head's row (hd floats): fixed 16-byte copies, not a call to memcpy per row
-                  * (128 of them were 2% of S's pass) */
-            int64_t c = 0;
-            for (; c + 4 <= cols; c += 4)
-                memcpy(d + c, s + c, 4 * sizeof(float));
-            for (; c < cols; c++)
-                d[c] = s[c];
-        }
+        else /* a head's row (hd floats) */
+            mha_copy_floats(d, s, cols);
         if (cols_pad > cols)
             memset(dst + r * ld_dst + cols, 0, (size_t)(cols_pad - cols) * sizeof(float));
     }

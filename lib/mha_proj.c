@@ -19,6 +19,7 @@
  * peak on these shapes, repacking W on every call; libxsmm's code on packed panels 96-100%.
  */
 #include "mha_core.h"
+#include "mha_pack.h"
 
 #include <cblas.h>
 #include <string.h>
@@ -53,18 +54,6 @@ void mha_proj_set_held(mha_proj_set *set, mha_proj_held *held, int threads)
     set->held = held;
 }
 
-/* dst[0, n) = src[0, n). A row of a tile is at most 64 floats: GCC turns memcpy's of that size
- * into `rep movsq`, whose start-up cost (two of them per tile row) was 2% of XL's pass on Zen 3;
- * fixed 16-byte copies are plain vector moves. */
-static inline void copy_floats(float *dst, const float *src, int64_t n)
-{
-    int64_t j = 0;
-    for (; j + 4 <= n; j += 4)
-        memcpy(dst + j, src + j, 4 * sizeof(float));
-    for (; j < n; j++)
-        dst[j] = src[j];
-}
-
 /* Asks for the cache lines of p[0, n) (n <= 0: none) into L2, to be written. */
 static inline void prefetch_row(const float *p, int64_t n)
 {
@@ -92,12 +81,13 @@ static void then_group(const mha_proj_job *j, int64_t r0, int64_t rows, int64_t 
 
 /* rows rows of c (row stride ldc), cols columns each, set to bias[0, cols) (NULL: 0): torch's
  * addmm starts from the bias. Not inlined: where panel_sum's constant 64 columns reached
- * copy_floats, GCC warned of an overflowing iteration in its (never run) tail loop. */
-__attribute__((noinline)) static void bias_rows(float *c, int64_t ldc, const float *bias, int64_t rows, int64_t cols)
+ * mha_copy_floats, GCC warned of an overflowing iteration in its (never run) tail loop. */
+__attribute__((noinline)) static void bias_rows(float *c, int64_t ldc, const float *bias,
+                                                int64_t rows, int64_t cols)
 {
     for (int64_t r = 0; r < rows; r++) {
         if (bias)
-            copy_floats(c + r * ldc, bias, cols);
+            mha_copy_floats(c + r * ldc, bias, cols);
         else
             memset(c + r * ldc, 0, (size_t)cols * sizeof(float));
     }
@@ -161,7 +151,7 @@ static void packed_task(const mha_proj_set *set, const mha_proj_job *j, int slot
                   j->bias ? j->bias + c0 : NULL);
         then_block(j, r0, R, c0, cols, ct, MHA_PANEL); /* before the copy: it may change it */
         for (int64_t r = 0; r < R && !j->no_c; r++) {
-            copy_floats(C + r * j->ldc + c0, ct + r * MHA_PANEL, cols);
+            mha_copy_floats(C + r * j->ldc + c0, ct + r * MHA_PANEL, cols);
             prefetch_row(C + r * j->ldc + n0, ncols);
         }
     }

@@ -361,36 +361,33 @@ __attribute__((target("avx512f"))) static void block_avx512(float *sc, int64_t l
     for (int64_t r = 0; r < rows; r++) {
         float *row = sc + r * ld;
         const float mx = m_new[r];
-        if (mx == -INFINITY) {
-            memset(row, 0, (size_t)n * sizeof(float));
-            part[r % 16] = _mm512_setzero_ps(); /* its sum is not used */
-            if (r < batched && r % 16 == 15)
-                _mm512_storeu_ps(sums + r - 15, reduce_add16_avx512(part));
-            continue;
-        }
-        const __m512 vm = _mm512_set1_ps(mx);
         __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
-        int64_t j = 0;
-        for (; j + 64 <= body; j += 64) /* four exps side by side */
-            exps4_avx512(row + j, vm, &s0, &s1);
-        for (; j + 32 <= body; j += 32) {
-            const __m512 e0 = exp_le0_avx512(_mm512_sub_ps(_mm512_loadu_ps(row + j), vm));
-            const __m512 e1 = exp_le0_avx512(_mm512_sub_ps(_mm512_loadu_ps(row + j + 16), vm));
-            _mm512_storeu_ps(row + j, e0);
-            _mm512_storeu_ps(row + j + 16, e1);
-            s0 = _mm512_add_ps(s0, e0);
-            s1 = _mm512_add_ps(s1, e1);
-        }
-        for (; j < body; j += 16) {
-            const __m512 e0 = exp_le0_avx512(_mm512_sub_ps(_mm512_loadu_ps(row + j), vm));
-            _mm512_storeu_ps(row + j, e0);
-            s0 = _mm512_add_ps(s0, e0);
-        }
-        if (tail) {
-            const __m512 e =
-                exp_le0_avx512(_mm512_sub_ps(_mm512_mask_loadu_ps(neg_inf, tail, row + body), vm));
-            _mm512_mask_storeu_ps(row + body, tail, e);
-            s1 = _mm512_add_ps(s1, e);
+        if (mx == -INFINITY) { /* no key: its exps 0 (its sum is not used) */
+            memset(row, 0, (size_t)n * sizeof(float));
+        } else {
+            const __m512 vm = _mm512_set1_ps(mx);
+            int64_t j = 0;
+            for (; j + 64 <= body; j += 64) /* four exps side by side */
+                exps4_avx512(row + j, vm, &s0, &s1);
+            for (; j + 32 <= body; j += 32) {
+                const __m512 e0 = exp_le0_avx512(_mm512_sub_ps(_mm512_loadu_ps(row + j), vm));
+                const __m512 e1 = exp_le0_avx512(_mm512_sub_ps(_mm512_loadu_ps(row + j + 16), vm));
+                _mm512_storeu_ps(row + j, e0);
+                _mm512_storeu_ps(row + j + 16, e1);
+                s0 = _mm512_add_ps(s0, e0);
+                s1 = _mm512_add_ps(s1, e1);
+            }
+            for (; j < body; j += 16) {
+                const __m512 e0 = exp_le0_avx512(_mm512_sub_ps(_mm512_loadu_ps(row + j), vm));
+                _mm512_storeu_ps(row + j, e0);
+                s0 = _mm512_add_ps(s0, e0);
+            }
+            if (tail) {
+                const __m512 e = exp_le0_avx512(
+                    _mm512_sub_ps(_mm512_mask_loadu_ps(neg_inf, tail, row + body), vm));
+                _mm512_mask_storeu_ps(row + body, tail, e);
+                s1 = _mm512_add_ps(s1, e);
+            }
         }
         if (r < batched) {
             part[r % 16] = _mm512_add_ps(s0, s1);

@@ -22,20 +22,31 @@
 #include <stdlib.h>
 #include <string.h>
 
-static uint64_t seed = 12345;
+static uint64_t seed = 12345; /* the main thread's generator */
+
+/* A value in [-1, 1) from generator *state. */
+static float rnd_from(uint64_t *state)
+{
+    *state = *state * 6364136223846793005ull + 1442695040888963407ull;
+    return (float)((double)(*state >> 40) / (double)(1 << 24) * 2.0 - 1.0);
+}
 
 static float rnd(void)
 {
-    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
-    return (float)((double)(seed >> 40) / (double)(1 << 24) * 2.0 - 1.0);
+    return rnd_from(&seed);
+}
+
+static float *rnd_array_from(uint64_t *state, int64_t n)
+{
+    float *x = aligned_alloc(64, (size_t)((n + 15) / 16 * 16) * sizeof(float));
+    for (int64_t i = 0; i < n; i++)
+        x[i] = rnd_from(state);
+    return x;
 }
 
 static float *rnd_array(int64_t n)
 {
-    float *x = aligned_alloc(64, (size_t)((n + 15) / 16 * 16) * sizeof(float));
-    for (int64_t i = 0; i < n; i++)
-        x[i] = rnd();
-    return x;
+    return rnd_array_from(&seed, n);
 }
 
 /* The row operations of lib/mha_rows.c (divide, scale, scaled add, scaled streaming copy, into
@@ -413,23 +424,11 @@ typedef struct edge_run {
 
 enum { EDGE_LENGTHS = 24 };
 
-/* n values in [-1, 1) from the thread's own generator (rnd's is shared by the thread that runs
- * the rest). */
-static float *rnd_array_from(uint64_t *state, int64_t n)
-{
-    float *x = aligned_alloc(64, (size_t)((n + 15) / 16 * 16) * sizeof(float));
-    for (int64_t i = 0; i < n; i++) {
-        *state = *state * 6364136223846793005ull + 1442695040888963407ull;
-        x[i] = (float)((double)(*state >> 40) / (double)(1 << 24) * 2.0 - 1.0);
-    }
-    return x;
-}
-
 static void *edge_passes(void *arg)
 {
     edge_run *r = arg;
     const int64_t E = mha_layer_config(r->layer)->embed_dim;
-    uint64_t state = (uint64_t)r->first * 7919u;
+    uint64_t state = (uint64_t)r->first * 7919u; /* its own: rnd()'s is the main thread's */
     for (int i = 0; i < EDGE_LENGTHS; i++) {
         const int64_t L = r->first + i * r->step, S0 = L + 37 * (i % 3);
         float *q = rnd_array_from(&state, L * E), *k = rnd_array_from(&state, S0 * E);
