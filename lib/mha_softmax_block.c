@@ -183,6 +183,34 @@ __attribute__((target("avx512f"), always_inline)) static inline __m512 exp_le0_a
     return x;
 }
 
+/* A block row's whole vectors [0, body) in place (body a multiple of LANES): exp(x - vm) four
+ * vectors side by side, then two (two chains: the exp's latency overlaps), then one, added to the
+ * row's two running sums in that order. The masked tail is each kernel's own. */
+#define DEFINE_EXPS_BODY(NAME, EXPS4, EXP, TARGET, V, P, LANES)                                    \
+    __attribute__((target(TARGET), always_inline)) static inline void NAME(                       \
+        float *row, int64_t body, V vm, V *s0, V *s1)                                              \
+    {                                                                                              \
+        int64_t j = 0;                                                                             \
+        for (; j + 4 * LANES <= body; j += 4 * LANES)                                              \
+            EXPS4(row + j, vm, s0, s1);                                                            \
+        for (; j + 2 * LANES <= body; j += 2 * LANES) {                                            \
+            const V e0 = EXP(P##_sub_ps(P##_loadu_ps(row + j), vm));                               \
+            const V e1 = EXP(P##_sub_ps(P##_loadu_ps(row + j + LANES), vm));                       \
+            P##_storeu_ps(row + j, e0);                                                            \
+            P##_storeu_ps(row + j + LANES, e1);                                                    \
+            *s0 = P##_add_ps(*s0, e0);                                                             \
+            *s1 = P##_add_ps(*s1, e1);                                                             \
+        }                                                                                          \
+        for (; j < body; j += LANES) {                                                             \
+            const V e0 = EXP(P##_sub_ps(P##_loadu_ps(row + j), vm));                               \
+            P##_storeu_ps(row + j, e0);                                                            \
+            *s0 = P##_add_ps(*s0, e0);                                                             \
+        }                                                                                          \
+    }
+DEFINE_EXPS_BODY(exps_body_avx2, exps4_avx2, exp_le0_avx2, "avx2,fma", __m256, _mm256, 8)
+DEFINE_EXPS_BODY(exps_body_avx512, exps4_avx512, exp_le0_avx512, "avx512f", __m512, _mm512, 16)
+#undef DEFINE_EXPS_BODY
+
 /* Lanes [0, k) of 8 (k in 0..8) as a maskload/maskstore mask. */
 __attribute__((target("avx2"))) static inline __m256i lanes8(int64_t k)
 {
@@ -256,22 +284,7 @@ __attribute__((target("avx2,fma"))) static void block_avx2(float *sc, int64_t ld
         }
         const __m256 vm = _mm256_set1_ps(mx);
         __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
-        int64_t j = 0;
-        for (; j + 32 <= body; j += 32) /* four exps side by side */
-            exps4_avx2(row + j, vm, &s0, &s1);
-        for (; j + 16 <= body; j += 16) { /* two chains: the exp's latency overlaps */
-            const __m256 e0 = exp_le0_avx2(_mm256_sub_ps(_mm256_loadu_ps(row + j), vm));
-            const __m256 e1 = exp_le0_avx2(_mm256_sub_ps(_mm256_loadu_ps(row + j + 8), vm));
-            _mm256_storeu_ps(row + j, e0);
-            _mm256_storeu_ps(row + j + 8, e1);
-            s0 = _mm256_add_ps(s0, e0);
-            s1 = _mm256_add_ps(s1, e1);
-        }
-        for (; j < body; j += 8) {
-            const __m256 e0 = exp_le0_avx2(_mm256_sub_ps(_mm256_loadu_ps(row + j), vm));
-            _mm256_storeu_ps(row + j, e0);
-            s0 = _mm256_add_ps(s0, e0);
-        }
+        exps_body_avx2(row, body, vm, &s0, &s1);
         if (body < n) {
             const __m256 x = _mm256_blendv_ps(neg_inf, _mm256_maskload_ps(row + body, tail),
                                               _mm256_castsi256_ps(tail));
@@ -366,22 +379,7 @@ __attribute__((target("avx512f"))) static void block_avx512(float *sc, int64_t l
             memset(row, 0, (size_t)n * sizeof(float));
         } else {
             const __m512 vm = _mm512_set1_ps(mx);
-            int64_t j = 0;
-            for (; j + 64 <= body; j += 64) /* four exps side by side */
-                exps4_avx512(row + j, vm, &s0, &s1);
-            for (; j + 32 <= body; j += 32) {
-                const __m512 e0 = exp_le0_avx512(_mm512_sub_ps(_mm512_loadu_ps(row + j), vm));
-                const __m512 e1 = exp_le0_avx512(_mm512_sub_ps(_mm512_loadu_ps(row + j + 16), vm));
-                _mm512_storeu_ps(row + j, e0);
-                _mm512_storeu_ps(row + j + 16, e1);
-                s0 = _mm512_add_ps(s0, e0);
-                s1 = _mm512_add_ps(s1, e1);
-            }
-            for (; j < body; j += 16) {
-                const __m512 e0 = exp_le0_avx512(_mm512_sub_ps(_mm512_loadu_ps(row + j), vm));
-                _mm512_storeu_ps(row + j, e0);
-                s0 = _mm512_add_ps(s0, e0);
-            }
+            exps_body_avx512(row, body, vm, &s0, &s1);
             if (tail) {
                 const __m512 e = exp_le0_avx512(
                     _mm512_sub_ps(_mm512_mask_loadu_ps(neg_inf, tail, row + body), vm));
