@@ -26,7 +26,7 @@ void mha_attn_pack_task(void *arg, int64_t task, int slot)
     const float *v = gn ? a->v + b * a->v_bs + j0 * a->v_rs + g * hd : a->v;
     /* the bn keys of the block (the kernels never read past them: no padding to write) */
     mha_pack_transposed(a->isa, kt, BN, k, a->k_rs, gn, hd, bn);
-    mha_pack_rows(vb, hd, v, a->v_rs, gn, hd, bn, hd);
+    mha_pack_rows(a->isa, vb, hd, v, a->v_rs, gn, hd, bn, hd);
     const int64_t c = a->S0 - j0; /* key S0: bias_k, value bias_v (then the zero key: zeros) */
     if (layer->cfg.add_bias_kv && c >= 0 && c < bn) {
         for (int64_t d = 0; d < hd; d++)
@@ -63,7 +63,7 @@ static void pack_from(const mha_attn *a, bool keys, int64_t r0, int64_t rows, in
                     mha_pack_transposed(a->isa, base + blk * hd * BN + d * BN + (j - j0), BN, src,
                                         step * ldc, n, w, n);
                 else /* V rows [S][hd] after the nblk Kᵀ blocks */
-                    mha_pack_rows(base + a->nblk * hd * BN + j * hd + d, hd, src, step * ldc, n, w,
+                    mha_pack_rows(a->isa, base + a->nblk * hd * BN + j * hd + d, hd, src, step * ldc, n, w,
                                   n, w);
                 col += w;
             }

@@ -28,8 +28,9 @@ void mha_pack_transposed(mha_isa isa, float *dst, int64_t ld_dst, const float *s
                          int64_t ld_src, int64_t rows, int64_t cols, int64_t rows_pad);
 
 /* dst[r][c] = src[r][c] for r < rows, c < cols; zero for cols <= c < cols_pad and for every
- * rows <= r < rows_pad (row strides ld_src, ld_dst >= cols_pad). */
-void mha_pack_rows(float *dst, int64_t ld_dst, const float *src, int64_t ld_src, int64_t rows,
-                   int64_t cols, int64_t rows_pad, int64_t cols_pad);
+ * rows <= r < rows_pad (row strides ld_src, ld_dst >= cols_pad). Rows of at most 64 floats are
+ * copied in isa's vectors when this CPU has it; the same result either way. */
+void mha_pack_rows(mha_isa isa, float *dst, int64_t ld_dst, const float *src, int64_t ld_src,
+                   int64_t rows, int64_t cols, int64_t rows_pad, int64_t cols_pad);
 
 #endif

@@ -204,9 +204,45 @@ static void test_pack(mha_isa isa)
     CHECK(bad == 0, "pack %s: %d of %d transposed copies wrong", isa_name[isa], bad, n);
 }
 
+/* dst[r][c] = src[r][c], zeros up to cols_pad and rows_pad, nothing else written; every ISA's
+ * row copies (whole vectors, a short last one) and the wide rows' memcpy. */
+static void test_pack_rows(mha_isa isa)
+{
+    static const int64_t rows[] = {1, 2, 7, 16, 33};
+    static const int64_t cols[] = {1, 3, 7, 8, 9, 15, 16, 17, 24, 31, 32, 48, 63, 64, 65, 100};
+    int bad = 0, n = 0;
+    for (size_t a = 0; a < sizeof rows / sizeof rows[0]; a++)
+        for (size_t b = 0; b < sizeof cols / sizeof cols[0]; b++)
+            for (int padded = 0; padded < 2; padded++) {
+                const int64_t R = rows[a], C = cols[b], lds = C + 5;
+                const int64_t cpad = C + 3 * padded, rpad = R + 2 * padded, ldd = cpad + 4;
+                float *src = rnd_array(R * lds), *dst = rnd_array((rpad + 1) * ldd);
+                float *before = malloc((size_t)((rpad + 1) * ldd) * sizeof(float));
+                memcpy(before, dst, (size_t)((rpad + 1) * ldd) * sizeof(float));
+                mha_pack_rows(isa, dst, ldd, src, lds, R, C, rpad, cpad);
+                bool ok = true;
+                for (int64_t r = 0; r <= rpad; r++)
+                    for (int64_t c = 0; c < ldd; c++) {
+                        const float got = dst[r * ldd + c];
+                        if (r == rpad || c >= cpad)
+                            ok &= got == before[r * ldd + c];
+                        else
+                            ok &= got == (r < R && c < C ? src[r * lds + c] : 0.0f);
+                    }
+                bad += !ok;
+                n++;
+                free(src);
+                free(dst);
+                free(before);
+            }
+    CHECK(bad == 0, "pack rows %s: %d of %d copies wrong", isa_name[isa], bad, n);
+}
+
 int main(void)
 {
     for (int isa = 0; isa < MHA_ISA_COUNT; isa++) {
+        if (mha_isa_usable((mha_isa)isa))
+            test_pack_rows((mha_isa)isa);
         if (mha_isa_usable((mha_isa)isa))
             test_pack((mha_isa)isa);
         else
