@@ -21,7 +21,9 @@
  * Kernels: the layer's set for the plan's ISA (mha_weights.c): JIT code for full tiles where there
  * is some, hand kernels otherwise, cblas for ATTND_ISA=generic. Scratch: one allocation per pass
  * (plan.workspace_bytes, plus a slot per further thread as the workspace limit allows), reused
- * from the pool's cache when it is big enough.
+ * from the pool's cache when it is big enough, also by a pass too small to run on the pool's
+ * threads (freed and allocated again each time, its scratch cost malloc's consolidation and fresh
+ * pages: about 1% of S's pass).
  */
 #include "mha_core.h"
 
@@ -319,6 +321,7 @@ mha_status mha_forward_select(const mha_layer *layer, const mha_inputs *in, cons
         return mha_fail(err, MHA_ERR_ARG, "trace",
                         "the selection has top_k but a traced stage has no indices buffer");
     const mha_config *cfg = &layer->cfg;
+    mha_pool *const cache = pool; /* whose scratch the pass reuses, whatever threads it runs on */
     if (plan->flops < 4e6)
         pool = NULL; /* a pass this small is done before the pool's threads would wake up */
     const int threads = mha_pool_threads(pool);
@@ -404,7 +407,7 @@ mha_status mha_forward_select(const mha_layer *layer, const mha_inputs *in, cons
     const int work_threads = spare < threads - 1 ? (int)spare + 1 : threads;
     const int64_t bytes = shared + work_threads * slot_bytes;
     mha_scratch scratch;
-    float *work = mha_pool_scratch_get(pool, &scratch, (size_t)bytes);
+    float *work = mha_pool_scratch_get(cache, &scratch, (size_t)bytes);
     if (!work)
         return mha_fail(err, MHA_ERR_NOMEM, "query",
                         "out of memory allocating %lld bytes of scratch", (long long)bytes);
@@ -511,7 +514,7 @@ mha_status mha_forward_select(const mha_layer *layer, const mha_inputs *in, cons
         if (st != MHA_OK) {
             for (int k = 0; k < 3; k++)
                 mha_sink_free(&sinks[k]);
-            mha_pool_scratch_put(pool, &scratch);
+            mha_pool_scratch_put(cache, &scratch);
             return st;
         }
         if (trace) {
@@ -546,7 +549,7 @@ mha_status mha_forward_select(const mha_layer *layer, const mha_inputs *in, cons
         strides(&f, L, E, &o_bs, &o_rs);
         trace_outputs(&f, output, o_bs, o_rs);
     }
-    mha_pool_scratch_put(pool, &scratch);
+    mha_pool_scratch_put(cache, &scratch);
     if (mha_cancelled(in->cancel))
         return mha_fail(err, MHA_ERR_CANCELLED, "", "the pass was cancelled by its caller");
     return MHA_OK;
