@@ -399,10 +399,13 @@ static rows rows_of(const mha_attn *a, int64_t b, int64_t rb)
                   a->S > S0 ? S0 / BN : a->nblk};
     if (r.v.app < r.v.hi)
         r.v.app = r.v.hi;
-    r.qmin = r.qmax = r.qp[0];
-    for (int64_t i = 1; i < r.m; i++) {
-        r.qmin = r.qp[i] < r.qmin ? r.qp[i] : r.qmin;
-        r.qmax = r.qp[i] > r.qmax ? r.qp[i] : r.qmax;
+    r.qmin = r.qmax = 0.0f; /* the rows' positions, for the rules alone (rules_needed) */
+    if (a->causal || a->window) {
+        r.qmin = r.qmax = r.qp[0];
+        for (int64_t i = 1; i < r.m; i++) {
+            r.qmin = r.qp[i] < r.qmin ? r.qp[i] : r.qmin;
+            r.qmax = r.qp[i] > r.qmax ? r.qp[i] : r.qmax;
+        }
     }
     r.h = -1;
     r.kv = NULL;

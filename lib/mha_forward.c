@@ -492,7 +492,9 @@ mha_status mha_forward_select(const mha_layer *layer, const mha_inputs *in, cons
     proj.slot_floats = a.slot_floats;
     mha_proj_held held[MHA_POOL_MAX_THREADS]; /* what each slot's copy of X rows holds */
     mha_proj_set_held(&proj, held, work_threads);
-    a.keys_sorted = mha_positions_fill(f.qpos, f.kpos, plan, in);
+    /* positions matter to RoPE, ALiBi and the rules only (rows_of reads them for the rules) */
+    const bool positioned = cfg->rope || a.alibi || a.causal || a.window;
+    a.keys_sorted = positioned ? mha_positions_fill(f.qpos, f.kpos, plan, in) : true;
     a.q = f.q, a.k = f.k, a.v = f.v, a.cat = f.cat;
     a.q_bs = f.q_bs, a.q_rs = f.q_rs, a.k_bs = f.k_bs, a.k_rs = f.k_rs;
     a.v_bs = f.v_bs, a.v_rs = f.v_rs, a.c_bs = f.c_bs, a.c_rs = f.c_rs;
