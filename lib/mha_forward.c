@@ -507,10 +507,10 @@ mha_status mha_forward_select(const mha_layer *layer, const mha_inputs *in, cons
     }
 
     /* A selection's sinks; the trace's full SCORES and ATTN_WEIGHTS stages give way to them. */
-    mha_sink sinks[3];
-    memset(sinks, 0, sizeof sinks);
+    mha_sink sinks[3]; /* set (and freed) only with a selection: 1.3 KB not cleared for nothing */
     mha_trace tr_full;
     if (plan->selected) {
+        memset(sinks, 0, sizeof sinks);
         mha_status st = setup_sinks(&a, sinks, in, plan, attn_weights, topk_indices, trace,
                                     work_threads, err);
         if (st != MHA_OK) {
@@ -539,7 +539,7 @@ mha_status mha_forward_select(const mha_layer *layer, const mha_inputs *in, cons
     if (!pack_in_proj)
         mha_pool_run_limit(pool, N * f.Hkv * a.nblk, mha_attn_pack_task, &a, work_threads);
     mha_pool_run_limit(pool, mha_attn_ntasks(&a), mha_attn_task, &a, work_threads);
-    for (int k = 0; k < 3; k++)
+    for (int k = 0; k < 3 && plan->selected; k++)
         mha_sink_free(&sinks[k]);
     mha_proj_set out = {
         .ks = ks, .cancel = in->cancel, .scratch = a.scratch, .slot_floats = a.slot_floats};
