@@ -74,14 +74,12 @@ void mha_scale_rows_stream_isa(mha_isa isa, float *dst, int64_t ld_dst, const fl
 }
 
 #ifdef MHA_HAVE_AVX2_KERNEL
-/* y[r][j] = x[r][j] / div, or x[r][j] · mul[r] (div 0; mul NULL: 1), for r < rows, j < n (y may
- * be x): the same IEEE operation per element as the scalar loop, 16 at a time. The rows' loop is
- * here, not around a call per row: a tile's short rows (head_dim 16) each paid a call and the
- * ISA's dispatch (S's core: 5.7 -> 5.6 µs, Zen 4). */
-__attribute__((target("avx512f"))) static void div_mul_rows_avx512(float *y, int64_t ys,
-                                                                   const float *x, int64_t rs,
-                                                                   int64_t rows, int64_t n,
-                                                                   float div, const float *mul)
+/* y[r][j] = x[r][j] / div (by_div), or x[r][j] · mul[r] (mul NULL: 1), for r < rows, j < n (y may
+ * be x): the same IEEE operation per element as the scalar loop, 16 at a time. Inlined with by_div
+ * and n constant where they can be (below). */
+__attribute__((target("avx512f"), always_inline)) static inline void
+div_mul_rows_n_avx512(float *y, int64_t ys, const float *x, int64_t rs, int64_t rows, int64_t n,
+                      const bool by_div, float div, const float *mul)
 {
     const __m512 vd = _mm512_set1_ps(div);
     const int64_t body = n / 16 * 16;
@@ -92,14 +90,31 @@ __attribute__((target("avx512f"))) static void div_mul_rows_avx512(float *y, int
         const __m512 vm = _mm512_set1_ps(mul ? mul[r] : 1.0f);
         for (int64_t j = 0; j < body; j += 16) {
             const __m512 v = _mm512_loadu_ps(xr + j);
-            _mm512_storeu_ps(yr + j, div != 0.0f ? _mm512_div_ps(v, vd) : _mm512_mul_ps(v, vm));
+            _mm512_storeu_ps(yr + j, by_div ? _mm512_div_ps(v, vd) : _mm512_mul_ps(v, vm));
         }
         if (tail) {
             const __m512 v = _mm512_maskz_loadu_ps(tail, xr + body);
             _mm512_mask_storeu_ps(yr + body, tail,
-                                  div != 0.0f ? _mm512_div_ps(v, vd) : _mm512_mul_ps(v, vm));
+                                  by_div ? _mm512_div_ps(v, vd) : _mm512_mul_ps(v, vm));
         }
     }
+}
+
+/* The rows' loop is here, not around a call per row: a tile's short rows (head_dim 16) each paid
+ * a call and the ISA's dispatch (S's core: 5.7 -> 5.6 µs, Zen 4). Rows of 16 (a head's row at
+ * head_dim 16: the q tile and the output of S's every head) are a load, a multiply and a store
+ * each: the general loop's tests per row were most of their time. */
+__attribute__((target("avx512f"))) static void div_mul_rows_avx512(float *y, int64_t ys,
+                                                                   const float *x, int64_t rs,
+                                                                   int64_t rows, int64_t n,
+                                                                   float div, const float *mul)
+{
+    if (div == 0.0f && n == 16)
+        div_mul_rows_n_avx512(y, ys, x, rs, rows, 16, false, div, mul);
+    else if (div == 0.0f)
+        div_mul_rows_n_avx512(y, ys, x, rs, rows, n, false, div, mul);
+    else
+        div_mul_rows_n_avx512(y, ys, x, rs, rows, n, true, div, mul);
 }
 
 __attribute__((target("avx2"))) static void div_mul_rows_avx2(float *y, int64_t ys, const float *x,

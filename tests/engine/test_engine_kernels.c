@@ -61,15 +61,19 @@ static void test_row_ops(int64_t rows, int64_t n)
     float *d0 = rnd_array(rows * rs), *d = malloc((size_t)(rows * rs) * sizeof(float));
     const float div = sqrtf(48.0f);
     for (int isa = 0; isa < MHA_ISA_COUNT; isa++) {
-        for (int op = 0; op < 2; op++) { /* divide, multiply */
+        for (int op = 0; op < 3; op++) { /* divide, multiply, multiply by 1 (mul NULL) */
             memcpy(x, x0, (size_t)(rows * rs) * sizeof(float));
-            if (!mha_div_mul_rows_isa((mha_isa)isa, x, rs, rows, n, op ? 0.0f : div, mul))
+            if (!mha_div_mul_rows_isa((mha_isa)isa, x, rs, rows, n, op ? 0.0f : div,
+                                      op == 1 ? mul : NULL))
                 continue; /* not on this CPU */
             bool ok = true;
             for (int64_t i = 0; i < rows * rs; i++)
-                ok &= x[i] == (i % rs >= n ? x0[i] : op ? x0[i] * mul[i / rs] : x0[i] / div);
+                ok &= x[i] == (i % rs >= n || op == 2 ? x0[i]
+                               : op                   ? x0[i] * mul[i / rs]
+                                                      : x0[i] / div);
             CHECK(ok, "%s rows=%lld n=%lld (%s): exact, columns past n untouched",
-                  op ? "mul_rows" : "div_rows", (long long)rows, (long long)n, isa_name[isa]);
+                  op == 2 ? "mul_rows by 1" : op ? "mul_rows" : "div_rows", (long long)rows,
+                  (long long)n, isa_name[isa]);
         }
         for (int add = 0; add < 2; add++) {
             memcpy(d, d0, (size_t)(rows * rs) * sizeof(float));
@@ -496,7 +500,7 @@ static void test_edge_passes(void)
 int main(void)
 {
     mha_blas_set_threads(1); /* the engine's pool runs the generic path's cblas calls */
-    const int64_t rows[][2] = {{1, 1}, {3, 15}, {2, 16}, {5, 17}, {8, 64}, {2, 771}};
+    const int64_t rows[][2] = {{1, 1}, {3, 15}, {2, 16}, {33, 16}, {5, 17}, {8, 64}, {2, 771}};
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
         test_row_ops(rows[i][0], rows[i][1]);
     test_passes();
