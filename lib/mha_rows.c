@@ -117,9 +117,10 @@ __attribute__((target("avx512f"))) static void div_mul_rows_avx512(float *y, int
         div_mul_rows_n_avx512(y, ys, x, rs, rows, n, true, div, mul);
 }
 
-__attribute__((target("avx2"))) static void div_mul_rows_avx2(float *y, int64_t ys, const float *x,
-                                                              int64_t rs, int64_t rows, int64_t n,
-                                                              float div, const float *mul)
+/* As div_mul_rows_n_avx512, 8 at a time, the last n mod 8 one at a time. */
+__attribute__((target("avx2"), always_inline)) static inline void
+div_mul_rows_n_avx2(float *y, int64_t ys, const float *x, int64_t rs, int64_t rows, int64_t n,
+                    const bool by_div, float div, const float *mul)
 {
     const __m256 vd = _mm256_set1_ps(div);
     for (int64_t r = 0; r < rows; r++) {
@@ -130,11 +131,24 @@ __attribute__((target("avx2"))) static void div_mul_rows_avx2(float *y, int64_t 
         int64_t j = 0;
         for (; j + 8 <= n; j += 8) {
             const __m256 v = _mm256_loadu_ps(xr + j);
-            _mm256_storeu_ps(yr + j, div != 0.0f ? _mm256_div_ps(v, vd) : _mm256_mul_ps(v, vm));
+            _mm256_storeu_ps(yr + j, by_div ? _mm256_div_ps(v, vd) : _mm256_mul_ps(v, vm));
         }
         for (; j < n; j++)
-            yr[j] = div != 0.0f ? xr[j] / div : xr[j] * m;
+            yr[j] = by_div ? xr[j] / div : xr[j] * m;
     }
+}
+
+/* As div_mul_rows_avx512. */
+__attribute__((target("avx2"))) static void div_mul_rows_avx2(float *y, int64_t ys, const float *x,
+                                                              int64_t rs, int64_t rows, int64_t n,
+                                                              float div, const float *mul)
+{
+    if (div == 0.0f && n == 16)
+        div_mul_rows_n_avx2(y, ys, x, rs, rows, 16, false, div, mul);
+    else if (div == 0.0f)
+        div_mul_rows_n_avx2(y, ys, x, rs, rows, n, false, div, mul);
+    else
+        div_mul_rows_n_avx2(y, ys, x, rs, rows, n, true, div, mul);
 }
 #endif
 
