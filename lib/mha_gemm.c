@@ -60,8 +60,8 @@ tile_avx512(float *c, int64_t ldc, const float *x, int64_t ldx, const float *w, 
     for (int i = 0; i < R; i++)
 #pragma GCC unroll 4
         for (int v = 0; v < V; v++)
-            a[i][v] = from            ? f[v]
-                      : !acc          ? _mm512_setzero_ps()
+            a[i][v] = from                  ? f[v]
+                      : !acc                ? _mm512_setzero_ps()
                       : v == V - 1 && !full ? _mm512_maskz_loadu_ps(last, c + i * ldc + v * 16)
                                             : _mm512_loadu_ps(c + i * ldc + v * 16);
     for (int64_t d = 0; d < depth; d++) {

@@ -63,8 +63,8 @@ static void pack_from(const mha_attn *a, bool keys, int64_t r0, int64_t rows, in
                     mha_pack_transposed(a->isa, base + blk * hd * BN + d * BN + (j - j0), BN, src,
                                         step * ldc, n, w, n);
                 else /* V rows [S][hd] after the nblk Kᵀ blocks */
-                    mha_pack_rows(a->isa, base + a->nblk * hd * BN + j * hd + d, hd, src, step * ldc, n, w,
-                                  n, w);
+                    mha_pack_rows(a->isa, base + a->nblk * hd * BN + j * hd + d, hd, src,
+                                  step * ldc, n, w, n, w);
                 col += w;
             }
             r += n * step;
