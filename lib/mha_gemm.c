@@ -133,31 +133,22 @@ gemm_avx512(float *c, int64_t ldc, const float *x, int64_t ldx, const float *w, 
         float *cg = c + c0;
         const float *wg = w + c0, *fg = from ? from + c0 : NULL;
         const bool full = rest == 16; /* masked loads and stores only where they must be */
+        /* V and full are constants in each inlined copy of the group */
+#define GROUP(V, FULL)                                                                             \
+    case V * 2 + FULL:                                                                             \
+        group_avx512(cg, ldc, x, ldx, wg, ldw, rows, depth, last, fg, acc, V, FULL);               \
+        break
         switch (V * 2 + full) {
-        case 2:
-            group_avx512(cg, ldc, x, ldx, wg, ldw, rows, depth, last, fg, acc, 1, false);
-            break;
-        case 3:
-            group_avx512(cg, ldc, x, ldx, wg, ldw, rows, depth, last, fg, acc, 1, true);
-            break;
-        case 4:
-            group_avx512(cg, ldc, x, ldx, wg, ldw, rows, depth, last, fg, acc, 2, false);
-            break;
-        case 5:
-            group_avx512(cg, ldc, x, ldx, wg, ldw, rows, depth, last, fg, acc, 2, true);
-            break;
-        case 6:
-            group_avx512(cg, ldc, x, ldx, wg, ldw, rows, depth, last, fg, acc, 3, false);
-            break;
-        case 7:
-            group_avx512(cg, ldc, x, ldx, wg, ldw, rows, depth, last, fg, acc, 3, true);
-            break;
-        case 8:
-            group_avx512(cg, ldc, x, ldx, wg, ldw, rows, depth, last, fg, acc, 4, false);
-            break;
-        default:
-            group_avx512(cg, ldc, x, ldx, wg, ldw, rows, depth, last, fg, acc, 4, true);
+            GROUP(1, false);
+            GROUP(1, true);
+            GROUP(2, false);
+            GROUP(2, true);
+            GROUP(3, false);
+            GROUP(3, true);
+            GROUP(4, false);
+            GROUP(4, true);
         }
+#undef GROUP
     }
 }
 

@@ -100,23 +100,6 @@ div_mul_rows_n_avx512(float *y, int64_t ys, const float *x, int64_t rs, int64_t 
     }
 }
 
-/* The rows' loop is here, not around a call per row: a tile's short rows (head_dim 16) each paid
- * a call and the ISA's dispatch (S's core: 5.7 -> 5.6 µs, Zen 4). Rows of 16 (a head's row at
- * head_dim 16: the q tile and the output of S's every head) are a load, a multiply and a store
- * each: the general loop's tests per row were most of their time. */
-__attribute__((target("avx512f"))) static void div_mul_rows_avx512(float *y, int64_t ys,
-                                                                   const float *x, int64_t rs,
-                                                                   int64_t rows, int64_t n,
-                                                                   float div, const float *mul)
-{
-    if (div == 0.0f && n == 16)
-        div_mul_rows_n_avx512(y, ys, x, rs, rows, 16, false, div, mul);
-    else if (div == 0.0f)
-        div_mul_rows_n_avx512(y, ys, x, rs, rows, n, false, div, mul);
-    else
-        div_mul_rows_n_avx512(y, ys, x, rs, rows, n, true, div, mul);
-}
-
 /* As div_mul_rows_n_avx512, 8 at a time, the last n mod 8 one at a time. */
 __attribute__((target("avx2"), always_inline)) static inline void
 div_mul_rows_n_avx2(float *y, int64_t ys, const float *x, int64_t rs, int64_t rows, int64_t n,
@@ -138,18 +121,25 @@ div_mul_rows_n_avx2(float *y, int64_t ys, const float *x, int64_t rs, int64_t ro
     }
 }
 
-/* As div_mul_rows_avx512. */
-__attribute__((target("avx2"))) static void div_mul_rows_avx2(float *y, int64_t ys, const float *x,
-                                                              int64_t rs, int64_t rows, int64_t n,
-                                                              float div, const float *mul)
-{
-    if (div == 0.0f && n == 16)
-        div_mul_rows_n_avx2(y, ys, x, rs, rows, 16, false, div, mul);
-    else if (div == 0.0f)
-        div_mul_rows_n_avx2(y, ys, x, rs, rows, n, false, div, mul);
-    else
-        div_mul_rows_n_avx2(y, ys, x, rs, rows, n, true, div, mul);
-}
+/* The rows' loop is here, not around a call per row: a tile's short rows (head_dim 16) each paid
+ * a call and the ISA's dispatch (S's core: 5.7 -> 5.6 µs, Zen 4). Rows of 16 (a head's row at
+ * head_dim 16: the q tile and the output of S's every head) are a load, a multiply and a store
+ * each (AVX2: two): the general loop's tests per row were most of their time. */
+#define DEFINE_DIV_MUL_ROWS(NAME, ROWS_N, TARGET)                                                  \
+    __attribute__((target(TARGET))) static void NAME(float *y, int64_t ys, const float *x,        \
+                                                     int64_t rs, int64_t rows, int64_t n,          \
+                                                     float div, const float *mul)                  \
+    {                                                                                              \
+        if (div == 0.0f && n == 16)                                                                \
+            ROWS_N(y, ys, x, rs, rows, 16, false, div, mul);                                       \
+        else if (div == 0.0f)                                                                      \
+            ROWS_N(y, ys, x, rs, rows, n, false, div, mul);                                        \
+        else                                                                                       \
+            ROWS_N(y, ys, x, rs, rows, n, true, div, mul);                                         \
+    }
+DEFINE_DIV_MUL_ROWS(div_mul_rows_avx512, div_mul_rows_n_avx512, "avx512f")
+DEFINE_DIV_MUL_ROWS(div_mul_rows_avx2, div_mul_rows_n_avx2, "avx2")
+#undef DEFINE_DIV_MUL_ROWS
 #endif
 
 bool mha_div_mul_rows_to_isa(mha_isa isa, float *y, int64_t ys, const float *x, int64_t rs,

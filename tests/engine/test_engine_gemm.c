@@ -172,60 +172,42 @@ static void test_jit_rules(void)
     mha_jit_arena_free(&other);
 }
 
-/* dst[c][r] = src[r][c], zeros up to rows_pad, nothing else written; every ISA's transposes. */
-static void test_pack(mha_isa isa)
+/* The packing copies on every ISA: transposed (dst[c][r] = src[r][c], zeros up to rows_pad) or
+ * by rows (dst[r][c] = src[r][c], zeros up to cols_pad and rows_pad: whole vectors, a short last
+ * one, the wide rows' memcpy); nothing else written. dst is lines of ld floats: a column of src
+ * each when transposed, a row each otherwise. */
+static void test_pack(mha_isa isa, bool transposed)
 {
-    static const int64_t rows[] = {1, 7, 8, 9, 15, 16, 17, 33, 256};
-    static const int64_t cols[] = {1, 3, 8, 16, 17, 40, 64, 72, 100};
+    static const int64_t t_rows[] = {1, 7, 8, 9, 15, 16, 17, 33, 256};
+    static const int64_t t_cols[] = {1, 3, 8, 16, 17, 40, 64, 72, 100};
+    static const int64_t r_rows[] = {1, 2, 7, 16, 33};
+    static const int64_t r_cols[] = {1, 3, 7, 8, 9, 15, 16, 17, 24, 31, 32, 48, 63, 64, 65, 100};
+    const int64_t *rows = transposed ? t_rows : r_rows, *cols = transposed ? t_cols : r_cols;
+    const size_t nr = transposed ? 9 : 5, nc = transposed ? 9 : 16;
     int bad = 0, n = 0;
-    for (size_t a = 0; a < sizeof rows / sizeof rows[0]; a++)
-        for (size_t b = 0; b < sizeof cols / sizeof cols[0]; b++) {
-            const int64_t R = rows[a], C = cols[b], pad = (R + 15) / 16 * 16 + 16, lds = C + 3;
-            const int64_t ldd = pad + 5;
-            float *src = rnd_array(R * lds), *dst = rnd_array((C + 1) * ldd);
-            float *before = malloc((size_t)((C + 1) * ldd) * sizeof(float));
-            memcpy(before, dst, (size_t)((C + 1) * ldd) * sizeof(float));
-            mha_pack_transposed(isa, dst, ldd, src, lds, R, C, pad);
-            bool ok = true;
-            for (int64_t c = 0; c <= C; c++)
-                for (int64_t r = 0; r < ldd; r++) {
-                    const float got = dst[c * ldd + r];
-                    if (c == C || r >= pad)
-                        ok &= got == before[c * ldd + r];
-                    else
-                        ok &= got == (r < R ? src[r * lds + c] : 0.0f);
-                }
-            bad += !ok;
-            n++;
-            free(src);
-            free(dst);
-            free(before);
-        }
-    CHECK(bad == 0, "pack %s: %d of %d transposed copies wrong", isa_name[isa], bad, n);
-}
-
-/* dst[r][c] = src[r][c], zeros up to cols_pad and rows_pad, nothing else written; every ISA's
- * row copies (whole vectors, a short last one) and the wide rows' memcpy. */
-static void test_pack_rows(mha_isa isa)
-{
-    static const int64_t rows[] = {1, 2, 7, 16, 33};
-    static const int64_t cols[] = {1, 3, 7, 8, 9, 15, 16, 17, 24, 31, 32, 48, 63, 64, 65, 100};
-    int bad = 0, n = 0;
-    for (size_t a = 0; a < sizeof rows / sizeof rows[0]; a++)
-        for (size_t b = 0; b < sizeof cols / sizeof cols[0]; b++)
+    for (size_t a = 0; a < nr; a++)
+        for (size_t b = 0; b < nc; b++)
             for (int padded = 0; padded < 2; padded++) {
-                const int64_t R = rows[a], C = cols[b], lds = C + 5;
-                const int64_t cpad = C + 3 * padded, rpad = R + 2 * padded, ldd = cpad + 4;
-                float *src = rnd_array(R * lds), *dst = rnd_array((rpad + 1) * ldd);
-                float *before = malloc((size_t)((rpad + 1) * ldd) * sizeof(float));
-                memcpy(before, dst, (size_t)((rpad + 1) * ldd) * sizeof(float));
-                mha_pack_rows(isa, dst, ldd, src, lds, R, C, rpad, cpad);
+                const int64_t R = rows[a], C = cols[b], lds = C + 3 + 2 * !transposed;
+                /* rows_pad and cols_pad; dst's lines before the padding, and along each */
+                const int64_t rpad = transposed ? (R + 15) / 16 * 16 + 16 * padded : R + 2 * padded;
+                const int64_t cpad = transposed ? C : C + 3 * padded;
+                const int64_t lines = transposed ? C : rpad, along = transposed ? rpad : cpad;
+                const int64_t ld = along + 5;
+                float *src = rnd_array(R * lds), *dst = rnd_array((lines + 1) * ld);
+                float *before = malloc((size_t)((lines + 1) * ld) * sizeof(float));
+                memcpy(before, dst, (size_t)((lines + 1) * ld) * sizeof(float));
+                if (transposed)
+                    mha_pack_transposed(isa, dst, ld, src, lds, R, C, rpad);
+                else
+                    mha_pack_rows(isa, dst, ld, src, lds, R, C, rpad, cpad);
                 bool ok = true;
-                for (int64_t r = 0; r <= rpad; r++)
-                    for (int64_t c = 0; c < ldd; c++) {
-                        const float got = dst[r * ldd + c];
-                        if (r == rpad || c >= cpad)
-                            ok &= got == before[r * ldd + c];
+                for (int64_t i = 0; i <= lines; i++)
+                    for (int64_t j = 0; j < ld; j++) {
+                        const int64_t r = transposed ? j : i, c = transposed ? i : j;
+                        const float got = dst[i * ld + j];
+                        if (i == lines || j >= along)
+                            ok &= got == before[i * ld + j];
                         else
                             ok &= got == (r < R && c < C ? src[r * lds + c] : 0.0f);
                     }
@@ -235,18 +217,19 @@ static void test_pack_rows(mha_isa isa)
                 free(dst);
                 free(before);
             }
-    CHECK(bad == 0, "pack rows %s: %d of %d copies wrong", isa_name[isa], bad, n);
+    CHECK(bad == 0, "pack %s %s: %d of %d copies wrong", transposed ? "transposed" : "rows",
+          isa_name[isa], bad, n);
 }
 
 int main(void)
 {
     for (int isa = 0; isa < MHA_ISA_COUNT; isa++) {
-        if (mha_isa_usable((mha_isa)isa))
-            test_pack_rows((mha_isa)isa);
-        if (mha_isa_usable((mha_isa)isa))
-            test_pack((mha_isa)isa);
-        else
+        if (mha_isa_usable((mha_isa)isa)) {
+            test_pack((mha_isa)isa, true);
+            test_pack((mha_isa)isa, false);
+        } else {
             printf("SKIP pack %s: this CPU lacks it\n", isa_name[isa]);
+        }
     }
     for (int isa = 0; isa < MHA_ISA_COUNT; isa++)
         test_kernel(HAND, (mha_isa)isa);
