@@ -192,41 +192,39 @@ static float *carve_row_state(tile *t, float *p, int64_t bm)
     return p + 8 * bm;
 }
 
-static tile carve_tile(const mha_attn *a, int slot)
+/* A task's tile in its slot, into *t (filled in place, as rows_of fills its rows). */
+static void carve_tile(const mha_attn *a, int slot, tile *t)
 {
     float *p = a->scratch + slot * a->slot_floats;
-    tile t;
-    t.qt = p;
+    t->qt = p;
     p += round16(a->bm * a->hd);
-    t.o = p;
+    t->o = p;
     p += round16(a->bm * a->hd);
-    t.sc = p;
+    t->sc = p;
     p += round16(a->bm * a->BN);
-    p = carve_row_state(&t, p, a->bm);
-    t.slab = a->slab ? p : NULL;
-    t.mt = a->slab ? p + round16(a->bm * a->nblk * a->BN) : NULL;
-    return t;
+    p = carve_row_state(t, p, a->bm);
+    t->slab = a->slab ? p : NULL;
+    t->mt = a->slab ? p + round16(a->bm * a->nblk * a->BN) : NULL;
 }
 
 /* Row block g of a grouped task: its own q tile, output, row state and row maxima after each
  * block (a streamed selection's) after the first block's tiles; the score tile shared (each
  * block's scores are used up before the next row block's are made); no slab (grouped tasks keep
  * no weights). */
-static tile carve_group_tile(const mha_attn *a, int slot, int64_t g)
+static void carve_group_tile(const mha_attn *a, int slot, int64_t g, tile *t)
 {
-    tile t = carve_tile(a, slot);
+    carve_tile(a, slot, t);
     if (g == 0)
-        return t;
+        return;
     float *p = a->scratch + slot * a->slot_floats +
                first_tile_floats(a->bm, a->hd, a->BN, a->nblk, a->slab) +
                (g - 1) * more_tile_floats(a->bm, a->hd, a->nblk);
-    t.qt = p;
+    t->qt = p;
     p += round16(a->bm * a->hd);
-    t.o = p;
+    t->o = p;
     p += round16(a->bm * a->hd);
-    t.mt = carve_row_state(&t, p, a->bm);
-    t.slab = NULL;
-    return t;
+    t->mt = carve_row_state(t, p, a->bm);
+    t->slab = NULL;
 }
 
 /* The key blocks a task visits: [lo, hi), then [app, nblk) (the blocks holding the appended keys,
@@ -385,32 +383,35 @@ typedef struct rows {
     float slope;
 } rows;
 
-static rows rows_of(const mha_attn *a, int64_t b, int64_t rb)
+/* Row block rb of batch b into *r (no head yet). Filled in place (so is a tile, carve_tile):
+ * returned by value, such a struct was built on the stack (an address of it goes to a call) and
+ * copied out 16 bytes at a time from its 8-byte stores, a store-forwarding stall on every task
+ * (each 2% of S's pass with weights, Zen 4). */
+static void rows_of(const mha_attn *a, int64_t b, int64_t rb, rows *r)
 {
-    rows r;
     const int64_t BN = a->BN, S0 = a->S0;
-    r.b = b;
-    r.i0 = rb * a->bm;
-    r.m = a->L - r.i0 < a->bm ? a->L - r.i0 : a->bm;
-    r.qp = a->qpos + b * a->L + r.i0;
-    r.kp = a->kpos + b * S0;
-    mha_key_range(&r.k0, &r.k1, r.qp, r.m, r.kp, S0, a->keys_sorted, a->causal, a->window);
-    r.v = (visit){r.k1 > r.k0 ? r.k0 / BN : 0, r.k1 > r.k0 ? (r.k1 + BN - 1) / BN : 0,
-                  a->S > S0 ? S0 / BN : a->nblk};
-    if (r.v.app < r.v.hi)
-        r.v.app = r.v.hi;
-    r.qmin = r.qmax = 0.0f; /* the rows' positions, for the rules alone (rules_needed) */
+    r->b = b;
+    r->i0 = rb * a->bm;
+    r->m = a->L - r->i0 < a->bm ? a->L - r->i0 : a->bm;
+    r->qp = a->qpos + b * a->L + r->i0;
+    r->kp = a->kpos + b * S0;
+    mha_key_range(&r->k0, &r->k1, r->qp, r->m, r->kp, S0, a->keys_sorted, a->causal, a->window);
+    r->v.lo = r->k1 > r->k0 ? r->k0 / BN : 0;
+    r->v.hi = r->k1 > r->k0 ? (r->k1 + BN - 1) / BN : 0;
+    r->v.app = a->S > S0 ? S0 / BN : a->nblk;
+    if (r->v.app < r->v.hi)
+        r->v.app = r->v.hi;
+    r->qmin = r->qmax = 0.0f; /* the rows' positions, for the rules alone (rules_needed) */
     if (a->causal || a->window) {
-        r.qmin = r.qmax = r.qp[0];
-        for (int64_t i = 1; i < r.m; i++) {
-            r.qmin = r.qp[i] < r.qmin ? r.qp[i] : r.qmin;
-            r.qmax = r.qp[i] > r.qmax ? r.qp[i] : r.qmax;
+        r->qmin = r->qmax = r->qp[0];
+        for (int64_t i = 1; i < r->m; i++) {
+            r->qmin = r->qp[i] < r->qmin ? r->qp[i] : r->qmin;
+            r->qmax = r->qp[i] > r->qmax ? r->qp[i] : r->qmax;
         }
     }
-    r.h = -1;
-    r.kv = NULL;
-    r.slope = 0.0f;
-    return r;
+    r->h = -1;
+    r->kv = NULL;
+    r->slope = 0.0f;
 }
 
 static void rows_head(const mha_attn *a, rows *r, int64_t h)
@@ -589,9 +590,9 @@ static void task_grouped(const mha_attn *a, int64_t b, int64_t h, int64_t rb0, i
     int64_t nv[MHA_GROUP_WIDE];
     mha_sink *sw[MHA_GROUP_WIDE];
     for (int64_t g = 0; g < nt; g++) {
-        r[g] = rows_of(a, b, rb0 + g);
+        rows_of(a, b, rb0 + g, &r[g]);
         rows_head(a, &r[g], h);
-        t[g] = carve_group_tile(a, slot, g);
+        carve_group_tile(a, slot, g, &t[g]);
         tile_start(a, &r[g], &t[g], true);
         nv[g] = 0;
         sw[g] = wants(a->sink_w, h, r[g].i0, r[g].m) ? a->sink_w : NULL;
@@ -628,9 +629,11 @@ static void task_rows(const mha_attn *a, int64_t b, int64_t h0, int64_t h1, int6
     const mha_isa isa = a->isa;
     const bool avg = a->weights && !a->per_head;
     const int64_t L = a->L, S = a->S, H = a->H, BN = a->BN;
-    rows r = rows_of(a, b, rb);
+    rows r;
+    rows_of(a, b, rb, &r);
     const int64_t i0 = r.i0, m = r.m;
-    const tile t = carve_tile(a, slot);
+    tile t;
+    carve_tile(a, slot, &t);
     const int sslot = slot * (int)a->group; /* the thread's first stream slot */
     if (qt_from && qt_from != t.qt)
         memcpy(t.qt, qt_from, (size_t)(m * a->hd) * sizeof(float));
