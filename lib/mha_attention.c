@@ -698,11 +698,13 @@ static void task_rows(const mha_attn *a, int64_t b, int64_t h0, int64_t h1, int6
                 block_softmax(a, &r, &t, stream ? sw : NULL, sslot, blk, c0, c1, nv);
                 if (keep) { /* the block's exps, 0 in the columns cut off */
                     const int64_t ld = a->nblk * BN;
-                    for (int64_t i = 0; i < m; i++) {
+                    for (int64_t i = 0; i < m; i++) { /* (most blocks cut off nothing) */
                         float *srow = t.slab + i * ld + j0;
-                        memset(srow, 0, (size_t)c0 * sizeof(float));
+                        if (c0 > 0)
+                            memset(srow, 0, (size_t)c0 * sizeof(float));
                         memcpy(srow + c0, sc + i * BN, (size_t)n * sizeof(float));
-                        memset(srow + c1, 0, (size_t)(bn - c1) * sizeof(float));
+                        if (bn > c1)
+                            memset(srow + c1, 0, (size_t)(bn - c1) * sizeof(float));
                     }
                 }
                 if (keep && !stream) /* the row maxima the block's exps are relative to */
