@@ -431,7 +431,8 @@ typedef struct mha_trace {
 /* Runs the forward pass planned by mha_plan_forward (with the same layer and inputs).
  *   output        [plan.out_count] floats, shaped plan.out_shape (required)
  *   attn_weights  [plan.weights_count] floats when in->need_weights, else ignored (may be NULL);
- *                 64-byte aligned is faster for big ones (rows then go out with streaming stores)
+ *                 64-byte aligned is faster for big ones (maps of 4 MiB or more: rows then go
+ *                 out with streaming stores; smaller ones stay in the cache for the caller)
  *   trace         NULL, or the stages wanted (borrowed buffers the caller owns)
  *   pool          NULL runs on the calling thread only
  * Allocates plan.workspace_bytes of scratch, plus one thread's tiles (with weights, its slab of

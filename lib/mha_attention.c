@@ -742,12 +742,12 @@ static void task_rows(const mha_attn *a, int64_t b, int64_t h0, int64_t h1, int6
             if (a->trace_weights)
                 weights_out(a, &r.v, &t, a->trace_weights + bhl * S, m, 1);
             if (a->weights && a->per_head)
-                weights_out(a, &r.v, &t, a->weights + bhl * S, m, 0);
+                weights_out(a, &r.v, &t, a->weights + bhl * S, m, a->stream_weights ? 0 : 1);
             else if (avg)
                 weights_out(a, &r.v, &t, a->weights + (b * L + i0) * S, m, h > 0 ? 2 : 1);
         }
     }
-    if (a->weights && a->per_head)
+    if (a->weights && a->per_head && a->stream_weights)
         mha_copy_stream_fence();
     if (avg && !mha_cancelled(in->cancel)) /* torch: weights.sum(dim=1) / num_heads */
         mha_div_mul_rows_isa(isa, a->weights + (b * L + i0) * S, S, m, S, (float)H, NULL);
