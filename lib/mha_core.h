@@ -228,8 +228,8 @@ typedef struct mha_attn {
     /* outputs beyond the head outputs */
     float *weights;     /* per head [N,H,L,S] or averaged [N,L,S], or NULL     */
     bool per_head;
-    bool stream_weights; /* per-head weights written with non-temporal stores: a map of 4 MiB or
-                          * more; a smaller one stays in the cache for the reply's encoder */
+    bool stream_weights; /* per-head weights written with non-temporal stores (a map of
+                          * MHA_STREAM_MAP_BYTES or more)                                      */
     float *trace_scores, *trace_weights; /* [N,H,L,S] each, or NULL         */
     /* a selection (plan.selected): the chosen weights and the trace's scores and weights go to
      * these sinks instead (mha_select.h; NULL: not wanted) */

@@ -368,8 +368,8 @@ mha_status mha_forward_select(const mha_layer *layer, const mha_inputs *in, cons
         .qinv = exact_inverse((float)sqrt((double)plan->hd)),
         .weights = in->need_weights && !plan->selected ? attn_weights : NULL,
         .per_head = in->need_weights && !plan->selected && !in->average_attn_weights,
-        .stream_weights = (double)plan->N * plan->H * plan->L * plan->S * sizeof(float) >=
-                          (double)(4 << 20),
+        .stream_weights =
+            (double)plan->N * plan->H * plan->L * plan->S * sizeof(float) >= MHA_STREAM_MAP_BYTES,
         /* with a selection, the trace's scores and weights go to its sinks (setup_sinks) */
         .trace_scores = trace && !plan->selected ? trace->stage[MHA_TRACE_SCORES] : NULL,
         .trace_weights = trace && !plan->selected ? trace->stage[MHA_TRACE_ATTN_WEIGHTS] : NULL,

@@ -6,7 +6,8 @@
  * chosen heads, product rounded before the sum and divided by h' at the end: the arithmetic of the
  * full averaged map, so equal heads give equal bits). Both end in the "emit" functions, which know
  * one kind each:
- *   map    rows written into the output (non-temporal stores when scaled, as the full map's);
+ *   map    rows written into the output (non-temporal stores when scaled and large, as the
+ *          full map's);
  *   top-k  rows written into the thread's [rb, S'] rows (the averaged block is its own), the map's
  *          values and fills; when the block ends, each row's k best are chosen from the whole row
  *          (mha_topk_row, mha_select_topk.c): the first k of the stable descending order
@@ -204,6 +205,8 @@ mha_status mha_sink_init(mha_sink *s, const mha_plan *plan, const mha_select *se
     s->k1 = plan->sel_k[1];
     s->Lq = s->q1 - s->q0;
     s->Sk = s->k1 - s->k0;
+    s->nt_stores = s->kind == MHA_SINK_MAP &&
+                   (double)s->N * s->nh * s->Lq * s->Sk * sizeof(float) >= MHA_STREAM_MAP_BYTES;
     s->k = plan->top_k;
     s->op = plan->pool_op;
     s->fill = fill;
@@ -376,8 +379,10 @@ static void emit_rows(mha_sink *s, int slot, const mha_rows_view *v, int64_t j0,
     const int64_t rows = v->r1 - v->r0, n = j1 - j0;
     if (s->kind == MHA_SINK_MAP) {
         float *dst = map_row(s, v, v->r0) + (j0 - s->k0);
-        if (scale)
+        if (scale && s->nt_stores)
             mha_scale_rows_stream_isa(s->isa, dst, s->Sk, P, ld, rows, n, scale);
+        else if (scale) /* the same products, with ordinary stores */
+            mha_scaled_add_rows_isa(s->isa, dst, s->Sk, P, ld, rows, n, scale, false);
         else
             for (int64_t r = 0; r < rows; r++)
                 memcpy(dst + r * s->Sk, P + r * ld, (size_t)n * sizeof(float));
@@ -471,7 +476,8 @@ static void spin_pause(int *spins)
 static void emit_end(mha_sink *s, int slot, const mha_rows_view *v)
 {
     if (s->kind == MHA_SINK_MAP) {
-        mha_copy_stream_fence();
+        if (s->nt_stores)
+            mha_copy_stream_fence();
         return;
     }
     if (s->kind == MHA_SINK_TOPK) { /* every row whole: each one's k best */

@@ -65,6 +65,7 @@ typedef struct mha_sink {
     mha_pool_op op;
     float fill;            /* the value of keys given by mha_sink_fill                    */
     bool rows;             /* given whole rows (mha_sink_takes_rows), never blocks        */
+    bool nt_stores;        /* a map of MHA_STREAM_MAP_BYTES or more: non-temporal stores   */
     int64_t *slot_of_head; /* [H]: the output's head slot of head h, -1 not chosen        */
     int64_t rb;            /* rows per block (the core's)                                 */
     const int *cancel;     /* the pass's cancel flag (mha_inputs.cancel), or NULL: a block

@@ -20,6 +20,7 @@
  */
 #include "check.h"
 #include "mha.h"
+#include "mha_internal.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -461,7 +462,7 @@ static bool run_selection(const tcase *tc, const selection *s, mha_pool *pool, c
     return ok;
 }
 
-static bool run_case(tcase *tc, mha_pool *pool2, int nsel)
+static bool run_case(tcase *tc, mha_pool *pool2, int nsel, const selection *fixed)
 {
     mha_inputs in = tc->in;
     mha_plan plan, plan_avg, plan_nw;
@@ -490,7 +491,10 @@ static bool run_case(tcase *tc, mha_pool *pool2, int nsel)
     bool ok = true;
     for (int t = 0; t < nsel && ok; t++) {
         selection s;
-        rnd_selection(&s, plan.H, plan.L, plan.S);
+        if (fixed)
+            s = *fixed;
+        else
+            rnd_selection(&s, plan.H, plan.L, plan.S);
         ok = run_selection(tc, &s, NULL, full, favg, tr.stage[MHA_TRACE_SCORES], out_nw) &&
              run_selection(tc, &s, pool2, full, favg, tr.stage[MHA_TRACE_SCORES], out_nw);
     }
@@ -620,17 +624,42 @@ int main(void)
     for (int n = 0; n < 150 && failed < 3; n++) {
         tcase tc;
         make_case(&tc, false);
-        if (!run_case(&tc, pool2, 4))
+        if (!run_case(&tc, pool2, 4, NULL))
             failed++;
         free_case(&tc);
     }
     for (int n = 0; n < 12 && failed < 3; n++) {
         tcase tc;
         make_case(&tc, true);
-        if (!run_case(&tc, pool2, 5))
+        if (!run_case(&tc, pool2, 5, NULL))
             failed++;
         free_case(&tc);
     }
+    /* a selected map of MHA_STREAM_MAP_BYTES or more, written with non-temporal stores (the
+     * random cases' maps are mostly smaller, written with ordinary stores): the first big case
+     * whose map of every head is that large, with that selection, per head and averaged */
+    bool big_map = false;
+    for (int tries = 0; tries < 100 && !big_map && failed < 3; tries++) {
+        tcase tc;
+        make_case(&tc, true);
+        mha_inputs in = tc.in;
+        in.need_weights = true;
+        in.average_attn_weights = false;
+        mha_plan plan;
+        if (mha_plan_forward(tc.layer, &in, NULL, &plan, NULL) == MHA_OK &&
+            (double)plan.weights_count * sizeof(float) >= MHA_STREAM_MAP_BYTES) {
+            for (int average = 0; average < 2; average++) {
+                selection every = {.average = average};
+                snprintf(every.desc, sizeof every.desc, "every head's map (%lld floats), avg=%d",
+                         (long long)plan.weights_count, average);
+                if (!run_case(&tc, pool2, 1, &every))
+                    failed++;
+            }
+            big_map = true;
+        }
+        free_case(&tc);
+    }
+    CHECK(big_map, "a big case with a map of MHA_STREAM_MAP_BYTES or more was made");
     /* rows that attend two or three keys: a top-k of more holds weights that underflow, which the
      * streamed top-k cannot make exact, so the head runs again keeping its slab (in a grouped task
      * too: test_grouped.sh) */
@@ -638,7 +667,7 @@ int main(void)
         tcase tc;
         make_case(&tc, true);
         faint_rows(&tc);
-        if (!run_case(&tc, pool2, 6))
+        if (!run_case(&tc, pool2, 6, NULL))
             failed++;
         free_case(&tc);
     }
