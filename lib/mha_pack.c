@@ -153,30 +153,37 @@ __attribute__((target("avx2"))) static void copy_rows_avx2(float *dst, int64_t l
 }
 #endif
 
-void mha_pack_rows(mha_isa isa, float *dst, int64_t ld_dst, const float *src, int64_t ld_src,
-                   int64_t rows, int64_t cols, int64_t rows_pad, int64_t cols_pad)
+/* The copy of mha_pack_rows: short rows (a head's, at most 64 floats) in isa's vectors when this
+ * CPU has it, else fixed 16-byte copies; longer rows by memcpy. */
+static void copy_rows(mha_isa isa, float *dst, int64_t ld_dst, const float *src, int64_t ld_src,
+                      int64_t rows, int64_t cols)
 {
-    bool copied = false;
 #ifdef HAVE_X86_KERNELS
     if (cols <= 64 && isa == MHA_ISA_AVX512 && mha_isa_usable(isa)) {
         copy_rows_avx512(dst, ld_dst, src, ld_src, rows, cols);
-        copied = true;
-    } else if (cols <= 64 && isa == MHA_ISA_AVX2 && mha_isa_usable(isa)) {
+        return;
+    }
+    if (cols <= 64 && isa == MHA_ISA_AVX2 && mha_isa_usable(isa)) {
         copy_rows_avx2(dst, ld_dst, src, ld_src, rows, cols);
-        copied = true;
+        return;
     }
 #else
     (void)isa;
 #endif
-    for (int64_t r = 0; r < rows && (!copied || cols_pad > cols); r++) {
-        float *d = dst + r * ld_dst;
-        if (!copied && cols > 64)
-            memcpy(d, src + r * ld_src, (size_t)cols * sizeof(float));
-        else if (!copied) /* a head's row (hd floats) */
-            mha_copy_floats(d, src + r * ld_src, cols);
-        if (cols_pad > cols)
-            memset(d + cols, 0, (size_t)(cols_pad - cols) * sizeof(float));
+    for (int64_t r = 0; r < rows; r++) {
+        if (cols > 64)
+            memcpy(dst + r * ld_dst, src + r * ld_src, (size_t)cols * sizeof(float));
+        else
+            mha_copy_floats(dst + r * ld_dst, src + r * ld_src, cols);
     }
+}
+
+void mha_pack_rows(mha_isa isa, float *dst, int64_t ld_dst, const float *src, int64_t ld_src,
+                   int64_t rows, int64_t cols, int64_t rows_pad, int64_t cols_pad)
+{
+    copy_rows(isa, dst, ld_dst, src, ld_src, rows, cols);
+    for (int64_t r = 0; r < rows && cols_pad > cols; r++)
+        memset(dst + r * ld_dst + cols, 0, (size_t)(cols_pad - cols) * sizeof(float));
     for (int64_t r = rows; r < rows_pad; r++)
         memset(dst + r * ld_dst, 0, (size_t)cols_pad * sizeof(float));
 }
