@@ -326,31 +326,6 @@ static float *topk_row(const mha_sink *s, int slot, const mha_rows_view *v, int6
     return s->tkrow + ((int64_t)slot * s->rb + (i - v->br0)) * s->Sk;
 }
 
-/* Whether (v, j) beats (v2, j2): greater, or equal with a lower key. */
-static inline bool beats(float v, int64_t j, float v2, int64_t j2)
-{
-    return v > v2 || (v == v2 && j < j2);
-}
-
-void mha_sink_best_offer(float *vals, int32_t *idx, int64_t *n, int64_t k, float v, int64_t j)
-{
-    int64_t at = *n;
-    if (at == k) {
-        if (!beats(v, j, vals[k - 1], idx[k - 1]))
-            return;
-        at = k - 1;
-    } else {
-        (*n)++;
-    }
-    while (at > 0 && beats(v, j, vals[at - 1], idx[at - 1])) {
-        vals[at] = vals[at - 1];
-        idx[at] = idx[at - 1];
-        at--;
-    }
-    vals[at] = v;
-    idx[at] = (int32_t)j;
-}
-
 /* The pooled row p's partial row in this thread's buffer. */
 double *mha_sink_part_row(const mha_sink *s, int slot, const mha_rows_view *v, int64_t p)
 {

@@ -92,7 +92,7 @@ typedef struct mha_sink {
     int64_t cap;         /* top-k: candidates a row holds                                 */
     int sgroup;          /* stream slots per thread (the per-thread arrays below: per slot) */
     mha_cand *cand;      /* [threads][rb][cap] the candidates                             */
-    float *ctmp;         /* [threads][cap] scratch                                        */
+    float *ctmp;         /* [threads][2][cap rounded up to 8] weights, keys (int32)       */
     int64_t *ccnt;       /* [threads][rb] candidates held                                 */
     float *cthr;         /* [threads][rb] the threshold, a score                          */
     int64_t kst;         /* top-k: the largest scores a row keeps, k rounded up to 8      */
@@ -160,7 +160,7 @@ void mha_sink_end(mha_sink *s, int slot, int64_t b, int64_t i0, int64_t m);
  *          of those after each scanned block. At the end the candidates below the final
  *          threshold are dropped, each other one's weight is made as the full map makes it,
  *          exp(score - m after its block)·f, and placed in the row's reply best first
- *          (mha_sink_best_offer: mha_topk_row's order). When keys were left out (the filter, keys
+ *          (mha_run_best_of: mha_topk_row's order). When keys were left out (the filter, keys
  *          masked to -inf, keys never computed) the result is exact if the k-th weight is at
  *          least 2^-90 (every weight that could compete is then a normal float within a few ulp
  *          of its real value); otherwise, or when a row's candidates overflow, stream_end says so
@@ -219,9 +219,13 @@ bool mha_sink_clip_rows(const mha_sink *s, int64_t b, int64_t hs, int64_t i0, in
 mha_status mha_sink_state_alloc(void **mem, size_t bytes, mha_error *err);
 /* The thread's partial row of pooled row p. */
 double *mha_sink_part_row(const mha_sink *s, int slot, const mha_rows_view *v, int64_t p);
-/* Offers (v, key j) to a top-k row's *n best so far (k at most), best first (the larger value,
- * of equal values the lower key), by insertion: for a few offers. */
-void mha_sink_best_offer(float *vals, int32_t *idx, int64_t *n, int64_t k, float v, int64_t j);
+/* The k best of v [n] (keys j, distinct), best first (the larger value, of equal values the lower
+ * key: mha_topk_row's order) into vals and idx; returns how many, min(n, k). Each one's place is
+ * the count of those that beat it (n² compares, vectorised; no branch on a value: n is a row's
+ * few candidates). v and j have room for n rounded up to 8 (the kernels pad them); v holds no
+ * NaN. */
+int64_t mha_run_best_of(mha_isa isa, float *vals, int32_t *idx, int64_t k, float *v, int32_t *j,
+                        int64_t n);
 
 /* The largest of x[0, n) (-inf for n = 0), and their sum in double, with isa's kernels
  * (mha_select_runs.c; x holds no NaN). */
@@ -245,10 +249,18 @@ int64_t mha_run_above(mha_isa isa, int32_t *idx, const float *x, int64_t n, floa
 int64_t mha_run_topk_scan(mha_isa isa, mha_cand *cand, float *kt, int64_t kst, const float *x,
                           int64_t n, float thr, int64_t j0, int64_t nv);
 
-/* A value that at least k of x [n] reach, for a top-k row's first threshold: x's keys dealt into k
- * groups (key j to group (j mod kst) mod k; kst: k rounded up to 8, at most 32), the smallest of
- * the groups' maxima (-inf when a group has no key but -inf; NaN keys are left out). The same bits
+/* A value that at least k of x [n] reach, for a top-k row's first threshold: x's keys dealt into
+ * G groups (key j to group j mod G, G = mha_topk_bound_groups(kst); kst: k rounded up to 8, at
+ * most 32), the k-th largest of the groups' maxima (-inf when fewer than k groups hold a key above
+ * -inf; NaN keys are left out). k groups' maxima reach it, so k keys do; with 4k groups or more it
+ * is close to the k-th largest key (on random rows of 256 keys about 9 keys reach it at k = 8 and
+ * 40 at k = 32, where the smallest of k groups' maxima was reached by 21 and 100). The same bits
  * on every ISA. */
+#define MHA_TOPK_BOUND_MAX_GROUPS 64
+static inline int64_t mha_topk_bound_groups(int64_t kst)
+{
+    return 4 * kst < MHA_TOPK_BOUND_MAX_GROUPS ? 4 * kst : MHA_TOPK_BOUND_MAX_GROUPS;
+}
 float mha_run_topk_bound(mha_isa isa, const float *x, int64_t n, int64_t k, int64_t kst);
 
 /* A streamed pool's block into a pooled row's partials, for c < n: acc[c] += d[c]·f in double (the

@@ -73,28 +73,46 @@ static int64_t topk_scan_portable(mha_cand *cand, float *kt, int64_t kst, const 
     return c;
 }
 
-/* The smallest of k groups' maxima, from kst maxima M (M[i]: keys j = i mod kst): group g takes
- * the M[i] with i = g mod k (k <= kst, so no group is empty). */
-static float bound_of_maxima(const float *M, int64_t kst, int64_t k)
+/* The k-th largest of the G group maxima M (-inf when fewer than k are above -inf): the largest
+ * M[i] that at least k of them reach, each counted by compares (no sort: the same bits on every
+ * ISA, whatever the ties). */
+static float kth_of_maxima_portable(const float *M, int64_t G, int64_t k)
 {
-    float bound = INFINITY;
-    for (int64_t g = 0; g < k; g++) {
-        float mx = -INFINITY;
-        for (int64_t i = g; i < kst; i += k)
-            mx = M[i] > mx ? M[i] : mx;
-        bound = mx < bound ? mx : bound;
+    float best = -INFINITY;
+    for (int64_t i = 0; i < G; i++) {
+        int64_t reach = 0;
+        for (int64_t j = 0; j < G; j++)
+            reach += M[j] >= M[i];
+        best = reach >= k && M[i] > best ? M[i] : best;
     }
-    return bound;
+    return best + 0.0f; /* -0 as +0, whichever of the two came first */
 }
 
 static float topk_bound_portable(const float *x, int64_t n, int64_t k, int64_t kst)
 {
-    float M[32];
-    for (int64_t i = 0; i < kst; i++)
+    const int64_t G = mha_topk_bound_groups(kst);
+    float M[MHA_TOPK_BOUND_MAX_GROUPS];
+    for (int64_t i = 0; i < G; i++)
         M[i] = -INFINITY;
     for (int64_t j = 0; j < n; j++)
-        M[j % kst] = x[j] > M[j % kst] ? x[j] : M[j % kst];
-    return bound_of_maxima(M, kst, k);
+        M[j % G] = x[j] > M[j % G] ? x[j] : M[j % G];
+    return kth_of_maxima_portable(M, G, k);
+}
+
+/* Row i's place among v [n] (keys j, distinct): how many beat it, the larger value, or of equal
+ * values the lower key. */
+static void best_of_portable(float *vals, int32_t *idx, int64_t k, const float *v,
+                             const int32_t *j, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) {
+        int64_t at = 0;
+        for (int64_t c = 0; c < n; c++)
+            at += v[c] > v[i] || (v[c] == v[i] && j[c] < j[i]);
+        if (at < k) {
+            vals[at] = v[i];
+            idx[at] = j[i];
+        }
+    }
 }
 
 /* A streamed pool's visited block into a pooled row's partial sums: acc[c] += d[c]·f in double
@@ -222,43 +240,106 @@ take_runs_n(mha_cand *cand, float *kt, const int nr, const float *x, int64_t n,
     return c;
 }
 
-/* topk_bound_portable with key j in lane j mod 8 of register (j mod kst) / 8: one max per 8 keys
- * (the max is exact: the same bits). nr = kst / 8 registers, a constant where it is inlined: the
+/* kth_of_maxima_portable for G = 32 or 64 maxima: each lane's count of the maxima that reach it
+ * kept in 32-bit lanes, 32 maxima at a time (G broadcasts and compares each), then the largest
+ * maximum counted at least k times. */
+__attribute__((target("avx2"))) static float kth_of_maxima_avx2(const float *M, int64_t G, int64_t k)
+{
+    __m256 best = _mm256_set1_ps(-INFINITY);
+    const __m256i km1 = _mm256_set1_epi32((int)k - 1);
+    if (k == 1) { /* the largest: no counts */
+        for (int64_t h = 0; h < G; h += 8)
+            best = _mm256_max_ps(best, _mm256_loadu_ps(M + h));
+        G = 0;
+    }
+    for (int64_t h = 0; h < G; h += 32) {
+        __m256 mv[4];
+        __m256i cnt[4];
+#pragma GCC unroll 4
+        for (int r = 0; r < 4; r++) {
+            mv[r] = _mm256_loadu_ps(M + h + 8 * r);
+            cnt[r] = _mm256_setzero_si256();
+        }
+        for (int64_t j = 0; j < G; j++) {
+            const __m256 b = _mm256_broadcast_ss(M + j);
+#pragma GCC unroll 4
+            for (int r = 0; r < 4; r++) /* lane i: M[j] >= M[i] adds 1 (a mask is -1) */
+                cnt[r] = _mm256_sub_epi32(cnt[r], _mm256_castps_si256(
+                                                      _mm256_cmp_ps(b, mv[r], _CMP_GE_OQ)));
+        }
+#pragma GCC unroll 4
+        for (int r = 0; r < 4; r++)
+            best = _mm256_max_ps(best, _mm256_blendv_ps(_mm256_set1_ps(-INFINITY), mv[r],
+                                                        _mm256_castsi256_ps(_mm256_cmpgt_epi32(
+                                                            cnt[r], km1))));
+    }
+    float lane[8];
+    _mm256_storeu_ps(lane, best);
+    float m = lane[0];
+    for (int i = 1; i < 8; i++)
+        m = lane[i] > m ? lane[i] : m;
+    return m + 0.0f;
+}
+
+/* topk_bound_portable with key j in lane j mod 8 of register (j mod G) / 8: one max per 8 keys
+ * (the max is exact: the same bits). nr = G / 8 registers, a constant where it is inlined: the
  * maxima stay in registers. */
 __attribute__((target("avx2"), always_inline)) static inline float
 topk_bound_avx2_n(const float *x, int64_t n, int64_t k, const int nr)
 {
-    const int64_t kst = 8 * nr;
-    __m256 acc[4];
-#pragma GCC unroll 4
+    const int64_t G = 8 * nr;
+    __m256 acc[8];
+#pragma GCC unroll 8
     for (int a = 0; a < nr; a++)
         acc[a] = _mm256_set1_ps(-INFINITY);
     int64_t j = 0;
-    for (; j + kst <= n; j += kst)
-#pragma GCC unroll 4
+    for (; j + G <= n; j += G)
+#pragma GCC unroll 8
         for (int a = 0; a < nr; a++) /* a NaN key leaves the maximum as it was */
             acc[a] = _mm256_max_ps(_mm256_loadu_ps(x + j + 8 * a), acc[a]);
-    float M[32];
-#pragma GCC unroll 4
+    float M[MHA_TOPK_BOUND_MAX_GROUPS];
+#pragma GCC unroll 8
     for (int a = 0; a < nr; a++)
         _mm256_storeu_ps(M + 8 * a, acc[a]);
     for (int64_t i = 0; j < n; j++, i++)
         M[i] = x[j] > M[i] ? x[j] : M[i];
-    return bound_of_maxima(M, kst, k);
+    return kth_of_maxima_avx2(M, G, k);
 }
 
 __attribute__((target("avx2"))) static float topk_bound_avx2(const float *x, int64_t n, int64_t k,
                                                              int64_t kst)
 {
-    switch (kst / 8) {
-    case 1:
-        return topk_bound_avx2_n(x, n, k, 1);
-    case 2:
-        return topk_bound_avx2_n(x, n, k, 2);
-    case 3:
-        return topk_bound_avx2_n(x, n, k, 3);
-    default:
+    if (mha_topk_bound_groups(kst) == 32)
         return topk_bound_avx2_n(x, n, k, 4);
+    return topk_bound_avx2_n(x, n, k, 8);
+}
+
+/* best_of_portable for 8 values at a time, each counting the n that beat it in its lane (v and j
+ * padded to a multiple of 8 with values that beat none and are placed nowhere). */
+__attribute__((target("avx2"))) static void best_of_avx2(float *vals, int32_t *idx, int64_t k,
+                                                         const float *v, const int32_t *j,
+                                                         int64_t n)
+{
+    for (int64_t i = 0; i < n; i += 8) {
+        const __m256 vi = _mm256_loadu_ps(v + i);
+        const __m256i ji = _mm256_loadu_si256((const __m256i *)(j + i));
+        __m256i at = _mm256_setzero_si256();
+        for (int64_t c = 0; c < n; c++) {
+            const __m256 vc = _mm256_broadcast_ss(v + c);
+            const __m256i lower = _mm256_cmpgt_epi32(ji, _mm256_set1_epi32(j[c]));
+            const __m256 beats =
+                _mm256_or_ps(_mm256_cmp_ps(vc, vi, _CMP_GT_OQ),
+                             _mm256_and_ps(_mm256_cmp_ps(vc, vi, _CMP_EQ_OQ),
+                                           _mm256_castsi256_ps(lower)));
+            at = _mm256_sub_epi32(at, _mm256_castps_si256(beats)); /* a mask is -1 */
+        }
+        int32_t place[8];
+        _mm256_storeu_si256((__m256i *)place, at);
+        for (int64_t q = 0; q < 8 && i + q < n; q++)
+            if (place[q] < k) {
+                vals[place[q]] = v[i + q];
+                idx[place[q]] = j[i + q];
+            }
     }
 }
 
@@ -631,6 +712,24 @@ int64_t mha_run_topk_scan(mha_isa isa, mha_cand *cand, float *kt, int64_t kst, c
 #endif
     (void)isa;
     return topk_scan_portable(cand, kt, kst, x, n, thr, j0, nv);
+}
+
+int64_t mha_run_best_of(mha_isa isa, float *vals, int32_t *idx, int64_t k, float *v, int32_t *j,
+                        int64_t n)
+{
+#ifdef HAVE_X86_KERNELS
+    if (isa == MHA_ISA_AVX512 || isa == MHA_ISA_AVX2) { /* a few dozen a row: AVX2 is enough */
+        for (int64_t c = n; c % 8; c++) { /* beats none: below every weight, the last key */
+            v[c] = -INFINITY;
+            j[c] = INT32_MAX;
+        }
+        best_of_avx2(vals, idx, k, v, j, n);
+        return n < k ? n : k;
+    }
+#endif
+    (void)isa;
+    best_of_portable(vals, idx, k, v, j, n);
+    return n < k ? n : k;
 }
 
 void mha_run_max_into(mha_isa isa, float *m, const float *x, int64_t n)

@@ -11,6 +11,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* A row's candidates' weights, and beside them their keys, in a stream slot's ctmp: cap of each,
+ * rounded up to 8 for mha_run_best_of's padding. */
+static int64_t ctmp_room(int64_t cap)
+{
+    return (cap + 7) / 8 * 8;
+}
+
 bool mha_sink_streams(const mha_sink *s)
 {
     return s->stream;
@@ -40,7 +47,7 @@ mha_status mha_sink_stream_init(mha_sink *s, int threads, int group, int64_t BN,
         b[CAND] = mha_line(T * rb * (size_t)s->cap * sizeof(mha_cand));
         s->kst = (s->k + 7) / 8 * 8;
         b[KTOP] = mha_line(T * rb * (size_t)s->kst * sizeof(float));
-        b[CTMP] = mha_line(T * (size_t)s->cap * sizeof(float));
+        b[CTMP] = mha_line(T * 2 * (size_t)ctmp_room(s->cap) * sizeof(float));
         b[CCNT] = mha_line(T * rb * sizeof(int64_t));
         b[CTHR] = mha_line(T * rb * sizeof(float));
         b[CFLAG] = mha_line(T * rb);
@@ -130,9 +137,9 @@ static void row_candidates(mha_sink *s, int64_t ri, uint8_t *flag, const float *
     const int64_t cap = s->cap, k = s->k, kst = s->kst;
     float *const kt = s->ktop + ri * kst;
     if (s->cthr[ri] == -INFINITY && n >= 4 * k) {
-        /* a first threshold from the block itself: its keys dealt into k groups, the smallest of
-         * the groups' maxima is reached by k keys (one call, one max per 8 keys, where k runs'
-         * maxima took a call each) */
+        /* a first threshold from the block itself: its keys dealt into 4k groups (at most 64),
+         * the k-th largest of the groups' maxima is reached by k keys, and by few more (one call,
+         * one max per 8 keys; the smallest of k groups' maxima let 2.5 times as many through) */
         const float bound = mha_run_topk_bound(s->isa, x, n, k, kst);
         if (bound > -INFINITY)
             raise_threshold(s, ri, bound, mp);
@@ -273,7 +280,7 @@ bool mha_sink_stream_end(mha_sink *s, int slot, int64_t b, int64_t h, int64_t i0
         if (s->cflag[(int64_t)slot * s->rb + r] & 2)
             return false;
     /* the rows' k best are written in their final order here (the few candidates the final
-     * threshold leaves are placed by insertion), without the sink's head_begin / head_end */
+     * threshold leaves are placed by counting), without the sink's head_begin / head_end */
     const bool all_seen = s->cseen[8 * slot] == s->Sk;
     for (int64_t r = 0; r < rows; r++) {
         const int64_t ri = (int64_t)slot * s->rb + r, cap = s->cap, i = v.r0 + r;
@@ -288,13 +295,16 @@ bool mha_sink_stream_end(mha_sink *s, int slot, int64_t b, int64_t h, int64_t i0
          * that block), then that block's factor */
         const int64_t n = s->ccnt[ri];
         const mha_cand *cd = s->cand + ri * cap;
-        float *e = s->ctmp + (int64_t)slot * cap;
-        for (int64_t c = 0; c < n; c++)
+        float *e = s->ctmp + (int64_t)slot * 2 * ctmp_room(cap);
+        int32_t *key = (int32_t *)(e + ctmp_room(cap));
+        for (int64_t c = 0; c < n; c++) {
             e[c] = cd[c].x - mt[cd[c].nv * fld + (i - i0)];
+            key[c] = cd[c].j;
+        }
         mha_exp_le0_array_isa(s->isa, e, e, n);
         for (int64_t c = 0; c < n; c++)
-            mha_sink_best_offer(vals, idx, &held, s->k, e[c] * fac[cd[c].nv * fld + (i - i0)],
-                                cd[c].j);
+            e[c] *= fac[cd[c].nv * fld + (i - i0)];
+        held = mha_run_best_of(s->isa, vals, idx, s->k, e, key, n);
         const bool every_key = all_seen && !(s->cflag[ri] & 1);
         if (!every_key && !(held == s->k && vals[s->k - 1] >= 0x1p-90f))
             return false;

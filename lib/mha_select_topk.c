@@ -4,15 +4,15 @@
  * streamed row that could not be made exact), fed the map's own values block by block
  * (mha_select.c) and chosen here once the row is complete.
  *
- * The order is torch.topk's on the slice (and mha_sink_best_offer's): the larger value first, of
+ * The order is torch.topk's on the slice (and mha_run_best_of's): the larger value first, of
  * equal values the lower key. A NaN key is never chosen (no compare admits it; the daemon refuses
  * passes whose output is not finite, so none reaches a reply).
  *
  * Every value is given a 32-bit order key (mha_order_key: ascending keys, descending values, -0
  * as +0). The candidates, in key order (so that sorting stably keeps ties in it):
  *   - when k is small against the row (bound_pays): the keys at or above a bound that k keys
- *     reach, the smallest of k groups' maxima (group j mod k; mha_run_topk_bound for k <= 32),
- *     one vectorised pass;
+ *     reach: for k <= 32 the k-th largest of 4k groups' maxima (mha_run_topk_bound), above k
+ *     the smallest of k groups' maxima (group j mod k); one vectorised pass;
  *   - else every order key, and when k is at most half of them a count of every 4th key into
  *     buckets spread evenly over the keys' range finds about where the k-th falls (with a margin),
  *     and one branch-free pass (mha_run_keys_upto) keeps the keys up to that bucket's end; when
@@ -169,8 +169,9 @@ __attribute__((noinline)) static const int32_t *sort_first(const mha_topk_scratc
     return t->cand2;
 }
 
-/* Whether the groups' bound is the cheaper way to the candidates. About k ln k keys reach it (each
- * of k groups of n/k keys keeps a few), each then sorted; the count costs ~2 cycles a key, its
+/* Whether the groups' bound is the cheaper way to the candidates. About k ln k keys reach the
+ * smallest of k groups' maxima (each of k groups of n/k keys keeps a few), each then sorted (for
+ * k <= 32 mha_run_topk_bound's k-th of 4k maxima, about k); the count costs ~2 cycles a key, its
  * candidates ~k. Measured (Zen 3): for k <= 32 the bound wins on rows of 4k keys and more (one
  * kernel, a vector a group); above 32 (k runs of maxima) only on rows of 16·k·log2(k) or more (the
  * two even at top-64 of 8192, the count 1.7x faster at top-64 of 2048). */

@@ -14,8 +14,9 @@
  * (never chosen), through both ways to the candidates (a bound, or a count of every key);
  * the order keys of every kind of value (mha_run_order_keys: descending order, -0 as +0, NaN last)
  * and the keys up to a threshold (mha_run_keys_upto), for runs of 0 to 80;
- * a row's first threshold (mha_run_topk_bound): the smallest of k groups' maxima, the same bits
- * on every ISA, reached by k keys;
+ * a row's first threshold (mha_run_topk_bound): the k-th largest of the groups' maxima, the same
+ * bits on every ISA, reached by k keys (maxima that tie included);
+ * the k best of a row's few candidates (mha_run_best_of) against a sort, ties included;
  * a streamed pool's block into a pooled row (mha_run_pool_accumulate), bit for bit;
  * and a pooled map's columns (mha_run_pool_columns): runs of 1 to 256 keys cut by a block's ends,
  * each column's sum in double (within 1e-12 per key of a sequential double sum) or max (exact), and
@@ -116,24 +117,31 @@ static void one_scan(mha_isa isa, int64_t n, int64_t kst, int64_t held, double q
           isa_name[isa], (long long)n, (long long)kst, (long long)held, q, special);
 }
 
-/* mha_run_topk_bound: the smallest of k groups' maxima (key j in group (j mod kst) mod k), and a
- * value that k keys reach. */
-static void one_bound(mha_isa isa, int64_t n, int64_t k, bool special)
+/* mha_run_topk_bound: the k-th largest of G groups' maxima (key j in group j mod G, G =
+ * mha_topk_bound_groups(kst)), from a sort of the maxima, and a value that k keys reach. */
+static int cmp_desc(const void *a, const void *b)
+{
+    const float x = *(const float *)a, y = *(const float *)b;
+    return x > y ? -1 : x < y;
+}
+
+static void one_bound(mha_isa isa, int64_t n, int64_t k, int special)
 {
     float x[256];
-    random_keys(x, n, special);
-    const int64_t kst = (k + 7) / 8 * 8;
-    float gmax[32];
-    for (int64_t g = 0; g < k; g++)
+    random_keys(x, n, special == 1);
+    for (int64_t j = 0; j < n && special == 2; j++) /* four values, ±0 the largest: maxima tie */
+        x[j] = j % 3 ? -(float)(int)(4.0 * rnd()) : (j % 2 ? 0.0f : -0.0f);
+    const int64_t kst = (k + 7) / 8 * 8, G = mha_topk_bound_groups(kst);
+    float gmax[MHA_TOPK_BOUND_MAX_GROUPS];
+    for (int64_t g = 0; g < G; g++)
         gmax[g] = -INFINITY;
     for (int64_t j = 0; j < n; j++) {
-        const int64_t g = (j % kst) % k;
+        const int64_t g = j % G;
         if (!isnan(x[j]) && x[j] > gmax[g])
             gmax[g] = x[j];
     }
-    float want = INFINITY;
-    for (int64_t g = 0; g < k; g++)
-        want = gmax[g] < want ? gmax[g] : want;
+    qsort(gmax, (size_t)G, sizeof gmax[0], cmp_desc);
+    const float want = gmax[k - 1] + 0.0f; /* -0 as +0 */
     const float got = mha_run_topk_bound(isa, x, n, k, kst);
     int64_t reach = 0;
     for (int64_t j = 0; j < n; j++)
@@ -142,6 +150,55 @@ static void one_bound(mha_isa isa, int64_t n, int64_t k, bool special)
           "%s: n=%lld k=%lld special=%d: first bound %g (want %g), reached by %lld keys",
           isa_name[isa], (long long)n, (long long)k, special, (double)got, (double)want,
           (long long)reach);
+}
+
+/* mha_run_best_of on n weights (ties: from four values) with distinct keys in random order, against
+ * a sort: its first min(n, k) in vals and idx, nothing written past them. */
+static const float *bo_v;
+static const int32_t *bo_j;
+static int cmp_beats(const void *a, const void *b)
+{
+    const int32_t p = *(const int32_t *)a, q = *(const int32_t *)b;
+    if (bo_v[p] != bo_v[q])
+        return bo_v[p] > bo_v[q] ? -1 : 1;
+    return bo_j[p] < bo_j[q] ? -1 : bo_j[p] > bo_j[q];
+}
+
+static void one_best_of(mha_isa isa, int64_t n, int64_t k, bool ties)
+{
+    float v[96], vals[40];
+    int32_t j[96], idx[40], order[96];
+    for (int64_t c = 0; c < n; c++) {
+        v[c] = ties ? 0.25f * (float)(int)(4.0 * rnd()) : (float)rnd();
+        j[c] = (int32_t)(1000 + 7 * c);
+        order[c] = (int32_t)c;
+    }
+    for (int64_t c = n - 1; c > 0; c--) { /* keys in random order */
+        const int64_t o = (int64_t)(rnd() * (double)(c + 1)) % (c + 1);
+        const int32_t t = j[c];
+        j[c] = j[o];
+        j[o] = t;
+    }
+    bo_v = v;
+    bo_j = j;
+    qsort(order, (size_t)n, sizeof order[0], cmp_beats);
+    for (int q = 0; q < 40; q++) {
+        vals[q] = -1.0f;
+        idx[q] = -7;
+    }
+    float vin[96];
+    int32_t jin[96];
+    memcpy(vin, v, sizeof v);
+    memcpy(jin, j, sizeof j);
+    const int64_t got = mha_run_best_of(isa, vals, idx, k, vin, jin, n);
+    const int64_t m = n < k ? n : k;
+    bool ok = got == m;
+    for (int64_t q = 0; q < m; q++)
+        ok = ok && vals[q] == v[order[q]] && idx[q] == j[order[q]];
+    for (int64_t q = m; q < 40; q++)
+        ok = ok && vals[q] == -1.0f && idx[q] == -7;
+    CHECK(ok, "%s: best_of n=%lld k=%lld ties=%d: the first %lld in order (got %lld)",
+          isa_name[isa], (long long)n, (long long)k, ties, (long long)m, (long long)got);
 }
 
 /* The reference order of mha_topk_row: the larger value, of equal values (-0 = +0) the lower key;
@@ -326,8 +383,12 @@ int main(void)
                     }
         for (size_t l = 0; l < sizeof lens / sizeof lens[0]; l++)
             for (int64_t k = 1; k <= 32; k++)
-                for (int special = 0; special < 2; special++)
+                for (int special = 0; special < 3; special++)
                     one_bound((mha_isa)isa, lens[l], k, special);
+        for (int64_t n = 0; n <= 90; n += n < 20 ? 1 : 7)
+            for (int64_t k = 1; k <= 33; k += k < 9 ? 1 : 8)
+                for (int ties = 0; ties < 2; ties++)
+                    one_best_of((mha_isa)isa, n, k, ties);
         /* 4000: top-33 and top-64 from the groups' bound (bound_pays) */
         static const int64_t tlens[] = {1, 2, 7, 31, 48, 49, 64, 100, 129, 300, 1000, 2500, 4000};
         for (size_t l = 0; l < sizeof tlens / sizeof tlens[0]; l++) {
