@@ -221,9 +221,11 @@ mha_status mha_sink_state_alloc(void **mem, size_t bytes, mha_error *err);
 double *mha_sink_part_row(const mha_sink *s, int slot, const mha_rows_view *v, int64_t p);
 /* The k best of v [n] (keys j, distinct), best first (the larger value, of equal values the lower
  * key: mha_topk_row's order) into vals and idx; returns how many, min(n, k). Each one's place is
- * the count of those that beat it (n² compares, vectorised; no branch on a value: n is a row's
- * few candidates). v and j have room for n rounded up to 8 (the kernels pad them); v holds no
- * NaN. */
+ * the count of those that beat it (n² compares, vectorised; no branch on a value). For a row's
+ * candidates after the final threshold: about k on real rows, never more than the sink's cap
+ * (256 + 2k + 16; more overflow to the slab path first), so ties a client builds cost at most a
+ * few times an ordinary row's end. v and j have room for n rounded up to 8 (the kernels pad
+ * them); v holds no NaN. */
 int64_t mha_run_best_of(mha_isa isa, float *vals, int32_t *idx, int64_t k, float *v, int32_t *j,
                         int64_t n);
 
