@@ -243,15 +243,13 @@ take_runs_n(mha_cand *cand, float *kt, const int nr, const float *x, int64_t n,
 /* kth_of_maxima_portable for G = 32 or 64 maxima: each lane's count of the maxima that reach it
  * kept in 32-bit lanes, 32 maxima at a time (G broadcasts and compares each), then the largest
  * maximum counted at least k times. */
+__attribute__((target("avx2"))) static inline float max_avx2(const float *x, int64_t n);
 __attribute__((target("avx2"))) static float kth_of_maxima_avx2(const float *M, int64_t G, int64_t k)
 {
+    if (k == 1) /* the largest: no counts */
+        return max_avx2(M, G) + 0.0f;
     __m256 best = _mm256_set1_ps(-INFINITY);
     const __m256i km1 = _mm256_set1_epi32((int)k - 1);
-    if (k == 1) { /* the largest: no counts */
-        for (int64_t h = 0; h < G; h += 8)
-            best = _mm256_max_ps(best, _mm256_loadu_ps(M + h));
-        G = 0;
-    }
     for (int64_t h = 0; h < G; h += 32) {
         __m256 mv[4];
         __m256i cnt[4];
@@ -275,10 +273,7 @@ __attribute__((target("avx2"))) static float kth_of_maxima_avx2(const float *M, 
     }
     float lane[8];
     _mm256_storeu_ps(lane, best);
-    float m = lane[0];
-    for (int i = 1; i < 8; i++)
-        m = lane[i] > m ? lane[i] : m;
-    return m + 0.0f;
+    return max_avx2(lane, 8) + 0.0f;
 }
 
 /* topk_bound_portable with key j in lane j mod 8 of register (j mod G) / 8: one max per 8 keys

@@ -287,7 +287,6 @@ bool mha_sink_stream_end(mha_sink *s, int slot, int64_t b, int64_t h, int64_t i0
         const int64_t at = (v.b * s->nh + v.hs) * s->Lq + (i - s->q0);
         float *vals = s->values + at * s->k;
         int32_t *idx = s->indices + at * s->k;
-        int64_t held = 0;
         /* the candidates the final threshold leaves behind go first: they cannot make the k */
         if (compact_row(s, ri))
             s->cflag[ri] |= 1;
@@ -304,7 +303,7 @@ bool mha_sink_stream_end(mha_sink *s, int slot, int64_t b, int64_t h, int64_t i0
         mha_exp_le0_array_isa(s->isa, e, e, n);
         for (int64_t c = 0; c < n; c++)
             e[c] *= fac[cd[c].nv * fld + (i - i0)];
-        held = mha_run_best_of(s->isa, vals, idx, s->k, e, key, n);
+        const int64_t held = mha_run_best_of(s->isa, vals, idx, s->k, e, key, n);
         const bool every_key = all_seen && !(s->cflag[ri] & 1);
         if (!every_key && !(held == s->k && vals[s->k - 1] >= 0x1p-90f))
             return false;

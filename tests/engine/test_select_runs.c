@@ -152,55 +152,6 @@ static void one_bound(mha_isa isa, int64_t n, int64_t k, int special)
           (long long)reach);
 }
 
-/* mha_run_best_of on n weights (ties: from four values) with distinct keys in random order, against
- * a sort: its first min(n, k) in vals and idx, nothing written past them. */
-static const float *bo_v;
-static const int32_t *bo_j;
-static int cmp_beats(const void *a, const void *b)
-{
-    const int32_t p = *(const int32_t *)a, q = *(const int32_t *)b;
-    if (bo_v[p] != bo_v[q])
-        return bo_v[p] > bo_v[q] ? -1 : 1;
-    return bo_j[p] < bo_j[q] ? -1 : bo_j[p] > bo_j[q];
-}
-
-static void one_best_of(mha_isa isa, int64_t n, int64_t k, bool ties)
-{
-    float v[96], vals[40];
-    int32_t j[96], idx[40], order[96];
-    for (int64_t c = 0; c < n; c++) {
-        v[c] = ties ? 0.25f * (float)(int)(4.0 * rnd()) : (float)rnd();
-        j[c] = (int32_t)(1000 + 7 * c);
-        order[c] = (int32_t)c;
-    }
-    for (int64_t c = n - 1; c > 0; c--) { /* keys in random order */
-        const int64_t o = (int64_t)(rnd() * (double)(c + 1)) % (c + 1);
-        const int32_t t = j[c];
-        j[c] = j[o];
-        j[o] = t;
-    }
-    bo_v = v;
-    bo_j = j;
-    qsort(order, (size_t)n, sizeof order[0], cmp_beats);
-    for (int q = 0; q < 40; q++) {
-        vals[q] = -1.0f;
-        idx[q] = -7;
-    }
-    float vin[96];
-    int32_t jin[96];
-    memcpy(vin, v, sizeof v);
-    memcpy(jin, j, sizeof j);
-    const int64_t got = mha_run_best_of(isa, vals, idx, k, vin, jin, n);
-    const int64_t m = n < k ? n : k;
-    bool ok = got == m;
-    for (int64_t q = 0; q < m; q++)
-        ok = ok && vals[q] == v[order[q]] && idx[q] == j[order[q]];
-    for (int64_t q = m; q < 40; q++)
-        ok = ok && vals[q] == -1.0f && idx[q] == -7;
-    CHECK(ok, "%s: best_of n=%lld k=%lld ties=%d: the first %lld in order (got %lld)",
-          isa_name[isa], (long long)n, (long long)k, ties, (long long)m, (long long)got);
-}
-
 /* The reference order of mha_topk_row: the larger value, of equal values (-0 = +0) the lower key;
  * NaN keys last (never chosen). */
 static const float *order_w;
@@ -213,6 +164,48 @@ static int cmp_best(const void *a, const void *b)
     if (!isnan(x) && x != y)
         return x > y ? -1 : 1;
     return i < j ? -1 : i > j;
+}
+
+/* mha_run_best_of on n weights (ties: from four values) with the keys 0..n-1 in random order,
+ * against a sort of the keys (cmp_best on each key's weight): its first min(n, k) in vals and idx,
+ * nothing written past them. */
+static void one_best_of(mha_isa isa, int64_t n, int64_t k, bool ties)
+{
+    float v[96], vals[40], w_of_key[96];
+    int32_t j[96], idx[40], order[96];
+    for (int64_t c = 0; c < n; c++) {
+        v[c] = ties ? 0.25f * (float)(int)(4.0 * rnd()) : (float)rnd();
+        j[c] = (int32_t)c;
+    }
+    for (int64_t c = n - 1; c > 0; c--) { /* keys in random order */
+        const int64_t o = (int64_t)(rnd() * (double)(c + 1)) % (c + 1);
+        const int32_t t = j[c];
+        j[c] = j[o];
+        j[o] = t;
+    }
+    for (int64_t c = 0; c < n; c++) {
+        w_of_key[j[c]] = v[c];
+        order[c] = (int32_t)c;
+    }
+    order_w = w_of_key;
+    qsort(order, (size_t)n, sizeof order[0], cmp_best);
+    for (int q = 0; q < 40; q++) {
+        vals[q] = -1.0f;
+        idx[q] = -7;
+    }
+    float vin[96];
+    int32_t jin[96];
+    memcpy(vin, v, sizeof v);
+    memcpy(jin, j, sizeof j);
+    const int64_t got = mha_run_best_of(isa, vals, idx, k, vin, jin, n);
+    const int64_t m = n < k ? n : k;
+    bool ok = got == m;
+    for (int64_t q = 0; q < m; q++)
+        ok = ok && vals[q] == w_of_key[order[q]] && idx[q] == order[q];
+    for (int64_t q = m; q < 40; q++)
+        ok = ok && vals[q] == -1.0f && idx[q] == -7;
+    CHECK(ok, "%s: best_of n=%lld k=%lld ties=%d: the first %lld in order (got %lld)",
+          isa_name[isa], (long long)n, (long long)k, ties, (long long)m, (long long)got);
 }
 
 /* mha_topk_row on a row of n keys of one pattern: 0 weights in (0, 1], 1 scores with negatives,
