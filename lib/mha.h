@@ -328,8 +328,9 @@ typedef struct mha_inputs {
                                  * this selection; averaged: the mean over the chosen heads. The
                                  * trace's SCORES and ATTN_WEIGHTS stages take it too (per head) */
     /* Positions, integers in [0, MHA_MAX_POSITION), any order. Absent: queries at 0..L-1. Keys
-     * absent: the query positions when S0 == L, else 0..S0-1 (a decode step: one query at p
-     * against S0 = p+1 keys at 0..p). The keys add_bias_kv and add_zero_attn append have no
+     * absent: the query positions in self-attention (key absent, or key the query's shape and
+     * bits), else 0..S0-1 (cross-attention; a decode step: one query at p against S0 = p+1 keys
+     * at 0..p). The keys add_bias_kv and add_zero_attn append have no
      * position: never rotated, ALiBi bias 0, never masked (causal and window included). */
     mha_positions positions;     /* [L] or [N,L] ([L] unbatched)                                 */
     mha_positions key_positions; /* [S0] or [N,S0] ([S0] unbatched)                              */

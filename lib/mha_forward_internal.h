@@ -11,7 +11,7 @@
  * RoPE, into cos/sin tables of hd/2 columns, one row per distinct row of positions. */
 typedef struct mha_pos_layout {
     bool q_given, k_given; /* the request gave them                                        */
-    bool k_is_q;           /* key positions absent and S0 == L: the query positions       */
+    bool k_is_q;           /* the keys at the query positions (mha_keys_at_queries)       */
     int64_t q_rows;        /* RoPE table rows for queries: N·L when [N,L] given, else L    */
     int64_t k_rows;        /* ... for keys (0 when k_is_q: the query table serves)         */
 } mha_pos_layout;
@@ -22,6 +22,11 @@ void mha_pos_layout_of(const mha_plan *plan, const mha_inputs *in, mha_pos_layou
  * ((q_rows + k_rows)·hd, cos and sin side by side, then inv_freq; 0 without RoPE). */
 int64_t mha_pos_floats(const mha_plan *plan);
 int64_t mha_rope_floats(const mha_plan *plan, const mha_config *cfg, const mha_pos_layout *pl);
+
+/* Whether keys without positions sit at the query positions: in self-attention (key left out, or
+ * given with the query's shape and bits) when S0 == L; else they are at 0..S0-1 (mha.h). When the
+ * queries have no positions either, both rules give 0..L-1: true for every S0 == L. */
+bool mha_keys_at_queries(const mha_plan *plan, const mha_inputs *in);
 
 /* Positions in the attention core (mha_positions.c). Fills qpos [N,L] and kpos [N,S0] with the
  * inputs' positions or their defaults, as floats (exact below MHA_MAX_POSITION); returns true when

@@ -143,7 +143,7 @@ void mha_pos_layout_of(const mha_plan *plan, const mha_inputs *in, mha_pos_layou
     const int64_t N = plan->N, L = plan->L, S0 = plan->S0;
     pl->q_given = in->positions.data != NULL;
     pl->k_given = in->key_positions.data != NULL;
-    pl->k_is_q = !pl->k_given && S0 == L;
+    pl->k_is_q = mha_keys_at_queries(plan, in);
     pl->q_rows = pl->q_given && in->positions.ndim == 2 ? N * L : L;
     if (pl->k_is_q)
         pl->k_rows = 0;

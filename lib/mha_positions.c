@@ -11,6 +11,7 @@
 #include "mha_forward_internal.h"
 
 #include <math.h>
+#include <string.h>
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -23,10 +24,35 @@ float mha_window_f(int64_t window)
     return window > 2 * MHA_MAX_POSITION ? (float)(2 * MHA_MAX_POSITION) : (float)window;
 }
 
+/* Whether the keys are the queries: key left out, or given with the query's shape and bits (a
+ * torch-style call mha(x, x, x)). */
+static bool keys_are_queries(const mha_inputs *in)
+{
+    const mha_tensor *q = &in->query, *k = &in->key;
+    if (!k->data || k->data == q->data)
+        return true;
+    if (k->ndim != q->ndim)
+        return false;
+    int64_t n = 1;
+    for (int d = 0; d < q->ndim; d++) {
+        if (k->shape[d] != q->shape[d])
+            return false;
+        n *= q->shape[d];
+    }
+    return memcmp(k->data, q->data, (size_t)n * sizeof(float)) == 0;
+}
+
+bool mha_keys_at_queries(const mha_plan *plan, const mha_inputs *in)
+{
+    return !in->key_positions.data && plan->S0 == plan->L &&
+           (!in->positions.data || keys_are_queries(in));
+}
+
 bool mha_positions_fill(float *qpos, float *kpos, const mha_plan *plan, const mha_inputs *in)
 {
     const int64_t N = plan->N, L = plan->L, S0 = plan->S0;
     const mha_positions *qp = &in->positions, *kp = &in->key_positions;
+    const bool at_queries = mha_keys_at_queries(plan, in);
     for (int64_t b = 0; b < N; b++) {
         for (int64_t i = 0; i < L; i++)
             qpos[b * L + i] = !qp->data ? (float)i
@@ -36,7 +62,7 @@ bool mha_positions_fill(float *qpos, float *kpos, const mha_plan *plan, const mh
             if (kp->data)
                 kpos[b * S0 + j] = kp->ndim == 2 ? (float)kp->data[b * S0 + j] : (float)kp->data[j];
             else
-                kpos[b * S0 + j] = S0 == L ? qpos[b * L + j] : (float)j;
+                kpos[b * S0 + j] = at_queries ? qpos[b * L + j] : (float)j;
         }
     }
     for (int64_t b = 0; b < N; b++)

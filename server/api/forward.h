@@ -27,8 +27,8 @@ typedef struct srv_forward_args {
     srv_tensor key_padding_mask; /* bool or float32 [N,S0] / [S0]; absent when data == NULL  */
     srv_tensor attn_mask;        /* bool or float32 [L,S0] / [N·H,L,S0] / [H,L,S0]           */
     srv_positions positions;     /* [L] / [N,L]; absent (ndim 0): 0..L-1                     */
-    srv_positions key_positions; /* [S0] / [N,S0]; absent: the positions when S0 == L, else
-                                  * 0..S0-1 (lib/mha.h)                                     */
+    srv_positions key_positions; /* [S0] / [N,S0]; absent: the positions in self-attention,
+                                  * else 0..S0-1 (lib/mha.h)                                 */
     bool is_causal;              /* used when is_causal_given; else the layer's is_causal    */
     bool is_causal_given;
     bool need_weights;           /* default false                                           */

@@ -12,6 +12,7 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 static const float *param(const mha_layer *layer, const char *name)
 {
@@ -98,12 +99,24 @@ void ref_mha_forward(const mha_layer *layer, const mha_inputs *in, float *out, f
     double *P = calloc((size_t)(H * L * S), sizeof(double));
     double *cat = calloc((size_t)(L * Dq), sizeof(double));
     int64_t *qpos = calloc((size_t)L, sizeof(int64_t)), *kpos = calloc((size_t)S0, sizeof(int64_t));
+    /* self-attention (key left out, or the query's shape and values): keys at the query positions */
+    bool self = k == q;
+    if (!self && k->ndim == q->ndim) {
+        int64_t n = 1;
+        self = true;
+        for (int d = 0; d < q->ndim; d++) {
+            self = self && k->shape[d] == q->shape[d];
+            n *= q->shape[d];
+        }
+        for (int64_t t = 0; self && t < n; t++)
+            self = memcmp(&k->data[t], &q->data[t], sizeof(float)) == 0;
+    }
     for (int64_t b = 0; b < N; b++) {
         for (int64_t i = 0; i < L; i++)
             qpos[i] = pos_of(&in->positions, b, L, i);
         for (int64_t j = 0; j < S0; j++)
             kpos[j] = in->key_positions.data ? pos_of(&in->key_positions, b, S0, j)
-                      : S0 == L              ? qpos[j]
+                      : S0 == L && self      ? qpos[j]
                                              : j;
         for (int64_t i = 0; i < L; i++) {
             const float *x = row_of(q, batched, bf, b, i);

@@ -118,7 +118,7 @@ class Spec:
             self.S = self.L
         if self.layout == "unbatched":
             self.N = 1
-        if self.kind == "self":
+        if self.kind in ("self", "same"):  # "same": key sent equal to the query
             assert self.S == self.L and self.kdim == self.E and self.vdim == self.E, self.name
         if self.kind == "kv":
             assert self.kdim == self.vdim, self.name
@@ -900,7 +900,7 @@ class VSpec:
         self.S = self.L if self.S is None else self.S
         if self.layout == "unbatched":
             self.N = 1
-        if self.kind == "self":
+        if self.kind in ("self", "same"):  # "same": key sent equal to the query
             assert self.S == self.L and self.kdim == self.E and self.vdim == self.E, self.name
         if self.kind == "kv":
             assert self.kdim == self.vdim, self.name
@@ -982,6 +982,8 @@ def build_variant(vs):
         key = seq(S0, vs.kdim)
     if vs.kind == "cross":
         value = seq(S0, vs.vdim)
+    if vs.kind == "same":  # self-attention with the key sent: the query's values (value = key)
+        key = query.clone()
     kpm = attn_mask = None
     if vs.kpm is not None:
         kpm = make_mask(vs.kpm, (S0,) if vs.layout == "unbatched" else (N, S0), gen, "kpm")
@@ -1000,11 +1002,14 @@ def build_variant(vs):
 
 def variant_positions(vs, objs):
     """Query and key positions [N,L], [N,S0] by the rules of lib/mha.h: given, else 0..L-1; keys
-    given, else the query positions when S0 == L, else 0..S0-1."""
+    given, else the query positions in self-attention (key left out, or equal to the query), else
+    0..S0-1."""
     qpos = expand_positions(objs["pos"], vs.N, vs.L)
+    key = objs["key"]
     if objs["kpos"] is not None:
         kpos = expand_positions(objs["kpos"], vs.N, vs.S)
-    elif vs.S == vs.L:
+    elif key is None or (key.shape == objs["query"].shape and
+                         torch.equal(key.view(torch.int32), objs["query"].view(torch.int32))):
         kpos = qpos
     else:
         kpos = expand_positions(None, vs.N, vs.S)
@@ -1383,6 +1388,15 @@ def committed_variant_specs():
     rng = random.Random(31337)
     for i in range(20):
         specs.append(random_variant_spec(rng, "v10_mix_%02d" % i, 30000 + i))
+    # V11. keys without positions when S = L: the query positions in self-attention only (key
+    # left out, or sent equal to the query as torch's mha(x, x, x) does), else 0..S-1
+    for combo in ("llama", "bloom", "everything"):
+        add("v11_%s_cross_same_len" % combo, "%s; cross L=S=5 with query positions [L] and no "
+            "key_positions: keys at 0..4; per-head" % combo, combo, kind="cross", L=5, S=5,
+            positions="seq", average=False)
+        add("v11_%s_key_is_query" % combo, "%s; key sent equal to the query, query positions [L] "
+            "and no key_positions: keys at the query positions; per-head" % combo, combo,
+            kind="same", positions="seq", average=False)
     return specs
 
 

@@ -608,7 +608,7 @@ def draw_case(seed, want_trace, want_variants=True, want_select=True, want_v2=Tr
                                           torch.tensor(float("-inf")), c.attn_mask)
 
     # positions (queries) and key positions, in any of their forms; left out they are 0..L-1 and
-    # the query positions (S = L) or 0..S-1
+    # the query positions (self-attention) or 0..S-1
     if c.pos_kind == "decode":
         p = c.decode_p
         c.pos = torch.tensor([p], dtype=torch.int64)
@@ -723,7 +723,8 @@ def to_additive(m):
 
 def positions_of(c):
     """Query and key positions [N,L], [N,S0] (int64) by docs/api.md's rules: given, else 0..L-1;
-    keys given, else the query positions when S0 = L, else 0..S0-1."""
+    keys given, else the query positions in self-attention (key left out, or the query's shape and
+    values), else 0..S0-1."""
     N, L, S0 = c.N, c.L, c.S0
 
     def expand(p, length):
@@ -734,7 +735,8 @@ def positions_of(c):
     qpos = expand(c.pos, L)
     if c.kpos is not None:
         kpos = expand(c.kpos, S0)
-    elif S0 == L:
+    elif c.key is None or (c.key.shape == c.query.shape and
+                           torch.equal(c.key.view(torch.int32), c.query.view(torch.int32))):
         kpos = qpos
     else:
         kpos = expand(None, S0)
