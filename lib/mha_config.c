@@ -150,6 +150,13 @@ mha_status mha_config_check(const mha_config *cfg, const mha_limits *limits, mha
         return mha_fail(err, MHA_ERR_CONFIG, "head_dim",
                         "rope rotates pairs of dimensions: head_dim must be even, got %lld%s",
                         (long long)hd, cfg->head_dim ? "" : " (embed_dim/num_heads)");
+    float worst;
+    if (cfg->rope && !mha_rope_theta_fits(hd, cfg->rope_theta, &worst))
+        return mha_fail(err, MHA_ERR_CONFIG, "rope.theta",
+                        "rope.theta=%g gives head_dim %lld a rotary frequency of %g, whose angles "
+                        "overflow float32 by position 2^24 - 1 (the rotation would be NaN): take "
+                        "a larger theta (Llama uses 10000)",
+                        cfg->rope_theta, (long long)hd, (double)worst);
     if (cfg->window < 0)
         return mha_fail(err, MHA_ERR_CONFIG, "window",
                         "window must be an integer >= 1 (keys within window positions), got %lld",

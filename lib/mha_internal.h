@@ -86,6 +86,11 @@ void mha_scratch_free(mha_scratch *s);
  * value). */
 bool mha_test_switch(const char *name, int *cache);
 
+/* Whether every RoPE angle inv_freq[d]·p of a head of hd dimensions (theta > 0 and finite, hd even)
+ * is finite in float32 for every position p < MHA_MAX_POSITION (mha_rope.c); *worst = the largest
+ * inv_freq. A theta far below 1 makes inv_freq overflow, and the rotation NaN. */
+bool mha_rope_theta_fits(int64_t hd, double theta, float *worst);
+
 /* With ATTND_POISON_SCRATCH=1 in the environment (for tests), fills p [bytes] with 0xFF bytes (a NaN
  * in every float) wherever the engine hands out working memory: the scratch of a pass, fresh or kept
  * from the one before, and a selection's state. A path that read memory before writing it would

@@ -22,10 +22,27 @@
 #define HAVE_X86_KERNELS 1
 #endif
 
+/* inv_freq[d] = theta^(-2d/hd), in double, rounded once. */
+static float inv_freq_of(int64_t d, int64_t hd, double theta)
+{
+    return (float)(1.0 / pow(theta, (double)(2 * d) / (double)hd));
+}
+
 void mha_rope_inv_freq(float *inv_freq, int64_t hd, double theta)
 {
     for (int64_t d = 0; d < hd / 2; d++)
-        inv_freq[d] = (float)(1.0 / pow(theta, (double)(2 * d) / (double)hd));
+        inv_freq[d] = inv_freq_of(d, hd, theta);
+}
+
+bool mha_rope_theta_fits(int64_t hd, double theta, float *worst)
+{
+    const float pmax = (float)(MHA_MAX_POSITION - 1);
+    *worst = 1.0f; /* d = 0 */
+    for (int64_t d = 1; d < hd / 2; d++) {
+        const float f = inv_freq_of(d, hd, theta);
+        *worst = f > *worst ? f : *worst;
+    }
+    return isfinite(*worst * pmax); /* the largest angle, HF's float32 product */
 }
 
 void mha_rope_table_row(float *cs, const float *inv_freq, int64_t half, float p)

@@ -230,6 +230,9 @@ static void test_config_errors(srv_daemon *d)
          "config.rope.theta"},
         {"{\"embed_dim\":8,\"num_heads\":2,\"rope\":{\"theta\":-1e4}}", 422, "invalid_config",
          "config.rope.theta"},
+        /* head_dim 4: inv_freq 1e150, inf in float32 (the rotation would be NaN) */
+        {"{\"embed_dim\":8,\"num_heads\":2,\"rope\":{\"theta\":1e-300}}", 422, "invalid_config",
+         "config.rope.theta"},
         {"{\"embed_dim\":8,\"num_heads\":2,\"rope\":{\"theta\":\"1e4\"}}", 422, "invalid_config",
          "config.rope.theta"},
         {"{\"embed_dim\":8,\"num_heads\":2,\"rope\":{}}", 422, "invalid_config",

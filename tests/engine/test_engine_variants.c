@@ -753,6 +753,12 @@ static void test_config_rules(void)
     expect_config(&c, MHA_ERR_CONFIG, "rope.theta", "theta inf");
     c.rope_theta = NAN;
     expect_config(&c, MHA_ERR_CONFIG, "rope.theta", "theta NaN");
+    c.rope_theta = 1e-300; /* head_dim 4: inv_freq[1] = 1e150, inf in float32 */
+    expect_config(&c, MHA_ERR_CONFIG, "rope.theta", "theta whose inv_freq overflows");
+    c.rope_theta = 1e-70; /* inv_freq[1] = 1e35, finite; its angle at 2^24 - 1 is not */
+    expect_config(&c, MHA_ERR_CONFIG, "rope.theta", "theta whose angles overflow");
+    c.rope_theta = 1e-60; /* inv_freq[1] = 1e30: every angle finite (as HF computes them) */
+    expect_config(&c, MHA_OK, "", "a tiny theta whose angles stay finite");
     c.rope_theta = 1e6;
     c.window = -1;
     expect_config(&c, MHA_ERR_CONFIG, "window", "window < 0");
