@@ -43,9 +43,10 @@ static mha_status check_range(const char *member, const int64_t r[2], int64_t le
     return MHA_OK;
 }
 
+/* ⌈a / b⌉ for a >= 0, b >= 1, without a + b - 1 (b may be near INT64_MAX). */
 static int64_t ceil_div(int64_t a, int64_t b)
 {
-    return (a + b - 1) / b;
+    return a / b + (a % b != 0);
 }
 
 mha_status mha_select_plan(mha_plan *p, const mha_select *sel, bool need_weights, bool average,
@@ -114,11 +115,12 @@ mha_status mha_select_plan(mha_plan *p, const mha_select *sel, bool need_weights
     p->pool_op = sel->pool_op;
     if (sel->has_top_k)
         cols = p->top_k = sel->top_k < Sk ? sel->top_k : Sk;
-    if (sel->has_pool) {
-        p->pool[0] = sel->pool[0];
-        p->pool[1] = sel->pool[1];
-        rows = ceil_div(Lq, sel->pool[0]);
-        cols = ceil_div(Sk, sel->pool[1]);
+    if (sel->has_pool) { /* a block past its axis is one partial block: the axis itself (the
+                          * sink then never adds a block size near 2^63 to a key index) */
+        p->pool[0] = sel->pool[0] < Lq ? sel->pool[0] : Lq;
+        p->pool[1] = sel->pool[1] < Sk ? sel->pool[1] : Sk;
+        rows = ceil_div(Lq, p->pool[0]);
+        cols = ceil_div(Sk, p->pool[1]);
     }
     p->sel_shape[0] = p->N;
     p->sel_shape[1] = p->sel_heads;
@@ -127,7 +129,8 @@ mha_status mha_select_plan(mha_plan *p, const mha_select *sel, bool need_weights
     int64_t c = 1, per_head;
     bool ok = mha_mul_ok(rows, cols, &per_head) && mha_mul_ok(per_head, p->N, &c) &&
               mha_mul_ok(c, p->sel_heads, &per_head);
-    if (!ok || per_head > lim->max_elements)
+    /* the reply is what counts: averaged, one map [N, rows, cols] whatever the heads chosen */
+    if (!ok || (need_weights && average ? c : per_head) > lim->max_elements)
         return mha_fail(
             err, MHA_ERR_LIMIT, "select",
             "the chosen weights would have more than %lld elements; choose fewer heads, "

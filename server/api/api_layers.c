@@ -78,6 +78,32 @@ static int query_dim(const srv_request *req, const char *name, int64_t max, int6
     return 0;
 }
 
+/* a·b and a + b for a, b >= 0, INT64_MAX where they would pass it: describe's byte figures for
+ * passes far past every limit (?N=, ?L= and ?S= up to 2^20 each) read as "at least this". */
+static int64_t sat_mul(int64_t a, int64_t b)
+{
+    return a && b > INT64_MAX / a ? INT64_MAX : a * b;
+}
+
+static int64_t sat_add(int64_t a, int64_t b)
+{
+    return b > INT64_MAX - a ? INT64_MAX : a + b;
+}
+
+/* An upper bound of a tensor's JSON text, nested or flat, n elements of at most `each` characters
+ * with their separator: the elements, the brackets of the nested form's arrays (one for each
+ * element of every axis but the last: 2·(1 + d0 + d0·d1 + ...)), and the flat form's shape and
+ * member names. */
+static int64_t json_text_bound(int64_t n, int64_t each, const int64_t *shape, int ndim)
+{
+    int64_t arrays = 0, lead = 1;
+    for (int i = 0; i < ndim; i++) {
+        arrays = sat_add(arrays, lead);
+        lead = sat_mul(lead, shape[i]);
+    }
+    return sat_add(sat_add(sat_mul(n, each), sat_mul(arrays, 2)), 64 + 21 * (int64_t)ndim);
+}
+
 /* The selection of describe's query (weights_heads=..., weights_dtype=..., average_attn_weights=),
  * for a pass of N batches of L queries and S0 keys: what it would return and how many bytes, beside
  * the full map it replaces. NULL with err on a bad parameter; *none set when nothing is chosen. */
@@ -130,25 +156,32 @@ static json_t *selection_json(const srv_layer *l, const srv_request *req, const 
     }
     const int64_t n = plan.weights_count;
     const bool topk = plan.top_k > 0;
-    const int64_t vbytes = n * srv_wire_dtype_size(sel.dtype), ibytes = topk ? n * 4 : 0;
+    const int64_t vbytes = sat_mul(n, srv_wire_dtype_size(sel.dtype)), ibytes = topk ? sat_mul(n, 4) : 0;
+    /* base64: 4 characters per 3 bytes; JSON: a float32's shortest text is at most 15 characters
+     * ("-1.17549435e-38"), an int32's 11, each with its comma */
+    const int64_t b64 = sat_add(sat_mul(vbytes / 3 + (vbytes % 3 != 0), 4),
+                                sat_mul(ibytes / 3 + (ibytes % 3 != 0), 4));
+    const int64_t jtext = sat_add(json_text_bound(n, 16, plan.weights_shape, plan.weights_ndim),
+                                  topk ? json_text_bound(n, 12, plan.weights_shape,
+                                                         plan.weights_ndim)
+                                       : 0);
+    const int64_t full = sat_mul(sat_mul(sat_mul(plan.N, average ? 1 : plan.H), L), plan.S);
     json_t *shape = json_array();
     for (int i = 0; i < plan.weights_ndim; i++)
         json_array_append_new(shape, json_integer(plan.weights_shape[i]));
-    double full = (double)plan.N * (double)(average ? 1 : plan.H) * (double)L * (double)plan.S;
     doc = json_pack("{s:I, s:I, s:I, s:b, s:o, s:I, s:s, s:s, s:{s:I, s:I, s:I}, s:b, s:{s:o, s:I}}",
                     "N", (json_int_t)plan.N, "L", (json_int_t)L, "S", (json_int_t)plan.S,
                     "average_attn_weights", average, "shape", shape, "elements", (json_int_t)n,
                     "dtype", srv_wire_dtype_name(sel.dtype), "returns",
                     topk ? "attn_topk (indices int32, values)" : "attn_weights", "bytes", "binary",
-                    (json_int_t)(vbytes + ibytes), "base64",
-                    (json_int_t)((vbytes + 2) / 3 * 4 + (ibytes + 2) / 3 * 4), "json_at_most",
-                    (json_int_t)(n * 16 + (topk ? n * 12 : 0)), "fits",
+                    (json_int_t)sat_add(vbytes, ibytes), "base64", (json_int_t)b64, "json_at_most",
+                    (json_int_t)jtext, "fits",
                     n <= app->limits.max_elements, "full_map", "shape",
                     average ? json_pack("[I,I,I]", (json_int_t)plan.N, (json_int_t)L,
                                         (json_int_t)plan.S)
                             : json_pack("[I,I,I,I]", (json_int_t)plan.N, (json_int_t)plan.H,
                                         (json_int_t)L, (json_int_t)plan.S),
-                    "binary_bytes", (json_int_t)(full < 2e18 ? full * 4.0 : 8e18));
+                    "binary_bytes", (json_int_t)sat_mul(full, 4));
     if (!doc)
         srv_error_set(err, SRV_E_NOMEM, "", "out of memory writing the reply");
 done:

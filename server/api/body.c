@@ -3,6 +3,7 @@
  */
 #include "body.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -91,14 +92,39 @@ int srv_member_bool(const srv_json_member *m, const char *field, bool *out, srv_
     return 0;
 }
 
+/* Whether x holds a number of 2^63 or more in magnitude (read as a real). */
+static bool holds_huge(const json_t *x)
+{
+    if (json_is_real(x))
+        return fabs(json_real_value(x)) >= 0x1p63;
+    size_t i;
+    json_t *e;
+    json_array_foreach(x, i, e) if (holds_huge(e)) return true;
+    const char *k;
+    json_object_foreach((json_t *)x, k, e) if (holds_huge(e)) return true;
+    return false;
+}
+
 json_t *srv_member_json(const srv_json_member *m, const char *field, srv_error *err)
 {
     json_error_t je;
     json_t *v = json_loadb(m->value, m->value_len, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &je);
-    if (!v && strstr(je.text, "too big integer")) /* valid JSON, past jansson's int64 */
-        srv_error_set(err, SRV_E_BAD_REQUEST, field, "%s holds an integer past 2^63-1: %s", field,
-                      je.text);
-    else if (!v)
+    if (!v && strstr(je.text, "too big")) { /* valid JSON, past jansson's int64 either way */
+        /* read again with every integer a real, to name the member that holds it */
+        char name[128];
+        snprintf(name, sizeof name, "%s", field);
+        json_t *r = json_loadb(m->value, m->value_len, JSON_DECODE_ANY | JSON_DECODE_INT_AS_REAL,
+                               NULL);
+        const char *k;
+        json_t *e;
+        json_object_foreach(r, k, e) if (holds_huge(e)) {
+            snprintf(name, sizeof name, "%s.%s", field, k);
+            break;
+        }
+        json_decref(r);
+        srv_error_set(err, SRV_E_BAD_REQUEST, name,
+                      "%s holds an integer outside -2^63 .. 2^63-1: %s", name, je.text);
+    } else if (!v)
         srv_error_set(err, SRV_E_BAD_JSON, field, "%s is not valid JSON: %s", field, je.text);
     return v;
 }

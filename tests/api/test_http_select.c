@@ -745,7 +745,31 @@ static void test_limits(void)
     HC_CHECK_ERROR(r, 413, "too_large", "weights_select");
     hc_response_free(&r);
     free(text);
+    /* averaged over the chosen heads the reply is one [64, 64] map, 4096 elements: it fits,
+     * however many heads are chosen (the limit counts the reply, not the heads behind it) */
+    json_object_set_new(body, "average_attn_weights", json_true());
+    json_object_set_new(body, "weights_select", json_pack("{s:[i,i,i,i]}", "heads", 0, 1, 2, 3));
+    text = json_dumps(body, JSON_COMPACT);
+    hc_request(d, "POST", "/v1/layers/big/forward", NULL, text, -1, NULL, &r);
+    j = hc_json(&r);
+    int64_t avg_shape[2] = {64, 64};
+    CHECK(r.status == 200 && tj_read(&w, json_object_get(j, "attn_weights")) == 0 &&
+              tj_shape_is(&w, 2, avg_shape),
+          "four heads averaged, [64, 64], are served at a limit of 4096: %ld %.200s", r.status,
+          r.body);
+    tj_free(&w);
+    json_decref(j);
+    hc_response_free(&r);
+    free(text);
     json_decref(body);
+    hc_request(d, "GET", "/v1/layers/big?L=64&weights_heads=0,1,2,3", NULL, NULL, 0, NULL, &r);
+    j = hc_json(&r);
+    json_t *wsa = json_object_get(j, "weights_select");
+    CHECK(r.status == 200 && json_integer_value(json_object_get(wsa, "elements")) == 4096 &&
+              json_is_true(json_object_get(wsa, "fits")),
+          "describe: four heads averaged fit: %.300s", r.body);
+    json_decref(j);
+    hc_response_free(&r);
     /* describe says so beforehand */
     hc_request(d, "GET", "/v1/layers/big?L=64&weights_heads=2&weights_queries=0:16", NULL, NULL, 0,
                NULL, &r);
@@ -807,6 +831,120 @@ static void test_describe(srv_daemon *d)
     hc_response_free(&r);
 }
 
+/* The text of a reply's member `name` (its value, from the first bracket to the one that closes
+ * it): its length in *len; NULL when absent. */
+static const char *member_text(const char *body, const char *name, size_t *len)
+{
+    char key[64];
+    snprintf(key, sizeof key, "\"%s\":", name);
+    const char *p = strstr(body, key);
+    if (!p)
+        return NULL;
+    p += strlen(key);
+    int depth = 0;
+    const char *q = p;
+    do {
+        depth += *q == '[' || *q == '{';
+        depth -= *q == ']' || *q == '}';
+        q++;
+    } while (*q && depth > 0);
+    *len = (size_t)(q - p);
+    return p;
+}
+
+/* Selections at the edges of int64 and describe's figures past them: a pool block near 2^63 is
+ * one block over its axis (it crashed the daemon), describe's bytes saturate instead of wrapping,
+ * and its JSON bound holds for a reply of size-1 axes (brackets included). */
+static void test_edges(srv_daemon *d)
+{
+    hc_response r;
+    hc_request(d, "PUT", "/v1/layers/edges", NULL,
+               "{\"config\":{\"embed_dim\":8,\"num_heads\":2},\"init\":{\"seed\":3}}", -1, NULL,
+               &r);
+    CHECK(r.status == 201, "PUT edges: %ld %s", r.status, r.body);
+    hc_response_free(&r);
+    static const char *const q =
+        "\"query\":[[1,2,3,4,5,6,7,8],[1,0,0,0,0,0,0,1],[0,1,0,1,0,1,0,1]]";
+    static const struct {
+        const char *huge, *same;
+    } pools[] = {
+        {"[1,9223372036854775807]", "[1,3]"},
+        {"[9223372036854775807,2]", "[3,2]"},
+        {"[4611686018427387905,9223372036854775806]", "[3,3]"},
+        {"[2,9223372036854775807],\"keys\":[1,3]", "[2,2],\"keys\":[1,3]"},
+        {"[9223372036854775807,9223372036854775807],\"queries\":[1,3],\"keys\":[2,3]",
+         "[2,1],\"queries\":[1,3],\"keys\":[2,3]"},
+    };
+    for (size_t i = 0; i < sizeof pools / sizeof pools[0]; i++) {
+        char body[512];
+        hc_response a, b;
+        for (int op = 0; op < 2; op++) {
+            const char *pop = op ? "max" : "mean";
+            snprintf(body, sizeof body, "{%s,\"weights_select\":{\"pool\":%s,\"pool_op\":\"%s\"}}",
+                     q, pools[i].huge, pop);
+            hc_request(d, "POST", "/v1/layers/edges/forward", NULL, body, -1, NULL, &a);
+            snprintf(body, sizeof body, "{%s,\"weights_select\":{\"pool\":%s,\"pool_op\":\"%s\"}}",
+                     q, pools[i].same, pop);
+            hc_request(d, "POST", "/v1/layers/edges/forward", NULL, body, -1, NULL, &b);
+            CHECK(a.status == 200 && b.status == 200 && !strcmp(a.body, b.body),
+                  "pool %s (%s) is pool %s over its axes: %ld %.200s / %.200s", pools[i].huge,
+                  pop, pools[i].same, a.status, a.body, b.body);
+            hc_response_free(&a);
+            hc_response_free(&b);
+        }
+    }
+    hc_request(d, "POST", "/v2/models/edges/infer", NULL,
+               "{\"inputs\":[{\"name\":\"query\",\"datatype\":\"FP32\",\"shape\":[2,8],\"data\":"
+               "[1,2,3,4,5,6,7,8,1,0,0,0,0,0,0,1]}],\"parameters\":{\"weights_pool\":"
+               "\"9223372036854775807x1\"}}",
+               -1, NULL, &r);
+    CHECK(r.status == 200 && strstr(r.body, "\"attn_weights\""),
+          "/v2 weights_pool near 2^63: %ld %.200s", r.status, r.body);
+    hc_response_free(&r);
+
+    /* describe's JSON bound against a reply [1,1,1,1] (batched, per head): brackets and all */
+    hc_request(d, "GET", "/v1/layers/edges?L=1&S=1&weights_heads=0&average_attn_weights=false",
+               NULL, NULL, 0, NULL, &r);
+    json_t *j = hc_json(&r);
+    const json_int_t bound =
+        json_integer_value(json_object_get(json_object_get(json_object_get(j, "weights_select"),
+                                                           "bytes"),
+                                           "json_at_most"));
+    json_decref(j);
+    hc_response_free(&r);
+    for (int flat = 0; flat < 2; flat++) {
+        char body[256];
+        snprintf(body, sizeof body,
+                 "{\"query\":[[[-1.17549435e-38,3,3,4,5,6,7,8]]],\"average_attn_weights\":false,"
+                 "\"weights_select\":{\"heads\":[0]}%s}",
+                 flat ? ",\"encoding\":\"flat\"" : "");
+        hc_request(d, "POST", "/v1/layers/edges/forward", NULL, body, -1, NULL, &r);
+        size_t len = 0;
+        const char *t = member_text(r.body ? r.body : "", "attn_weights", &len);
+        CHECK(r.status == 200 && t && (json_int_t)len <= bound,
+              "describe's json_at_most %lld holds for the %s reply of %zu characters: %.200s",
+              (long long)bound, flat ? "flat" : "nested", len, r.body);
+        hc_response_free(&r);
+    }
+
+    /* a pass far past every limit: figures saturate at 2^63 - 1, never wrap */
+    hc_request(d, "GET",
+               "/v1/layers/edges?L=1048576&S=1048576&N=1048576&weights_heads=0&average_attn_weights="
+               "false",
+               NULL, NULL, 0, NULL, &r);
+    j = hc_json(&r);
+    json_t *ws = json_object_get(j, "weights_select"), *sizes = json_object_get(ws, "bytes");
+    CHECK(r.status == 200 && json_integer_value(json_object_get(sizes, "binary")) == (json_int_t)1 << 62 &&
+              json_integer_value(json_object_get(sizes, "base64")) > 0 &&
+              json_integer_value(json_object_get(sizes, "json_at_most")) == INT64_MAX &&
+              json_integer_value(json_object_get(json_object_get(ws, "full_map"), "binary_bytes")) ==
+                  INT64_MAX &&
+              json_is_false(json_object_get(ws, "fits")),
+          "describe at 2^60 elements a head: %.400s", r.body);
+    json_decref(j);
+    hc_response_free(&r);
+}
+
 int main(int argc, char **argv)
 {
     srv_options opt;
@@ -816,6 +954,7 @@ int main(int argc, char **argv)
         return check_report();
     test_rules(d);
     test_describe(d);
+    test_edges(d);
     if (argc > 2) {
         select_dir = argv[2];
         golden_each(argv[1], replay_one, d);
