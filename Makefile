@@ -13,8 +13,8 @@
 #   make soak       SOAK_MINUTES (10) of mixed load on one daemon: errors, latency, RSS each minute
 #   make golden     regenerate tests/golden/ and tests/golden_select/ from torch (needs /usr/bin/python3 with torch)
 #   make test-ui    the viewer (/ui) in headless Chromium (tests/ui/run_browser.sh; installs chromium, playwright-core)
-#   make test-examples   examples/client.py and client.mjs against a daemon (installs python3-numpy,
-#                        python3-requests, nodejs when missing)
+#   make test-examples   examples/client.py, client.mjs and openapi_check.py against a daemon (installs python3-numpy,
+#                        python3-requests, python3-yaml, nodejs when missing)
 #   make test-container  build the Docker image with podman and check it (root; scripts/test_container.sh)
 #   make test-scale      three replicas + nginx on loopback, --watch, a replica killed (scripts/test_scale.sh)
 #   make bench-scale     wrk: one replica vs three behind nginx (scripts/bench_scale.sh)

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # run.sh - make test-examples: runs examples/client.py and examples/client.mjs against a daemon of
-# this build on a free port of 127.0.0.1, after installing what they need when it is missing
-# (Debian's python3-numpy, python3-requests and nodejs; as root, else it says what to install).
+# this build on a free port of 127.0.0.1, and examples/openapi_check.py (the served openapi.yaml
+# loaded as an OpenAPI tool loads it), after installing what they need when it is missing
+# (Debian's python3-numpy, python3-requests, python3-yaml and nodejs; as root, else it says what to
+# install).
 # Ends with "N passed, N failed" over both; exit status 0 when both passed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -9,7 +11,7 @@ BUILD=${BUILD:-build}
 PY=/usr/bin/python3 # Debian's, where python3-numpy and python3-requests go
 
 missing=""
-for p in python3 python3-numpy python3-requests; do
+for p in python3 python3-numpy python3-requests python3-yaml; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing="$missing $p"
 done
 command -v node >/dev/null || missing="$missing nodejs"
@@ -51,7 +53,8 @@ url="http://127.0.0.1:$port"
 
 total_pass=0
 total_fail=0
-for run in "$PY examples/client.py $url" "node examples/client.mjs $url"; do
+for run in "$PY examples/client.py $url" "node examples/client.mjs $url" \
+    "$PY examples/openapi_check.py $url"; do
     echo "== $run"
     out=$($run 2>&1)
     rc=$?
