@@ -89,6 +89,13 @@ int main(int argc, char **argv)
 
     srv_daemon *d = srv_daemon_start(&opt, &err);
     if (!d) {
+        /* an API key the start refuses (read from its file or variable there) is a bad option
+         * value, as the options' own checks are: status 2 and the option named */
+        if (!strcmp(err.field, "api_key") || !strcmp(err.field, "api_key_file") ||
+            !strcmp(err.field, "auth_reads")) {
+            fprintf(stderr, "attnd: %s\n", err.message); /* it names the file or variable */
+            return 2;
+        }
         srv_log(opt.log_format, "error", "cannot start: %s", err.message);
         return 1;
     }

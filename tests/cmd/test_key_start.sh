@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # test_key_start.sh - a key no client could ever match stops the daemon at start, from every source
-# (ATTND_API_KEY, --api-key, --api-key-file), with a message that says why (a good key's file, CRLF
+# (ATTND_API_KEY, --api-key, --api-key-file), with exit status 2 and a message that says why (and so
+# does an ATTND_ISA the engine does not know) (a good key's file, CRLF
 # line end included, is test_auth_metrics.c's). Runs the built binary ($BUILD/attnd) on port 0,
 # loopback only; every case exits at once.
 set -u
@@ -14,7 +15,8 @@ bad() { echo "test_key_start.sh: FAIL: $*"; fail=$((fail + 1)); }
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 
-# refused WHAT PATTERN -- ENV... -- ARGS...: the daemon exits non-zero within seconds, saying PATTERN
+# refused WHAT PATTERN -- ENV... -- ARGS...: the daemon exits with status 2 (a bad option value, as
+# docs/configuration.md says) within seconds, saying PATTERN
 refused() {
     local what=$1 pattern=$2
     shift 2
@@ -26,6 +28,8 @@ refused() {
     rc=$?
     if [ $rc -eq 0 ] || [ $rc -eq 124 ]; then
         bad "$what: the daemon started (exit $rc): $out"
+    elif [ $rc -ne 2 ]; then
+        bad "$what: exit status $rc, not 2 (a bad option value): $out"
     elif ! grep -q -- "$pattern" <<<"$out"; then
         bad "$what: refused without saying '$pattern': $out"
     else
@@ -43,6 +47,9 @@ printf 's3cret \r\n' >"$scratch/trail"
 refused "key file with a space before its CRLF" "ends with a space" -- --api-key-file "$scratch/trail"
 printf 's3\x01cret\n' >"$scratch/ctl"
 refused "key file with a control byte" "control character" -- --api-key-file "$scratch/ctl"
+# ATTND_ISA is the engine's, read by the daemon at start: a typo would lift the cap it meant to set
+refused "ATTND_ISA misspelt" "ATTND_ISA: 'avx-2' is not generic, avx2 or avx512" ATTND_ISA=avx-2 --
+refused "ATTND_ISA in capitals" "ATTND_ISA: 'AVX2'" ATTND_ISA=AVX2 --
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
