@@ -252,8 +252,14 @@ static int read_once(srv_datadir *dd, const char *name, int64_t max_elements, sr
         out->config = file_config;
         file_config = NULL;
         srv_ddi_stamp_config(&out->stamp, &cs);
+    } else if (cr == 0 && !file_config) {
+        /* a config.json that is not a config (empty, not JSON): no crash leaves one (each file
+         * is renamed into place whole), so it is damage, reported and the layer skipped, with
+         * the file kept as it is for whoever looks; err and log say what is wrong with it */
+        goto error;
     } else if (!file_config || srv_ddi_config_temp_matches(dirfd, meta_config)) {
-        /* the commit reached weights.safetensors but not config.json: complete it */
+        /* the commit reached weights.safetensors but not config.json (missing, or the old one
+         * beside the new one's temp): complete it */
         if (err)
             memset(err, 0, sizeof *err); /* a damaged config.json is what we are repairing */
         if (log)

@@ -192,6 +192,24 @@ static void test_crashes(srv_datadir *dd)
           "weights carrying their config restore a missing config.json");
     srv_dd_layer_free(&l);
 
+    /* 3b. a config.json that is not JSON beside weights that carry their config: damage (no crash
+     * between atomic renames leaves one), refused and named, the file left for whoever looks */
+    CHECK(td_put_file(p, "not json", 8) == 0, "damage config.json");
+    memset(&err, 0, sizeof err);
+    CHECK(srv_datadir_read(dd, "beta", 1 << 20, &l, &err, NULL) == -1 &&
+              strstr(err.message, "config.json") && l.config == NULL,
+          "a damaged config.json is refused, not rewritten from the weights: %s", err.message);
+    srv_dd_layer_free(&l);
+    ct = check_read_file(p, &len);
+    CHECK(ct && len == 8 && !memcmp(ct, "not json", 8), "the damaged file is left as it was");
+    free(ct);
+    CHECK(td_put_file(p, "", 0) == 0, "empty config.json");
+    memset(&err, 0, sizeof err);
+    CHECK(srv_datadir_read(dd, "beta", 1 << 20, &l, &err, NULL) == -1 && l.config == NULL,
+          "an empty config.json is refused too: %s", err.message);
+    srv_dd_layer_free(&l);
+    unlink(p);
+
     /* 4. config.json edited by hand after the write (no temp): the edit wins */
     dd->temp_grace_s = 0;
     srv_datadir_clean(dd);
