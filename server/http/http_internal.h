@@ -39,6 +39,9 @@ struct srv_http {
     int busy;             /* handed to a worker and not resumed yet (atomic)           */
     int working;          /* jobs handed to the workers, not finished nor dropped (atomic) */
     bool stopping;
+    pthread_t watcher;    /* refuses queued passes at --queue-wait-ms (worker.c)            */
+    bool watching;        /* the watcher runs                                               */
+    pthread_cond_t watch; /* a job was queued, or the watcher must stop (CLOCK_MONOTONIC)  */
 };
 
 struct req_ctx {

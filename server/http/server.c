@@ -115,6 +115,7 @@ static void free_server(srv_http *h)
     srv_body_clients_free(h->clients);
     pthread_cond_destroy(&h->idle);
     pthread_cond_destroy(&h->jobs);
+    pthread_cond_destroy(&h->watch);
     pthread_mutex_destroy(&h->lock);
     free(h);
 }
@@ -129,6 +130,11 @@ srv_http *srv_http_start(const srv_http_config *cfg, const srv_http_hooks *hooks
     pthread_mutex_init(&h->lock, NULL);
     pthread_cond_init(&h->idle, NULL);
     pthread_cond_init(&h->jobs, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&h->watch, &ca);
+    pthread_condattr_destroy(&ca);
     h->cfg = *cfg;
     h->listen_fd = -1;
     h->hooks = *hooks;

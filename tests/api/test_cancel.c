@@ -14,6 +14,8 @@
  *     pass goes on; then it is cancelled too;
  *   - a half-closed HTTP/1.1 client of a long pass (shutdown(SHUT_WR), still reading) is not taken
  *     for gone: it gets the server's "100 Continue" probe, then its 200;
+ *   - with one slot and --queue-wait-ms 300, a pass queued behind the running one is answered 503
+ *     while that one still runs;
  *   - an HTTP/1.0 client that half-closes is taken for gone (no 1xx may be sent to it).
  * The waits poll the daemon's state (metrics, its slots) with generous bounds; what is checked is
  * what happened, never how fast.
@@ -21,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -248,6 +251,41 @@ static void test_queues(const char *big, size_t big_len)
     hc_stop(d);
 }
 
+/* --queue-wait-ms is kept while every worker is busy: with one slot held by A's minute-long pass, B
+ * (queued for the worker) is answered 503 while A's pass still runs, not once it ends (the refusal
+ * was decided only when a worker took B: a wait of 300 ms became A's whole pass). What is checked
+ * is the order (B answered, A still running), with a generous bound, never how fast. */
+static void test_queue_deadline(const char *big, size_t big_len)
+{
+    srv_daemon *d = start(1, 300);
+    if (!d)
+        return;
+    int port = srv_daemon_port(d);
+    int a = send_request(port, big, big_len);
+    CHECK(wait_passes(d, 1, 120), "A's pass runs");
+    size_t b_len;
+    char *b_req = big_request(2048, "HTTP/1.1", &b_len);
+    int b = send_request(port, b_req, b_len);
+    free(b_req);
+    char buf[1024] = "";
+    ssize_t n = 0;
+    for (double t0 = now_s(); n <= 0 && now_s() - t0 < 30;) {
+        struct pollfd pf = {.fd = b, .events = POLLIN};
+        if (poll(&pf, 1, 50) > 0)
+            n = recv(b, buf, sizeof buf - 1, 0);
+    }
+    buf[n > 0 ? n : 0] = '\0';
+    CHECK(n > 0 && strstr(buf, " 503 ") && strstr(buf, "busy: waited"),
+          "B, queued behind A, is answered 503 at its wait: %.200s", n > 0 ? buf : "(nothing in 30 s)");
+    CHECK(passes_in_flight(d) == 1, "while A's pass goes on");
+    close(b);
+    close(a);
+    CHECK(wait_cancelled(d, 1, 20) >= 0, "then A's pass is cancelled");
+    CHECK(wait_passes(d, 0, 20), "the slot is free");
+    small_served(d, "after the refusal");
+    hc_stop(d);
+}
+
 /* An HTTP/1.1 client that half-closes and keeps reading gets its reply (after the probe); an
  * HTTP/1.0 one is taken for gone. A [1, 8192, 64] pass: long enough to be looked at. */
 static void test_half_close(void)
@@ -294,6 +332,7 @@ int main(void)
     char *big = big_request(L_BIG, "HTTP/1.1", &big_len);
     test_two_abandoned(big, big_len);
     test_queues(big, big_len);
+    test_queue_deadline(big, big_len);
     test_half_close();
     free(big);
     return check_report();
