@@ -124,7 +124,10 @@ json_t *srv_member_json(const srv_json_member *m, const char *field, srv_error *
         json_decref(r);
         srv_error_set(err, SRV_E_BAD_REQUEST, name,
                       "%s holds an integer outside -2^63 .. 2^63-1: %s", name, je.text);
-    } else if (!v)
+    } else if (!v && strstr(je.text, "JSON_ALLOW_NUL")) /* jansson's flag name: say what it means */
+        srv_error_set(err, SRV_E_BAD_JSON, field,
+                      "%s holds \\u0000 (a NUL character) in a string, which is not accepted", field);
+    else if (!v)
         srv_error_set(err, SRV_E_BAD_JSON, field, "%s is not valid JSON: %s", field, je.text);
     return v;
 }
