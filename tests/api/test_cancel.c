@@ -212,22 +212,34 @@ static void explain(srv_daemon *d, int b, int c)
     }
 }
 
+/* A daemon of one slot with A's big pass running in it (its fd in *a), and B sent behind it (*b):
+ * a body large enough to go to the one worker (past 64 KiB) and small enough to be in at once.
+ * NULL when the daemon did not start. */
+static srv_daemon *one_slot_busy(int queue_wait_ms, const char *big, size_t big_len, int *a, int *b)
+{
+    srv_daemon *d = start(1, queue_wait_ms);
+    if (!d)
+        return NULL;
+    int port = srv_daemon_port(d);
+    *a = send_request(port, big, big_len);
+    CHECK(wait_passes(d, 1, 120), "A's pass runs");
+    size_t b_len;
+    char *b_req = big_request(2048, "HTTP/1.1", &b_len);
+    *b = send_request(port, b_req, b_len);
+    free(b_req);
+    return d;
+}
+
 static void test_queues(const char *big, size_t big_len)
 {
-    srv_daemon *d = start(1, 60000);
+    /* B waits for the one worker, C (a small body, on its HTTP thread) for the one slot. C is sent
+     * once B is seen queued: C waits for the slot on an HTTP thread, and had B's body shared that
+     * thread, B would be read only after A's whole pass (seen under ASan on a loaded machine) */
+    int a, b;
+    srv_daemon *d = one_slot_busy(60000, big, big_len, &a, &b);
     if (!d)
         return;
     int port = srv_daemon_port(d);
-    int a = send_request(port, big, big_len);
-    CHECK(wait_passes(d, 1, 120), "A's pass runs");
-    /* B waits for the one worker, C (a small body, on its HTTP thread) for the one slot. B's body
-     * is large enough to go to a worker (past 64 KiB) and small enough to be in at once; C is sent
-     * once B is seen queued: C waits for the slot on an HTTP thread, and had B's body shared that
-     * thread, B would be read only after A's whole pass (seen under ASan on a loaded machine) */
-    size_t b_len;
-    char *b_req = big_request(2048, "HTTP/1.1", &b_len);
-    int b = send_request(port, b_req, b_len);
-    free(b_req);
     bool b_queued = CHECK(wait_metric(d, "attnd_http_requests_queued", 1, 120), "B waits for the worker");
     char creq[512];
     int cl = snprintf(creq, sizeof creq,
@@ -257,16 +269,10 @@ static void test_queues(const char *big, size_t big_len)
  * is the order (B answered, A still running), with a generous bound, never how fast. */
 static void test_queue_deadline(const char *big, size_t big_len)
 {
-    srv_daemon *d = start(1, 300);
+    int a, b;
+    srv_daemon *d = one_slot_busy(300, big, big_len, &a, &b);
     if (!d)
         return;
-    int port = srv_daemon_port(d);
-    int a = send_request(port, big, big_len);
-    CHECK(wait_passes(d, 1, 120), "A's pass runs");
-    size_t b_len;
-    char *b_req = big_request(2048, "HTTP/1.1", &b_len);
-    int b = send_request(port, b_req, b_len);
-    free(b_req);
     char buf[1024] = "";
     ssize_t n = 0;
     for (double t0 = now_s(); n <= 0 && now_s() - t0 < 30;) {
