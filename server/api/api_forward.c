@@ -103,7 +103,7 @@ static int read_forward(const srv_app *app, const srv_request *req, const srv_js
     }
     if (!args->query.data)
         return srv_error_set(err, SRV_E_MISSING_FIELD, "query", "query is required");
-    if (need_weights_given && !args->need_weights && args->select.given)
+    if (!stages && need_weights_given && !args->need_weights && args->select.given)
         return srv_error_set(err, SRV_E_BAD_REQUEST, "need_weights",
                              "need_weights is false but weights_select chooses weights to return; "
                              "leave need_weights out (weights_select implies it)");
