@@ -260,6 +260,9 @@ mha_isa mha_isa_active(void);
 /* Static name: "generic", "avx2", "avx512". */
 const char *mha_isa_name(mha_isa isa);
 
+/* The kernel set named name (mha_isa_name's spelling, exactly) into *isa; false for another name. */
+bool mha_isa_from_name(const char *name, mha_isa *isa);
+
 /* Writes one line for a log into buf (always NUL-terminated) naming the kernels a pass planned now
  * runs and why, and returns buf, e.g. "kernels avx512: JIT (libxsmm's generator) for full tiles,
  * hand AVX-512 for the rest; softmax AVX-512", or "kernels avx2 (capped by ATTND_ISA=avx2; the

@@ -36,15 +36,21 @@ const char *mha_isa_name(mha_isa isa)
     }
 }
 
+bool mha_isa_from_name(const char *name, mha_isa *isa)
+{
+    for (int i = 0; i < MHA_ISA_COUNT; i++)
+        if (!strcmp(name, mha_isa_name((mha_isa)i))) {
+            *isa = (mha_isa)i;
+            return true;
+        }
+    return false;
+}
+
 mha_isa mha_isa_active(void)
 {
-    mha_isa best = cpu_best();
-    const char *cap = getenv("ATTND_ISA");
-    if (!cap)
-        return best;
-    for (int i = 0; i < MHA_ISA_COUNT; i++) {
-        if (!strcmp(cap, mha_isa_name((mha_isa)i)))
-            return (mha_isa)i < best ? (mha_isa)i : best;
-    }
+    mha_isa best = cpu_best(), cap;
+    const char *name = getenv("ATTND_ISA");
+    if (name && mha_isa_from_name(name, &cap))
+        return cap < best ? cap : best;
     return best;
 }

@@ -425,16 +425,12 @@ int srv_options_parse(srv_options *opt, int argc, char **argv, srv_error *err)
     /* ATTND_ISA is the engine's (lib/mha_isa.c), which takes any other value as no cap: a typo
      * (avx-2, AVX2) would lift the cap an operator meant to set, so the daemon refuses it */
     const char *isa = getenv("ATTND_ISA");
-    if (isa) {
-        bool known = false;
-        for (int i = 0; i < MHA_ISA_COUNT; i++)
-            known |= !strcmp(isa, mha_isa_name((mha_isa)i));
-        if (!known)
-            return srv_error_set(err, SRV_E_BAD_REQUEST, "ATTND_ISA",
-                                 "ATTND_ISA: '%.40s' is not generic, avx2 or avx512 (it caps the "
-                                 "engine's kernels; leave it unset for the CPU's best)",
-                                 isa);
-    }
+    mha_isa cap;
+    if (isa && !mha_isa_from_name(isa, &cap))
+        return srv_error_set(err, SRV_E_BAD_REQUEST, "ATTND_ISA",
+                             "ATTND_ISA: '%.40s' is not generic, avx2 or avx512 (it caps the "
+                             "engine's kernels; leave it unset for the CPU's best)",
+                             isa);
     return healthcheck ? SRV_OPTIONS_HEALTHCHECK : SRV_OPTIONS_RUN;
 }
 

@@ -159,8 +159,7 @@ static const char *parse_scalar(parse_ctx *c, const char *p, elems *e, const int
         q = p + n;
         if (!r->allow_bool) {
             srv_error_set(c->err, SRV_E_BAD_VALUE, c->top,
-                          "%s is a boolean where %s holds numbers: true/false go only in a bool "
-                          "mask (dtype \"bool\", /v2 datatype BOOL)",
+                          "%s is a boolean where %s holds numbers: true/false go in bool masks",
                           index_path(path, sizeof path, c->field, pos, levels), c->field);
             return NULL;
         }
