@@ -237,10 +237,7 @@ void srv_http_job_gone(void *cls, struct MHD_Connection *conn)
     if (found) {
         if (h->hooks.queued)
             h->hooks.queued(h->hooks.ctx, -1);
-        __atomic_sub_fetch(&h->working, 1, __ATOMIC_RELEASE);
         found->cancelled = true;
-        found->done = NULL;
-        MHD_resume_connection(conn);
-        __atomic_sub_fetch(&h->busy, 1, __ATOMIC_RELEASE);
+        job_done(h, found, NULL);
     }
 }
