@@ -17,15 +17,16 @@
 #include "store/weights.h"
 
 /* Parses one entity tag of an If-Match list at *p ("7", W/"7" or 7, blanks around), moving *p past
- * it and its comma. Returns the version, or 0 when it is not one attnd gives: a version is written
- * without leading zeros, and "007" is another tag than "7" (RFC 9110 8.8.3.2 compares tags
- * character by character). */
-static uint64_t etag_version(const char **p)
+ * it and its comma; *weak says whether it was W/. Returns the version, or 0 when it is not one
+ * attnd gives: a version is written without leading zeros, and "007" is another tag than "7"
+ * (RFC 9110 8.8.3.2 compares tags character by character). */
+static uint64_t etag_version(const char **p, bool *weak)
 {
     const char *v = *p;
     while (*v == ' ' || *v == '\t')
         v++;
-    if (strncmp(v, "W/", 2) == 0)
+    *weak = strncmp(v, "W/", 2) == 0;
+    if (*weak)
         v += 2;
     bool quoted = *v == '"';
     if (quoted)
@@ -66,23 +67,28 @@ static bool is_star(const char *v)
     return strcmp(v, "*") == 0 || strcmp(v, "* ") == 0;
 }
 
-int srv_etag_list(const char *v, uint64_t now, const char *header, uint64_t *first, bool *found,
-                  srv_error *err)
+int srv_etag_list(const char *v, uint64_t now, const char *header, bool strong, uint64_t *first,
+                  bool *found, srv_error *err)
 {
     *first = 0;
     *found = false;
+    bool any = false;
     for (;;) {
         v += strspn(v, " \t,"); /* blanks, and empty list elements (RFC 9110 5.6.1.2: ignored) */
         if (!*v)
             break;
-        uint64_t x = etag_version(&v);
+        bool weak;
+        uint64_t x = etag_version(&v, &weak);
         if (!x)
             break;
+        any = true;
+        if (strong && weak)
+            continue;
         if (!*first)
             *first = x;
         *found |= x == now;
     }
-    if (*v || !*first)
+    if (*v || !any)
         return srv_error_set(err, SRV_E_BAD_REQUEST, header,
                              "%s must be * or ETags this daemon gave (\"<version>\", "
                              "comma-separated)", header);
@@ -102,10 +108,16 @@ int srv_if_match(const srv_request *req, srv_registry *reg, const char *name,
         *if_version = SRV_IF_EXISTS;
         return 0;
     }
-    /* the condition holds when any tag is the current version, and the change is then
-     * conditional on that version; else on the first (a 409 naming it) */
-    if (srv_etag_list(v, now, "If-Match", &first, &found, err) < 0)
+    /* the condition holds when any strong tag is the current version (RFC 9110 13.1.1: If-Match
+     * compares strongly, so W/"7" never matches: a weak tag promises no byte-for-byte state to
+     * change from), and the change is then conditional on that version; else on the first (a
+     * 409 naming it) */
+    if (srv_etag_list(v, now, "If-Match", true, &first, &found, err) < 0)
         return -1;
+    if (!first)
+        return srv_error_set(err, SRV_E_CONFLICT, "If-Match",
+                             "If-Match compares ETags strongly (RFC 9110 13.1.1): a weak tag "
+                             "W/\"<version>\" never matches; send the ETag as given, \"<version>\"");
     *if_version = found ? now : first;
     return 0;
 }
@@ -131,7 +143,7 @@ int srv_if_none_match(const srv_request *req, srv_registry *reg, const char *nam
         return 0;
     }
     /* the change happens unless one of the tags is the current version */
-    if (srv_etag_list(v, now, "If-None-Match", &first, &found, err) < 0)
+    if (srv_etag_list(v, now, "If-None-Match", false, &first, &found, err) < 0)
         return -1;
     if (found)
         return srv_error_set(err, SRV_E_CONFLICT, "If-None-Match",

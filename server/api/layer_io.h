@@ -40,11 +40,12 @@ int srv_if_none_match(const srv_request *req, srv_registry *reg, const char *nam
 
 /* Reads v, an If-Match or If-None-Match value other than "*", as a comma-separated list of ETags
  * (RFC 9110 8.8.3; blanks and empty elements ignored as 5.6.1.2 says): *first gets the first
- * tag's version, *found whether one of them is `now`. Returns 0, or -1 with a 400 naming header
- * when a tag is not one this daemon gives ("<version>", W/ and the quotes tolerated) or the list
- * holds none. */
-int srv_etag_list(const char *v, uint64_t now, const char *header, uint64_t *first, bool *found,
-                  srv_error *err);
+ * tag's version, *found whether one of them is `now`. With `strong` (If-Match's comparison, RFC
+ * 9110 8.8.3.2) weak tags (W/"7") count for neither, so *first is 0 when every tag is weak.
+ * Returns 0, or -1 with a 400 naming header when a tag is not one this daemon gives
+ * ("<version>", W/ and the quotes tolerated) or the list holds none. */
+int srv_etag_list(const char *v, uint64_t now, const char *header, bool strong, uint64_t *first,
+                  bool *found, srv_error *err);
 
 /* Adds ETag: "<version>" to resp. */
 void srv_etag(srv_response *resp, uint64_t version);

@@ -217,7 +217,8 @@ static json_t *v2_json_load(const char *text, size_t len, const char *field, srv
 }
 
 /* Request "parameters": is_causal, need_weights, average_attn_weights, binary_data_output must be
- * booleans; other keys are server-specific parameters of other servers and are ignored. */
+ * booleans, weights_* strings or integers, and any of them null is absent (as /v1 reads a null
+ * member); other keys are server-specific parameters of other servers and are ignored. */
 static int v2_parse_parameters(srv_v2_request *req, bool *need_weights, bool *need_weights_given,
                                bool *binary_data_output, const char *text, size_t len,
                                srv_error *err)
@@ -236,8 +237,8 @@ static int v2_parse_parameters(srv_v2_request *req, bool *need_weights, bool *ne
     json_t *val;
     json_object_foreach(obj, key, val)
     {
-        if (strncmp(key, "weights_", 8) != 0)
-            continue;
+        if (strncmp(key, "weights_", 8) != 0 || json_is_null(val))
+            continue; /* null: absent, as /v1 reads a null member */
         char num[32];
         const char *vtext = json_string_value(val);
         if (json_is_integer(val)) {
@@ -266,7 +267,7 @@ static int v2_parse_parameters(srv_v2_request *req, bool *need_weights, bool *ne
     bool *dst[] = {&req->is_causal, need_weights, &req->average_attn_weights, binary_data_output};
     for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++) {
         json_t *v = json_object_get(obj, flags[i]);
-        if (!v)
+        if (!v || json_is_null(v))
             continue;
         if (!json_is_boolean(v)) {
             srv_error_set(err, SRV_E_BAD_REQUEST, flags[i], "parameters.%s must be true or false",

@@ -102,10 +102,14 @@ static bool is_octet_type(const char *ct)
 }
 
 /* MHD_get_connection_values callback: stops at the first query argument that is not a word of
- * the route's list (case-insensitive, as libmicrohttpd's lookups are). */
+ * the route's list (case-insensitive, as libmicrohttpd's lookups are), or that is one given a
+ * second time (libmicrohttpd's lookup reads the first: "?L=8&L=16096" would be L = 8 without a
+ * word, and a client or proxy that meant the last would get another reply than it asked for). */
 struct query_check {
     const char *known; /* "L S N" */
     const char *bad;   /* out: the first unknown argument's name */
+    const char *twice; /* out: the first argument given again */
+    uint64_t seen;     /* bit i: the list's word i was given */
 };
 
 static enum MHD_Result query_unknown(void *cls, enum MHD_ValueKind kind, const char *key,
@@ -115,10 +119,18 @@ static enum MHD_Result query_unknown(void *cls, enum MHD_ValueKind kind, const c
     size_t n = strlen(key);
     if (n == 0)
         return MHD_YES; /* "?&" or "?=x": nothing named */
-    for (const char *w = q->known; *w;) {
+    unsigned i = 0;
+    for (const char *w = q->known; *w; i++) {
         size_t wn = strcspn(w, " ");
-        if (wn == n && strncasecmp(w, key, n) == 0)
+        if (wn == n && strncasecmp(w, key, n) == 0) {
+            const uint64_t bit = i < 64 ? (uint64_t)1 << i : 0;
+            if (q->seen & bit) {
+                q->twice = key;
+                return MHD_NO;
+            }
+            q->seen |= bit;
             return MHD_YES;
+        }
         w += wn;
         w += *w == ' ';
     }
@@ -133,8 +145,12 @@ static int check_query(req_ctx *c, srv_error *err)
     const srv_route *r = c->req.route;
     if (!r->query)
         return 0;
-    struct query_check q = {r->query, NULL};
+    struct query_check q = {r->query, NULL, NULL, 0};
     MHD_get_connection_values(c->req.conn, MHD_GET_ARGUMENT_KIND, query_unknown, &q);
+    if (q.twice)
+        return srv_error_set(err, SRV_E_BAD_REQUEST, q.twice,
+                             "query argument '%.64s' is given more than once; %s %s reads one",
+                             q.twice, r->method, r->pattern);
     if (!q.bad)
         return 0;
     if (!*r->query)
@@ -369,7 +385,10 @@ static enum MHD_Result on_headers(req_ctx *c)
     if ((flags & SRV_ROUTE_JSON) && ct && (length || chunked) && !is_json_type(ct) &&
         !((flags & SRV_ROUTE_BINARY) && is_octet_type(ct))) {
         srv_error_set(&err, SRV_E_MEDIA_TYPE, "Content-Type",
-                      "Content-Type '%.100s' is not accepted here; send application/json", ct);
+                      "Content-Type '%.100s' is not accepted here; send application/json%s", ct,
+                      (flags & SRV_ROUTE_BINARY)
+                          ? ", or application/octet-stream for a safetensors file"
+                          : "");
         return refuse(c, &err, NULL, true);
     }
     const char *ce = MHD_lookup_connection_value(c->req.conn, MHD_HEADER_KIND,

@@ -588,6 +588,7 @@ static void test_errors(srv_daemon *d)
     hc_response_free(&r);
     hc_request(d, "POST", "/v1/layers/e8/forward", "text/plain", body, -1, NULL, &r);
     CHECK_ERROR(r, 415, "unsupported_media_type", "Content-Type");
+    CHECK(!strstr(r.body, "octet-stream"), "a forward's 415 names JSON only: %s", r.body);
     hc_response_free(&r);
 
     /* chunked bodies are read too */

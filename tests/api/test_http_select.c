@@ -676,6 +676,25 @@ static void test_rules(srv_daemon *d)
     hc_response_free(&r);
     for (size_t i = 0; i < sizeof v2 / sizeof v2[0]; i++)
         v2_rule(d, v2[i].params, 400, v2[i].part);
+    /* null parameters are absent, as /v1 reads a null member: the output alone */
+    char v2body[1024];
+    snprintf(v2body, sizeof v2body,
+             "{\"parameters\":{\"weights_heads\":null,\"weights_top_k\":null,"
+             "\"need_weights\":null,\"is_causal\":null},\"inputs\":[{\"name\":\"query\","
+             "\"datatype\":\"FP32\",\"shape\":[2,3,8],\"data\":%s}]}",
+             QUERY);
+    hc_request(d, "POST", "/v2/models/rules/infer", NULL, v2body, -1, NULL, &r);
+    {
+        json_t *j = hc_json(&r);
+        json_t *outs = json_object_get(j, "outputs");
+        CHECK(r.status == 200 && json_array_size(outs) == 1 &&
+                  strcmp(json_string_value(json_object_get(json_array_get(outs, 0), "name")),
+                         "output") == 0,
+              "/v2 with null weights_* and flags: 200, the output alone (%ld %.300s)", r.status,
+              r.body);
+        json_decref(j);
+    }
+    hc_response_free(&r);
 
     describe_rule(d, "L=3&weights_heads=5", 400, "bad_request", "weights_heads");
     describe_rule(d, "L=3&weights_pool=2", 400, "bad_request", "weights_pool");
@@ -684,6 +703,8 @@ static void test_rules(srv_daemon *d)
     describe_rule(d, "L=3&average_attn_weights=yes&weights_top_k=1", 400, "bad_request",
                   "average_attn_weights");
     describe_rule(d, "L=3&weights_top_k=2&weights_top=1", 400, "unknown_field", "weights_top");
+    describe_rule(d, "L=3&S=4&L=16", 400, "bad_request", "L"); /* which L? given twice */
+    describe_rule(d, "L=3&weights_heads=0&weights_heads=1", 400, "bad_request", "weights_heads");
 
     /* nothing changed: the same output, bit for bit */
     hc_request(d, "POST", "/v1/layers/rules/forward", NULL, body, -1, NULL, &r);

@@ -449,7 +449,9 @@ static void test_weights_io(void)
     CHECK(r.status == 400, "b's weights into an E=8 layer: %ld %s", r.status, r.body);
     hc_response_free(&r);
     hc_request(d, "PUT", "/v1/layers/x/weights", "text/plain", "hi", 2, NULL, &r);
-    CHECK(r.status == 415, "text/plain weights: 415 (%ld)", r.status);
+    CHECK(r.status == 415 && strstr(r.body, "application/json") &&
+              strstr(r.body, "application/octet-stream for a safetensors file"),
+          "text/plain weights: 415 naming both types it takes (%ld %s)", r.status, r.body);
     hc_response_free(&r);
 
     /* PUT a whole layer as safetensors: config in __metadata__["config"] */
@@ -515,7 +517,24 @@ static void test_etag(void)
     CHECK(r.status == 409 && strcmp(hc_error_code(&r, code, sizeof code), "conflict") == 0,
           "PUT with a stale If-Match: 409 (%ld %s)", r.status, r.body);
     hc_response_free(&r);
-    snprintf(cur, sizeof cur, "If-Match: \"%llu\"", v1);
+    /* If-Match compares strongly (RFC 9110 13.1.1): the current version as a weak tag is no match,
+     * and the layer stays as it was; beside it in a list, the strong tag still matches */
+    char weak[64];
+    snprintf(weak, sizeof weak, "If-Match: W/\"%llu\"", v1);
+    const char *hw[] = {weak, NULL};
+    hc_opts ow = {.headers = hw};
+    hc_request(d, "PUT", "/v1/layers/e", NULL, LAYER_A, -1, &ow, &r);
+    CHECK(r.status == 409 && strcmp(hc_error_code(&r, code, sizeof code), "conflict") == 0 &&
+              strstr(r.body, "weak"),
+          "PUT with the current version as a weak If-Match tag: 409 (%ld %s)", r.status, r.body);
+    hc_response_free(&r);
+    hc_request(d, "DELETE", "/v1/layers/e", NULL, NULL, 0, &ow, &r);
+    CHECK(r.status == 409, "DELETE with a weak If-Match tag: 409 (%ld)", r.status);
+    hc_response_free(&r);
+    hc_request(d, "GET", "/v1/layers/e", NULL, NULL, 0, NULL, &r);
+    CHECK(r.status == 200 && etag_of(&r) == v1, "the layer is unchanged at version %llu", v1);
+    hc_response_free(&r);
+    snprintf(cur, sizeof cur, "If-Match: W/\"%llu\", \"%llu\"", v1, v1);
     const char *hc_[] = {cur, NULL};
     hc_opts oc = {.headers = hc_};
     hc_request(d, "PUT", "/v1/layers/e", NULL, LAYER_A, -1, &oc, &r);
