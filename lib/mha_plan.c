@@ -354,10 +354,20 @@ mha_status mha_plan_forward(const mha_layer *layer, const mha_inputs *in, const 
         plan->weights_shape[n++] = L;
         plan->weights_shape[n++] = S;
         plan->weights_ndim = n;
-        if (!mha_mul_ok(LS, N, &w) || (!avg && !mha_mul_ok(w, H, &w)) || w > limits->max_elements)
+        if (!mha_mul_ok(LS, N, &w) || (!avg && !mha_mul_ok(w, H, &w)) || w > limits->max_elements) {
+            char shape[96] = "", count[32] = "more than 2^63";
+            for (int d = 0, at = 0; d < n && at < (int)sizeof shape; d++)
+                at += snprintf(shape + at, sizeof shape - (size_t)at, "%s%lld", d ? ", " : "",
+                               (long long)plan->weights_shape[d]);
+            if (mha_mul_ok(LS, N, &w) && (avg || mha_mul_ok(w, H, &w)))
+                snprintf(count, sizeof count, "%lld", (long long)w);
             return mha_fail(err, MHA_ERR_LIMIT, "need_weights",
-                            "the attention weights would have more than %lld elements",
+                            "the attention weights, [%s]%s, would be %s elements, over the limit "
+                            "of %lld; a selection of them (some heads, query or key ranges, top_k "
+                            "or pool) can be returned instead",
+                            shape, avg ? " averaged over heads" : " per head", count,
                             (long long)limits->max_elements);
+        }
         plan->weights_count = w;
     }
 

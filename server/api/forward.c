@@ -285,8 +285,16 @@ int srv_forward_run(srv_app *app, const srv_layer *layer, const srv_forward_args
     in.cancel = a->cancel; /* the engine stops between blocks once the client hangs up */
 
     mha_error me = {0};
-    if (mha_plan_forward(layer->layer, &in, &app->limits, &out->plan, &me) != MHA_OK)
+    if (mha_plan_forward(layer->layer, &in, &app->limits, &out->plan, &me) != MHA_OK) {
+        if (me.status == MHA_ERR_LIMIT && strcmp(me.field, "need_weights") == 0)
+            /* the full map past the size limit: say which limit, and what the request can do;
+             * a trace asks for the map by its stages, not by need_weights */
+            return srv_error_set(err, SRV_E_TOO_LARGE, stages ? "stages" : "need_weights",
+                                 "%s (the limit is --max-tensor-elements)%s", me.message,
+                                 stages ? "; or leave attn_weights out of the trace's \"stages\""
+                                        : "");
         return srv_select_engine_error(err, &me, a->select_style);
+    }
     if (too_costly(app, out->plan.flops, out->plan.N, out->plan.L, out->plan.S0,
                    mha_layer_config(layer->layer), err) < 0)
         return -1;

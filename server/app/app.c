@@ -92,7 +92,11 @@ srv_app *srv_app_create(const srv_options *opt, const srv_route *routes, srv_err
         srv_app_free(app);
         return NULL;
     }
-    if (app->persist->dd) {
+    if (!app->persist->dd) {
+        srv_log(opt->log_format, "info",
+                "no data dir (--data-dir not given, or empty): layers live in memory only and are "
+                "gone when the daemon stops");
+    } else {
         int n = srv_persist_load_all(app->persist, app->registry, &app->limits);
         int bad = srv_persist_damaged_count(app->persist);
         srv_log(opt->log_format, bad ? "warn" : "info",

@@ -434,6 +434,85 @@ int srv_options_parse(srv_options *opt, int argc, char **argv, srv_error *err)
     return healthcheck ? SRV_OPTIONS_HEALTHCHECK : SRV_OPTIONS_RUN;
 }
 
+/* ATTND_* names that are not a flag's twin but are read by the engine (ATTND_ISA, ATTND_JIT; the
+ * test switches, ATTND_TEST_* and ATTND_POISON_SCRATCH) or by the repository's tools and scripts,
+ * which run beside a daemon in one environment */
+static const char *const other_names[] = {"ATTND_ISA", "ATTND_JIT", "ATTND_POISON_SCRATCH",
+                                          "ATTND_URL", "ATTND_BIN", "ATTND_BINARY",
+                                          "ATTND_TEST_IMAGE", "ATTND_CHECK_SAME_ONLY"};
+
+/* Edit distance of a and b (each at most 63 characters; longer: a large number). */
+static size_t distance(const char *a, const char *b)
+{
+    size_t na = strlen(a), nb = strlen(b), row[64];
+    if (na >= 64 || nb >= 64)
+        return 64;
+    for (size_t j = 0; j <= nb; j++)
+        row[j] = j;
+    for (size_t i = 1; i <= na; i++) {
+        size_t diag = row[0];
+        row[0] = i;
+        for (size_t j = 1; j <= nb; j++) {
+            size_t up = row[j], best = diag + (a[i - 1] != b[j - 1]);
+            best = up + 1 < best ? up + 1 : best;
+            best = row[j - 1] + 1 < best ? row[j - 1] + 1 : best;
+            diag = up;
+            row[j] = best;
+        }
+    }
+    return row[nb];
+}
+
+int srv_options_unknown_env(char *const *env, char *out, size_t n)
+{
+    out[0] = '\0';
+    int count = 0;
+    char twin[96];
+    for (; env && *env; env++) {
+        const char *e = *env, *eq = strchr(e, '=');
+        size_t len = eq ? (size_t)(eq - e) : strlen(e);
+        char name[96];
+        if (len >= sizeof name || strncmp(e, "ATTND_", 6) != 0)
+            continue;
+        memcpy(name, e, len);
+        name[len] = '\0';
+        if (!strncmp(name, "ATTND_TEST_", 11))
+            continue;
+        bool known = false;
+        const char *near = NULL;
+        size_t best = 4; /* a suggestion within three edits */
+        for (size_t i = 0; i < NSPECS + sizeof other_names / sizeof *other_names && !known; i++) {
+            const char *k = other_names[0];
+            if (i < NSPECS) {
+                twin_name(twin, sizeof twin, specs[i].name);
+                k = twin;
+            } else {
+                k = other_names[i - NSPECS];
+            }
+            size_t d = distance(name, k);
+            known = d == 0;
+            if (d < best) {
+                best = d;
+                near = i < NSPECS ? specs[i].name : NULL;
+            }
+        }
+        if (known)
+            continue;
+        if (count++ == 0) {
+            char hint[192] = "";
+            if (near) {
+                twin_name(twin, sizeof twin, near);
+                snprintf(hint, sizeof hint, "; did you mean %s (--%s)?", twin, near);
+            }
+            snprintf(out, n,
+                     "%s is not a setting of this daemon and is ignored%s; every flag --some-name "
+                     "has the twin ATTND_SOME_NAME (see --help)",
+                     name, hint);
+        }
+    }
+    return count;
+}
+
 void srv_options_usage(void *fp, const char *argv0)
 {
     FILE *f = fp;

@@ -77,6 +77,13 @@ typedef enum srv_options_action {
  * a bad value. */
 int srv_options_parse(srv_options *opt, int argc, char **argv, srv_error *err);
 
+/* Looks through env (a NULL-terminated environ) for ATTND_* variables that are neither a flag's
+ * twin nor a name the engine or the repository's tools read (ATTND_ISA, ATTND_TEST_*, ...): a
+ * misspelled twin (ATTND_PROT) would otherwise leave its setting at the default without a word.
+ * Returns how many there are; out gets a warning about the first, with the nearest twin if one is
+ * within three edits. */
+int srv_options_unknown_env(char *const *env, char *out, size_t n);
+
 /* Writes the --help text (every flag, its twin, default and meaning) to f (a FILE *). */
 void srv_options_usage(void *f, const char *argv0);
 

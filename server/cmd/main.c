@@ -22,6 +22,8 @@
 #include "http/fdlimit.h"
 #include "mha.h"
 
+extern char **environ;
+
 static pthread_t main_thread;
 
 /* Runs only on threads that did not block SIGTERM/SIGINT (OpenBLAS's): re-sends the signal to the
@@ -86,6 +88,12 @@ int main(int argc, char **argv)
                 "--max-connections %d is over what the open-files limit of %ld allows; raise the "
                 "hard limit (ulimit -Hn, LimitNOFILE=) or lower --max-connections",
                 opt.max_connections, nofile);
+
+    char unknown[320]; /* a misspelled twin (ATTND_PROT) would leave its setting at the default */
+    int nunknown = srv_options_unknown_env(environ, unknown, sizeof unknown);
+    if (nunknown)
+        srv_log(opt.log_format, "warn", "%s%s", unknown,
+                nunknown > 1 ? "; other ATTND_* variables here are not settings either" : "");
 
     srv_daemon *d = srv_daemon_start(&opt, &err);
     if (!d) {

@@ -742,7 +742,18 @@ static void test_limits(void)
                              "average_attn_weights", 0);
     char *text = json_dumps(body, JSON_COMPACT);
     hc_request(d, "POST", "/v1/layers/big/forward", NULL, text, -1, NULL, &r);
-    HC_CHECK_ERROR(r, 413, "too_large", NULL);
+    HC_CHECK_ERROR(r, 413, "too_large", "need_weights");
+    /* the refusal says how big, which limit, and the way out */
+    CHECK(strstr(r.body, "[4, 64, 64] per head") && strstr(r.body, "16384 elements") &&
+              strstr(r.body, "limit of 4096") && strstr(r.body, "--max-tensor-elements") &&
+              strstr(r.body, "selection"),
+          "the 413 names the map's shape, its size, the limit and a selection: %.400s", r.body);
+    hc_response_free(&r);
+    /* a trace asks for the map by its stages (every stage when it names none), not need_weights */
+    hc_request(d, "POST", "/v1/layers/big/trace", NULL, text, -1, NULL, &r);
+    HC_CHECK_ERROR(r, 413, "too_large", "stages");
+    CHECK(strstr(r.body, "attn_weights out of the trace"),
+          "the trace's 413 says to leave attn_weights out of its stages: %.400s", r.body);
     hc_response_free(&r);
     free(text);
     json_object_del(body, "need_weights");
