@@ -18,6 +18,8 @@
 #   make test-container  build the Docker image with podman and check it (root; scripts/test_container.sh)
 #   make test-scale      three replicas + nginx on loopback, --watch, a replica killed (scripts/test_scale.sh)
 #   make bench-scale     wrk: one replica vs three behind nginx (scripts/bench_scale.sh)
+#   make install    copy build/attnd to $(PREFIX)/bin (PREFIX=/usr/local; DESTDIR honoured), so that
+#                   `attnd ...` and `attnd import ...` run from anywhere; make uninstall removes it
 #   make clean
 #
 # Sources are found by wildcard: lib/*.c -> libmha.a, server/*/*.c (but cmd/main.c) -> libsrv.a,
@@ -81,7 +83,7 @@ DEB_PKGS  += libxsmm-dev
 endif
 DEPS_STAMP := $(BUILD)/.deps-ok
 
-.PHONY: all deps run test asan ubsan tsan bench bench-long golden clean format fuzz fuzz-bins fuzz-check soak test-ui test-examples test-container test-scale bench-scale
+.PHONY: all deps run install uninstall test asan ubsan tsan bench bench-long golden clean format fuzz fuzz-bins fuzz-check soak test-ui test-examples test-container test-scale bench-scale
 all: $(BUILD)/attnd
 
 deps: $(DEPS_STAMP)
@@ -161,6 +163,13 @@ $(BUILD)/bench/bench_engine: LDFLAGS += -Wl,--wrap=mha_pool_run,--wrap=mha_pool_
 
 run: $(BUILD)/attnd
 	./$(BUILD)/attnd --demo
+
+PREFIX ?= /usr/local
+install: $(BUILD)/attnd
+	install -D -m 0755 $(BUILD)/attnd $(DESTDIR)$(PREFIX)/bin/attnd
+
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/bin/attnd
 
 test: $(BUILD)/attnd $(TEST_BIN)
 	@BUILD=$(BUILD) tests/run_tests.sh $(TEST_BIN) $(TEST_SH)

@@ -20,6 +20,7 @@ int srv_api_openapi(void *ctx, const srv_request *req, srv_response *resp, srv_e
 
 /* api_ui.c: the viewer (web/, built into the binary) */
 int srv_api_ui_page(void *ctx, const srv_request *req, srv_response *resp, srv_error *err);
+int srv_api_ui_slash(void *ctx, const srv_request *req, srv_response *resp, srv_error *err);
 int srv_api_ui_asset(void *ctx, const srv_request *req, srv_response *resp, srv_error *err);
 
 /* api_metrics.c */

@@ -67,6 +67,21 @@ int srv_api_ui_page(void *ctx, const srv_request *req, srv_response *resp, srv_e
     return serve(srv_ui_asset_find("index.html"), req, resp, err);
 }
 
+int srv_api_ui_slash(void *ctx, const srv_request *req, srv_response *resp, srv_error *err)
+{
+    (void)ctx;
+    (void)err;
+    /* /ui/ is the page's address typed with a slash: the page lives at /ui (its links are
+     * relative to that), so the browser is sent there, with the same query (?layer=...) */
+    char query[2048];
+    srv_request_query_text(req, query, sizeof query);
+    resp->status = 308;
+    resp->content_type = "text/plain; charset=utf-8";
+    srv_response_header(resp, "Location", "/ui%s", query);
+    srv_buf_puts(&resp->body, "the viewer is at /ui\n");
+    return 0;
+}
+
 int srv_api_ui_asset(void *ctx, const srv_request *req, srv_response *resp, srv_error *err)
 {
     const char *name = srv_request_param(req, "asset");

@@ -19,6 +19,7 @@ const srv_route srv_routes[] = {
 
     /* the viewer (api_ui.c): its query is the page's own state, read by the page */
     {"GET", "/ui", srv_api_ui_page, SRV_ROUTE_PUBLIC, NULL},
+    {"GET", "/ui/", srv_api_ui_slash, SRV_ROUTE_PUBLIC, NULL},
     {"GET", "/ui/{asset}", srv_api_ui_asset, SRV_ROUTE_PUBLIC, NULL},
 
     {"GET", "/v1/layers", srv_api_layers_list, 0, ""},

@@ -326,10 +326,15 @@ static int set_value(srv_options *opt, const opt_spec *s, const char *v, const c
         return 0;
     case OPT_NUM: {
         int64_t x;
-        if (!parse_number(v, s->unit, &x) || x < s->min || x > s->max) {
+        const bool parsed = parse_number(v, s->unit, &x);
+        if (!parsed || x < s->min || x > s->max) {
             char lo[32], hi[32];
             format_number(lo, sizeof lo, s->min, s->unit);
             format_number(hi, sizeof hi, s->max, s->unit);
+            if (parsed) /* well formed, out of range: say so, not that it is no number */
+                return srv_error_set(err, SRV_E_BAD_REQUEST, s->name,
+                                     "%s: '%s' is out of range: it takes %s, from %s to %s", from,
+                                     v, number_words(s->unit), lo, hi);
             return srv_error_set(err, SRV_E_BAD_REQUEST, s->name,
                                  "%s: '%s' is not %s, from %s to %s", from, v,
                                  number_words(s->unit), lo, hi);

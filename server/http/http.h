@@ -73,6 +73,11 @@ const char *srv_request_header(const srv_request *req, const char *name);
 /* Value of a query argument (?name=value, decoded), or NULL; "" for ?name with no value. */
 const char *srv_request_query(const srv_request *req, const char *name);
 
+/* The request's query arguments again as a query string ("?a=1&b=x%20y", percent-encoded as
+ * needed; "" when there are none) in out [n], for a redirect that keeps them. False (out "") when
+ * it does not fit. */
+bool srv_request_query_text(const srv_request *req, char *out, size_t n);
+
 /* Value of the path placeholder {name} of the matched route, or NULL. */
 const char *srv_request_param(const srv_request *req, const char *name);
 

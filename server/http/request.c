@@ -82,6 +82,71 @@ const char *srv_request_query(const srv_request *req, const char *name)
     return v ? v : ""; /* "?name" without "=value" */
 }
 
+/* MHD_get_connection_values callback: appends "&name=value", percent-encoded, to a query_text. */
+struct query_text {
+    char *out;
+    size_t n, at;
+    bool over;
+};
+
+static void query_put(struct query_text *q, const char *s)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    for (; *s; s++) {
+        const unsigned char ch = (unsigned char)*s;
+        const bool plain = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+                           (ch >= '0' && ch <= '9') || (ch && strchr("-._~", ch));
+        if (q->at + 4 > q->n) {
+            q->over = true;
+            return;
+        }
+        if (plain) {
+            q->out[q->at++] = (char)ch;
+        } else {
+            q->out[q->at++] = '%';
+            q->out[q->at++] = hex[ch >> 4];
+            q->out[q->at++] = hex[ch & 15];
+        }
+    }
+}
+
+static enum MHD_Result query_append(void *cls, enum MHD_ValueKind kind, const char *key,
+                                    const char *value)
+{
+    (void)kind;
+    struct query_text *q = cls;
+    if (q->at + 2 > q->n) {
+        q->over = true;
+        return MHD_NO;
+    }
+    const char sep = q->at ? '&' : '?';
+    q->out[q->at++] = sep;
+    query_put(q, key);
+    if (value) {
+        if (q->at + 2 > q->n) {
+            q->over = true;
+            return MHD_NO;
+        }
+        q->out[q->at++] = '=';
+        query_put(q, value);
+    }
+    return q->over ? MHD_NO : MHD_YES;
+}
+
+bool srv_request_query_text(const srv_request *req, char *out, size_t n)
+{
+    struct query_text q = {out, n, 0, n == 0};
+    if (n)
+        MHD_get_connection_values(req->conn, MHD_GET_ARGUMENT_KIND, query_append, &q);
+    if (q.over || q.at >= n) {
+        if (n)
+            out[0] = '\0';
+        return false;
+    }
+    out[q.at] = '\0';
+    return true;
+}
+
 /* ---------------------------------------------------------------------------------------------- */
 /* Headers: route, admission, framing and limits                                                  */
 

@@ -44,9 +44,11 @@ const srv_route *srv_route_match(const srv_route *routes, const char *method, co
     int nparams;
     size_t alen = 0;
     allow[0] = '\0';
+    const srv_route *matched = NULL; /* a route of the path, for another method */
     for (const srv_route *r = routes; r->method; r++) {
         if (!pattern_match(r->pattern, path, params, &nparams, scratch, scratch_size))
             continue;
+        matched = r;
         if (!strcmp(r->method, m)) {
             memcpy(req->params, params, sizeof params);
             req->nparams = nparams;
@@ -60,8 +62,19 @@ const srv_route *srv_route_match(const srv_route *routes, const char *method, co
     if (alen) {
         if (strstr(allow, "GET") && alen + 7 < allow_size)
             snprintf(allow + alen, allow_size - alen, ", HEAD");
-        srv_error_set(err, SRV_E_METHOD, "", "%s is not allowed on %s; allowed: %s", method, path,
-                      allow);
+        /* the method's routes one segment or more below this one (POST /v1/layers/x, which
+         * forgot its /forward): named, so that the client sees where the method goes */
+        char below[160] = "";
+        size_t blen = 0, plen = strlen(matched->pattern);
+        int nb = 0;
+        for (const srv_route *r = routes; r->method; r++)
+            if (!strcmp(r->method, m) && !strncmp(r->pattern, matched->pattern, plen) &&
+                r->pattern[plen] == '/' && blen < sizeof below)
+                blen += (size_t)snprintf(below + blen, sizeof below - blen, "%s%s",
+                                         nb++ ? ", " : "", r->pattern + plen);
+        srv_error_set(err, SRV_E_METHOD, "", "%s is not allowed on %s; allowed: %s%s%s%s%s",
+                      method, path, allow, nb ? ". " : "", nb ? method : "",
+                      nb ? " goes to its subpaths: " : "", below);
     } else {
         srv_error_set(err, SRV_E_NOT_FOUND, "", "no such path: %s", path);
     }

@@ -309,6 +309,32 @@ int srv_ddi_refuse_change(const srv_datadir *dd, srv_error *err)
     return srv_error_set(err, SRV_E_FORBIDDEN, "", "the data dir is open read-only");
 }
 
+/* mkdir -p path (mode 0755 for each directory made). 0, or -1 with err naming the directory that
+ * could not be made. */
+static int make_dirs(const char *path, srv_error *err)
+{
+    char *p = strdup(path);
+    if (!p)
+        return srv_error_set(err, SRV_E_NOMEM, "", "out of memory");
+    int rc = 0;
+    for (char *c = p + 1;; c++) {
+        const char was = *c;
+        if (was != '/' && was != '\0')
+            continue;
+        *c = '\0';
+        if (mkdir(p, 0755) != 0 && errno != EEXIST) {
+            rc = srv_error_set(err, SRV_E_INTERNAL, "", "cannot create data dir %s: %s%s%s", path,
+                               strerror(errno), was ? ", making " : "", was ? p : "");
+            break;
+        }
+        *c = was;
+        if (!was)
+            break;
+    }
+    free(p);
+    return rc;
+}
+
 srv_datadir *srv_datadir_open(const char *path, bool read_only, srv_error *err)
 {
     srv_datadir *dd = calloc(1, sizeof *dd);
@@ -329,12 +355,10 @@ srv_datadir *srv_datadir_open(const char *path, bool read_only, srv_error *err)
         srv_error_set(err, SRV_E_NOMEM, "", "out of memory");
         goto error;
     }
-    /* the data dir's own path may be a link (a mount, a volume): it is followed, once */
-    if (!read_only && mkdir(path, 0755) != 0 && errno != EEXIST) {
-        srv_error_set(err, SRV_E_INTERNAL, "", "cannot create data dir %s: %s", path,
-                      strerror(errno));
+    /* the data dir's own path may be a link (a mount, a volume): it is followed, once; it is made
+     * when missing, with the directories above it (as mkdir -p) */
+    if (!read_only && make_dirs(path, err) != 0)
         goto error;
-    }
     dd->root_fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dd->root_fd < 0) {
         srv_error_set(err, SRV_E_INTERNAL, "", "cannot open data dir %s: %s", path,

@@ -36,6 +36,7 @@ bool srv_layer_name_valid(const char *name, srv_error *err)
 {
     size_t n = strlen(name);
     const char *why = NULL;
+    char which[64];
     if (n == 0)
         why = "is empty";
     else if (n > SRV_LAYER_NAME_MAX)
@@ -46,8 +47,16 @@ bool srv_layer_name_valid(const char *name, srv_error *err)
         for (size_t i = 0; i < n && !why; i++) {
             unsigned char c = (unsigned char)name[i];
             if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                  c == '.' || c == '_' || c == '-'))
-                why = "holds a character outside [A-Za-z0-9._-]";
+                  c == '.' || c == '_' || c == '-')) {
+                /* named by its byte and place: a control byte is never echoed */
+                if (c > ' ' && c < 0x7f)
+                    snprintf(which, sizeof which, "holds '%c' at offset %zu, outside [A-Za-z0-9._-]",
+                             c, i);
+                else
+                    snprintf(which, sizeof which, "holds byte 0x%02x at offset %zu, outside "
+                             "[A-Za-z0-9._-]", c, i);
+                why = which;
+            }
         }
     if (!why)
         return true;

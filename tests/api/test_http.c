@@ -101,6 +101,8 @@ static void test_routing(srv_daemon *d)
     CHECK(hc_header(&r, "Allow", allow, sizeof allow) && strstr(allow, "GET") &&
               strstr(allow, "PUT") && strstr(allow, "DELETE"),
           "Allow on a layer: %s", allow);
+    CHECK(strstr(r.body, "POST goes to its subpaths: /import, /forward, /trace"),
+          "a POST to the layer (its /forward forgotten) names where POST goes: %s", r.body);
     hc_response_free(&r);
     hc_request(d, "PATCH", "/healthz", NULL, NULL, 0, NULL, &r);
     CHECK_STATUS(r, 405);
@@ -617,6 +619,15 @@ static void test_errors(srv_daemon *d)
             CHECK(!strcmp(hc_error_code(&r, code, sizeof code), "bad_name"), "%s: %s", path, code);
         hc_response_free(&r);
     }
+    /* the refusal names the character and where it is (a control byte by its code, never as is) */
+    hc_request(d, "PUT", "/v1/layers/my%20layer", NULL, cfg, -1, NULL, &r);
+    CHECK(r.status == 400 && strstr(r.body, "byte 0x20 at offset 2"), "PUT 'my layer': %ld %s",
+          r.status, r.body);
+    hc_response_free(&r);
+    hc_request(d, "PUT", "/v1/layers/my+layer", NULL, cfg, -1, NULL, &r);
+    CHECK(r.status == 400 && strstr(r.body, "'+' at offset 2"), "PUT 'my+layer': %ld %s", r.status,
+          r.body);
+    hc_response_free(&r);
     json_decref(call(d, "PUT",
                      "/v1/layers/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
                      cfg, 201));

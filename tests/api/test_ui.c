@@ -171,14 +171,32 @@ static void test_caching(srv_daemon *d)
     hc_response_free(&r);
 }
 
+/* /ui/ (the address typed with a slash) sends the browser to /ui, keeping the query: the page's
+ * links are relative to /ui, so it is not served at /ui/ itself */
+static void test_slash(srv_daemon *d)
+{
+    struct {
+        const char *path, *location;
+    } cases[] = {
+        {"/ui/", "/ui"},
+        {"/ui/?layer=demo", "/ui?layer=demo"},
+        {"/ui/?layer=my.layer&head=2&x=a%20b&flag", "/ui?layer=my.layer&head=2&x=a%20b&flag"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        hc_response r;
+        hc_request(d, "GET", cases[i].path, NULL, NULL, -1, NULL, &r);
+        char loc[256] = "";
+        hc_header(&r, "Location", loc, sizeof loc);
+        CHECK(r.status == 308 && strcmp(loc, cases[i].location) == 0,
+              "GET %s: 308 to %s (got %ld, Location '%s')", cases[i].path, cases[i].location,
+              r.status, loc);
+        hc_response_free(&r);
+    }
+}
+
 static void test_methods(srv_daemon *d)
 {
     hc_response r;
-    hc_request(d, "GET", "/ui/", NULL, NULL, -1, NULL,
-               &r); /* its relative names would not resolve */
-    CHECK(r.status == 404, "GET /ui/: 404, the page is /ui (got %ld)", r.status);
-    hc_response_free(&r);
-
     hc_request(d, "HEAD", "/ui/attnd.js", NULL, NULL, -1, NULL, &r);
     char ctype[64] = "";
     hc_header(&r, "Content-Type", ctype, sizeof ctype);
@@ -239,6 +257,7 @@ int main(void)
         test_not_found(d);
         test_caching(d);
         test_methods(d);
+        test_slash(d);
         hc_stop(d);
     }
     test_no_key_needed();

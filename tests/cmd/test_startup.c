@@ -115,6 +115,7 @@ static void test_bad_options(void)
         {"--max-body-bytes=64X", NULL, "--max-body-bytes: '64X' is not a size in bytes"},
         {"--timeout=5m", NULL, "--timeout: '5m' is not whole seconds"},
         {"--port=http", NULL, "--port: 'http' is not a whole number, from 0 to 65535"},
+        {"--port=99999", NULL, "--port: '99999' is out of range: it takes a whole number, from 0 to 65535"},
         {NULL, "ATTND_MAX_TRACE_ELEMENTS=lots", "ATTND_MAX_TRACE_ELEMENTS: 'lots' is not a whole"},
         {NULL, "ATTND_QUEUE_WAIT_MS=1.5s", "ATTND_QUEUE_WAIT_MS: '1.5s' is not milliseconds"},
         {"--no-such-flag", NULL, "unknown flag '--no-such-flag'"},

@@ -399,8 +399,21 @@ static void test_open(void)
               strstr(err.message, p),
           "a file as data dir refused: %s", err.message);
     memset(&err, 0, sizeof err);
+    snprintf(p, sizeof p, "%s/file/below", root);
+    CHECK(srv_datadir_open(p, false, &err) == NULL && strstr(err.message, "Not a directory"),
+          "a data dir below a file refused: %s", err.message);
+    memset(&err, 0, sizeof err);
     snprintf(p, sizeof p, "%s/nothing", root);
     CHECK(srv_datadir_open(p, true, &err) == NULL, "read-only open of a missing dir refused");
+
+    /* a missing data dir is made with the directories above it, as mkdir -p */
+    memset(&err, 0, sizeof err);
+    snprintf(p, sizeof p, "%s/new/deeper/dd", root);
+    srv_datadir *made = srv_datadir_open(p, false, &err);
+    char lp[160];
+    snprintf(lp, sizeof lp, "%s/layers", p);
+    CHECK(made && exists(lp), "a data dir two levels below what exists is made: %s", err.message);
+    srv_datadir_free(made);
 
     /* read-only: reads work, nothing is ever written or removed */
     memset(&err, 0, sizeof err);
