@@ -297,7 +297,9 @@ int srv_import_main(int argc, char **argv)
         if (diff > allowed) {
             fprintf(stderr,
                     "attnd import: the imported layer does not reproduce %s: max |difference| %.3g, "
-                    "over the tolerance %.3g; nothing written\n", a.check, diff, allowed);
+                    "over the tolerance %.3g; nothing written (was the reference taken from layer "
+                    "%lld, the --layer imported? a reference from another layer differs by this "
+                    "much)\n", a.check, diff, allowed, (long long)a.layer);
             goto done;
         }
         snprintf(checked, sizeof checked, "; check: max |diff| %.2g vs max |output| %.3g", diff, scale);

@@ -189,6 +189,7 @@ static void test_cli(json_t *cases)
     char p[512];
     snprintf(p, sizeof p, "%s/layers/wrong", dd);
     CHECK(run_import(out, sizeof out, err, sizeof err, wrong_ref) == 1 && strstr(err, "does not reproduce") &&
+              strstr(err, "taken from layer 0, the --layer imported?") &&
               !exists(p), "--check with another layer's reference: %s", err);
     td_rm_rf(dd);
 }
