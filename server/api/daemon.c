@@ -11,6 +11,7 @@
 #include "api.h"
 #include "codec/predecode.h"
 #include "error_reply.h"
+#include "forward.h"
 #include "http/http.h"
 
 struct srv_daemon {
@@ -73,6 +74,16 @@ static void stream_close(void *stream)
     free(stream);
 }
 
+static bool slot_try(void *ctx)
+{
+    return srv_forward_slot_try(ctx);
+}
+
+static void slot_drop(void *ctx)
+{
+    srv_forward_slot_drop(ctx);
+}
+
 static srv_daemon *start(const srv_options *opt, bool external, srv_error *err)
 {
     srv_daemon *d = calloc(1, sizeof *d);
@@ -112,6 +123,8 @@ static srv_daemon *start(const srv_options *opt, bool external, srv_error *err)
         .connection = connection,
         .connection_cut = connection_cut,
         .queued = queued,
+        .slot_try = slot_try,
+        .slot_drop = slot_drop,
         .stream_min_body = SRV_PREDECODE_MIN_BODY,
         .stream_open = stream_open,
         .stream_feed = stream_feed,

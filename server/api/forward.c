@@ -120,10 +120,41 @@ static struct timespec after_ms(long ms)
     return t;
 }
 
+/* A slot this thread took for the request it is handling (srv_forward_slot_try) and that request's
+ * pass has not taken over yet: 0 none, 1 taken, 2 taken while no other pass was in flight. Per
+ * thread, as an HTTP thread handles one request at a time. */
+static __thread int slot_held;
+
+bool srv_forward_slot_try(srv_app *app)
+{
+    pthread_mutex_lock(&app->inflight_lock);
+    const bool free_slot = app->inflight < app->opt.max_inflight;
+    if (free_slot)
+        slot_held = ++app->inflight == 1 ? 2 : 1;
+    pthread_mutex_unlock(&app->inflight_lock);
+    return free_slot;
+}
+
+static void inflight_leave(srv_app *app);
+
+void srv_forward_slot_drop(srv_app *app)
+{
+    if (!slot_held)
+        return; /* its pass took it over, and has given it back */
+    slot_held = 0;
+    inflight_leave(app);
+}
+
 /* Takes a slot under --max-inflight, waiting up to --queue-wait-ms, and no longer once the client
- * is gone (cancel). *alone tells whether no other pass is in flight. */
+ * is gone (cancel); or the one srv_forward_slot_try took for this request. *alone tells whether
+ * no other pass is in flight. */
 static int inflight_enter(srv_app *app, const int *cancel, bool *alone, srv_error *err)
 {
+    if (slot_held) {
+        *alone = slot_held == 2;
+        slot_held = 0;
+        return 0;
+    }
     int rc = 0;
     pthread_mutex_lock(&app->inflight_lock);
     if (app->inflight >= app->opt.max_inflight) {

@@ -78,6 +78,14 @@ int srv_forward_run(srv_app *app, const srv_layer *layer, const srv_forward_args
 
 void srv_forward_result_free(srv_forward_result *r); /* accepts NULL and zeroed results */
 
+/* For a pass handled on an HTTP thread, which polls other connections and so must never wait for a
+ * slot under --max-inflight: takes one now for the request this thread is about to handle, which
+ * srv_forward_run then uses instead of waiting. False when every slot is taken (the request should
+ * go to a worker, where waiting is harmless). srv_forward_slot_drop after the handler gives the slot
+ * back if the request never reached its pass (a bad body); a no-op when it did. */
+bool srv_forward_slot_try(srv_app *app);
+void srv_forward_slot_drop(srv_app *app);
+
 /* Counts a request that reached layer's forward path, for the statistics extension and /metrics
  * (store/layer_stats.h): ok or failed, its total time from req->t_start to now, and for a success
  * its phases: input_s reading the body, r's queue and pass, output_s writing the reply. Lock-free.

@@ -171,6 +171,14 @@ typedef struct srv_http_hooks {
     /* a request entered (+1) or left (-1) the queue of work for the workers (may be NULL) */
     void (*queued)(void *ctx, int delta);
 
+    /* SRV_ROUTE_HEAVY requests handled on an HTTP thread (small bodies) must not wait there for
+     * the application's capacity, which would stall every connection the thread polls: slot_try
+     * reserves a unit of it for the request about to be handled on this thread (false: none free,
+     * and the request goes to a worker instead), slot_drop after the handler returns gives back a
+     * reservation the handler did not use. Both NULL: the handler runs here as it is. */
+    bool (*slot_try)(void *ctx);
+    void (*slot_drop)(void *ctx);
+
     /* SRV_ROUTE_STREAM routes with bodies of stream_min_body bytes or more: stream_open makes an
      * observer for a body of `length` bytes (NULL: none), stream_feed shows it the body so far
      * (body[0, len), the bytes after the last call's len are new), stream_close frees it after the

@@ -365,7 +365,7 @@ static bool body_follows(req_ctx *c)
         return false;
     const framing f = framing_of(c);
     if (f.te)
-        return is_chunked_only(f.te) && !f.cl; /* libmicrohttpd refuses both together */
+        return is_chunked_only(f.te) && !f.cl; /* both together: refused first, unread */
     return f.cl && !f.differ && f.length > 0 && f.length <= DISCARD_MAX;
 }
 
@@ -399,6 +399,15 @@ static enum MHD_Result on_headers(req_ctx *c)
                       "an HTTP/1.1 request needs a Host header (RFC 9112 3.2)");
         return srv_http_queue_error(c, &err, NULL, true);
     }
+    const framing fr = framing_of(c);
+    if (fr.cl && fr.te) {
+        /* which one frames the body is ambiguous, and a proxy in front that reads the other
+         * would take the rest of it for a request of its own (smuggling): RFC 9112 6.1 lets a
+         * server refuse such a request, and says the connection MUST close after it */
+        srv_error_set(&err, SRV_E_BAD_REQUEST, "Transfer-Encoding",
+                      "the request has both Content-Length and Transfer-Encoding; send one");
+        return srv_http_queue_error(c, &err, NULL, true);
+    }
     if (strcmp(c->method, "OPTIONS") == 0)
         return srv_http_preflight(c);
     if (!srv_route_match(h->hooks.routes, c->method, c->path, &c->req, c->params,
@@ -414,7 +423,6 @@ static enum MHD_Result on_headers(req_ctx *c)
     if (check_query(c, &err) < 0)
         return refuse(c, &err, NULL, true);
 
-    const framing fr = framing_of(c);
     const char *cl = fr.cl, *te = fr.te;
     if (te && !is_chunked_only(te)) {
         /* libmicrohttpd reads only chunked bodies; with any other coding it would wait for the
@@ -670,10 +678,21 @@ enum MHD_Result srv_http_on_request(void *cls, struct MHD_Connection *conn, cons
          ((flags & SRV_ROUTE_HEAVY) && c->body.len >= SRV_OFFLOAD_MIN_BODY)) &&
         srv_http_offload(c))
         return MHD_YES;
+    /* a small pass runs here only with a slot of its own, taken now: waiting for one would stall
+     * every other connection of this thread (probes included) for up to --queue-wait-ms, so with
+     * none free it waits on a worker instead */
+    bool slot = false;
+    if ((flags & SRV_ROUTE_HEAVY) && c->h->hooks.slot_try) {
+        slot = c->h->hooks.slot_try(c->h->hooks.ctx);
+        if (!slot && srv_http_offload(c))
+            return MHD_YES;
+    }
 
     srv_response resp;
     srv_http_response_init(&resp);
     srv_http_dispatch(c, &resp);
+    if (slot)
+        c->h->hooks.slot_drop(c->h->hooks.ctx);
     enum MHD_Result ok = c->cancelled ? MHD_NO : srv_http_queue(c, &resp, false);
     srv_http_response_free(&resp);
     return ok;

@@ -9,9 +9,10 @@
  *     counted in attnd_requests_cancelled_total long before they could have finished, their slots
  *     come back (no pass in flight), a small forward is served, and the process is idle afterwards
  *     (almost no CPU time over half a second);
- *   - with one slot (--max-inflight 1): a pass waiting in the worker queue and a small one waiting
- *     for the slot on its HTTP thread leave at once when their clients hang up, while the running
- *     pass goes on; then it is cancelled too;
+ *   - with one slot (--max-inflight 1): a pass waiting in the worker queue and a small one (which
+ *     finds no slot free, so waits on a worker as well) leave at once when their clients hang up,
+ *     while the running pass goes on; then it is cancelled too; and with one HTTP thread, that
+ *     thread answers /healthz while the small one waits;
  *   - a half-closed HTTP/1.1 client of a long pass (shutdown(SHUT_WR), still reading) is not taken
  *     for gone: it gets the server's "100 Continue" probe, then its 200;
  *   - with one slot and --queue-wait-ms 300, a pass queued behind the running one is answered 503
@@ -247,11 +248,13 @@ static void test_queues(const char *big, size_t big_len)
                       "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s",
                       strlen(small_forward), small_forward);
     int c = send_request(port, creq, (size_t)cl);
-    if (!CHECK(wait_metric(d, "attnd_forward_passes_waiting", 1, 20), "C waits for the slot") || !b_queued)
+    /* C finds no slot free: it waits on a worker too, not on its HTTP thread */
+    if (!CHECK(wait_metric(d, "attnd_http_requests_queued", 2, 20), "C waits for a worker too") ||
+        !b_queued)
         explain(d, b, c);
     close(b);
     close(c);
-    CHECK(wait_cancelled(d, 2, 20) >= 0, "B (queued) and C (waiting for a slot) leave at once");
+    CHECK(wait_cancelled(d, 2, 20) >= 0, "B and C (queued) leave at once");
     CHECK(metric(d, "attnd_http_requests_queued") == 0 &&
               metric(d, "attnd_forward_passes_waiting") == 0,
           "nothing waits any more");
@@ -260,6 +263,50 @@ static void test_queues(const char *big, size_t big_len)
     CHECK(wait_cancelled(d, 3, 20) >= 0, "then A's pass is cancelled too");
     CHECK(wait_passes(d, 0, 20), "the slot is free");
     small_served(d, "");
+    hc_stop(d);
+}
+
+/* A small pass that finds every slot taken waits for one on a worker, never on its HTTP thread:
+ * with one HTTP thread, one slot held by A's long pass and C (a small forward) waiting, the thread
+ * still answers /healthz (it used to sit in C's wait for up to --queue-wait-ms, every connection it
+ * polls with it: probes timed out on a loaded daemon). What is checked is that the probe is answered
+ * while A runs and C waits, with a generous bound, never how fast. */
+static void test_small_waits_off_thread(const char *big, size_t big_len)
+{
+    srv_options opt;
+    hc_options(&opt);
+    opt.demo = true;
+    opt.threads = 1;
+    opt.blas_threads = 2;
+    opt.max_inflight = 1;
+    opt.queue_wait_ms = 60000;
+    opt.max_request_flops = INT64_C(10000000000000);
+    srv_daemon *d = hc_start(&opt);
+    if (!CHECK(d != NULL, "daemon with one HTTP thread started"))
+        return;
+    int port = srv_daemon_port(d);
+    int a = send_request(port, big, big_len);
+    CHECK(wait_passes(d, 1, 120), "A's pass runs");
+    char creq[512];
+    int cl = snprintf(creq, sizeof creq,
+                      "POST /v1/layers/demo/forward HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                      "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s",
+                      strlen(small_forward), small_forward);
+    int c = send_request(port, creq, (size_t)cl);
+    CHECK(wait_metric(d, "attnd_http_requests_queued", 1, 20), "C waits for the worker");
+    static const char probe[] = "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    char reply[512];
+    int st = hc_raw(port, probe, sizeof probe - 1, 20000, reply, sizeof reply);
+    struct pollfd pc = {.fd = c, .events = POLLIN};
+    CHECK(st == 200 && poll(&pc, 1, 0) == 0,
+          "the one HTTP thread answers /healthz while C waits, unanswered (%d)", st);
+    CHECK(passes_in_flight(d) == 1 && metric(d, "attnd_http_requests_queued") == 1,
+          "while A's pass goes on and C still waits");
+    close(c);
+    close(a);
+    CHECK(wait_cancelled(d, 2, 20) >= 0, "then both leave");
+    CHECK(wait_passes(d, 0, 20), "the slot is free");
+    small_served(d, "after them");
     hc_stop(d);
 }
 
@@ -338,6 +385,7 @@ int main(void)
     char *big = big_request(L_BIG, "HTTP/1.1", &big_len);
     test_two_abandoned(big, big_len);
     test_queues(big, big_len);
+    test_small_waits_off_thread(big, big_len);
     test_queue_deadline(big, big_len);
     test_half_close();
     free(big);

@@ -119,6 +119,15 @@ static void test_refused(srv_daemon *d)
         C("NUL in the version", "GET /healthz HTTP/1.1\0\r\nHost: a\r\n\r\n", ""),
         C("a folded header (obs-fold)", "GET /healthz HTTP/1.1\r\nHost: a\r\nX-A: b\r\n  c\r\n\r\n",
           "folded"),
+        /* which one frames the body? a proxy reading the other would smuggle the rest */
+        C("Content-Length and chunked",
+          "POST /v1/layers/victim/forward HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n"
+          "Transfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n",
+          "both Content-Length and Transfer-Encoding"),
+        C("chunked, then Content-Length, on a path that is no route",
+          "POST /nowhere HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n"
+          "\r\n2\r\n{}\r\n0\r\n\r\n",
+          "both Content-Length and Transfer-Encoding"),
 #undef C
     };
     char reply[2048];
@@ -126,6 +135,9 @@ static void test_refused(srv_daemon *d)
         int st = raw(port, cases[i].req, cases[i].len, reply, sizeof reply);
         CHECK(st == 400 && strstr(reply, cases[i].says),
               "%s: 400 saying '%s' (got %d: %.300s)", cases[i].what, cases[i].says, st, reply);
+        if (strstr(cases[i].says, "Transfer-Encoding")) /* RFC 9112 6.1: MUST close after it */
+            CHECK(strcasestr(reply, "Connection: close") != NULL, "%s: the connection closes: %.300s",
+                  cases[i].what, reply);
     }
 }
 
