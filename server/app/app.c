@@ -92,6 +92,8 @@ srv_app *srv_app_create(const srv_options *opt, const srv_route *routes, srv_err
         srv_app_free(app);
         return NULL;
     }
+    if (app->persist->dd) /* a layer's file over it is refused from its header, unread */
+        app->persist->dd->max_weights_bytes = opt->max_weights_bytes;
     if (!app->persist->dd) {
         srv_log(opt->log_format, "info",
                 "no data dir (--data-dir not given, or empty): layers live in memory only and are "

@@ -74,6 +74,9 @@ typedef struct srv_datadir {
     int temp_grace_s;  /* temps/deleted dirs younger than this are left alone (default 600) */
     bool read_only;    /* never write (no crash repair on disk either)                      */
     bool ro_fs;        /* read_only because the file system is (found at open): writes get 503 */
+    int64_t max_weights_bytes; /* --max-weights-bytes (0: none): a layer's file whose tensors
+                                * would take more as float32 is refused from its header, before
+                                * its data is read (srv_datadir_read)                          */
 } srv_datadir;
 
 /* Opens the data dir at path, creating path and path/layers when missing, and checks that it is a

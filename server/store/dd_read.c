@@ -64,7 +64,7 @@ json_t *srv_ddi_config_parse(const char *text, size_t len, const char *shown, sr
                              srv_error *log)
 {
     json_error_t jerr;
-    json_t *c = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
+    json_t *c = json_loadb(text, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &jerr);
     if (!c) {
         srv_error_set(log, SRV_E_BAD_REQUEST, "", "%s is not valid JSON: %s (line %d, column %d)",
                       shown, jerr.text, jerr.line, jerr.column);
@@ -87,8 +87,8 @@ static int weights_problem(srv_error *err, srv_code code, const char *shown)
     switch (code) {
     case SRV_E_BAD_VALUE:
         return srv_error_set(err, code, "",
-                             "%s holds a NaN or infinite value (weights must be "
-                             "finite)",
+                             "%s holds a value that is NaN, infinite or past float32's range "
+                             "(weights must be finite float32 numbers)",
                              shown);
     case SRV_E_TOO_LARGE:
         return srv_error_set(err, code, "",
@@ -160,6 +160,68 @@ static int write_config(int dirfd, const char *shown, const json_t *config, srv_
     return srv_ddi_fsync_dir(dirfd, shown, err);
 }
 
+/* Looks at the weights file's header before a byte of its data is read, so that the file cannot
+ * make the reader allocate past the limits: the header must be valid and its tensors tile the data
+ * exactly (a sparse file's holes are no tensor's: refused, not read), and their numbers as float32
+ * must fit --max-weights-bytes. *cap gets the file's size, the most the read may take; *st its
+ * stat. A file that is missing or not a regular one: 0 with *cap 0, for the read to report. 0, or
+ * -1 with err (words fit for /readyz) and log (the parser's own message). */
+static int weights_precheck(srv_datadir *dd, int dirfd, const char *wshown, int64_t max_elements,
+                            uint64_t *cap, struct stat *st, srv_error *err, srv_error *log)
+{
+    *cap = 0;
+    int fd = openat(dirfd, WEIGHTS_FILE, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (fd < 0)
+        return 0;
+    int rc = 0;
+    uint8_t first8[8];
+    uint64_t hlen = 0;
+    uint8_t *json = NULL;
+    srv_st_header h = {0};
+    srv_error e = {0};
+    if (fstat(fd, st) != 0 || !S_ISREG(st->st_mode))
+        goto out; /* the read says what it is */
+    const uint64_t size = (uint64_t)st->st_size;
+    if (pread(fd, first8, sizeof first8, 0) != (ssize_t)sizeof first8 ||
+        srv_st_header_len(first8, size, SRV_ST_MAX_HEADER, &hlen, wshown, &e) != 0 ||
+        !(json = malloc(hlen ? hlen : 1)) || pread(fd, json, hlen, 8) != (ssize_t)hlen) {
+        if (e.code == SRV_OK)
+            srv_error_set(&e, size < 8 ? SRV_E_BAD_REQUEST : SRV_E_INTERNAL, "",
+                          size < 8 ? "shorter than its 8-byte header length"
+                                   : "its header could not be read");
+        goto refused;
+    }
+    const srv_st_header_limits limits = {SRV_ST_MAX_HEADER, SRV_ST_MAX_TENSORS, max_elements,
+                                         false};
+    if (srv_st_header_parse(&h, json, hlen, size - 8 - hlen, &limits, wshown, &e) != 0)
+        goto refused;
+    int64_t numbers = 0;
+    for (int i = 0; i < h.n; i++)
+        numbers += h.entries[i].count; /* each at most max_elements, at most 4096 of them */
+    if (dd->max_weights_bytes > 0 && numbers > dd->max_weights_bytes / 4) {
+        srv_error_set(err, SRV_E_INSUFFICIENT_STORAGE, "",
+                      "%s holds %lld numbers, %lld bytes as float32: more than "
+                      "--max-weights-bytes (%lld) allows; not read",
+                      wshown, (long long)numbers, (long long)numbers * 4,
+                      (long long)dd->max_weights_bytes);
+        srv_error_set(log, err->code, "", "%s", err->message);
+        rc = -1;
+        goto out;
+    }
+    *cap = size;
+    goto out;
+refused:
+    srv_ddi_prefix_message(&e, wshown);
+    srv_error_set(log, e.code, "", "%s", e.message);
+    weights_problem(err, e.code, wshown);
+    rc = -1;
+out:
+    srv_st_header_free(&h);
+    free(json);
+    close(fd);
+    return rc;
+}
+
 /* One attempt at reading a layer; *retry is set when a file changed under the reader. err gets
  * what may be shown to a client, log the full story when it says more (datadir.h). */
 static int read_once(srv_datadir *dd, const char *name, int64_t max_elements, srv_dd_layer *out,
@@ -188,13 +250,25 @@ static int read_once(srv_datadir *dd, const char *name, int64_t max_elements, sr
                              strerror(errno));
     }
 
-    /* a weights file holds at most SRV_ST_MAX_TENSORS tensors of max_elements F64 each */
-    uint64_t wcap = (uint64_t)max_elements * 8;
-    wcap = wcap > SIZE_MAX / 16 ? SIZE_MAX / 2 : wcap * 16 + SRV_ST_MAX_HEADER + 8;
-    int wr =
-        srv_ddi_read_file_at(dirfd, WEIGHTS_FILE, wshown, (size_t)wcap, &wbuf, &wlen, &ws, err);
-    if (wr < 0)
+    /* the header first: the read takes no more than a file within the limits can hold */
+    uint64_t wcap;
+    struct stat pre;
+    if (weights_precheck(dd, dirfd, wshown, max_elements, &wcap, &pre, err, log) != 0)
         goto error;
+    int wr = srv_ddi_read_file_at(dirfd, WEIGHTS_FILE, wshown, wcap ? (size_t)wcap : SIZE_MAX,
+                                  &wbuf, &wlen, &ws, err);
+    if (wr == 0 && (!wcap || !srv_ddi_same_file(&pre, &ws))) {
+        /* a writer replaced the file between its header and its read: start again */
+        *retry = true;
+        srv_error_set(err, SRV_E_INTERNAL, "", "%s keeps changing while being read", wshown);
+        goto error;
+    }
+    if (wr < 0) {
+        if (wcap && (fstatat(dirfd, WEIGHTS_FILE, &again, AT_SYMLINK_NOFOLLOW) != 0 ||
+                     !srv_ddi_same_file(&pre, &again)))
+            *retry = true; /* grown past its header's size by a writer since: look again */
+        goto error;
+    }
     int cr =
         srv_ddi_read_file_at(dirfd, CONFIG_FILE, cshown, SRV_DD_CONFIG_MAX, &cbuf, &clen, &cs, err);
     if (cr < 0)

@@ -304,6 +304,64 @@ static void test_hand_written(srv_datadir *dd)
     }
 }
 
+/* A weights file is looked at from its header before its data is read: one whose tensors would
+ * take more than --max-weights-bytes as float32 is refused unread (a sparse file of gigabytes, a few
+ * KB on disk, made the daemon allocate three times its size before), and one with bytes no tensor
+ * covers (a hole after the tensors) is no valid file. */
+static void test_sized_from_header(srv_datadir *dd)
+{
+    char dir[256], p[512];
+    snprintf(dir, sizeof dir, "%s/layers/sparse", root);
+    mkdir(dir, 0755);
+    snprintf(p, sizeof p, "%s/config.json", dir);
+    td_put_file(p, "{\"embed_dim\": 4, \"num_heads\": 2}", 34);
+    /* 16 F16 tensors of 8M elements: 256 MiB of data, 512 MiB as float32, a hole on disk */
+    char hdr[2048];
+    int at = snprintf(hdr, sizeof hdr, "{");
+    const long long n = 8LL << 20;
+    for (int t = 0; t < 16; t++)
+        at += snprintf(hdr + at, sizeof hdr - (size_t)at,
+                       "%s\"t%d\":{\"dtype\":\"F16\",\"shape\":[%lld],\"data_offsets\":[%lld,%lld]}",
+                       t ? "," : "", t, n, 2 * n * t, 2 * n * (t + 1));
+    at += snprintf(hdr + at, sizeof hdr - (size_t)at, "}");
+    snprintf(p, sizeof p, "%s/weights.safetensors", dir);
+    FILE *f = fopen(p, "wb");
+    unsigned long long hlen = (unsigned long long)at;
+    uint8_t len8[8];
+    for (int i = 0; i < 8; i++)
+        len8[i] = (uint8_t)(hlen >> (8 * i));
+    CHECK(f && fwrite(len8, 1, 8, f) == 8 && fwrite(hdr, 1, hlen, f) == hlen &&
+              ftruncate(fileno(f), (off_t)(8 + hlen + 2 * n * 16)) == 0,
+          "a sparse weights file written");
+    if (f)
+        fclose(f);
+    const int64_t before = dd->max_weights_bytes;
+    dd->max_weights_bytes = 64 << 20;
+    srv_dd_layer l;
+    srv_error err = {0}, log = {0};
+    CHECK(srv_datadir_read(dd, "sparse", 16 << 20, &l, &err, &log) == -1 &&
+              err.code == SRV_E_INSUFFICIENT_STORAGE && strstr(err.message, "134217728 numbers") &&
+              strstr(err.message, "--max-weights-bytes") && strstr(err.message, "not read"),
+          "a file past --max-weights-bytes is refused from its header: %s", err.message);
+    /* the same file with a hole after its tensors: no valid safetensors file */
+    f = fopen(p, "r+b");
+    CHECK(f && ftruncate(fileno(f), (off_t)(8 + hlen + 2 * n * 16 + 4096)) == 0, "a hole added");
+    if (f)
+        fclose(f);
+    dd->max_weights_bytes = 0;
+    memset(&err, 0, sizeof err);
+    CHECK(srv_datadir_read(dd, "sparse", 16 << 20, &l, &err, &log) == -1 &&
+              err.code == SRV_E_BAD_REQUEST && strstr(err.message, "not a valid safetensors"),
+          "bytes no tensor covers: not valid (%s; the log: %s)", err.message, log.message);
+    dd->max_weights_bytes = before;
+    char rm[600];
+    snprintf(rm, sizeof rm, "%s/weights.safetensors", dir);
+    unlink(rm);
+    snprintf(rm, sizeof rm, "%s/config.json", dir);
+    unlink(rm);
+    rmdir(dir);
+}
+
 /* Files that are not regular files: a FIFO where a layer's file should be must be refused at
  * once (opening one blocks until a writer comes, which would hang the daemon's start), as must a
  * directory or a device. A hang ends the test by SIGALRM. */
@@ -452,6 +510,7 @@ int main(void)
         test_write_read(dd);
         test_crashes(dd);
         test_hand_written(dd);
+        test_sized_from_header(dd);
         test_not_regular(dd);
         test_remove(dd);
     }
