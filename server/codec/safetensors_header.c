@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "json_error.h"
+
 /* Every dtype the safetensors format defines with a whole number of bytes per element. */
 static const struct {
     const char *name;
@@ -87,13 +89,14 @@ int srv_st_header_len(const uint8_t *first8, uint64_t file_len, uint64_t max_hea
                              "length", file_len);
     uint64_t n = le64(first8);
     if (n > max_header)
+        /* not n itself: a file that is no safetensors would show its first 8 bytes through it */
         return srv_error_set(err, SRV_E_BAD_REQUEST, field,
-                             "safetensors header length is %" PRIu64 " bytes, over the limit of %" PRIu64
-                             " (damaged file, or not safetensors)", n, max_header);
+                             "safetensors header length (the first 8 bytes) is over the limit of "
+                             "%" PRIu64 " bytes (damaged file, or not safetensors)", max_header);
     if (n > file_len - 8)
         return srv_error_set(err, SRV_E_BAD_REQUEST, field,
-                             "safetensors header length %" PRIu64 " runs past the end of the "
-                             "%" PRIu64 "-byte file (truncated?)", n, file_len);
+                             "safetensors header length (the first 8 bytes) runs past the end of "
+                             "the %" PRIu64 "-byte file (truncated?)", file_len);
     *hlen = n;
     return 0;
 }
@@ -199,13 +202,15 @@ int srv_st_header_parse(srv_st_header *out, const uint8_t *json, size_t hlen, ui
     json_error_t jerr;
     out->root = json_loadb((const char *)json, hlen, JSON_REJECT_DUPLICATES, &jerr);
     if (!out->root) {
-        if (strstr(jerr.text, "duplicate"))
+        /* what is wrong and where, never the header's text (it may be a file the client
+         * could not read itself: json_error.h) */
+        if (json_error_code(&jerr) == json_error_duplicate_key)
             return srv_error_set(err, SRV_E_BAD_REQUEST, field,
-                                 "safetensors header names a tensor twice (%s near byte %d)",
-                                 jerr.text, jerr.position);
+                                 "safetensors header names a tensor twice (near byte %d)",
+                                 jerr.position);
         return srv_error_set(err, SRV_E_BAD_REQUEST, field,
                              "safetensors header is not valid JSON: %s (byte %d of the header)",
-                             jerr.text, jerr.position);
+                             srv_json_problem(&jerr), jerr.position);
     }
     if (!json_is_object(out->root)) {
         srv_error_set(err, SRV_E_BAD_REQUEST, field, "safetensors header is not a JSON object");

@@ -20,6 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "codec/json_error.h"
 #include "datadir_internal.h"
 #include "fsio.h"
 
@@ -34,32 +35,6 @@ void srv_dd_layer_free(srv_dd_layer *layer)
     memset(layer, 0, sizeof *layer);
 }
 
-/* What is wrong with JSON text that did not parse, in words that quote none of it. */
-static const char *json_problem(const json_error_t *jerr)
-{
-    switch (json_error_code(jerr)) {
-    case json_error_invalid_utf8:
-        return "invalid UTF-8";
-    case json_error_premature_end_of_input:
-        return "the text ends too early";
-    case json_error_end_of_input_expected:
-        return "text after the end of the value";
-    case json_error_duplicate_key:
-        return "a key given twice";
-    case json_error_null_character:
-    case json_error_null_byte_in_key:
-        return "a NUL character";
-    case json_error_numeric_overflow:
-        return "a number out of range";
-    case json_error_stack_overflow:
-        return "nested too deep";
-    case json_error_out_of_memory:
-        return "out of memory";
-    default:
-        return "invalid syntax";
-    }
-}
-
 json_t *srv_ddi_config_parse(const char *text, size_t len, const char *shown, srv_error *err,
                              srv_error *log)
 {
@@ -69,7 +44,7 @@ json_t *srv_ddi_config_parse(const char *text, size_t len, const char *shown, sr
         srv_error_set(log, SRV_E_BAD_REQUEST, "", "%s is not valid JSON: %s (line %d, column %d)",
                       shown, jerr.text, jerr.line, jerr.column);
         srv_error_set(err, SRV_E_BAD_REQUEST, "", "%s is not valid JSON: %s (line %d, column %d)",
-                      shown, json_problem(&jerr), jerr.line, jerr.column);
+                      shown, srv_json_problem(&jerr), jerr.line, jerr.column);
         return NULL;
     }
     if (!json_is_object(c)) {

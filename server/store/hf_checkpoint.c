@@ -15,6 +15,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "codec/json_error.h"
+
 #define CONFIG_FILE "config.json"
 #define SINGLE_FILE "model.safetensors"
 #define INDEX_FILE "model.safetensors.index.json"
@@ -174,8 +176,9 @@ static json_t *ck_read_json(srv_ckpt *ck, const char *file, size_t max, srv_erro
     json_error_t jerr;
     doc = json_loadb(buf, (size_t)size, JSON_REJECT_DUPLICATES, &jerr);
     if (!doc)
-        srv_error_set(err, SRV_E_BAD_REQUEST, "checkpoint", "%s is not valid JSON: %s (line %d)",
-                      file, jerr.text, jerr.line);
+        srv_error_set(err, SRV_E_BAD_REQUEST, "checkpoint",
+                      "%s is not valid JSON: %s (line %d, column %d)", file,
+                      srv_json_problem(&jerr), jerr.line, jerr.column); /* never its text */
     else if (!json_is_object(doc)) {
         srv_error_set(err, SRV_E_BAD_REQUEST, "checkpoint", "%s is not a JSON object", file);
         json_decref(doc);

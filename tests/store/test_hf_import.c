@@ -399,6 +399,32 @@ static void test_hostile(void)
         expect_refused(name, 0, false, SRV_E_BAD_REQUEST, "model.safetensors.index.json",
                        "h.0.attn.c_attn.weight", "not a file name");
     }
+    /* errors about a checkpoint's files say what is wrong and where, never the files' bytes: a
+     * bad config.json's text near the error, and a file the index names as a shard whose first 8
+     * bytes ("hunter2!", read as a header length) were printed as a number */
+    {
+        srv_error err = {0};
+        mk_ckpt(d, sizeof d, "leaky_config", "{\"model_type\":\"gpt2\",\"t\":hfSecretToken}");
+        srv_ckpt *ck = srv_ckpt_open(AT_FDCWD, d, false, &err);
+        srv_hf_layer hl;
+        CHECK((!ck || srv_hf_import(ck, 0, NULL, NULL, NULL, &hl, &err) != 0) &&
+                  strstr(err.message, "not valid JSON") && strstr(err.message, "line 1") &&
+                  !strstr(err.message, "hfSecret"),
+              "a bad config.json is described, not quoted: %s", err.message);
+        srv_ckpt_free(ck);
+        mk_ckpt(d, sizeof d, "leaky_shard", GPT2_CFG);
+        snprintf(p, sizeof p, "%s/model.safetensors.index.json", d);
+        put_text(p, "{\"weight_map\":{\"h.0.attn.c_attn.weight\":\"secret.txt\"}}");
+        snprintf(p, sizeof p, "%s/secret.txt", d);
+        put_text(p, "hunter2! is the password\n");
+        memset(&err, 0, sizeof err);
+        ck = srv_ckpt_open(AT_FDCWD, d, false, &err);
+        CHECK((!ck || srv_hf_import(ck, 0, NULL, NULL, NULL, &hl, &err) != 0) &&
+                  strstr(err.message, "secret.txt") && strstr(err.message, "header length") &&
+                  !strstr(err.message, "2392100132157814120"),
+              "a shard that is no safetensors file: its first bytes are not shown: %s", err.message);
+        srv_ckpt_free(ck);
+    }
     mk_ckpt(d, sizeof d, "shard_missing", GPT2_CFG);
     snprintf(p, sizeof p, "%s/model.safetensors.index.json", d);
     put_text(p, "{\"weight_map\":{\"h.0.attn.c_attn.weight\":\"model-00001-of-00002.safetensors\","
