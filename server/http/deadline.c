@@ -59,6 +59,7 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <linux/sockios.h> /* SIOCINQ */
 #include <linux/tcp.h> /* struct tcp_info with tcpi_bytes_received (glibc's netinet/tcp.h lacks it) */
 #include <netinet/in.h>
 #include <pthread.h>
@@ -67,6 +68,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <time.h>
 
@@ -215,11 +217,36 @@ static void check_slot(srv_deadlines *dl, conn_slot *s, double now, bool idle_pa
         if (now - s->since > dl->header_timeout)
             reap(dl, s, SRV_CUT_HEADER_TIMEOUT);
         break;
-    case PH_BODY:
+    case PH_BODY: {
         if (dl->min_rate > 0 &&
-            now - s->since > dl->body_grace + (double)s->body_bytes / dl->min_rate)
+            now - s->since > dl->body_grace + (double)s->body_bytes / dl->min_rate) {
             reap(dl, s, SRV_CUT_BODY_TOO_SLOW);
+            break;
+        }
+        /* A client that closed before its body was complete (its FIN in, nothing left unread in
+         * the socket) will never complete it: libmicrohttpd's edge-triggered poll misses a FIN
+         * that comes after the data it read, so the connection, and the body's share of
+         * --max-body-memory, would be held until --timeout. A client that half-closes after a
+         * whole body is not this: its body is complete once read. Twice in a row, with no byte
+         * read in between, so that bytes libmicrohttpd has taken but not yet handed over count. */
+        uint64_t rx, acked;
+        int state, unread = 0;
+        if (!idle_pass || tcp_counts(s->fd, &rx, &acked, &state) < 0)
+            break;
+        if (state == TCP_CLOSE_WAIT_STATE && ioctl(s->fd, SIOCINQ, &unread) == 0 && unread == 0 &&
+            rx == s->mark) {
+            if (++s->idle_halfclosed >= 2) {
+                shutdown(s->fd, SHUT_RDWR);
+                s->phase = PH_CLOSING;
+                if (dl->event)
+                    dl->event(dl->event_cls, 0, 1, SRV_CUT_BODY_ABANDONED);
+            }
+        } else {
+            s->idle_halfclosed = 0;
+        }
+        s->mark = rx;
         break;
+    }
     case PH_SENDING: {
         uint64_t rx, acked;
         int state;
@@ -440,6 +467,7 @@ static void enter(conn_slot *s, phase p)
         s->since = mono_now();
         s->body_bytes = 0;
         s->mark = MARK_UNSET;
+        s->idle_halfclosed = 0;
     }
     pthread_mutex_unlock(&s->owner->lock);
 }

@@ -27,6 +27,7 @@ typedef enum srv_cut_reason {
     SRV_CUT_BODY_TOO_SLOW,      /* body below --min-body-rate                        */
     SRV_CUT_HALF_CLOSED,        /* idle after the client's FIN, every request answered */
     SRV_CUT_REPLY_TOO_SLOW,     /* a reply taken at less than --min-body-rate        */
+    SRV_CUT_BODY_ABANDONED,     /* the client's FIN before its body was complete     */
     SRV_CUT_COUNT
 } srv_cut_reason;
 

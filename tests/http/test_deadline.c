@@ -229,6 +229,45 @@ static void test_slow_body(srv_daemon *d)
     free(body);
 }
 
+/* A client that closes halfway through its body never completes it: the connection, and the
+ * body's share of --max-body-memory, go back within seconds of its FIN, not at --timeout (the FIN
+ * comes after data libmicrohttpd has read, and its edge-triggered poll never saw it). One that
+ * half-closes after a whole body gets its reply. */
+static void test_body_abandoned(srv_daemon *d)
+{
+    int port = srv_daemon_port(d);
+    char head[256];
+    /* bodies that earn minutes of --min-body-rate credit, read in many of libmicrohttpd's reads
+     * while other connections' are, then their clients' close */
+    enum { SENT = 4 << 20, CLIENTS = 8 };
+    char *part = malloc(SENT);
+    memset(part, ' ', SENT);
+    snprintf(head, sizeof head,
+             "POST /v1/layers/x/forward HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+             "Content-Type: application/json\r\nContent-Length: 12582912\r\n\r\n");
+    bool sent = true;
+    for (int i = 0; i < CLIENTS; i++) { /* the close right after the last byte: the FIN comes
+                                          * while libmicrohttpd still reads the data */
+        int fd = hc_connect(port);
+        sent &= send_str(fd, head, strlen(head)) && send_str(fd, part, SENT);
+        close(fd);
+    }
+    free(part);
+    CHECK(sent, "the half bodies are sent");
+    pause_ms(300);
+    double t0 = now_s();
+    while (metric(d, "attnd_request_body_bytes") > 0 && now_s() - t0 < IDLE_TIMEOUT - 2)
+        pause_ms(50);
+    /* cut by the reaper, or seen by libmicrohttpd itself when a FIN came in a read of its own */
+    double v = metric(d, "attnd_http_connections_closed_total{reason=\"body_abandoned\"}");
+    CHECK(v <= CLIENTS && metric(d, "attnd_request_body_bytes") == 0,
+          "the abandoned bodies are let go after %.2f s, before --timeout (%d s): %g cut, %g bytes "
+          "held",
+          now_s() - t0, IDLE_TIMEOUT, v, metric(d, "attnd_request_body_bytes"));
+    printf("  abandoned bodies: let go %.2f s after their clients' close (%g by the reaper)\n",
+           now_s() - t0, v);
+}
+
 /* The stalled connections hold every slot; the new client is served once the reaper frees them. */
 static void test_capacity(void)
 {
@@ -442,6 +481,7 @@ int main(void)
     test_half_close(d);
     test_keep_alive(d);
     test_slow_reader(d);
+    test_body_abandoned(d);
     CHECK(healthz_ok(d), "the daemon serves after all of it");
     /* every cut is counted: 3 header timeouts (trickle, silent, kept-alive trickle), 1 slow body
      * (also a 408 of its route), 1 slow reader, up to 3 half-closed */
