@@ -58,6 +58,13 @@
 
 /* What identifies one committed state of a layer's two files: changes whenever either is replaced
  * or modified. Zero fields stand for a missing file. */
+/* The largest version believed when read from a file (a layer's "attnd.version", the records of
+ * .attnd-version, the counter attnd.counter): 2^52. Versions are handed out up to 2^53 (what a JSON
+ * client reads exactly); a file claiming more than half of that is taken for damaged, so that one
+ * written by hand (2^53) cannot use up the versions and leave every later change refused. A
+ * million changes a second would take 142 years to get there. */
+#define SRV_DD_VERSION_TRUSTED ((uint64_t)1 << 52)
+
 typedef struct srv_dd_stamp {
     uint64_t w_ino, w_mtime_ns, w_size; /* weights.safetensors */
     uint64_t c_ino, c_mtime_ns, c_size; /* config.json         */

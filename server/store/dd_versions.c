@@ -84,7 +84,8 @@ void srv_datadir_unlock(srv_datadir *dd)
     fcntl(dd->lock_fd, F_OFD_SETLK, &fl);
 }
 
-/* A version as written by attnd: a plain decimal number from 1 to MAX_VERSION, else 0. */
+/* A version as written by attnd: a plain decimal number from 1 to SRV_DD_VERSION_TRUSTED, else 0
+ * (a larger one is a file's word that versions are used up: not taken). */
 static uint64_t parse_version(const char *t, size_t n)
 {
     uint64_t v = 0;
@@ -95,7 +96,7 @@ static uint64_t parse_version(const char *t, size_t n)
             return 0;
         v = v * 10 + (uint64_t)(t[i] - '0');
     }
-    return v <= MAX_VERSION ? v : 0;
+    return v <= SRV_DD_VERSION_TRUSTED ? v : 0;
 }
 
 int srv_datadir_next_version(srv_datadir *dd, uint64_t floor, uint64_t *out, srv_error *err)
@@ -175,7 +176,7 @@ static uint64_t recorded_version(int dirfd, const srv_dd_stamp *stamp)
     uint64_t out = 0;
     if (sscanf(text, "%llu %llu %llu %llu %llu %llu %llu\n%n", &v, &f[0], &f[1], &f[2], &f[3],
                &f[4], &f[5], &used) == 7 &&
-        (size_t)used == len && v >= 1 && v <= MAX_VERSION && f[0] == stamp->w_ino &&
+        (size_t)used == len && v >= 1 && v <= SRV_DD_VERSION_TRUSTED && f[0] == stamp->w_ino &&
         f[1] == stamp->w_mtime_ns && f[2] == stamp->w_size && f[3] == stamp->c_ino &&
         f[4] == stamp->c_mtime_ns && f[5] == stamp->c_size)
         out = v;

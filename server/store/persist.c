@@ -140,8 +140,8 @@ static const srv_known *find_known(const srv_persist *p, const char *name)
 }
 
 /* The version of a layer read from disk, the same for every replica that reads these files: the
- * one attnd stored with it ("attnd.version", a plain number up to 2^53, which a JSON client reads
- * exactly), unless config.json was edited by hand since; else the one recorded for these files, or
+ * one attnd stored with it ("attnd.version", a plain number up to SRV_DD_VERSION_TRUSTED: one past it
+ * is a file's claim that versions are used up), unless config.json was edited by hand since; else the one recorded for these files, or
  * a new one recorded now (datadir.h, "Replicas"); 0 (the registry numbers it) when the data dir
  * cannot record one. Caller holds p->lock. */
 static uint64_t layer_version(srv_persist *p, srv_registry *reg, const char *name,
@@ -154,7 +154,7 @@ static uint64_t layer_version(srv_persist *p, srv_registry *reg, const char *nam
         plain = *t >= '0' && *t <= '9';
         v = v * 10 + (uint64_t)(*t - '0');
     }
-    if (plain && v && v <= ((uint64_t)1 << 53) && !dl->hand_edited)
+    if (plain && v && v <= SRV_DD_VERSION_TRUSTED && !dl->hand_edited)
         return v;
     srv_error e = {0};
     v = srv_datadir_adopt(p->dd, name, &dl->stamp, srv_registry_last_version(reg), &e);

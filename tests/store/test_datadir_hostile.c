@@ -441,6 +441,55 @@ static void test_root_links(void)
     hc_stop(d);
 }
 
+/* Versions a file claims past SRV_DD_VERSION_TRUSTED are not believed: a layer whose weights say
+ * "attnd.version": 2^53 (the last version there is), or a counter file saying so, used up the
+ * versions and left every later change refused with 503, even after that layer was deleted. */
+static void test_version_claims(void)
+{
+    char dir[128], path[256], cfgp[256];
+    snprintf(dir, sizeof dir, "%s/versions", root);
+    mkdir(dir, 0755);
+    snprintf(path, sizeof path, "%s/layers", dir);
+    mkdir(path, 0755);
+    snprintf(path, sizeof path, "%s/layers/claims", dir);
+    mkdir(path, 0755);
+    snprintf(cfgp, sizeof cfgp, "%s/layers/claims/config.json", dir);
+    static const char cfg[] = "{\"embed_dim\": 8, \"num_heads\": 2}";
+    td_put_file(cfgp, cfg, sizeof cfg - 1);
+    float w_in[3 * 8 * 8] = {0}, b_in[3 * 8] = {0}, w_out[8 * 8] = {0}, b_out[8] = {0};
+    int64_t s_in[2] = {24, 8}, s_b[1] = {24}, s_out[2] = {8, 8}, s_bo[1] = {8};
+    srv_st_view v[4] = {{"in_proj_weight", 2, s_in, w_in},
+                        {"in_proj_bias", 1, s_b, b_in},
+                        {"out_proj.weight", 2, s_out, w_out},
+                        {"out_proj.bias", 1, s_bo, b_out}};
+    json_t *meta = json_pack("{s:s, s:s}", "format", "pt", "attnd.version", "9007199254740992");
+    srv_buf b;
+    srv_buf_init(&b);
+    snprintf(path, sizeof path, "%s/layers/claims/weights.safetensors", dir);
+    CHECK(srv_st_write(&b, v, 4, meta, NULL) == 0 && td_put_file(path, b.data, b.len) == 0,
+          "a layer claiming version 2^53 written");
+    srv_buf_free(&b);
+    json_decref(meta);
+    srv_daemon *d = start_dir(dir, false);
+    if (!CHECK(d != NULL, "daemon on it"))
+        return;
+    char out[512];
+    CHECK(request(d, "GET", "/v1/layers/claims", NULL, NULL, out, sizeof out) == 200,
+          "the layer is served: %.200s", out);
+    CHECK(request(d, "PUT", "/v1/layers/next", LAYER, NULL, out, sizeof out) == 201,
+          "a change after it is served, not refused for used-up versions: %.200s", out);
+    CHECK(request(d, "DELETE", "/v1/layers/next", NULL, NULL, out, sizeof out) == 204,
+          "and so is a delete");
+    hc_stop(d);
+    /* the counter file claiming the last version: taken for damaged, not believed */
+    snprintf(path, sizeof path, "%s/attnd.counter", dir);
+    td_put_file(path, "9007199254740992\n", 17);
+    d = start_dir(dir, false);
+    CHECK(d && request(d, "PUT", "/v1/layers/after", LAYER, NULL, out, sizeof out) == 201,
+          "a counter claiming 2^53 does not refuse changes: %.200s", out);
+    hc_stop(d);
+}
+
 int main(void)
 {
     signal(SIGALRM, on_alarm);
@@ -452,6 +501,7 @@ int main(void)
     test_not_files();
     test_root_links();
     test_no_contents_in_replies();
+    test_version_claims();
     td_rm_rf(root);
     return check_report();
 }
