@@ -84,6 +84,9 @@ srv_code srv_ddi_io_code(int e)
         return SRV_E_INSUFFICIENT_STORAGE;
     case ENOMEM:
         return SRV_E_NOMEM;
+    case EISDIR:    /* a rename onto a directory where a layer's file belongs: put there by hand, */
+    case ENOTEMPTY: /* and no retry will change it (409, not a 503 with Retry-After)               */
+        return SRV_E_CONFLICT;
     default:
         return SRV_E_UNAVAILABLE;
     }
@@ -532,8 +535,12 @@ int srv_datadir_write(srv_datadir *dd, const char *name, const json_t *config,
     if (srv_ddi_write_temp(dirfd, shown, CONFIG_FILE, ctext, clen, ctmp, err) != 0)
         goto out;
     if (srv_fs_renameat(dirfd, wtmp, dirfd, WEIGHTS_FILE) != 0) {
-        srv_error_set(err, srv_ddi_io_code(errno), "", "cannot rename a temp file to %s/" WEIGHTS_FILE
-                      ": %s", shown, strerror(errno));
+        const int e = errno;
+        srv_error_set(err, srv_ddi_io_code(e), "", "cannot rename a temp file to %s/" WEIGHTS_FILE
+                      ": %s%s", shown, strerror(e),
+                      e == EISDIR || e == ENOTEMPTY
+                          ? " (a directory is where the file belongs: remove it by hand)"
+                          : "");
         goto out;
     }
     /* commit point passed: from here a reader finds the new layer (see datadir.h) */
