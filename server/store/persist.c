@@ -45,6 +45,7 @@ void srv_persist_free(srv_persist *p)
         return;
     srv_datadir_free(p->dd);
     free(p->damaged);
+    free(p->damaged_index);
     free(p->known);
     pthread_mutex_destroy(&p->lock);
     pthread_mutex_destroy(&p->damaged_lock);
@@ -74,28 +75,94 @@ srv_layer *srv_persist_build(const char *name, const json_t *config, const srv_s
     return l;
 }
 
+static uint64_t name_hash(const char *name)
+{
+    uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
+    for (; *name; name++)
+        h = (h ^ (unsigned char)*name) * 0x100000001b3ull;
+    return h;
+}
+
+/* Rebuilds the index of p->damaged by name (after removals, or to grow it). False when out of
+ * memory (the index is then gone, and lookups fall back to a walk). Caller holds damaged_lock. */
+static bool damaged_reindex(srv_persist *p)
+{
+    int slots = 16;
+    while (slots < 2 * p->ndamaged + 2)
+        slots *= 2;
+    if (slots != p->damaged_slots) {
+        int *t = realloc(p->damaged_index, (size_t)slots * sizeof *t);
+        if (!t) {
+            free(p->damaged_index);
+            p->damaged_index = NULL;
+            p->damaged_slots = 0;
+            return false;
+        }
+        p->damaged_index = t;
+        p->damaged_slots = slots;
+    }
+    for (int k = 0; k < slots; k++)
+        p->damaged_index[k] = -1;
+    for (int i = 0; i < p->ndamaged; i++) {
+        size_t k = (size_t)name_hash(p->damaged[i].name) & (size_t)(slots - 1);
+        while (p->damaged_index[k] >= 0)
+            k = (k + 1) & (size_t)(slots - 1);
+        p->damaged_index[k] = i;
+    }
+    return true;
+}
+
+/* The index in p->damaged of name, or -1. Caller holds damaged_lock. */
+static int damaged_find(const srv_persist *p, const char *name)
+{
+    if (!p->damaged_index) {
+        for (int i = 0; i < p->ndamaged; i++)
+            if (strcmp(p->damaged[i].name, name) == 0)
+                return i;
+        return -1;
+    }
+    const size_t mask = (size_t)p->damaged_slots - 1;
+    for (size_t k = (size_t)name_hash(name) & mask; p->damaged_index[k] >= 0; k = (k + 1) & mask)
+        if (strcmp(p->damaged[p->damaged_index[k]].name, name) == 0)
+            return p->damaged_index[k];
+    return -1;
+}
+
 /* Records (reason != NULL) or forgets (NULL) that layers/<name> cannot be served; stray: it is not
  * a layer at all (found by the scan p->stray_scan). Caller holds damaged_lock. */
 static void set_damaged_locked(srv_persist *p, const char *name, const char *reason, bool stray)
 {
-    int i = 0;
-    while (i < p->ndamaged && strcmp(p->damaged[i].name, name) != 0)
-        i++;
+    int i = damaged_find(p, name);
     if (!reason) {
-        if (i < p->ndamaged)
+        if (i >= 0) {
             memmove(&p->damaged[i], &p->damaged[i + 1],
                     (size_t)(p->ndamaged - i - 1) * sizeof *p->damaged);
-        p->ndamaged -= i < p->ndamaged;
+            p->ndamaged--;
+            damaged_reindex(p);
+        }
         return;
     }
-    if (i == p->ndamaged) {
-        srv_damaged *g = realloc(p->damaged, (size_t)(p->ndamaged + 1) * sizeof *g);
-        if (!g)
-            return; /* the log line still tells */
-        p->damaged = g;
-        p->ndamaged++;
+    if (i < 0) {
+        if (p->ndamaged == p->damaged_cap) { /* doubling: thousands of strays come one by one */
+            int cap = p->damaged_cap ? 2 * p->damaged_cap : 8;
+            srv_damaged *g = realloc(p->damaged, (size_t)cap * sizeof *g);
+            if (!g)
+                return; /* the log line still tells */
+            p->damaged = g;
+            p->damaged_cap = cap;
+        }
+        i = p->ndamaged++;
         memset(&p->damaged[i], 0, sizeof p->damaged[i]);
         snprintf(p->damaged[i].name, sizeof p->damaged[i].name, "%s", name);
+        if (2 * p->ndamaged + 2 > p->damaged_slots) {
+            damaged_reindex(p);
+        } else if (p->damaged_index) {
+            const size_t mask = (size_t)p->damaged_slots - 1;
+            size_t k = (size_t)name_hash(name) & mask;
+            while (p->damaged_index[k] >= 0)
+                k = (k + 1) & mask;
+            p->damaged_index[k] = i;
+        }
     }
     snprintf(p->damaged[i].reason, sizeof p->damaged[i].reason, "%s", reason);
     p->damaged[i].stray = stray;
@@ -206,11 +273,9 @@ static void report_stray(const char *name, const char *reason, void *ctx)
 {
     stray_scan *s = ctx;
     srv_persist *p = s->p;
-    bool known = false;
     pthread_mutex_lock(&p->damaged_lock);
-    for (int i = 0; !known && i < p->ndamaged; i++)
-        known = p->damaged[i].stray && strcmp(p->damaged[i].name, name) == 0 &&
-                strcmp(p->damaged[i].reason, reason) == 0;
+    const int i = damaged_find(p, name);
+    const bool known = i >= 0 && p->damaged[i].stray && strcmp(p->damaged[i].reason, reason) == 0;
     set_damaged_locked(p, name, reason, true);
     pthread_mutex_unlock(&p->damaged_lock);
     if (!known) {
@@ -229,13 +294,20 @@ static int scan_strays(srv_persist *p)
     pthread_mutex_unlock(&p->damaged_lock);
     srv_datadir_strays(p->dd, report_stray, &s);
     pthread_mutex_lock(&p->damaged_lock);
-    for (int i = p->ndamaged - 1; i >= 0; i--)
+    int kept = 0; /* the strays this scan did not find go, in one pass */
+    for (int i = 0; i < p->ndamaged; i++) {
         if (p->damaged[i].stray && p->damaged[i].seen != p->stray_scan) {
-            memmove(&p->damaged[i], &p->damaged[i + 1],
-                    (size_t)(p->ndamaged - i - 1) * sizeof *p->damaged);
-            p->ndamaged--;
             s.changes++;
+            continue;
         }
+        if (kept != i)
+            p->damaged[kept] = p->damaged[i];
+        kept++;
+    }
+    if (kept != p->ndamaged) {
+        p->ndamaged = kept;
+        damaged_reindex(p);
+    }
     pthread_mutex_unlock(&p->damaged_lock);
     return s.changes;
 }

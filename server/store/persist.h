@@ -60,7 +60,11 @@ typedef struct srv_persist {
     pthread_mutex_t damaged_lock; /* guards damaged only: /readyz and /metrics never wait for a
                                    * disk write                                                */
     srv_damaged *damaged;      /* layers on disk that could not be loaded                      */
-    int ndamaged;
+    int ndamaged, damaged_cap;
+    int *damaged_index;        /* open addressing by name: indices into damaged, -1 empty; its
+                                * size a power of two at least twice ndamaged (a data dir of
+                                * thousands of strays is rescanned in linear time)              */
+    int damaged_slots;
     srv_known *known;          /* every layer on disk this process has seen, with its stamp    */
     int nknown;
     double last_clean;         /* Unix time of the last removal of stale temp files            */
