@@ -494,6 +494,67 @@ static void test_version_claims(void)
     hc_stop(d);
 }
 
+/* The names /readyz lists as damaged that start with prefix. */
+static int readyz_count(srv_daemon *d, const char *prefix)
+{
+    hc_response r;
+    hc_request(d, "GET", "/readyz", NULL, NULL, 0, NULL, &r);
+    json_t *doc = hc_json(&r);
+    json_t *dmg = json_object_get(doc, "damaged"), *e;
+    size_t i;
+    int n = 0;
+    json_array_foreach(dmg, i, e)
+        n += strncmp(json_string_value(json_object_get(e, "name")) ?: "", prefix, strlen(prefix)) == 0;
+    json_decref(doc);
+    hc_response_free(&r);
+    return n;
+}
+
+/* Many strays with --watch (the list of them is indexed by name, grown by doubling, and rebuilt
+ * as they go): every one listed once, the ones removed gone from the list at the next scan, the
+ * ones that come back listed again, a damaged layer among them kept, and changes served. */
+static void test_many_strays(void)
+{
+    char dir[128], path[256];
+    snprintf(dir, sizeof dir, "%s/strays", root);
+    mkdir(dir, 0755);
+    snprintf(path, sizeof path, "%s/layers", dir);
+    mkdir(path, 0755);
+    enum { N = 600 };
+    for (int i = 0; i < N; i++) {
+        snprintf(path, sizeof path, "%s/layers/s%04d", dir, i);
+        td_put_file(path, "", 0);
+    }
+    srv_daemon *d = start_dir(dir, true);
+    if (!CHECK(d != NULL, "daemon on a data dir of %d strays", N))
+        return;
+    CHECK(readyz_count(d, "s") == N, "all %d listed once (%d)", N, readyz_count(d, "s"));
+    for (int i = 0; i < N; i += 2) {
+        snprintf(path, sizeof path, "%s/layers/s%04d", dir, i);
+        unlink(path);
+    }
+    int n = -1;
+    for (int k = 0; k < 200 && (n = readyz_count(d, "s")) != N / 2; k++)
+        usleep(20000);
+    CHECK(n == N / 2, "the removed half leaves the list (%d listed)", n);
+    char out[512];
+    CHECK(request(d, "PUT", "/v1/layers/real", LAYER, NULL, out, sizeof out) == 201,
+          "a change is served among them: %.200s", out);
+    for (int i = 0; i < N; i += 4) {
+        snprintf(path, sizeof path, "%s/layers/s%04d", dir, i);
+        td_put_file(path, "", 0);
+    }
+    for (int k = 0; k < 200 && (n = readyz_count(d, "s")) != N / 2 + N / 4; k++)
+        usleep(20000);
+    CHECK(n == N / 2 + N / 4, "the ones that came back are listed again, once (%d)", n);
+    char reason[512];
+    CHECK(readyz_reason(d, "s0001", reason, sizeof reason)[0] != '\0' &&
+              readyz_reason(d, "s0000", reason, sizeof reason)[0] != '\0' &&
+              readyz_reason(d, "s0002", reason, sizeof reason)[0] == '\0',
+          "each name looked up where it is");
+    hc_stop(d);
+}
+
 int main(void)
 {
     signal(SIGALRM, on_alarm);
@@ -506,6 +567,7 @@ int main(void)
     test_root_links();
     test_no_contents_in_replies();
     test_version_claims();
+    test_many_strays();
     td_rm_rf(root);
     return check_report();
 }
