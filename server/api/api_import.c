@@ -119,17 +119,22 @@ int srv_api_layer_import(void *ctx, const srv_request *req, srv_response *resp, 
     int rc = -1;
     double t0 = srv_now();
     srv_ckpt *ck = srv_ckpt_open(app->checkpoints_fd, checkpoint, true, err);
-    if (ck && srv_hf_import(ck, layer, &app->limits, NULL, NULL, &hl, err) == 0) {
+    /* the layers' memory (--max-weights-bytes), from config.json before a tensor is read or the
+     * layer allocated (SPEC: a 507 before anything is allocated) */
+    json_t *cfg = ck ? srv_hf_import_config(ck, layer, &app->limits, err) : NULL;
+    mha_config c;
+    int64_t bytes = cfg && srv_config_from_json(&c, cfg, &app->limits, "config", NULL) == 0
+                        ? srv_layer_bytes(&c)
+                        : 0;
+    bool reserved = cfg && srv_registry_reserve(app->registry, name, bytes, err) == 0;
+    json_decref(cfg);
+    if (reserved && srv_hf_import(ck, layer, &app->limits, NULL, NULL, &hl, err) == 0) {
         bytes_read = srv_ckpt_bytes_read(ck);
         srv_response_timing(resp, "read", (srv_now() - t0) * 1e3);
-        /* the layers' memory (--max-weights-bytes), before the layer is allocated */
-        mha_config c;
-        int64_t bytes = srv_config_from_json(&c, hl.config, &app->limits, "config", NULL) == 0
-                            ? srv_layer_bytes(&c)
-                            : 0;
-        if (srv_registry_reserve(app->registry, name, bytes, err) == 0)
-            l = srv_layer_charge(srv_persist_build(name, hl.config, &hl.weights, &app->limits, err),
-                                 app->registry, bytes);
+        l = srv_layer_charge(srv_persist_build(name, hl.config, &hl.weights, &app->limits, err),
+                             app->registry, bytes);
+    } else if (reserved) {
+        srv_registry_unreserve(app->registry, bytes); /* the read failed: nothing was made */
     }
     srv_ckpt_free(ck);
     bool replaced = false;

@@ -509,36 +509,62 @@ static void on_chunk(void *ctx, uint64_t bytes)
         r->fn(r->ctx, &r->p);
 }
 
-int srv_hf_import(srv_ckpt *ck, int64_t layer, const mha_limits *limits,
-                  srv_hf_progress_fn progress, void *ctx, srv_hf_layer *out, srv_error *err)
+/* The family (index into FAMILIES) and dimensions of layer `layer` of ck, checked against the
+ * model's layer count and the limits. 0, or -1 with err (as srv_hf_import). */
+static int layer_dims(srv_ckpt *ck, int64_t layer, const mha_limits *limits, int *fam, dims *d,
+                      srv_error *err)
 {
-    memset(out, 0, sizeof *out);
     const json_t *cfg = srv_ckpt_config(ck);
-    int fam = 0;
-    dims d;
-    if (find_family(cfg, &fam, err) < 0)
+    if (find_family(cfg, fam, err) < 0)
         return -1;
-    fam_kind kind = FAMILIES[fam].kind;
-    snprintf(out->family, sizeof out->family, "%s", FAMILIES[fam].model_type);
     if (layer < 0)
         return srv_error_set(err, SRV_E_BAD_REQUEST, "layer", "layer must be 0 or more");
-    if (read_dims(kind, cfg, layer, &d, err) < 0)
+    if (read_dims(FAMILIES[*fam].kind, cfg, layer, d, err) < 0)
         return -1;
-    if (layer >= d.layers)
+    if (layer >= d->layers)
         return srv_error_set(err, SRV_E_BAD_REQUEST, "layer",
                              "layer %" PRId64 " is past the model's %" PRId64 " layers "
-                             "(num_hidden_layers; layers are 0..%" PRId64 ")", layer, d.layers,
-                             d.layers - 1);
+                             "(num_hidden_layers; layers are 0..%" PRId64 ")", layer, d->layers,
+                             d->layers - 1);
     mha_limits lim;
     if (limits)
         lim = *limits;
     else
         mha_limits_default(&lim);
-    int64_t Dq = d.H * d.hd, Dkv = d.Hkv * d.hd, Din = Dq + 2 * Dkv;
-    if (d.E > lim.max_dim || d.H > lim.max_dim || d.hd > lim.max_dim || Din > lim.max_elements / d.E)
+    int64_t Dq = d->H * d->hd, Dkv = d->Hkv * d->hd, Din = Dq + 2 * Dkv;
+    if (d->E > lim.max_dim || d->H > lim.max_dim || d->hd > lim.max_dim ||
+        Din > lim.max_elements / d->E)
         return srv_error_set(err, SRV_E_TOO_LARGE, "checkpoint",
                              "layer of hidden_size %" PRId64 " and %" PRId64 " heads of %" PRId64
-                             " is past this daemon's limits (--max-tensor-elements)", d.E, d.H, d.hd);
+                             " is past this daemon's limits (--max-tensor-elements)", d->E, d->H,
+                             d->hd);
+    return 0;
+}
+
+json_t *srv_hf_import_config(srv_ckpt *ck, int64_t layer, const mha_limits *limits,
+                             srv_error *err)
+{
+    int fam = 0;
+    dims d;
+    if (layer_dims(ck, layer, limits, &fam, &d, err) < 0)
+        return NULL;
+    json_t *c = config_json(&d);
+    if (!c)
+        srv_error_set(err, SRV_E_NOMEM, "checkpoint", "out of memory");
+    return c;
+}
+
+int srv_hf_import(srv_ckpt *ck, int64_t layer, const mha_limits *limits,
+                  srv_hf_progress_fn progress, void *ctx, srv_hf_layer *out, srv_error *err)
+{
+    memset(out, 0, sizeof *out);
+    int fam = 0;
+    dims d;
+    if (layer_dims(ck, layer, limits, &fam, &d, err) < 0)
+        return -1;
+    fam_kind kind = FAMILIES[fam].kind;
+    snprintf(out->family, sizeof out->family, "%s", FAMILIES[fam].model_type);
+    int64_t Dq = d.H * d.hd, Dkv = d.Hkv * d.hd, Din = Dq + 2 * Dkv;
 
     /* the prefix: the one under which the layer's first tensor is found */
     char rel[160];

@@ -67,6 +67,12 @@ typedef struct srv_hf_layer {
 int srv_hf_import(srv_ckpt *ck, int64_t layer, const mha_limits *limits,
                   srv_hf_progress_fn progress, void *ctx, srv_hf_layer *out, srv_error *err);
 
+/* The attnd config srv_hf_import would give layer `layer` of ck, from config.json alone, with no
+ * tensor read: so that the layer's memory can be reserved (--max-weights-bytes) before any of it is
+ * allocated. NULL with err as srv_hf_import's for the config. */
+json_t *srv_hf_import_config(srv_ckpt *ck, int64_t layer, const mha_limits *limits,
+                             srv_error *err);
+
 void srv_hf_layer_free(srv_hf_layer *l); /* accepts NULL and zeroed structs */
 
 #endif

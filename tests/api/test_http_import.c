@@ -420,6 +420,44 @@ static void test_http(json_t *cases)
     CHECK(r.status == 400 || r.status == 404, "layer name '..': %ld", r.status);
     hc_response_free(&r);
     hc_stop(d);
+
+    /* --max-weights-bytes is checked from config.json before a tensor is read: a layer too big
+     * is a 507 even when its tensors are damaged (they were read, and the layer allocated, first) */
+    {
+        /* a well-formed GPT-2 checkpoint whose every weight is NaN: reading it is a 400 */
+        char nd[512], np[600];
+        snprintf(nd, sizeof nd, "%s/nan_weights", ckroot);
+        mkdir(nd, 0755);
+        snprintf(np, sizeof np, "%s/config.json", nd);
+        td_put_file(np, GPT2_CFG, strlen(GPT2_CFG));
+        snprintf(np, sizeof np, "%s/model.safetensors", nd);
+        const char *hdr =
+            "{\"h.0.attn.c_attn.weight\":{\"dtype\":\"F32\",\"shape\":[4,12],\"data_offsets\":[0,192]},"
+            "\"h.0.attn.c_attn.bias\":{\"dtype\":\"F32\",\"shape\":[12],\"data_offsets\":[192,240]},"
+            "\"h.0.attn.c_proj.weight\":{\"dtype\":\"F32\",\"shape\":[4,4],\"data_offsets\":[240,304]},"
+            "\"h.0.attn.c_proj.bias\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[304,320]}}";
+        size_t hl = strlen(hdr);
+        uint8_t *b = malloc(8 + hl + 320);
+        for (int k = 0; k < 8; k++)
+            b[k] = (uint8_t)((uint64_t)hl >> (8 * k));
+        memcpy(b + 8, hdr, hl);
+        memset(b + 8 + hl, 0xff, 320); /* NaN */
+        td_put_file(np, b, 8 + hl + 320);
+        free(b);
+    }
+    opt.max_weights_bytes = 256; /* a GPT-2 layer of n_embd 4 is 80 parameters, 320 bytes */
+    d = hc_start(&opt);
+    if (CHECK(d, "daemon with --max-weights-bytes 256")) {
+        import_req(d, "small", "{\"checkpoint\": \"nan_weights\", \"layer\": 0}", true, &r);
+        HC_CHECK_ERROR(r, 507, "insufficient_storage", NULL);
+        hc_response_free(&r);
+        hc_response h;
+        hc_request(d, "GET", "/metrics", NULL, NULL, 0, NULL, &h);
+        CHECK(h.body && strstr(h.body, "attnd_weights_bytes 0\n"),
+              "nothing stays reserved after the 507");
+        hc_response_free(&h);
+    }
+    hc_stop(d);
     td_rm_rf(dd);
 }
 
