@@ -523,7 +523,7 @@ static void test_parameters_and_outputs(void)
     } bad[] = {
         {"is_causal not bool", "{\"is_causal\":1}", NULL, "is_causal"},
         {"need_weights not bool", "{\"need_weights\":\"true\"}", NULL, "need_weights"},
-        {"binary_data_output not bool", "{\"binary_data_output\":null}", NULL,
+        {"binary_data_output not bool", "{\"binary_data_output\":\"yes\"}", NULL,
          "binary_data_output"},
         {"parameters not an object", "[]", NULL, "parameters"},
         {"unknown output", NULL, "[{\"name\":\"output0\"}]", "unknown output 'output0'"},
