@@ -400,7 +400,7 @@ static enum MHD_Result on_headers(req_ctx *c)
         return srv_http_queue_error(c, &err, NULL, true);
     }
     const framing fr = framing_of(c);
-    if (fr.cl && fr.te) {
+    if (fr.cl && fr.te && is_chunked_only(fr.te)) { /* another coding: its 501 below, closed too */
         /* which one frames the body is ambiguous, and a proxy in front that reads the other
          * would take the rest of it for a request of its own (smuggling): RFC 9112 6.1 lets a
          * server refuse such a request, and says the connection MUST close after it */
