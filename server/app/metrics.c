@@ -54,7 +54,7 @@ struct srv_metrics {
 
 static const char *const CUT_NAMES[SRV_CUT_COUNT] = {"header_timeout", "body_too_slow",
                                                      "half_closed", "reply_too_slow",
-                                                     "body_abandoned"};
+                                                     "body_abandoned", "body_over_share"};
 
 srv_metrics *srv_metrics_create(int nroutes, const char *const *methods,
                                 const char *const *patterns)
@@ -256,7 +256,8 @@ int srv_metrics_render(srv_buf *b, const srv_metrics *m, const srv_metrics_gauge
     header(b, "attnd_http_connections_closed_total", "counter",
            "Connections the daemon closed for being slow: headers past --header-timeout, a body "
            "below --min-body-rate, idle after the client half-closed, a reply taken slower "
-           "than --min-body-rate, or a body its client closed before it was complete.");
+           "than --min-body-rate, a body its client closed before it was complete, or a stalled "
+           "body of an address over its share of --max-body-memory while others waited.");
     for (int k = 0; k < SRV_CUT_COUNT; k++)
         srv_buf_printf(b, "attnd_http_connections_closed_total{reason=\"%s\"} %llu\n", CUT_NAMES[k],
                        (unsigned long long)get(&m->cuts[k]));

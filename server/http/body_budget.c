@@ -12,6 +12,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/socket.h>
 
 #include "base/sysinfo.h"
@@ -150,8 +151,15 @@ srv_body_take_result srv_body_take(srv_body_budget *b, srv_body_clients *cl,
         r = SRV_BODY_FULL;
     else if (srv_body_budget_held(b) > mine && mine + bytes > b->limit / SRV_BODY_CLIENT_SHARE)
         r = SRV_BODY_OVER_SHARE;
-    else if (!srv_body_budget_take(b, bytes))
+    else if (!srv_body_budget_take(b, bytes)) {
         r = SRV_BODY_FULL;
+        if (mine + bytes <= b->limit / SRV_BODY_CLIENT_SHARE) { /* kept from its share */
+            struct timespec ts;
+            clock_gettime(CLOCK_MONOTONIC, &ts);
+            __atomic_store_n(&b->refused_ms, (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000,
+                             __ATOMIC_RELAXED);
+        }
+    }
     if (r == SRV_BODY_TAKEN && bytes > 0) {
         s->who = *who;
         s->held += bytes;
@@ -183,4 +191,14 @@ int64_t srv_body_client_held(srv_body_clients *cl, const srv_body_client *who)
     int64_t held = s ? s->held : 0;
     pthread_mutex_unlock(&cl->lock);
     return held;
+}
+
+bool srv_body_budget_contended(const srv_body_budget *b, int64_t within_ms)
+{
+    const int64_t at = __atomic_load_n(&b->refused_ms, __ATOMIC_RELAXED);
+    if (!at)
+        return false;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 - at <= within_ms;
 }

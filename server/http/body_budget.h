@@ -18,7 +18,9 @@
  * One client address may hold at most 1/SRV_BODY_CLIENT_SHARE of the budget while bodies from
  * other addresses are held too (srv_body_clients): many slow connections from one place cannot
  * take it all from everyone else. Alone, an address may use all of it (behind a proxy every
- * client has the proxy's address). IPv6 addresses count by their /64, which one client often has
+ * client has the proxy's address); when another address is then refused within its share, the
+ * first address's bodies that are not moving at --min-body-rate are cut (deadline.c), so that
+ * memory taken while alone is not kept from the others by sending nothing. IPv6 addresses count by their /64, which one client often has
  * whole.
  *
  * Thread-safe: the total is one atomic counter (srv_body_budget_take/give take no lock); the
@@ -33,6 +35,9 @@
 typedef struct srv_body_budget {
     int64_t limit; /* bytes; set once before the daemon starts                     */
     int64_t held;  /* bytes reserved by requests now (atomic: __atomic builtins)    */
+    int64_t refused_ms; /* monotonic ms of the last refusal (FULL) of an address within its
+                         * share, while another held more than its own (atomic): see
+                         * srv_body_budget_contended */
 } srv_body_budget;
 
 /* The default --max-body-memory: half of srv_memory_limit_bytes() (base/sysinfo.h) (the other half is for layers,
@@ -89,5 +94,11 @@ void srv_body_give(srv_body_budget *b, srv_body_clients *cl, const srv_body_clie
 
 /* Bytes who holds now (0 when it holds none). */
 int64_t srv_body_client_held(srv_body_clients *cl, const srv_body_client *who);
+
+/* Whether an address within its share was refused for a full budget in the last `within_ms`: the
+ * share is then being kept from it by addresses over theirs, which took the budget while alone. An
+ * address that holds more than its share at such a time, with bodies that barely move, is holding
+ * memory the others need (deadline.c cuts such bodies). */
+bool srv_body_budget_contended(const srv_body_budget *b, int64_t within_ms);
 
 #endif

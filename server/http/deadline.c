@@ -107,6 +107,9 @@ typedef struct conn_slot {
     uint64_t body_bytes; /* received of the current body                                      */
     uint64_t mark;       /* IDLE: the kernel's count of bytes received, SENDING: of bytes the
                           * client acknowledged, at the phase's first check (MARK_UNSET before) */
+    srv_body_client client; /* BODY: the body's client address (has_client)                  */
+    bool has_client;
+    uint64_t share_mark; /* BODY: body_bytes at the reaper's last idle look                    */
 } conn_slot;
 
 struct srv_deadlines {
@@ -124,6 +127,10 @@ struct srv_deadlines {
     void *event_cls;
     char reply_header[512], reply_body[512]; /* the 408s, whole HTTP responses */
     size_t reply_header_len, reply_body_len;
+    char reply_share[640]; /* the 503 for a stalled body over its address's share */
+    size_t reply_share_len;
+    srv_body_budget *budget;   /* may be NULL: no check of shares */
+    srv_body_clients *clients;
 };
 
 static double mono_now(void)
@@ -165,10 +172,13 @@ static size_t format_408(char *out, size_t size, const char *message)
  * down. Lock held. */
 static void reap(srv_deadlines *dl, conn_slot *s, srv_cut_reason why)
 {
-    const char *reply = why == SRV_CUT_HEADER_TIMEOUT ? dl->reply_header : dl->reply_body;
-    size_t len = why == SRV_CUT_HEADER_TIMEOUT ? dl->reply_header_len
-               : why == SRV_CUT_BODY_TOO_SLOW  ? dl->reply_body_len
-                                               : 0;
+    const char *reply = why == SRV_CUT_HEADER_TIMEOUT    ? dl->reply_header
+                      : why == SRV_CUT_BODY_OVER_SHARE ? dl->reply_share
+                                                       : dl->reply_body;
+    size_t len = why == SRV_CUT_HEADER_TIMEOUT    ? dl->reply_header_len
+               : why == SRV_CUT_BODY_TOO_SLOW     ? dl->reply_body_len
+               : why == SRV_CUT_BODY_OVER_SHARE   ? dl->reply_share_len
+                                                  : 0;
     if (len)
         (void)!send(s->fd, reply, len, MSG_DONTWAIT | MSG_NOSIGNAL);
     if (why == SRV_CUT_REPLY_TOO_SLOW) {
@@ -229,9 +239,23 @@ static void check_slot(srv_deadlines *dl, conn_slot *s, double now, bool idle_pa
          * --max-body-memory, would be held until --timeout. A client that half-closes after a
          * whole body is not this: its body is complete once read. Twice in a row, with no byte
          * read in between, so that bytes libmicrohttpd has taken but not yet handed over count. */
+        if (!idle_pass)
+            break;
+        /* Memory taken while alone, held from others by a body that does not move: while an
+         * address within its share is refused for a full budget, a body of an address over its
+         * share that got less than --min-body-rate since the last look is cut (body_budget.h) */
+        const uint64_t moved = s->body_bytes - s->share_mark;
+        s->share_mark = s->body_bytes;
+        if (dl->budget && s->has_client && moved < (uint64_t)(dl->min_rate > 0 ? dl->min_rate : 1) &&
+            srv_body_budget_contended(dl->budget, 2000) &&
+            srv_body_client_held(dl->clients, &s->client) >
+                dl->budget->limit / SRV_BODY_CLIENT_SHARE) {
+            reap(dl, s, SRV_CUT_BODY_OVER_SHARE);
+            break;
+        }
         uint64_t rx, acked;
         int state, unread = 0;
-        if (!idle_pass || tcp_counts(s->fd, &rx, &acked, &state) < 0)
+        if (tcp_counts(s->fd, &rx, &acked, &state) < 0)
             break;
         if (state == TCP_CLOSE_WAIT_STATE && ioctl(s->fd, SIOCINQ, &unread) == 0 && unread == 0 &&
             rx == s->mark) {
@@ -369,6 +393,17 @@ srv_deadlines *srv_deadlines_create(int capacity, int header_timeout_s, int min_
              "the request's body arrived at less than %d bytes/s on average (--min-body-rate)",
              min_body_rate);
     dl->reply_body_len = format_408(dl->reply_body, sizeof dl->reply_body, msg);
+    {
+        static const char body[] =
+            "{\"error\":{\"code\":\"out_of_memory\",\"message\":\"request bodies from this "
+            "client's address held more than its share of --max-body-memory while other clients "
+            "waited, and this one stopped arriving; send it again at a steady pace\"}}\n";
+        int n = snprintf(dl->reply_share, sizeof dl->reply_share,
+                         "HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\nRetry-After: 1\r\n"
+                         "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s",
+                         sizeof body - 1, body);
+        dl->reply_share_len = n > 0 && (size_t)n < sizeof dl->reply_share ? (size_t)n : 0;
+    }
 
     pthread_mutex_init(&dl->lock, NULL);
     pthread_condattr_t ca;
@@ -468,6 +503,9 @@ static void enter(conn_slot *s, phase p)
         s->body_bytes = 0;
         s->mark = MARK_UNSET;
         s->idle_halfclosed = 0;
+        s->share_mark = 0;
+        if (p != PH_BODY)
+            s->has_client = false;
     }
     pthread_mutex_unlock(&s->owner->lock);
 }
@@ -485,6 +523,28 @@ const int *srv_deadlines_request_begin(struct MHD_Connection *conn, bool http11)
     pthread_mutex_unlock(&s->owner->lock);
     enter(s, PH_BODY);
     return &s->gone;
+}
+
+void srv_deadlines_body_client(struct MHD_Connection *conn, const srv_body_client *who)
+{
+    conn_slot *s = slot_of(conn);
+    if (!s)
+        return;
+    pthread_mutex_lock(&s->owner->lock);
+    s->client = *who;
+    s->has_client = true;
+    pthread_mutex_unlock(&s->owner->lock);
+}
+
+void srv_deadlines_set_bodies(srv_deadlines *dl, srv_body_budget *budget,
+                              srv_body_clients *clients)
+{
+    if (!dl)
+        return;
+    pthread_mutex_lock(&dl->lock);
+    dl->budget = clients ? budget : NULL;
+    dl->clients = clients;
+    pthread_mutex_unlock(&dl->lock);
 }
 
 void srv_deadlines_body_bytes(struct MHD_Connection *conn, size_t n)

@@ -17,6 +17,7 @@
 #include <stddef.h>
 
 #include "base/error.h"
+#include "body_budget.h"
 
 struct MHD_Connection;
 typedef struct srv_deadlines srv_deadlines;
@@ -28,6 +29,8 @@ typedef enum srv_cut_reason {
     SRV_CUT_HALF_CLOSED,        /* idle after the client's FIN, every request answered */
     SRV_CUT_REPLY_TOO_SLOW,     /* a reply taken at less than --min-body-rate        */
     SRV_CUT_BODY_ABANDONED,     /* the client's FIN before its body was complete     */
+    SRV_CUT_BODY_OVER_SHARE,    /* a stalled body of an address over its share of
+                                 * --max-body-memory while others are refused        */
     SRV_CUT_COUNT
 } srv_cut_reason;
 
@@ -52,6 +55,14 @@ srv_deadlines *srv_deadlines_create(int capacity, int header_timeout_s, int min_
                                     srv_deadline_event event, srv_deadline_gone gone, void *cls,
                                     srv_error *err);
 
+/* The body budget and its shares per address (body_budget.h), set before the first connection:
+ * while an address within its share is being refused for a full budget, a body of an address
+ * holding more than its share that received less than --min-body-rate since the reaper's last look
+ * (a second) is cut with a 503 (SRV_CUT_BODY_OVER_SHARE): memory an address took while alone is
+ * not held from the others by sending nothing. Without this call, no such check. */
+void srv_deadlines_set_bodies(srv_deadlines *dl, srv_body_budget *budget,
+                              srv_body_clients *clients);
+
 /* Stops the reaper and frees the registry. Call after libmicrohttpd is stopped (no connection is
  * left in it). Accepts NULL. */
 void srv_deadlines_free(srv_deadlines *dl);
@@ -74,6 +85,9 @@ void srv_deadlines_notify(void *cls, struct MHD_Connection *conn, void **socket_
  *   request_end    the request completed (keep-alive): the connection is idle under --timeout until
  *                  the next request's first byte, which starts that request's headers' clock. */
 const int *srv_deadlines_request_begin(struct MHD_Connection *conn, bool http11);
+/* The client address of the body that conn's request is receiving, for the reaper's check of
+ * shares of --max-body-memory (srv_deadlines_set_bodies). */
+void srv_deadlines_body_client(struct MHD_Connection *conn, const srv_body_client *who);
 void srv_deadlines_body_bytes(struct MHD_Connection *conn, size_t n);
 void srv_deadlines_busy(struct MHD_Connection *conn);
 void srv_deadlines_sending(struct MHD_Connection *conn);

@@ -478,6 +478,7 @@ static enum MHD_Result on_headers(req_ctx *c)
         const union MHD_ConnectionInfo *ci =
             MHD_get_connection_info(c->req.conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
         srv_body_client_of(&c->client, ci ? ci->client_addr : NULL);
+        srv_deadlines_body_client(c->req.conn, &c->client); /* for the shares' check */
     }
     /* the first step now, so a budget that is really full answers before the body is read */
     int64_t first = (int64_t)length < BUDGET_STEP ? (int64_t)length : BUDGET_STEP;

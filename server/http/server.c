@@ -164,6 +164,8 @@ srv_http *srv_http_start(const srv_http_config *cfg, const srv_http_hooks *hooks
                       "out of memory for the body shares of %d connections", cfg->max_connections);
         goto fail;
     }
+    if (cfg->bodies)
+        srv_deadlines_set_bodies(h->deadlines, cfg->bodies, h->clients);
 
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
                      MHD_USE_ITC;

@@ -387,6 +387,50 @@ static void test_shares(void)
     hc_stop(d);
 }
 
+/* Memory an address took while alone is not kept from the others by sending nothing: A (127.0.0.2)
+ * fills the 8 MiB budget with four half-sent bodies and stops; B (127.0.0.3), within its share, is
+ * refused for a full budget; within seconds A's stalled bodies are cut with a 503 naming the share,
+ * the budget comes back, and B is served. (A's bodies earned minutes of --min-body-rate credit: the
+ * rate averaged over a body never cut them.) */
+static void test_stalled_over_share(void)
+{
+    const int64_t budget = INT64_C(8) << 20;
+    srv_daemon *d = start_budget_daemon(budget);
+    if (!d)
+        return;
+    int port = srv_daemon_port(d);
+    sender a[4];
+    bool sent = true;
+    for (int i = 0; i < 4; i++)
+        sent &= sender_start(&a[i], port, "127.0.0.2", (size_t)4 << 20, (size_t)2 << 20);
+    CHECK(sent && wait_held(d, budget) == budget, "A alone holds the whole budget (%lld)",
+          body_bytes_held(d));
+    char msg[512];
+    long st = post_body(d, (size_t)64 << 10, false, NULL, 0, msg, sizeof msg);
+    CHECK(st == 503, "B, within its share, is refused while A holds it all (%ld %.120s)", st, msg);
+    long long held = wait_held(d, 0);
+    CHECK(held == 0, "A's stalled bodies are cut and the budget comes back (%lld held)", held);
+    char reply[2048];
+    size_t got = 0;
+    ssize_t k;
+    while (got + 1 < sizeof reply && (k = read(a[0].fd, reply + got, sizeof reply - 1 - got)) > 0)
+        got += (size_t)k;
+    reply[got] = '\0';
+    CHECK(strncmp(reply, "HTTP/1.1 503", 12) == 0 && strstr(reply, "share of --max-body-memory") &&
+              strstr(reply, "Retry-After: 1"),
+          "a cut body is answered 503 saying why: %.300s", reply);
+    st = post_body(d, (size_t)64 << 10, false, NULL, 0, msg, sizeof msg);
+    CHECK(st == 200, "B is served then (%ld %.120s)", st, msg);
+    hc_response h;
+    hc_request(d, "GET", "/metrics", NULL, NULL, 0, NULL, &h);
+    CHECK(h.body && strstr(h.body, "attnd_http_connections_closed_total{reason=\"body_over_share\"} 4"),
+          "the four cuts are counted");
+    hc_response_free(&h);
+    for (int i = 0; i < 4; i++)
+        sender_close(&a[i]);
+    hc_stop(d);
+}
+
 static void test_client_keys(void)
 {
     struct sockaddr_in a = {.sin_family = AF_INET}, b = a;
@@ -448,5 +492,6 @@ int main(void)
     test_daemon();
     test_slow_senders();
     test_shares();
+    test_stalled_over_share();
     return check_report();
 }
