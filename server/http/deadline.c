@@ -195,6 +195,16 @@ static void reap(srv_deadlines *dl, conn_slot *s, srv_cut_reason why)
         dl->event(dl->event_cls, 0, 1, why);
 }
 
+/* Closes a connection whose client sent its FIN and will send nothing more (nothing to answer:
+ * no reply is sent), counted as why. Lock held. */
+static void close_half_closed(srv_deadlines *dl, conn_slot *s, srv_cut_reason why)
+{
+    shutdown(s->fd, SHUT_RDWR);
+    s->phase = PH_CLOSING;
+    if (dl->event)
+        dl->event(dl->event_cls, 0, 1, why);
+}
+
 /* Whether the client of a busy connection has gone (see the top): sets s->gone and returns true
  * the tick it is seen. Lock held. */
 static bool check_gone(conn_slot *s)
@@ -259,12 +269,8 @@ static void check_slot(srv_deadlines *dl, conn_slot *s, double now, bool idle_pa
             break;
         if (state == TCP_CLOSE_WAIT_STATE && ioctl(s->fd, SIOCINQ, &unread) == 0 && unread == 0 &&
             rx == s->mark) {
-            if (++s->idle_halfclosed >= 2) {
-                shutdown(s->fd, SHUT_RDWR);
-                s->phase = PH_CLOSING;
-                if (dl->event)
-                    dl->event(dl->event_cls, 0, 1, SRV_CUT_BODY_ABANDONED);
-            }
+            if (++s->idle_halfclosed >= 2)
+                close_half_closed(dl, s, SRV_CUT_BODY_ABANDONED);
         } else {
             s->idle_halfclosed = 0;
         }
@@ -298,12 +304,8 @@ static void check_slot(srv_deadlines *dl, conn_slot *s, double now, bool idle_pa
             /* Half-closed and nothing new: its requests are answered. Twice in a row, so that a
              * request libmicrohttpd still held in its buffer when the last one ended has had a
              * full check interval to start (it starts at once, on the same thread). */
-            if (++s->idle_halfclosed >= 2) {
-                shutdown(s->fd, SHUT_RDWR);
-                s->phase = PH_CLOSING;
-                if (dl->event)
-                    dl->event(dl->event_cls, 0, 1, SRV_CUT_HALF_CLOSED);
-            }
+            if (++s->idle_halfclosed >= 2)
+                close_half_closed(dl, s, SRV_CUT_HALF_CLOSED);
         } else {
             s->idle_halfclosed = 0;
         }

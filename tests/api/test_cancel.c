@@ -160,6 +160,17 @@ static int send_request(int port, const char *req, size_t len)
     return fd;
 }
 
+/* Sends a small forward (no reply read: it waits) on a connection of its own. */
+static int send_small(int port)
+{
+    char req[512];
+    int n = snprintf(req, sizeof req,
+                     "POST /v1/layers/demo/forward HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                     "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s",
+                     strlen(small_forward), small_forward);
+    return send_request(port, req, (size_t)n);
+}
+
 static void small_served(srv_daemon *d, const char *when)
 {
     hc_response r;
@@ -242,12 +253,7 @@ static void test_queues(const char *big, size_t big_len)
         return;
     int port = srv_daemon_port(d);
     bool b_queued = CHECK(wait_metric(d, "attnd_http_requests_queued", 1, 120), "B waits for the worker");
-    char creq[512];
-    int cl = snprintf(creq, sizeof creq,
-                      "POST /v1/layers/demo/forward HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-                      "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s",
-                      strlen(small_forward), small_forward);
-    int c = send_request(port, creq, (size_t)cl);
+    int c = send_small(port);
     /* C finds no slot free: it waits on a worker too, not on its HTTP thread */
     if (!CHECK(wait_metric(d, "attnd_http_requests_queued", 2, 20), "C waits for a worker too") ||
         !b_queued)
@@ -287,12 +293,7 @@ static void test_small_waits_off_thread(const char *big, size_t big_len)
     int port = srv_daemon_port(d);
     int a = send_request(port, big, big_len);
     CHECK(wait_passes(d, 1, 120), "A's pass runs");
-    char creq[512];
-    int cl = snprintf(creq, sizeof creq,
-                      "POST /v1/layers/demo/forward HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-                      "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s",
-                      strlen(small_forward), small_forward);
-    int c = send_request(port, creq, (size_t)cl);
+    int c = send_small(port);
     CHECK(wait_metric(d, "attnd_http_requests_queued", 1, 20), "C waits for the worker");
     static const char probe[] = "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
     char reply[512];
