@@ -33,8 +33,11 @@
 
 #define SRV_CKPT_CONFIG_MAX (1 << 20)       /* bytes of config.json                        */
 #define SRV_CKPT_INDEX_MAX (64 << 20)       /* bytes of model.safetensors.index.json       */
-#define SRV_CKPT_HEADER_MAX (64 << 20)      /* bytes of one shard's safetensors header     */
-#define SRV_CKPT_MAX_TENSORS (1 << 20)      /* tensors in one shard                         */
+/* A shard's header is parsed whole (jansson: about 1.2 KB a tensor, 17 times the header's bytes),
+ * so these bound an import's memory for it to about 160 MB; real shards hold hundreds to a few
+ * thousand tensors in headers of tens to hundreds of KB (DeepSeek-V3's largest: under 1,000) */
+#define SRV_CKPT_HEADER_MAX (16 << 20)      /* bytes of one shard's safetensors header     */
+#define SRV_CKPT_MAX_TENSORS (1 << 17)      /* tensors in one shard                         */
 
 typedef struct srv_ckpt srv_ckpt;
 

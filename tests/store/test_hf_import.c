@@ -425,6 +425,12 @@ static void test_hostile(void)
               "a shard that is no safetensors file: its first bytes are not shown: %s", err.message);
         srv_ckpt_free(ck);
     }
+    /* a shard header past 16 MiB is refused unread (jansson takes ~17 times a header's bytes) */
+    mk_ckpt(d, sizeof d, "huge_header", GPT2_CFG);
+    snprintf(p, sizeof p, "%s/model.safetensors", d);
+    put_st(p, "{}", 0, NULL, (uint64_t)17 << 20);
+    expect_refused("huge_header", 0, false, SRV_E_BAD_REQUEST, "model.safetensors",
+                   "over the limit of 16777216", NULL);
     mk_ckpt(d, sizeof d, "shard_missing", GPT2_CFG);
     snprintf(p, sizeof p, "%s/model.safetensors.index.json", d);
     put_text(p, "{\"weight_map\":{\"h.0.attn.c_attn.weight\":\"model-00001-of-00002.safetensors\","
