@@ -403,7 +403,7 @@ static void check_change(const char *name, bool remove)
                             {"in_proj_bias", 1, s_inb, w + 12},
                             {"out_proj.weight", 2, s_out, w + 18},
                             {"out_proj.bias", 1, s_outb, w + 22}};
-        rc = srv_datadir_write(dd, name, cfg, v, 4, "9", NULL, &err);
+        rc = srv_datadir_write(dd, name, cfg, v, 4, "9", NULL, NULL, &err);
         json_decref(cfg);
     }
     if (rc < 0) {

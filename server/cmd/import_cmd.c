@@ -311,7 +311,8 @@ int srv_import_main(int argc, char **argv)
     }
     srv_st_view v[MHA_MAX_PARAMS];
     int nv = srv_weights_views(l->layer, v);
-    if (srv_datadir_write(dd, a.name, l->config, v, nv, NULL, NULL, &err) < 0) {
+    const double times[2] = {l->created, l->updated}; /* now: a layer the command made */
+    if (srv_datadir_write(dd, a.name, l->config, v, nv, NULL, times, NULL, &err) < 0) {
         fail(&g, "writing the layer", &err);
         goto done;
     }

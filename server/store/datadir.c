@@ -478,9 +478,18 @@ static int open_for_change(srv_datadir *dd, const char *name, bool create, bool 
     return fd;
 }
 
+/* meta[key] = t as a decimal string of Unix seconds to the millisecond (safetensors metadata holds
+ * strings only). 0, or -1 out of memory. */
+static int set_time(json_t *meta, const char *key, double t)
+{
+    char text[32];
+    snprintf(text, sizeof text, "%.3f", t);
+    return json_object_set_new(meta, key, json_string(text));
+}
+
 int srv_datadir_write(srv_datadir *dd, const char *name, const json_t *config,
-                      const srv_st_view *tensors, int n, const char *version, srv_dd_stamp *stamp,
-                      srv_error *err)
+                      const srv_st_view *tensors, int n, const char *version, const double *times,
+                      srv_dd_stamp *stamp, srv_error *err)
 {
     char shown[80], wtmp[TEMP_NAME_MAX] = "", ctmp[TEMP_NAME_MAX] = "";
     char *ctext = NULL, *mtext = NULL;
@@ -502,7 +511,9 @@ int srv_datadir_write(srv_datadir *dd, const char *name, const json_t *config,
     if (!mtext || !ctext || !meta || json_object_set_new(meta, "format", json_string("pt")) ||
         json_object_set_new(meta, "attnd.config", json_string(mtext)) ||
         (version && version[0] &&
-         json_object_set_new(meta, "attnd.version", json_string(version)))) {
+         json_object_set_new(meta, "attnd.version", json_string(version))) ||
+        (times && (set_time(meta, "attnd.created", times[0]) ||
+                   set_time(meta, "attnd.updated", times[1])))) {
         srv_error_set(err, SRV_E_NOMEM, "", "out of memory writing layer %s", name);
         goto out;
     }

@@ -168,6 +168,9 @@ typedef struct srv_dd_layer {
     json_t *config;      /* owned reference: the config object                                */
     srv_st weights;      /* owned: the parameters as float32                                  */
     char version[64];    /* the weights' "attnd.version" metadata, or "" (written by hand)   */
+    double created;      /* Unix time the layer's name was first created ("attnd.created"), or,
+                          * for a file written by hand, its weights file's modification time    */
+    double updated;      /* Unix time of this version ("attnd.updated"), likewise               */
     srv_dd_stamp stamp;  /* of the files that were read                                       */
     bool repaired;       /* an interrupted commit was completed (config.json rewritten)       */
     bool hand_edited;    /* config.json differs from the config stored with the weights      */
@@ -186,7 +189,8 @@ int srv_datadir_read(srv_datadir *dd, const char *name, int64_t max_elements, sr
 void srv_dd_layer_free(srv_dd_layer *layer); /* accepts NULL and zeroed layers */
 
 /* Writes (creates or replaces) layer name with config (a JSON object) and the n tensors, as
- * described above; version (may be NULL) is stored as "attnd.version". When it returns 0 the new
+ * described above; version (may be NULL) is stored as "attnd.version", and times (may be NULL) as
+ * "attnd.created" and "attnd.updated" (times[0], times[1]: Unix seconds). When it returns 0 the new
  * layer is committed and durable, and *stamp (may be NULL) is its stamp. It returns 1 when the
  * commit point was passed (the new layer is what every reader finds) but finishing failed: err then
  * says what (for the log), and the next reader completes it. When it returns -1 the old layer, if
@@ -194,8 +198,8 @@ void srv_dd_layer_free(srv_dd_layer *layer); /* accepts NULL and zeroed layers *
  * something that is not a layer directory (a link, a file: left untouched), else the file and the
  * system's reason ("No space left on device"). */
 int srv_datadir_write(srv_datadir *dd, const char *name, const json_t *config,
-                      const srv_st_view *tensors, int n, const char *version, srv_dd_stamp *stamp,
-                      srv_error *err);
+                      const srv_st_view *tensors, int n, const char *version, const double *times,
+                      srv_dd_stamp *stamp, srv_error *err);
 
 /* Removes layer name from disk (atomic: after a crash it is either all there or gone). A layer that
  * is not on disk is not an error. Returns 0, 1 when the layer is gone but the removal may not be

@@ -197,6 +197,18 @@ out:
     return rc;
 }
 
+/* The Unix time stored as metadata key of w (a plain decimal number of seconds, after 1970 and
+ * before the year 5138), else fallback: a file's word is checked like any other. */
+static double meta_time(const srv_st *w, const char *key, double fallback)
+{
+    const char *t = srv_st_meta(w, key);
+    if (!t || strlen(t) > 24 || strspn(t, "0123456789.") != strlen(t))
+        return fallback;
+    char *end;
+    const double v = strtod(t, &end);
+    return *end == '\0' && v > 0 && v < 1e11 ? v : fallback;
+}
+
 /* One attempt at reading a layer; *retry is set when a file changed under the reader. err gets
  * what may be shown to a client, log the full story when it says more (datadir.h). */
 static int read_once(srv_datadir *dd, const char *name, int64_t max_elements, srv_dd_layer *out,
@@ -337,6 +349,10 @@ static int read_once(srv_datadir *dd, const char *name, int64_t max_elements, sr
     srv_ddi_stamp_weights(&out->stamp, &ws);
     const char *version = srv_st_meta(&out->weights, "attnd.version");
     snprintf(out->version, sizeof out->version, "%s", version ? version : "");
+    /* the times attnd stored, else the weights file's: a file by hand was made when it was */
+    const double mtime = (double)ws.st_mtim.tv_sec + (double)ws.st_mtim.tv_nsec * 1e-9;
+    out->created = meta_time(&out->weights, "attnd.created", mtime);
+    out->updated = meta_time(&out->weights, "attnd.updated", mtime);
     json_decref(file_config);
     json_decref(meta_config);
     free(wbuf);

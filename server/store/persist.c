@@ -250,6 +250,11 @@ static srv_layer *load_one(srv_persist *p, srv_registry *reg, const char *name,
                        : srv_layer_charge(srv_persist_build(name, dl->config, &dl->weights,
                                                             limits, &e),
                                           reg, bytes);
+    if (l) { /* as stored with it: the times survive restarts and are every replica's */
+        l->created = dl->created;
+        l->updated = dl->updated;
+        l->times_from_disk = true;
+    }
     if (!l) {
         /* say which layer and field: logs and /readyz show only the message */
         char where[96];
@@ -520,7 +525,13 @@ static int save(srv_persist *p, srv_registry *reg, srv_layer *l, uint64_t if_ver
         srv_dd_stamp stamp;
         char vtext[24];
         snprintf(vtext, sizeof vtext, "%llu", (unsigned long long)*version);
-        int w = srv_datadir_write(p->dd, l->name, l->config, v, n, vtext, &stamp, &e);
+        /* a replacement keeps the name's creation time, as the registry will (registry.c) */
+        srv_layer *old = srv_registry_get(reg, l->name, NULL);
+        if (old && !l->times_from_disk)
+            l->created = old->created;
+        srv_layer_release(old);
+        const double times[2] = {l->created, l->updated};
+        int w = srv_datadir_write(p->dd, l->name, l->config, v, n, vtext, times, &stamp, &e);
         if (w >= 0) {
             set_known(p, l->name, &stamp);
             if (w == 1) /* committed: served and answered as written; the log says the rest */

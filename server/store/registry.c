@@ -336,7 +336,8 @@ int srv_registry_put_version(srv_registry *reg, srv_layer *l, uint64_t version,
         }
     }
     if (old) {
-        l->created = old->created;
+        if (!l->times_from_disk) /* a layer read from disk has its own, every replica's */
+            l->created = old->created;
         if (l->stats != old->stats) { /* the name keeps counting where it was */
             srv_layer_stats_release(l->stats);
             l->stats = srv_layer_stats_ref(old->stats);

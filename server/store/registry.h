@@ -28,6 +28,7 @@ typedef struct srv_layer {
     uint64_t version;    /* unique across the registry's life, grows with every put (ETag)      */
     double created;      /* Unix time (s) the name was first created (kept across replacements)  */
     double updated;      /* Unix time (s) of this version                                         */
+    bool times_from_disk; /* created and updated were read from the data dir (kept as read)      */
     srv_layer_stats *stats; /* owned reference: the name's request counters, shared by its versions
                              * (a put hands the replaced entry's on); never NULL once published    */
     int refs;            /* private: use srv_layer_ref / srv_layer_release                        */

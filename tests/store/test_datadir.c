@@ -81,7 +81,8 @@ static void test_write_read(srv_datadir *dd)
     json_t *c = cfg(1);
     srv_error err = {0};
     srv_dd_stamp st1;
-    CHECK(srv_datadir_write(dd, "alpha", c, a.v, 4, "v1", &st1, &err) == 0, "write: %s",
+    const double times[2] = {1700000000.125, 1800000000.5};
+    CHECK(srv_datadir_write(dd, "alpha", c, a.v, 4, "v1", times, &st1, &err) == 0, "write: %s",
           err.message);
     char p[512];
     snprintf(p, sizeof p, "%s/layers/alpha/config.json", root);
@@ -97,6 +98,8 @@ static void test_write_read(srv_datadir *dd)
     CHECK(srv_datadir_read(dd, "alpha", 1 << 20, &l, &err, NULL) == 0, "read: %s", err.message);
     CHECK(same_weights(&l, &a), "weights read back bit for bit");
     CHECK(json_equal(l.config, c), "config read back");
+    CHECK(l.created == 1700000000.125 && l.updated == 1800000000.5,
+          "the times stored with it read back (%.3f, %.3f)", l.created, l.updated);
     CHECK(strcmp(l.version, "v1") == 0, "version read back (%s)", l.version);
     CHECK(!l.repaired && !l.hand_edited, "clean read");
     CHECK(srv_dd_stamp_equal(&l.stamp, &st1), "read stamp = write stamp");
@@ -113,7 +116,7 @@ static void test_write_read(srv_datadir *dd)
     small_layer b;
     small_init(&b, -2.0f);
     srv_dd_stamp st2;
-    CHECK(srv_datadir_write(dd, "alpha", c, b.v, 4, "v2", &st2, &err) == 0, "replace");
+    CHECK(srv_datadir_write(dd, "alpha", c, b.v, 4, "v2", NULL, &st2, &err) == 0, "replace");
     CHECK(!srv_dd_stamp_equal(&st1, &st2), "stamp changes on replace");
     CHECK(srv_datadir_read(dd, "alpha", 1 << 20, &l, &err, NULL) == 0 && same_weights(&l, &b) &&
               strcmp(l.version, "v2") == 0,
@@ -146,10 +149,10 @@ static void test_crashes(srv_datadir *dd)
     snprintf(dir, sizeof dir, "%s/layers/beta", root);
 
     /* v2's files, as the commit would write them, made in another data dir */
-    CHECK(srv_datadir_write(od, "beta", c2, v2.v, 4, "v2", NULL, &err) == 0, "v2 files");
+    CHECK(srv_datadir_write(od, "beta", c2, v2.v, 4, "v2", NULL, NULL, &err) == 0, "v2 files");
 
     /* 1. crash before the commit point: temps of v2 left next to v1 (one truncated) */
-    CHECK(srv_datadir_write(dd, "beta", c1, v1.v, 4, "v1", NULL, &err) == 0, "v1");
+    CHECK(srv_datadir_write(dd, "beta", c1, v1.v, 4, "v1", NULL, NULL, &err) == 0, "v1");
     snprintf(p, sizeof p, "%s/.weights.safetensors.tmp-99999-1", dir);
     snprintf(q, sizeof q, "%s/layers/beta/weights.safetensors", other);
     size_t len;
@@ -300,6 +303,12 @@ static void test_hand_written(srv_datadir *dd)
         CHECK(json_integer_value(json_object_get(l.config, "embed_dim")) > 0, "%s config",
               names[k]);
         CHECK(srv_st_find(&l.weights, "out_proj.weight") != NULL, "%s: torch names", names[k]);
+        struct stat ws;
+        snprintf(p, sizeof p, "%s/weights.safetensors", dir);
+        CHECK(stat(p, &ws) == 0 &&
+                  l.created == (double)ws.st_mtim.tv_sec + (double)ws.st_mtim.tv_nsec * 1e-9 &&
+                  l.updated == l.created,
+              "%s: written by hand, its times are the weights file's (%.3f)", names[k], l.created);
         srv_dd_layer_free(&l);
     }
 }
@@ -407,7 +416,7 @@ static void test_remove(srv_datadir *dd)
     small_layer a;
     small_init(&a, 1.5f);
     json_t *c = cfg(1);
-    CHECK(srv_datadir_write(dd, "delta", c, a.v, 4, NULL, NULL, &err) == 0, "write delta");
+    CHECK(srv_datadir_write(dd, "delta", c, a.v, 4, NULL, NULL, NULL, &err) == 0, "write delta");
     CHECK(srv_datadir_remove(dd, "delta", &err) == 0, "remove: %s", err.message);
     char p[512];
     snprintf(p, sizeof p, "%s/layers/delta", root);
@@ -441,7 +450,7 @@ static void test_remove(srv_datadir *dd)
               !srv_dd_name_valid("a/b") && srv_dd_name_valid("Layer_1.v-2"),
           "layer names checked");
     memset(&err, 0, sizeof err);
-    CHECK(srv_datadir_write(dd, "../evil", c, a.v, 4, NULL, NULL, &err) == -1 &&
+    CHECK(srv_datadir_write(dd, "../evil", c, a.v, 4, NULL, NULL, NULL, &err) == -1 &&
               err.code == SRV_E_BAD_NAME,
           "path traversal refused");
     json_decref(c);
@@ -481,7 +490,7 @@ static void test_open(void)
     small_layer a;
     small_init(&a, 1.0f);
     json_t *c = cfg(1);
-    CHECK(srv_datadir_write(ro, "ro", c, a.v, 4, NULL, NULL, &err) == -1 &&
+    CHECK(srv_datadir_write(ro, "ro", c, a.v, 4, NULL, NULL, NULL, &err) == -1 &&
               err.code == SRV_E_FORBIDDEN,
           "read-only: write refused");
     memset(&err, 0, sizeof err);

@@ -18,6 +18,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -190,6 +191,49 @@ out:
 }
 
 /* Two daemons sharing a data dir, kept in step by srv_persist_sync (what --watch runs). */
+/* created and updated are stored with a layer: a replacement keeps created and moves updated, and
+ * a restart (or another replica) reads both as they were, not its own start's time. */
+static double time_of(srv_daemon *d, const char *name, const char *which)
+{
+    char path[128];
+    snprintf(path, sizeof path, "/v1/layers/%s", name);
+    hc_response r;
+    hc_request(d, "GET", path, NULL, NULL, 0, NULL, &r);
+    json_t *doc = hc_json(&r);
+    double t = json_number_value(json_object_get(doc, which));
+    json_decref(doc);
+    hc_response_free(&r);
+    return t;
+}
+
+static void test_times(void)
+{
+    char dir[128];
+    snprintf(dir, sizeof dir, "%s/times", root);
+    srv_daemon *d = start_dir(dir);
+    if (!CHECK(d, "daemon with a data dir"))
+        return;
+    CHECK(put(d, "/v1/layers/t", LAYER_A) == 201, "PUT t");
+    double c1 = time_of(d, "t", "created"), u1 = time_of(d, "t", "updated");
+    struct timespec pause = {0, 50 * 1000 * 1000};
+    nanosleep(&pause, NULL);
+    CHECK(put(d, "/v1/layers/t", LAYER_B) == 200, "replace t");
+    double c2 = time_of(d, "t", "created"), u2 = time_of(d, "t", "updated");
+    CHECK(c1 > 1.6e9 && c2 == c1 && u2 > u1 + 0.04,
+          "a replacement keeps created (%.3f, %.3f) and moves updated (%.3f -> %.3f)", c1, c2, u1,
+          u2);
+    hc_stop(d);
+    nanosleep(&pause, NULL);
+    d = start_dir(dir);
+    if (!CHECK(d, "the daemon again"))
+        return;
+    double c3 = time_of(d, "t", "created"), u3 = time_of(d, "t", "updated");
+    CHECK(fabs(c3 - c1) < 0.002 && fabs(u3 - u2) < 0.002,
+          "after a restart the times are the stored ones, to the millisecond (%.3f %.3f, were %.3f "
+          "%.3f)", c3, u3, c1, u2);
+    hc_stop(d);
+}
+
 static void test_sync(void)
 {
     char dir[128];
@@ -1193,6 +1237,7 @@ int main(void)
     if (td_make(root, sizeof root, "persist") != 0)
         return 1;
     test_restart();
+    test_times();
     test_sync();
     test_write_failure();
     test_hand_written();
