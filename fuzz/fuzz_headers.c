@@ -236,8 +236,8 @@ static void check_etags(const char *v)
             now = now * 10 + (uint64_t)(d[i] - '0');
     }
     /* the reference */
-    uint64_t rfirst = 0;
-    bool rfound = false, rok = true;
+    uint64_t rfirst = 0, sfirst = 0; /* s: If-Match's strong comparison, weak tags left out */
+    bool rfound = false, sfound = false, rok = true;
     size_t len = strlen(v);
     for (size_t i = 0; i <= len;) {
         size_t j = i;
@@ -257,6 +257,11 @@ static void check_etags(const char *v)
             if (!rfirst)
                 rfirst = x;
             rfound |= x == now;
+            if (!(b - a >= 2 && v[a] == 'W' && v[a + 1] == '/')) {
+                if (!sfirst)
+                    sfirst = x;
+                sfound |= x == now;
+            }
         }
         i = j + 1;
     }
@@ -265,16 +270,23 @@ static void check_etags(const char *v)
     uint64_t first = 99;
     bool found = true;
     srv_error err = {0};
-    int rc = srv_etag_list(v, now, "If-Match", &first, &found, &err);
-    if ((rc == 0) != rok)
-        FAIL("If-Match: %s\nsrv_etag_list %s it (%s), the reference %s", v,
-             rc == 0 ? "takes" : "refuses", err.message, rok ? "takes it" : "does not");
-    if (rc == 0 && (first != rfirst || found != rfound))
-        FAIL("If-Match: %s (now %llu)\nfirst %llu found %d, the reference %llu %d", v,
-             (unsigned long long)now, (unsigned long long)first, found,
-             (unsigned long long)rfirst, rfound);
-    if (rc != 0 && (err.code != SRV_E_BAD_REQUEST || strcmp(err.field, "If-Match") != 0))
-        FAIL("If-Match: %s\nrefused with code %d field %s", v, err.code, err.field);
+    for (int strong = 0; strong < 2; strong++) { /* If-None-Match's weak comparison, If-Match's */
+        uint64_t want_first = strong ? sfirst : rfirst;
+        bool want_found = strong ? sfound : rfound;
+        first = 99;
+        found = true;
+        memset(&err, 0, sizeof err);
+        int rc = srv_etag_list(v, now, "If-Match", strong, &first, &found, &err);
+        if ((rc == 0) != rok)
+            FAIL("If-Match: %s\nsrv_etag_list %s it (%s), the reference %s", v,
+                 rc == 0 ? "takes" : "refuses", err.message, rok ? "takes it" : "does not");
+        if (rc == 0 && (first != want_first || found != want_found))
+            FAIL("If-Match: %s (now %llu, strong %d)\nfirst %llu found %d, the reference %llu %d",
+                 v, (unsigned long long)now, strong, (unsigned long long)first, found,
+                 (unsigned long long)want_first, want_found);
+        if (rc != 0 && (err.code != SRV_E_BAD_REQUEST || strcmp(err.field, "If-Match") != 0))
+            FAIL("If-Match: %s\nrefused with code %d field %s", v, err.code, err.field);
+    }
 }
 
 /* ---------------------------------------------------------------------------------------------- */
