@@ -31,6 +31,8 @@ const RENDER_BIG = {...RENDER, heads: renderZoom, lines: renderLinesWindow, comp
 const INPUT_KEYS = ["layer", "q", "k", "seed", "scale", "pos", "causal", "pad", "rpos", "gen"];
 
 const params = new URLSearchParams(location.search);
+// the address's ?layer= as given (state.js drops one that is no layer name; the first load says so)
+let askedLayer = params.get("layer");
 
 // The daemon: the one that served the page, or (for development, web/ served elsewhere) ?api=URL.
 // The API key is kept per daemon origin, so a link naming another daemon never receives a key
@@ -155,6 +157,15 @@ window.addEventListener("popstate", () => {
 // ---------------------------------------------------------------------------------------------
 // The input: tokens (or a pasted tensor) to the request's tensors, labels and masks
 
+
+/** Whether tensors a and b ({data, shape}) are equal in shape and every value (bits aside: as
+ * float32, which is what the page sends). */
+function sameTensor(a, b) {
+  if (a.shape.length !== b.shape.length || a.shape.some((n, d) => n !== b.shape[d])) return false;
+  for (let i = 0; i < a.data.length; i++) if (!Object.is(a.data[i], b.data[i])) return false;
+  return true;
+}
+
 function buildInput() {
   const s = app.state, info = app.layer.info, cfg = app.layer.cfg;
   let query, key, value, qLabels, kLabels;
@@ -188,8 +199,13 @@ function buildInput() {
     request.keyPaddingMask = {data: m, shape: [S0], dtype: "bool"};
   }
   if (cfg.rope) request.positions = Array.from({length: L}, (_, i) => s.rpos + i);
+  // positions, for the masks drawn (masks.js): the queries' as sent; keys at the query positions in
+  // self-attention (no key sent, or one equal to the query), else at 0..S0-1
+  const qoff = cfg.rope ? s.rpos : 0;
+  const koff = !key || sameTensor(key, query) ? qoff : 0;
 
-  return {request, qLabels, kLabels: kLabels.concat(extra), L, S, S0, H, causal, pad, info};
+  return {request, qLabels, kLabels: kLabels.concat(extra), L, S, S0, H, causal, pad, info,
+          window: cfg.window ?? null, qoff, koff};
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -212,6 +228,9 @@ async function loadLayer() {
   try {
     if (!app.layers.length) await refreshLayers();
     let name = app.state.layer;
+    // a ?layer= that is no layer name was dropped when the URL was read (state.js): say so
+    const dropped = !name && askedLayer ? askedLayer : null;
+    askedLayer = null;
     if (!name) {
       if (!app.layers.length) {
         status("");
@@ -230,6 +249,9 @@ async function loadLayer() {
     renderLayerOptions();
     syncControls();
     await run();
+    if (dropped)
+      notice(`"${dropped.slice(0, 80)}" (from the address) is not a layer name (1–64 of A–Z a–z 0–9 . _ -, ` +
+              `not starting with "."): showing "${name}" instead.`);
   } catch (e) {
     if (gen !== app.generation) return;
     if (e instanceof AttndError && e.status === 404) {
@@ -294,11 +316,26 @@ async function run() {
   }
   status("computing…");
   try {
-    const [perHead, avg] = await Promise.all([
+    const [perHead, avg, now] = await Promise.all([
       app.call((c) => c.forward(app.layer.name, {...input.request, needWeights: true, averageAttnWeights: false})),
       app.call((c) => c.forward(app.layer.name, {...input.request, needWeights: true, averageAttnWeights: true})),
+      app.call((c) => c.describe(app.layer.name)).catch(() => null), // replaced meanwhile? (below)
     ]);
     if (gen !== app.generation) return;
+    if (now && now.version !== app.layer.info.version) {
+      // replaced on the daemon since the page read it: new parameters are drawn as they are; a
+      // new config is a new layer for the page (its inputs, its summary)
+      const was = app.layer.info.version;
+      if (JSON.stringify(now.config) !== JSON.stringify(app.layer.cfg)) {
+        refreshLayers().catch(() => null);
+        await loadLayer();
+        notice(`The layer "${now.name}" was replaced on the daemon (version ${was} → ${now.version}): read it again.`);
+        return;
+      }
+      app.layer = {...app.layer, info: now, cfg: now.config};
+      renderLayerSummary();
+      notice(`The layer "${now.name}" has new parameters on the daemon (version ${was} → ${now.version}).`);
+    }
     const w = perHead.attnWeights;
     // the daemon's shapes are the truth: [H, L, S] for an unbatched request
     const shape = w.shape.length === 4 ? w.shape.slice(1) : w.shape;
@@ -312,11 +349,37 @@ async function run() {
     render();
   } catch (e) {
     if (gen !== app.generation) return;
+    if (await layerChanged(e)) return;
     app.result = null;
     status("");
     message(errorText(e));
     $("#view").replaceChildren();
   }
+}
+
+/** After a pass failed with e: when the layer was deleted or replaced on the daemon meanwhile (by
+ * another tab, client or replica; a 404, or a 400 for inputs made for its old config), says so and
+ * reads it again, or the list without it. True when it did. */
+async function layerChanged(e) {
+  if (!(e instanceof AttndError) || !app.layer) return false;
+  if (e.status === 404 && e.code === "layer_not_found") {
+    const name = app.layer.name;
+    await refreshLayers().catch(() => null);
+    app.layer = null;
+    app.result = null;
+    status("");
+    $("#view").replaceChildren();
+    message(`The layer "${name}" was deleted on the daemon. Pick another on the left.`);
+    return true;
+  }
+  if (e.status !== 400) return false;
+  const was = app.layer.info.version;
+  const info = await app.call((c) => c.describe(app.layer.name)).catch(() => null);
+  if (!info || info.version === was) return false;
+  refreshLayers().catch(() => null);
+  await loadLayer();
+  app.notice(`The layer "${app.layer ? app.layer.name : ""}" was replaced on the daemon (version ${was} → ${info.version}): read it again.`);
+  return true;
 }
 
 /** Draws the current view (no request unless the view needs its own: trace, parameters, compare). */
@@ -484,8 +547,11 @@ app.headColours = () => headColours(app.input ? app.input.H : 1);
 
 function renderLayerSummary() {
   const {info} = app.layer, c = info.config;
+  // the fields the line below does not already say, and only where they are not the defaults
+  // (head_dim is said; num_kv_heads only when it groups the heads)
   const extras = Object.entries(c)
-    .filter(([k, v]) => !["embed_dim", "num_heads", "kdim", "vdim", "bias", "batch_first", "dropout", "add_bias_kv", "add_zero_attn"].includes(k) && v != null && v !== false)
+    .filter(([k, v]) => !["embed_dim", "num_heads", "kdim", "vdim", "bias", "batch_first", "dropout", "add_bias_kv", "add_zero_attn", "head_dim"].includes(k) &&
+                        !(k === "num_kv_heads" && v === c.num_heads) && v != null && v !== false)
     .map(([k, v]) => `${k}=${JSON.stringify(v)}`);
   $("#layer-summary").title = $("#layer-summary").textContent =
     `E=${c.embed_dim} · H=${c.num_heads} · head_dim=${info.head_dim ?? c.embed_dim / c.num_heads}` +

@@ -7,6 +7,8 @@
 // weights_select's "queries" and "keys". A pool [a, b] makes each drawn cell the mean or max of
 // a queries × b keys (edge blocks partial), as weights_select's "pool".
 
+import {blockMaskedByPosition} from "./masks.js";
+
 /** The smallest window side, in cells (or the whole axis when it is shorter). */
 export const MIN_SPAN = 8;
 
@@ -83,29 +85,29 @@ export function pan(win, L, S, dq, dk) {
 }
 
 /**
- * Which drawn cells are empty because every cell they stand for is masked: a causal mask (key j
- * after query i) or padded keys. Keys at S0 and beyond (appended by add_bias_kv / add_zero_attn)
- * are never masked. Returns a Uint8Array [rows * cols], 1 = empty.
+ * Which drawn cells are empty because every cell they stand for is masked: by is_causal and the
+ * layer's window, by position (queries at qoff + i, keys at koff + j: masks.js), or padded keys.
+ * Keys at S0 and beyond (appended by add_bias_kv / add_zero_attn) are never masked. Returns a
+ * Uint8Array [rows * cols], 1 = empty.
  */
-export function emptyBlocks(win, pool, {causal = false, pad = [], S0 = Infinity} = {}) {
+export function emptyBlocks(win, pool, {causal = false, pad = [], S0 = Infinity, window = null, qoff = 0, koff = 0} = {}) {
   const [rows, cols] = pooledShape(win, pool);
   const out = new Uint8Array(rows * cols);
-  if (!causal && !pad.length) return out;
+  if (!causal && !window && !pad.length) return out;
+  const input = {causal, window, S0, qoff, koff};
   const padded = new Set(pad);
-  // per column: are all its keys padded? (a run of keys; appended keys never are)
-  const colPadded = new Uint8Array(cols);
-  for (let c = 0; c < cols; c++) {
-    const {k} = blockOf(win, pool, 0, c);
-    let all = k[1] <= S0;
-    for (let j = k[0]; all && j < k[1]; j++) all = padded.has(j);
-    colPadded[c] = all ? 1 : 0;
-  }
   for (let r = 0; r < rows; r++)
     for (let c = 0; c < cols; c++) {
       const {q, k} = blockOf(win, pool, r, c);
-      // causal: every key of the block comes after every query of it (and none is appended)
-      const later = causal && k[0] > q[1] - 1 && k[1] <= S0;
-      if (later || colPadded[c]) out[r * cols + c] = 1;
+      // every cell masked: by position (every key after every query, or outside the window of
+      // each; masks.js), or, key by key, padded or masked by position for every query of the block
+      let all = k[1] <= S0 && blockMaskedByPosition(input, q, k);
+      if (!all && padded.size && k[1] <= S0) {
+        all = true;
+        for (let j = k[0]; all && j < k[1]; j++)
+          all = padded.has(j) || blockMaskedByPosition(input, q, [j, j + 1]);
+      }
+      if (all) out[r * cols + c] = 1;
     }
   return out;
 }

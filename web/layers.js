@@ -2,6 +2,7 @@
 // The key lives in sessionStorage: this tab only, gone when it closes.
 
 import {h, $} from "./dom.js";
+import {AttndError} from "./attnd.js";
 import {count} from "./format.js";
 
 /** The list of layers, the current one marked, and the layer <select> of the header. */
@@ -60,12 +61,27 @@ export function initLayersPanel(app) {
     }
     for (const k of Object.keys(config)) if (config[k] === undefined) delete config[k];
     const name = f.name.value.trim();
+    const spec = {config, init: {method: "xavier_uniform", seed: num("seed") ?? 0}};
     try {
-      await app.call((c) => c.put(name, {config, init: {method: "xavier_uniform", seed: num("seed") ?? 0}}));
+      // create only (If-None-Match: *): a layer of that name is replaced only once the user says so,
+      // its parameters being lost with it
+      let replaced = false;
+      try {
+        await app.call((c) => c.put(name, spec, {ifNoneMatch: "*"}));
+      } catch (e) {
+        if (!(e instanceof AttndError && e.status === 409 && e.field === "If-None-Match")) throw e;
+        if (!confirm(`A layer "${name}" exists. Replace it with a new one (its parameters are lost)?`)) {
+          app.message(`kept the layer "${name}"; choose another name to create one`);
+          return;
+        }
+        await app.call((c) => c.put(name, spec));
+        replaced = true;
+      }
       app.message("");
       await app.refreshLayers();
       app.setState(app.resetFor(name), {push: true});
-      app.notice(`created layer ${name}`);
+      if (replaced && name === app.state.layer) app.loadLayer(); /* the same name: read it again */
+      app.notice(`${replaced ? "replaced" : "created"} layer ${name}`);
     } catch (e) {
       app.message(app.errorText(e));
     }

@@ -8,6 +8,7 @@ import {h} from "./dom.js";
 import {f32} from "./format.js";
 import {paint, range, mapView, legend} from "./heatmap.js";
 import {compose, nested} from "./export.js";
+import {cellMasked} from "./masks.js";
 
 /** Colour scale top shared by all maps: 1, or the largest weight drawn. */
 export function scaleTop(app, arrays) {
@@ -25,14 +26,15 @@ export function cellText(app, which, r, c, v) {
          `weight ${f32(v)}${empty ? "  (masked)" : ""}`;
 }
 
-/** Cells the page knows are masked (causal, padding): [L * S], 1 = empty. */
+/** Cells the page knows are masked (causal, the layer's window, padding; masks.js): [L * S],
+ * 1 = empty. */
 export function emptyMask(app) {
-  const {L, S, S0, causal, pad} = app.input;
-  const key = `${L}:${S}:${causal}:${pad}`;
+  const {L, S, S0, causal, pad, window, qoff, koff} = app.input;
+  const key = `${L}:${S}:${causal}:${pad}:${window}:${qoff}:${koff}`;
   if (app.input.emptyKey === key) return app.input.empty;
   const m = new Uint8Array(L * S);
   for (let i = 0; i < L; i++)
-    for (let j = 0; j < S0; j++) if ((causal && j > i) || pad.includes(j)) m[i * S + j] = 1;
+    for (let j = 0; j < S0; j++) if (cellMasked(app.input, i, j)) m[i * S + j] = 1;
   app.input.empty = m;
   app.input.emptyKey = key;
   return m;

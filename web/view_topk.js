@@ -8,6 +8,7 @@
 
 import {h} from "./dom.js";
 import {f32, short, count} from "./format.js";
+import {cellMasked} from "./masks.js";
 import {nested} from "./export.js";
 import {currentWindow} from "./view_zoom.js";
 
@@ -47,10 +48,12 @@ export function renderTopk(app, root) {
       const q = first + i, cells = [];
       for (let x = 0; x < kk; x++) {
         const j = t.indices[i * kk + x], v = t.values[i * kk + x];
-        cells.push(h("td", {dataset: {key: String(j), v: f32(v)}},
-          h("button", {type: "button", class: "topk-key", title: `key ${j} "${kLabels[j] ?? j}": weight ${f32(v)} (click: pick query ${q} and key ${j})`,
+        // a row with fewer allowed keys than k ranks masked ones last, at weight 0: say so
+        const masked = cellMasked(app.input, q, j);
+        cells.push(h("td", {dataset: {key: String(j), v: f32(v), ...(masked ? {masked: "1"} : {})}, class: masked ? "masked" : ""},
+          h("button", {type: "button", class: "topk-key", title: `key ${j} "${kLabels[j] ?? j}": weight ${f32(v)}${masked ? " (masked)" : ""} (click: pick query ${q} and key ${j})`,
                        onclick: () => app.setState({qi: q, kj: j})},
-            h("span", {class: "tok-text"}, kLabels[j] ?? String(j)), h("span", {class: "mono"}, ` ${j} · ${short(v)}`),
+            h("span", {class: "tok-text"}, kLabels[j] ?? String(j)), h("span", {class: "mono"}, ` ${j} · ${masked ? "masked" : short(v)}`),
             h("span", {class: "bar", style: {width: `${Math.max(1, Math.round(v * 100))}%`}}))));
       }
       body.push(h("tr", {dataset: {query: String(q)}, class: q === s.qi ? "sel" : ""},

@@ -156,8 +156,7 @@ export function renderTrace(app, root) {
       exportCanvas: () => compose(exportList, {heading: `${app.layer.name}: trace`, cellPx: 160}),
       exportData: () => ({stages: trace.stages.map((s) => ({name: s.name, shape: s.shape, axes: s.axes, data: nested(s.data, s.shape)}))}),
     };
-  }, (e) => {
-    root.replaceChildren(h("p", {class: "message", role: "alert", dataset: {error: e.code || "error"}}, app.errorText(e)));
-    return null;
   });
+  // a refusal (413 past the trace limit, ...) goes to render(), which shows it in the view and
+  // clears the status line rather than saying the view was drawn
 }

@@ -61,7 +61,7 @@ function poolText(pool, op) {
 }
 
 export function renderZoom(app, root) {
-  const {H, L, S, S0, causal, pad} = app.input;
+  const {H, L, S, S0, causal, pad, window, qoff, koff} = app.input;
   const s = app.state, op = s.pop, cmap = s.cmap;
   const win = currentWindow(app);
   const head = s.head === "mean" || (Number.isInteger(s.head) && s.head < H) ? s.head : "mean";
@@ -91,7 +91,8 @@ export function renderZoom(app, root) {
       for (const w of [hw, mw, bw]) for (const v of w.data) if (v > top) top = v;
       top = top > 0 ? top : 1;
     }
-    const emptyT = emptyBlocks(win, poolT, {causal, pad, S0}), emptyZ = emptyBlocks(win, poolZ, {causal, pad, S0});
+    const marks = {causal, pad, S0, window, qoff, koff};
+    const emptyT = emptyBlocks(win, poolT, marks), emptyZ = emptyBlocks(win, poolZ, marks);
     const what = (pool) => ({queries: rangeText(win.q), keys: rangeText(win.k), pool: pool.join(","), poolOp: op});
     const readout = h("div", {class: "readout", "aria-live": "polite"});
     const thumbs = [];

@@ -31,6 +31,7 @@ EMBED(srv_ui_format_js, "format.js");
 EMBED(srv_ui_heatmap_js, "heatmap.js");
 EMBED(srv_ui_index_html, "index.html");
 EMBED(srv_ui_layers_js, "layers.js");
+EMBED(srv_ui_masks_js, "masks.js");
 EMBED(srv_ui_npy_js, "npy.js");
 EMBED(srv_ui_state_js, "state.js");
 EMBED(srv_ui_style_css, "style.css");
@@ -63,6 +64,7 @@ const srv_ui_asset srv_ui_assets[] = {
     ASSET(srv_ui_heatmap_js, "heatmap.js", JS),
     ASSET(srv_ui_index_html, "index.html", HTML),
     ASSET(srv_ui_layers_js, "layers.js", JS),
+    ASSET(srv_ui_masks_js, "masks.js", JS),
     ASSET(srv_ui_npy_js, "npy.js", JS),
     ASSET(srv_ui_state_js, "state.js", JS),
     ASSET(srv_ui_style_css, "style.css", CSS),

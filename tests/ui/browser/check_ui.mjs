@@ -241,6 +241,66 @@ try {
     await page.close();
   });
 
+  await step("window", async () => {
+    // a sliding window with is_causal (Mistral's): the cells drawn empty are exactly those whose
+    // score the daemon's trace gives as -inf, the causal triangle and the cells past the window
+    await api(main, "PUT", "/v1/layers/win", {config: {embed_dim: 16, num_heads: 2, window: 3, is_causal: true}, init: {method: "xavier_uniform", seed: 4}});
+    const L = 7;
+    const page = await open(pageUrl(main, "layer=win&q=a+b+c+d+e+f+g"));
+    await settled(page);
+    const tr = await api(main, "POST", "/v1/layers/win/trace",
+                         {query: {shape: [L, 16], data: Array.from({length: L * 16}, (_, i) => Math.sin(i))}, stages: ["scores"], encoding: "base64"});
+    const sc = tr.json.stages.find((x) => x.name === "scores");
+    const data = decodeTensor(sc.tensor).data; /* [H, L, S] */
+    let bad = [], masked = 0;
+    for (const head of ["0", "1"]) {
+      const px = await pixels(page, `canvas[data-head="${head}"]`);
+      for (let i = 0; i < L; i++)
+        for (let j = 0; j < L; j++) {
+          const gone = data[Number(head) * L * L + i * L + j] === -Infinity;
+          masked += gone;
+          if ((px.alpha(j, i) === 0) !== gone) bad.push(`head ${head} (${i}, ${j}) alpha ${px.alpha(j, i)}, score ${data[Number(head) * L * L + i * L + j]}`);
+        }
+    }
+    check("a windowed layer's maps are empty exactly where the daemon masks (its trace's -inf scores)", bad.length === 0 && masked > 2 * 21, `${masked} masked; ${bad.slice(0, 4).join("; ")}`);
+    // the top-k view marks a masked key that fills a short row as masked
+    await page.goto(pageUrl(main, "layer=win&q=a+b+c+d+e+f+g&view=topk&topk=4"));
+    await page.waitForSelector("td[data-key]", {timeout: 20000});
+    const row0 = await page.$$eval('tr[data-query="0"] td[data-key]', (tds) => tds.map((td) => [td.dataset.key, td.dataset.masked || ""]));
+    check("top-k marks the masked keys a short row is filled with", row0.length === 4 && row0[0][0] === "0" && row0[0][1] === "" && row0.slice(1).every(([, m]) => m === "1"),
+          JSON.stringify(row0));
+    await page.close();
+  });
+
+  await step("changes on the daemon", async () => {
+    // a layer replaced while open (a new config): the page reads it again, and says so
+    await api(main, "PUT", "/v1/layers/swap", {config: {embed_dim: 8, num_heads: 2}, init: {method: "xavier_uniform", seed: 1}});
+    const page = await open(pageUrl(main, "layer=swap&q=a+b+c"), {expectErrors: /status of (400|404)/});
+    await settled(page);
+    await api(main, "PUT", "/v1/layers/swap", {config: {embed_dim: 16, num_heads: 4}, init: {method: "xavier_uniform", seed: 2}});
+    await page.fill("#q-text", "a b c d");
+    await page.press("#q-text", "Enter");
+    await page.waitForFunction(() => /was replaced on the daemon/.test(document.querySelector("#notice").textContent), null, {timeout: 20000});
+    await settled(page);
+    const summary = await page.textContent("#layer-summary");
+    const heads = await page.$$eval("canvas[data-head]", (cs) => cs.length);
+    check("a layer replaced while open is read again: its new config drawn, and said", /E=16 · H=4/.test(summary) && heads === 5, `${summary}; ${heads} maps`);
+    // deleted while open: said so, and the list no longer offers it
+    await api(main, "DELETE", "/v1/layers/swap");
+    await page.fill("#q-text", "a b");
+    await page.press("#q-text", "Enter");
+    await page.waitForFunction(() => /was deleted on the daemon/.test(document.querySelector("#message").textContent), null, {timeout: 20000});
+    const listed = await page.$$eval("#layer-list [data-layer]", (bs) => bs.map((b) => b.dataset.layer));
+    check("a layer deleted while open is said to be, and leaves the list", !listed.includes("swap"), listed.join(","));
+    await page.close();
+    // a ?layer= that is no layer name: said, not silently another layer
+    const bad = await open(pageUrl(main, "layer=bad%20name!"));
+    await settled(bad);
+    await bad.waitForFunction(() => /is not a layer name/.test(document.querySelector("#notice").textContent), null, {timeout: 10000}).catch(() => null);
+    check("a malformed ?layer= is named as such", /is not a layer name/.test(await bad.textContent("#notice")), await bad.textContent("#notice"));
+    await bad.close();
+  });
+
   await step("lines", async () => {
     const page = await open(pageUrl(main, "layer=demo&view=lines"));
     await settled(page);
@@ -368,7 +428,7 @@ try {
   });
 
   await step("client", async () => {
-    const page = await open(pageUrl(main, "layer=demo"), {expectErrors: /status of 400/}); // the error provoked below
+    const page = await open(pageUrl(main, "layer=demo"), {expectErrors: /status of (400|404)/}); // the error provoked below
     await settled(page);
     const mod = `${uiBase}/attnd.js`;
     const r = await page.evaluate(async ({mod, base}) => {
@@ -435,7 +495,7 @@ try {
     await page.close();
     if (!SELECTS) { // a daemon that cannot choose weights: past the limit, the page says so
       const tooBig = Array.from({length: 1100}, (_, i) => `t${i % 50}`).join(" "); // 16 x 1100 x 1100 weights
-      const old = await open(pageUrl(main, `layer=wide&q=${encodeURIComponent(tooBig)}`), {expectErrors: /status of 400/});
+      const old = await open(pageUrl(main, `layer=wide&q=${encodeURIComponent(tooBig)}`), {expectErrors: /status of (400|404)/});
       await old.waitForFunction(() => !document.querySelector("#message").hidden);
       const msg = await old.textContent("#message");
       check("past the drawing limit, a daemon without weights_select: a message, no map", /Too large to draw/.test(msg) && /weights_select/.test(msg), msg);
@@ -711,7 +771,7 @@ try {
     const dir = await mkdtemp(path.join(tmpdir(), "attnd-ui-st-"));
     const f = path.join(dir, "demo.safetensors");
     await writeFile(f, Buffer.from(file));
-    const page = await open(pageUrl(main, "layer=up"));
+    const page = await open(pageUrl(main, "layer=up"), {expectErrors: /status of 409/});
     await settled(page);
     await page.click("#upload-details summary");
     await page.setInputFiles('#upload-form [name="file"]', f);
@@ -723,6 +783,18 @@ try {
     await page.click("#delete-layer");
     await page.waitForFunction(() => /deleted up/.test(document.querySelector("#notice").textContent));
     check("deleting from the page removes the layer", (await api(main, "GET", "/v1/layers/up")).status === 404);
+    // creating a name that exists asks first: declined, the layer stays as it was
+    const before = await api(main, "GET", "/v1/layers/demo");
+    await page.click("#create-details summary").catch(() => null);
+    await page.fill('#create-form [name="name"]', "demo");
+    await page.fill('#create-form [name="embed_dim"]', "16");
+    await page.fill('#create-form [name="num_heads"]', "2");
+    let asked = "";
+    page.once("dialog", (d) => { asked = d.message(); d.dismiss(); });
+    await page.click('#create-form button[type="submit"]');
+    await page.waitForFunction(() => /kept the layer/.test(document.querySelector("#message").textContent), null, {timeout: 10000});
+    const after = await api(main, "GET", "/v1/layers/demo");
+    check("creating a layer over an existing name asks, and declined keeps it", /exists/.test(asked) && after.json.version === before.json.version, `${asked}; version ${before.json.version} -> ${after.json.version}`);
     await rm(dir, {recursive: true, force: true});
     await page.close();
   });
