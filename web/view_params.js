@@ -106,6 +106,7 @@ export function renderParams(app, root) {
 /** The count table, its formula, and the two answers. */
 function countSection(app, info) {
   const c = info.config, E = c.embed_dim, H = c.num_heads, hd = info.head_dim ?? E / H;
+  const kvGroup = H / (c.num_kv_heads ?? H); /* query heads per kv head (1: no grouping) */
   const {plain} = symbols(info);
   const rows = info.parameters.map((p) => ({p, sym: symbolic(info, p)}));
   const total = info.parameters.reduce((a, p) => a + p.count, 0);
@@ -120,8 +121,13 @@ function countSection(app, info) {
     formula ? h("p", {}, h("span", {class: "formula"}, `${formula} = ${count(total)}  (E=${E}${c.kdim !== E ? `, kdim=${c.kdim}` : ""}${c.vdim !== E ? `, vdim=${c.vdim}` : ""})`)) : null,
     h("div", {class: "answer"},
       h("p", {}, h("b", {}, "Where does the split into heads happen? "),
-        `After the projection. The in-projection is one matrix for all heads; head h then owns rows [h·${hd}, (h+1)·${hd}) ` +
-        `of each of its q, k and v parts (outlined in its colour below) and columns [h·${hd}, (h+1)·${hd}) of out_proj.weight. ` +
+        (kvGroup > 1
+          ? `After the projection. The in-projection is one matrix for all heads; head h then owns rows [h·${hd}, (h+1)·${hd}) ` +
+            `of its q part and columns [h·${hd}, (h+1)·${hd}) of out_proj.weight, and shares its k and v rows with the ` +
+            `${kvGroup} query heads of its kv head g = ⌊h/${kvGroup}⌋: rows [g·${hd}, (g+1)·${hd}) of each of the k and v parts ` +
+            "(grouped-query attention; outlined in their colours below). "
+          : `After the projection. The in-projection is one matrix for all heads; head h then owns rows [h·${hd}, (h+1)·${hd}) ` +
+            `of each of its q, k and v parts (outlined in its colour below) and columns [h·${hd}, (h+1)·${hd}) of out_proj.weight. `) +
         "The Trace view shows the reshape on real numbers (q_proj → q_heads)."),
       h("p", {}, h("b", {}, "Does H change the parameter count? "),
         hFree && plain

@@ -740,6 +740,13 @@ try {
     check("each head's q, k, v rows and out_proj columns outlined", boxes === 12 && outBoxes === 4, `${boxes} in_proj, ${outBoxes} out_proj`);
     check("the parameter count and its formula, with the answer for H", total === "16640" && /3E·E \+ 3E \+ E·E \+ E = 16,640/.test(text) && /Does H change the parameter count\? No/.test(text), text.slice(0, 300));
     await page.close();
+    // grouped-query: the text says a kv head's rows are shared by its query heads, as outlined
+    await api(main, "PUT", "/v1/layers/gqa", {config: {embed_dim: 32, num_heads: 4, num_kv_heads: 2}, init: {method: "xavier_uniform", seed: 3}});
+    const gqa = await open(pageUrl(main, "layer=gqa&view=params"));
+    await gqa.waitForSelector("[data-param] canvas", {timeout: 20000});
+    const gtext = await gqa.textContent(".count-section");
+    check("a grouped-query layer's parameters say each kv head's rows are shared by 2 query heads", /shares its k and v rows with the 2 query heads of its kv head/.test(gtext), gtext.slice(0, 400));
+    await gqa.close();
   });
 
   await step("compare", async () => {
