@@ -7,7 +7,7 @@ import {splitTokens, tokenInputs, parsePasted, squeeze, generateTokens} from "./
 import {parseNpy} from "./npy.js";
 import {headColours} from "./colormap.js";
 import {count, bytesText} from "./format.js";
-import {h, $, $$} from "./dom.js";
+import {h, $, $$, focusKey, refocus} from "./dom.js";
 import {download} from "./export.js";
 import {initLayersPanel, renderLayerList, askKey} from "./layers.js";
 import {renderHeads} from "./view_heads.js";
@@ -393,11 +393,13 @@ function render() {
   const root = $("#view");
   if (!app.layer || !app.result) return;
   const t0 = performance.now();
+  const focus = focusKey(root); // kept across the rebuild (Enter on a map, a cell, a score)
   root.setAttribute("aria-labelledby", `tab-${s.view}`);
   root.dataset.view = s.view;
   const out = (app.result.big ? RENDER_BIG : RENDER)[s.view](app, root);
   const {H, L, S} = app.input;
   const done = (view) => {
+    refocus(root, focus);
     app.lastDrawMs = performance.now() - t0;
     app.view = view || null;
     status(`${app.layer.name}: ${H} heads × ${L} queries × ${S} keys · forward ${Math.round(app.result.ms)} ms · drawn in ${Math.round(app.lastDrawMs)} ms`);
@@ -579,10 +581,12 @@ function renderPadChips() {
   const box = $("#pad-chips");
   const {kLabels, S0, pad} = app.input;
   const shown = Math.min(S0, MAX_CHIPS);
+  const focus = focusKey(box);
   box.replaceChildren(...kLabels.slice(0, shown).map((w, j) =>
     h("button", {type: "button", class: "chip", "aria-pressed": String(pad.includes(j)), title: `key ${j}: click to ${pad.includes(j) ? "unmask" : "mask"}`,
                  onclick: () => app.togglePad(j)}, w)),
     S0 > shown ? h("span", {class: "hint"}, `… and ${count(S0 - shown)} more keys: mask those by their labels on the zoomed map`) : "");
+  refocus(box, focus);
 }
 
 app.togglePad = function togglePad(j) {

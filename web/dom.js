@@ -52,3 +52,24 @@ export function hideTip() {
 export function cssVar(name) {
   return getComputedStyle(document.documentElement).getPropertyValue(name).trim();
 }
+
+/**
+ * Where the keyboard focus is inside root, as something that outlives a rebuild of root: the
+ * element's tag, class and data attributes, and its place among root's elements like it (null when
+ * the focus is elsewhere). refocus(root, key) focuses the rebuilt element that matches, so that a
+ * view redrawn after Enter on a map, a cell or a chip leaves the user where they were.
+ */
+export function focusKey(root) {
+  const el = document.activeElement;
+  if (!el || el === document.body || !root.contains(el)) return null;
+  const sel = el.tagName.toLowerCase() + [...el.classList].map((c) => `.${CSS.escape(c)}`).join("") +
+              Object.entries(el.dataset).map(([k, v]) => `[data-${k.replace(/[A-Z]/g, (m) => `-${m.toLowerCase()}`)}="${CSS.escape(v)}"]`).join("");
+  return {sel, index: [...root.querySelectorAll(sel)].indexOf(el)};
+}
+
+export function refocus(root, key) {
+  if (!key || (document.activeElement && document.activeElement !== document.body && root.contains(document.activeElement))) return;
+  const all = root.querySelectorAll(key.sel);
+  const el = all[Math.min(Math.max(key.index, 0), all.length - 1)];
+  if (el && typeof el.focus === "function") el.focus({preventScroll: true});
+}

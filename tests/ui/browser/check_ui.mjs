@@ -205,6 +205,9 @@ try {
     await page.keyboard.press("Enter");
     await page.waitForSelector('canvas[data-zoom="1"][data-head="2"]');
     check("Enter on a focused map enlarges it, and the URL says so", /[?&]head=2/.test(page.url()), page.url());
+    await page.waitForTimeout(200);
+    const focused = await page.evaluate(() => { const a = document.activeElement; return a ? `${a.tagName}:${a.dataset.head ?? ""}` : ""; });
+    check("... and the keyboard focus stays on that map (not the page)", focused === "CANVAS:2", focused);
     if (SCREENSHOT) {
       const exists = await stat(SCREENSHOT).then(() => true, () => false);
       if (!exists || process.env.UPDATE_SCREENSHOT === "1") {
