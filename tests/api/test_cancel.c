@@ -303,9 +303,13 @@ static void test_small_waits_off_thread(const char *big, size_t big_len)
           "the one HTTP thread answers /healthz while C waits, unanswered (%d)", st);
     CHECK(passes_in_flight(d) == 1 && metric(d, "attnd_http_requests_queued") == 1,
           "while A's pass goes on and C still waits");
+    /* C first, while A still holds the one worker (else the worker, freed by A, could take C
+     * before C's hang-up is seen, and run it) */
     close(c);
+    CHECK(wait_cancelled(d, 1, 20) >= 0 && wait_metric(d, "attnd_http_requests_queued", 0, 20),
+          "C leaves the queue when its client hangs up");
     close(a);
-    CHECK(wait_cancelled(d, 2, 20) >= 0, "then both leave");
+    CHECK(wait_cancelled(d, 2, 20) >= 0, "then A's pass is cancelled");
     CHECK(wait_passes(d, 0, 20), "the slot is free");
     small_served(d, "after them");
     hc_stop(d);

@@ -323,7 +323,8 @@ static void test_sized_from_header(srv_datadir *dd)
     snprintf(dir, sizeof dir, "%s/layers/sparse", root);
     mkdir(dir, 0755);
     snprintf(p, sizeof p, "%s/config.json", dir);
-    td_put_file(p, "{\"embed_dim\": 4, \"num_heads\": 2}", 34);
+    static const char cfg_text[] = "{\"embed_dim\": 4, \"num_heads\": 2}";
+    td_put_file(p, cfg_text, sizeof cfg_text - 1);
     /* 16 F16 tensors of 8M elements: 256 MiB of data, 512 MiB as float32, a hole on disk */
     char hdr[2048];
     int at = snprintf(hdr, sizeof hdr, "{");
