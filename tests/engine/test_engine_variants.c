@@ -10,6 +10,7 @@
  */
 #include "check.h"
 #include "mha.h"
+#include "mha_internal.h"
 #include "mha_ref.h"
 
 #include <math.h>
@@ -982,8 +983,43 @@ static void test_isa_cap(void)
           "isa names");
 }
 
+/* mha_rope_theta_fits looks at the first and last rotary frequency only (they are monotone in d):
+ * the same answer and the same worst frequency as a scan of every d (HF's inv_freq[d] =
+ * theta^(-2d/hd), in double, rounded once), for head_dims up to 4096 and thetas from 1e-80 to
+ * 1e9, the ones where the answer turns among them. */
+static void test_rope_theta_scan(void)
+{
+    static const double thetas[] = {1e-80, 1e-70, 1e-65, 1e-62, 1e-60, 1e-40, 1e-20, 1e-9, 0.001,
+                                    0.5,   0.99,  1.0,   1.01,  2.0,   10.0,  1e4,   5e5,  1e9};
+    int bad = 0, checked = 0;
+    for (int64_t hd = 2; hd <= 4096; hd = hd < 64 ? hd + 2 : hd * 2 + 2)
+        for (size_t t = 0; t < sizeof thetas / sizeof thetas[0]; t++) {
+            float worst = 1.0f;
+            for (int64_t d = 1; d < hd / 2; d++) {
+                const float f = (float)(1.0 / pow(thetas[t], (double)(2 * d) / (double)hd));
+                worst = f > worst ? f : worst;
+            }
+            const bool fits = isfinite(worst * (float)((1 << 24) - 1));
+            float got;
+            const bool got_fits = mha_rope_theta_fits(hd, thetas[t], &got);
+            checked++;
+            if (got_fits != fits || got != worst) {
+                if (bad++ < 5)
+                    CHECK(false, "rope theta %g, head_dim %lld: fits %d worst %g, the scan %d %g",
+                          thetas[t], (long long)hd, got_fits, (double)got, fits, (double)worst);
+            }
+        }
+    CHECK(bad == 0, "mha_rope_theta_fits agrees with a scan of every frequency (%d cases, %d off)",
+          checked, bad);
+    /* a head_dim at the limit (2^20) answers at once: two frequencies, not half a million */
+    float w;
+    CHECK(mha_rope_theta_fits((int64_t)1 << 20, 10000.0, &w) && w == 1.0f,
+          "head_dim 2^20: fits, the largest frequency 1 (%g)", (double)w);
+}
+
 int main(void)
 {
+    test_rope_theta_scan();
     mha_blas_set_threads(1);
     mha_error err;
     mha_pool *pool2 = mha_pool_create(2, &err);
