@@ -3,13 +3,13 @@
  * v2_response.c writes the replies).
  *
  * The request's JSON header is split with srv_json_object_scan (which validates all of it); the
- * "inputs" array is then walked here without validating again (a table-driven skip over the
- * numbers), each input's small members (name, shape, datatype, parameters) parsed with jansson and
+ * "inputs" array is then walked without validating again (json_walk.h: a table-driven skip over
+ * the numbers), each input's small members (name, shape, datatype, parameters) parsed with jansson and
  * its "data" with srv_tensor_parse, which reads numbers straight from the text. Binary tensor data
  * is used in place when it is aligned for float and copied once when it is not.
  *
  * Binary tensors are little-endian by the protocol; this file assumes a little-endian host.
- * Over 700 lines, and one idea: the walk over one request's header and binary part, whose steps
+ * Over 800 lines, and one idea: the walk over one request's header and binary part, whose steps
  * (inputs, their parameters, shapes, data, outputs) share its checks and messages.
  */
 #include "v2_codec.h"
@@ -25,6 +25,7 @@
 #include "base/bigbuf.h"
 #include "float_parse.h"
 #include "json_scan.h"
+#include "json_walk.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "v2_request.c reads binary tensors as host floats: little-endian hosts only"
@@ -84,126 +85,6 @@ static const char *v2_shape_str(char *out, size_t cap, int ndim, const int64_t *
     if (n < cap)
         snprintf(out + n, cap - n, "]");
     return out;
-}
-
-static const char *v2_skip_ws(const char *p, const char *end)
-{
-    while (p < end && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r'))
-        p++;
-    return p;
-}
-
-/* Byte classes for walking JSON text that srv_json_object_scan has already validated:
- * 1 a quote, 2 an opening bracket, 3 a closing one, 0 anything else (digits, commas, ...). */
-static const unsigned char v2_class[256] = {['"'] = 1, ['['] = 2, ['{'] = 2, [']'] = 3, ['}'] = 3};
-
-/* Returns the position after the string that starts at p (*p is '"'), or NULL at end. */
-static const char *v2_skip_string(const char *p, const char *end)
-{
-    for (p++; p < end; p++) {
-        if (*p == '\\') {
-            if (++p == end)
-                return NULL;
-        } else if (*p == '"') {
-            return p + 1;
-        }
-    }
-    return NULL;
-}
-
-/* Returns the end of the JSON value that starts at p, or NULL when the text ends first. The text
- * was validated before (the body's scan), so this only tracks strings and nesting, skipping runs
- * of ordinary bytes (a tensor's numbers) with a table lookup; it never reads past end whatever the
- * input. */
-static const char *v2_skip_value(const char *p, const char *end)
-{
-    if (p >= end)
-        return NULL;
-    if (*p == '"')
-        return v2_skip_string(p, end);
-    if (*p != '[' && *p != '{') { /* number or literal */
-        while (p < end && *p != ',' && *p != ']' && *p != '}' && *p != ' ' && *p != '\t' &&
-               *p != '\n' && *p != '\r')
-            p++;
-        return p;
-    }
-    int64_t depth = 0;
-    for (;;) {
-        while (p < end && !v2_class[(unsigned char)*p])
-            p++;
-        if (p == end)
-            return NULL;
-        switch (v2_class[(unsigned char)*p]) {
-        case 1:
-            p = v2_skip_string(p, end);
-            if (!p)
-                return NULL;
-            continue;
-        case 2:
-            depth++;
-            break;
-        default:
-            if (--depth == 0)
-                return p + 1;
-        }
-        p++;
-    }
-}
-
-/* Splits the object at p (*p is '{', validated text) into up to max members; *after gets the
- * position after it. Returns the number of members, or -1 with err (a duplicate or too long key,
- * too many members, text cut short). Unlike srv_json_object_scan it does not validate again what
- * the body's scan already did, which matters when a member holds megabytes of numbers. */
-static int v2_object_members(srv_json_member *m, int max, const char **after, const char *p,
-                             const char *end, const char *field, srv_error *err)
-{
-    int n = 0;
-    p = v2_skip_ws(p + 1, end);
-    if (p < end && *p == '}') {
-        *after = p + 1;
-        return 0;
-    }
-    for (;;) {
-        p = v2_skip_ws(p, end);
-        if (p == end || *p != '"')
-            return srv_error_set(err, SRV_E_BAD_JSON, field, "%s: expected a member name", field);
-        if (n == max)
-            return srv_error_set(err, SRV_E_BAD_REQUEST, field, "%s has more than %d members",
-                                 field, max);
-        size_t klen;
-        const char *q = srv_json_string(p, end, m[n].key, sizeof m[n].key, &klen, p, field, err);
-        if (!q)
-            return -1;
-        if (klen >= sizeof m[n].key || strlen(m[n].key) != klen)
-            return srv_error_set(err, SRV_E_BAD_REQUEST, field,
-                                 "%s has a member name that is "
-                                 "too long or holds a NUL",
-                                 field);
-        for (int i = 0; i < n; i++)
-            if (strcmp(m[i].key, m[n].key) == 0)
-                return srv_error_set(err, SRV_E_BAD_JSON, field, "%s has \"%s\" twice", field,
-                                     m[n].key);
-        p = v2_skip_ws(q, end);
-        if (p == end || *p != ':')
-            return srv_error_set(err, SRV_E_BAD_JSON, field, "%s: expected ':'", field);
-        p = v2_skip_ws(p + 1, end);
-        const char *ve = v2_skip_value(p, end);
-        if (!ve)
-            return srv_error_set(err, SRV_E_BAD_JSON, field, "%s is cut short", field);
-        m[n].value = p;
-        m[n].value_len = (size_t)(ve - p);
-        n++;
-        p = v2_skip_ws(ve, end);
-        if (p < end && *p == ',') {
-            p++;
-            continue;
-        }
-        if (p < end && *p == '}') {
-            *after = p + 1;
-            return n;
-        }
-        return srv_error_set(err, SRV_E_BAD_JSON, field, "%s: expected ',' or '}'", field);
-    }
 }
 
 /* Parses a small JSON value (already validated) with jansson. New reference, or NULL with err. */
@@ -401,7 +282,7 @@ static int v2_parse_json_data(srv_v2_input *in, int id, const char *text, size_t
                               int64_t max_elements, srv_error *err)
 {
     const char *name = v2_input_names[id];
-    const char *p = v2_skip_ws(text, text + len);
+    const char *p = srv_json_skip_ws(text, text + len);
     if (p == text + len || *p != '[')
         return srv_error_set(err, SRV_E_BAD_REQUEST, name,
                              "input '%s': \"data\" must be an array (flat or nested)", name);
@@ -569,16 +450,16 @@ static int v2_parse_inputs(srv_v2_request *req, int64_t binsize[SRV_V2_IN_COUNT]
                            size_t len, int64_t max_elements, srv_error *err)
 {
     const char *end = text + len;
-    const char *p = v2_skip_ws(text, end);
+    const char *p = srv_json_skip_ws(text, end);
     if (p == end || *p != '[')
         return srv_error_set(err, SRV_E_BAD_REQUEST, "inputs",
                              "\"inputs\" must be an array of input tensors");
-    p = v2_skip_ws(p + 1, end);
+    p = srv_json_skip_ws(p + 1, end);
     if (p < end && *p == ']')
         return srv_error_set(err, SRV_E_MISSING_FIELD, "inputs",
                              "\"inputs\" is empty; the model needs at least 'query'");
     for (int index = 0;; index++) {
-        p = v2_skip_ws(p, end);
+        p = srv_json_skip_ws(p, end);
         if (p == end || *p != '{')
             return srv_error_set(err, SRV_E_BAD_REQUEST, "inputs",
                                  "inputs[%d] must be an object {\"name\", \"shape\", "
@@ -588,10 +469,10 @@ static int v2_parse_inputs(srv_v2_request *req, int64_t binsize[SRV_V2_IN_COUNT]
         snprintf(field, sizeof field, "inputs[%d]", index);
         srv_json_member m[V2_MAX_MEMBERS];
         const char *elem_end = NULL;
-        int n = v2_object_members(m, V2_MAX_MEMBERS, &elem_end, p, end, field, err);
+        int n = srv_json_walk_members(m, V2_MAX_MEMBERS, &elem_end, p, end, field, err);
         if (n < 0 || v2_parse_input(req, binsize, field, m, n, max_elements, err) < 0)
             return -1;
-        p = v2_skip_ws(elem_end, end);
+        p = srv_json_skip_ws(elem_end, end);
         if (p < end && *p == ',') {
             p++;
             continue;
