@@ -34,7 +34,8 @@ srv_persist *srv_persist_create(const char *data_dir, bool read_only, srv_log_fo
         if (p->dd->ro_fs)
             srv_log(log_format, "warn",
                     "data dir %s is on a read-only file system: its layers are served, every "
-                    "change is refused (503)", data_dir);
+                    "change is refused (503)",
+                    data_dir);
     }
     return p;
 }
@@ -207,10 +208,10 @@ static const srv_known *find_known(const srv_persist *p, const char *name)
 }
 
 /* The version of a layer read from disk, the same for every replica that reads these files: the
- * one attnd stored with it ("attnd.version", a plain number up to SRV_DD_VERSION_TRUSTED: one past it
- * is a file's claim that versions are used up), unless config.json was edited by hand since; else the one recorded for these files, or
- * a new one recorded now (datadir.h, "Replicas"); 0 (the registry numbers it) when the data dir
- * cannot record one. Caller holds p->lock. */
+ * one attnd stored with it ("attnd.version", a plain number up to SRV_DD_VERSION_TRUSTED: one past
+ * it is a file's claim that versions are used up), unless config.json was edited by hand since;
+ * else the one recorded for these files, or a new one recorded now (datadir.h, "Replicas"); 0 (the
+ * registry numbers it) when the data dir cannot record one. Caller holds p->lock. */
 static uint64_t layer_version(srv_persist *p, srv_registry *reg, const char *name,
                               const srv_dd_layer *dl)
 {
@@ -226,8 +227,10 @@ static uint64_t layer_version(srv_persist *p, srv_registry *reg, const char *nam
     srv_error e = {0};
     v = srv_datadir_adopt(p->dd, name, &dl->stamp, srv_registry_last_version(reg), &e);
     if (!v && e.code != SRV_OK)
-        srv_log(p->log_format, "warn", "layer '%s': no version recorded in %s (%s); this replica "
-                "numbers it itself", name, p->dd->root, e.message);
+        srv_log(p->log_format, "warn",
+                "layer '%s': no version recorded in %s (%s); this replica "
+                "numbers it itself",
+                name, p->dd->root, e.message);
     return v;
 }
 
@@ -245,11 +248,11 @@ static srv_layer *load_one(srv_persist *p, srv_registry *reg, const char *name,
     int64_t bytes = srv_config_from_json(&cfg, dl->config, limits, "config", NULL) == 0
                         ? srv_layer_bytes(&cfg)
                         : 0;
-    srv_layer *l = srv_registry_reserve(reg, name, bytes, &e) < 0
-                       ? NULL
-                       : srv_layer_charge(srv_persist_build(name, dl->config, &dl->weights,
-                                                            limits, &e),
-                                          reg, bytes);
+    srv_layer *l =
+        srv_registry_reserve(reg, name, bytes, &e) < 0
+            ? NULL
+            : srv_layer_charge(srv_persist_build(name, dl->config, &dl->weights, limits, &e), reg,
+                               bytes);
     if (l) { /* as stored with it: the times survive restarts and are every replica's */
         l->created = dl->created;
         l->updated = dl->updated;
@@ -477,7 +480,8 @@ static int check_version(const char *name, uint64_t cur, uint64_t if_version, sr
         return if_version == SRV_IF_EXISTS
                    ? srv_error_set(err, SRV_E_CONFLICT, "If-Match",
                                    "If-Match: * asks for an existing layer, and there is no layer "
-                                   "called '%s'", name)
+                                   "called '%s'",
+                                   name)
                    : srv_error_set(err, SRV_E_CONFLICT, "If-Match",
                                    "layer '%s' does not exist, so it cannot be at version %llu",
                                    name, (unsigned long long)if_version);
@@ -485,7 +489,8 @@ static int check_version(const char *name, uint64_t cur, uint64_t if_version, sr
         return srv_error_set(err, SRV_E_CONFLICT, "If-Match",
                              "layer '%s' in the data dir changed by hand (or is damaged) and has "
                              "no version yet: read it again once it is loaded, or change it "
-                             "without If-Match", name);
+                             "without If-Match",
+                             name);
     return srv_error_set(err, SRV_E_CONFLICT, "If-Match",
                          "layer '%s' is at version %llu, not %llu; read it again and retry", name,
                          (unsigned long long)cur, (unsigned long long)if_version);
@@ -500,6 +505,15 @@ static uint64_t memory_version(srv_registry *reg, const char *name)
     return v;
 }
 
+/* The version of layer name when it is served from memory only, never having been on disk for this
+ * process (--demo's layer in a daemon with a data dir); 0 otherwise. Such a layer answers its
+ * If-Match / If-None-Match and DELETE as served, where the data dir has nothing of that name.
+ * Caller holds p->lock. */
+static uint64_t memory_only_version(const srv_persist *p, srv_registry *reg, const char *name)
+{
+    return find_known(p, name) ? 0 : memory_version(reg, name);
+}
+
 /* Writes l to the data dir if its version there meets if_version, under the data dir's lock (one
  * change at a time across every process sharing it), with a new version from its counter
  * (*version). *existed tells whether there was a layer of that name on disk (with a version: one
@@ -512,12 +526,13 @@ static int save(srv_persist *p, srv_registry *reg, srv_layer *l, uint64_t if_ver
     uint64_t cur = 0;
     if (srv_datadir_lock(p->dd, &e) != 0)
         return srv_error_set(err, e.code, "", "layer '%s' not saved: %s", l->name, e.message);
-    int rc = srv_datadir_version(p->dd, l->name, &cur, err) != 0 ||
-                     check_version(l->name, cur, if_version, err) != 0 ||
-                     srv_datadir_next_version(p->dd, srv_registry_last_version(reg), version,
-                                              &e) != 0
-                 ? -1
-                 : 0;
+    int rc =
+        srv_datadir_version(p->dd, l->name, &cur, err) != 0 ||
+                check_version(l->name, cur ? cur : memory_only_version(p, reg, l->name), if_version,
+                              err) != 0 ||
+                srv_datadir_next_version(p->dd, srv_registry_last_version(reg), version, &e) != 0
+            ? -1
+            : 0;
     *existed = cur != 0 && cur != SRV_DD_NO_VERSION; /* a layer another replica serves */
     if (rc == 0) {
         srv_st_view v[MHA_MAX_PARAMS];
@@ -578,25 +593,27 @@ int srv_persist_put(srv_persist *p, srv_registry *reg, srv_layer *l, uint64_t if
 
 /* Removes layer name from the data dir if its version there meets if_version, under the lock
  * (see save). Caller holds p->lock. 0, or -1 with err: 404, 409, 503. */
-static int unsave(srv_persist *p, const char *name, uint64_t if_version, srv_error *err)
+static int unsave(srv_persist *p, srv_registry *reg, const char *name, uint64_t if_version,
+                  srv_error *err)
 {
     srv_error e = {0};
     uint64_t cur = 0;
     if (srv_datadir_lock(p->dd, &e) != 0)
         return srv_error_set(err, e.code, "", "layer '%s' not deleted: %s", name, e.message);
     int rc = srv_datadir_version(p->dd, name, &cur, err);
-    if (rc == 0 && !cur)
+    const uint64_t in_memory = rc == 0 && !cur ? memory_only_version(p, reg, name) : 0;
+    if (rc == 0 && !cur && !in_memory)
         rc = srv_error_set(err, SRV_E_LAYER_NOT_FOUND, "name", "no layer called '%s'", name);
     if (rc == 0)
-        rc = check_version(name, cur, if_version, err);
-    if (rc == 0) {
+        rc = check_version(name, cur ? cur : in_memory, if_version, err);
+    if (rc == 0 && cur) {
         int r = srv_datadir_remove(p->dd, name, &e);
         if (r == 1)
             srv_log(p->log_format, "warn", "layer '%s' deleted from %s: %s", name, p->dd->root,
                     e.message);
         if (r < 0) {
-            srv_log(p->log_format, "error", "layer '%s' not deleted from %s: %s", name,
-                    p->dd->root, e.message);
+            srv_log(p->log_format, "error", "layer '%s' not deleted from %s: %s", name, p->dd->root,
+                    e.message);
             rc = e.code == SRV_E_CONFLICT
                      ? srv_error_set(err, e.code, e.field, "%s", e.message)
                      : srv_error_set(err, e.code, "",
@@ -614,9 +631,10 @@ int srv_persist_delete(srv_persist *p, srv_registry *reg, const char *name, uint
 {
     pthread_mutex_lock(&p->lock);
     /* with a data dir, what is on disk decides (a damaged layer, an unloaded one, one another
-     * replica made); a name that is not a layer directory there is a conflict that touches
-     * nothing. Without one: what is served, or unloaded (model repository extension) */
-    int rc = p->dd ? unsave(p, name, if_version, err)
+     * replica made), and a layer served from memory only (--demo's) where it has none; a name
+     * that is not a layer directory there is a conflict that touches nothing. Without one: what
+     * is served, or unloaded (model repository extension) */
+    int rc = p->dd ? unsave(p, reg, name, if_version, err)
                    : check_version(name, memory_version(reg, name), if_version, err);
     if (rc == 0 && !p->dd && !memory_version(reg, name) &&
         !(srv_registry_is_unloaded(reg, name, NULL) && !if_version))

@@ -8,7 +8,8 @@
  *     damaged one is skipped and reported in /readyz and /metrics, the others served;
  *   - a hand-written torch layer (tests/golden_datadir) gives torch's numbers through /forward;
  *   - weights download (safetensors) reads back equal to the JSON form, and uploads;
- *   - ETag / If-Match (409 on mismatch), API key (401 + WWW-Authenticate), --auth-reads,
+ *   - ETag / If-Match (409 on mismatch), also for --demo's layer, served from memory only; API key
+ * (401 + WWW-Authenticate), --auth-reads,
  *     --read-only (403), CORS preflight, metrics moving with requests;
  *   - drain with a request in flight (in-process), SIGTERM (exit 0 after the in-flight request is
  *     answered), SIGKILL + restart keeps everything.
@@ -79,7 +80,7 @@ static long put(srv_daemon *d, const char *path, const char *body)
 }
 
 #define LAYER_A "{\"config\": {\"embed_dim\": 8, \"num_heads\": 2}, \"init\": {\"seed\": 1}}"
-#define LAYER_B                                                                                   \
+#define LAYER_B                                                                                    \
     "{\"config\": {\"embed_dim\": 4, \"num_heads\": 1, \"kdim\": 3, \"vdim\": 2, \"bias\": false," \
     " \"add_bias_kv\": true}, \"init\": {\"seed\": 2}}"
 
@@ -169,14 +170,16 @@ static void test_restart(void)
     doc = hc_json(&r);
     json_t *dmg = json_object_get(doc, "damaged");
     CHECK(r.status == 200 && json_array_size(dmg) == 1 &&
-              strcmp(json_string_value(json_object_get(json_array_get(dmg, 0), "name")), "b") == 0 &&
+              strcmp(json_string_value(json_object_get(json_array_get(dmg, 0), "name")), "b") ==
+                  0 &&
               strstr(json_string_value(json_object_get(json_array_get(dmg, 0), "reason")),
                      "weights.safetensors"),
           "/readyz reports b damaged: %s", r.body);
     json_decref(doc);
     hc_response_free(&r);
     hc_request(d, "GET", "/metrics", NULL, NULL, 0, NULL, &r);
-    CHECK(r.body && strstr(r.body, "attnd_layers_damaged 1\n") && strstr(r.body, "attnd_layers 2\n"),
+    CHECK(r.body && strstr(r.body, "attnd_layers_damaged 1\n") &&
+              strstr(r.body, "attnd_layers 2\n"),
           "/metrics: 2 layers (a, z), 1 damaged (b)");
     hc_response_free(&r);
     /* a damaged layer can be replaced through the API */
@@ -230,7 +233,8 @@ static void test_times(void)
     double c3 = time_of(d, "t", "created"), u3 = time_of(d, "t", "updated");
     CHECK(fabs(c3 - c1) < 0.002 && fabs(u3 - u2) < 0.002,
           "after a restart the times are the stored ones, to the millisecond (%.3f %.3f, were %.3f "
-          "%.3f)", c3, u3, c1, u2);
+          "%.3f)",
+          c3, u3, c1, u2);
     hc_stop(d);
 }
 
@@ -406,10 +410,10 @@ static void test_hand_written(void)
     }
     for (int k = 0; k < 2; k++) {
         json_t *want = json_object_get(expected, names[k]);
-        json_t *req = json_pack("{s:O, s:O, s:O, s:b, s:s}", "query", json_object_get(want, "query"),
-                                "key", json_object_get(want, "key"), "value",
-                                json_object_get(want, "value"), "need_weights", 1, "encoding",
-                                "flat");
+        json_t *req =
+            json_pack("{s:O, s:O, s:O, s:b, s:s}", "query", json_object_get(want, "query"), "key",
+                      json_object_get(want, "key"), "value", json_object_get(want, "value"),
+                      "need_weights", 1, "encoding", "flat");
         char *body = json_dumps(req, JSON_COMPACT);
         char path[128];
         snprintf(path, sizeof path, "/v1/layers/%s/forward", names[k]);
@@ -458,7 +462,8 @@ static void test_weights_io(void)
         bool same = true;
         const char *name;
         json_t *t;
-        json_object_foreach(map, name, t) {
+        json_object_foreach(map, name, t)
+        {
             const srv_st_tensor *x = srv_st_find(&parsed, name);
             size_t n;
             float *f = floats_of(t, &n);
@@ -525,10 +530,10 @@ static void test_weights_io(void)
     /* without the config metadata: 400 saying how */
     srv_buf_init(&b);
     srv_st_write(&b, v, parsed.n, NULL, &err);
-    hc_request(d, "PUT", "/v1/layers/nometa", "application/octet-stream", b.data, (long)b.len,
-               NULL, &r);
-    CHECK(r.status == 400 && strstr(r.body, "__metadata__"), "no config metadata: %ld %s",
-          r.status, r.body);
+    hc_request(d, "PUT", "/v1/layers/nometa", "application/octet-stream", b.data, (long)b.len, NULL,
+               &r);
+    CHECK(r.status == 400 && strstr(r.body, "__metadata__"), "no config metadata: %ld %s", r.status,
+          r.body);
     hc_response_free(&r);
     srv_buf_free(&b);
     srv_st_free(&parsed);
@@ -597,6 +602,72 @@ static void test_etag(void)
     hc_request(d, "DELETE", "/v1/layers/e", NULL, NULL, 0, &os, &r);
     CHECK(r.status == 204, "DELETE with If-Match: *: 204 (%ld)", r.status);
     hc_response_free(&r);
+    hc_stop(d);
+}
+
+/* --demo's layer in a daemon with a data dir is served from memory only (never written there), yet
+ * answers If-Match, If-None-Match and DELETE as it is served, like any layer: the data dir having
+ * nothing of that name made a DELETE 404 and If-Match "1" a 409 "does not exist", while GET gave
+ * 200 with ETag "1"; If-None-Match: * replaced it */
+static void test_demo_memory_only(void)
+{
+    char dir[160];
+    snprintf(dir, sizeof dir, "%s/demo", root);
+    srv_options opt;
+    hc_options(&opt);
+    snprintf(opt.data_dir, sizeof opt.data_dir, "%s", dir);
+    opt.demo = true;
+    srv_daemon *d = hc_start(&opt);
+    if (!CHECK(d, "daemon with --demo and a data dir"))
+        return;
+    hc_response r;
+    hc_request(d, "GET", "/v1/layers/demo", NULL, NULL, 0, NULL, &r);
+    const unsigned long long v = etag_of(&r);
+    CHECK(r.status == 200 && v > 0, "the demo layer is served (%ld, ETag %llu)", r.status, v);
+    hc_response_free(&r);
+    char path[256];
+    snprintf(path, sizeof path, "%s/layers/demo", dir);
+    struct stat st;
+    CHECK(stat(path, &st) != 0, "and not written to the data dir");
+
+    const char *none[] = {"If-None-Match: *", NULL};
+    hc_opts on = {.headers = none};
+    hc_request(d, "PUT", "/v1/layers/demo", NULL, LAYER_A, -1, &on, &r);
+    CHECK(r.status == 409, "If-None-Match: * on it: 409, it exists (%ld %s)", r.status, r.body);
+    hc_response_free(&r);
+    char stale[64], cur[64];
+    snprintf(stale, sizeof stale, "If-Match: \"%llu\"", v + 7);
+    const char *hs[] = {stale, NULL};
+    hc_opts os = {.headers = hs};
+    hc_request(d, "DELETE", "/v1/layers/demo", NULL, NULL, 0, &os, &r);
+    CHECK(r.status == 409 && strstr(r.body, "is at version"),
+          "DELETE with another version: 409 naming the version (%ld %s)", r.status, r.body);
+    hc_response_free(&r);
+    snprintf(cur, sizeof cur, "If-Match: \"%llu\"", v);
+    const char *hcur[] = {cur, NULL};
+    hc_opts oc = {.headers = hcur};
+    hc_request(d, "DELETE", "/v1/layers/demo", NULL, NULL, 0, &oc, &r);
+    CHECK(r.status == 204, "DELETE with its version: 204 (%ld %s)", r.status, r.body);
+    hc_response_free(&r);
+    hc_request(d, "GET", "/v1/layers/demo", NULL, NULL, 0, NULL, &r);
+    CHECK(r.status == 404, "then it is gone (%ld)", r.status);
+    hc_response_free(&r);
+    hc_request(d, "DELETE", "/v1/layers/demo", NULL, NULL, 0, NULL, &r);
+    CHECK(r.status == 404, "and a second DELETE is 404 (%ld)", r.status);
+    hc_response_free(&r);
+    hc_stop(d);
+
+    /* replaced with If-Match: its version, it is written to the data dir like any PUT */
+    d = hc_start(&opt);
+    if (!CHECK(d, "daemon again"))
+        return;
+    hc_request(d, "GET", "/v1/layers/demo", NULL, NULL, 0, NULL, &r);
+    snprintf(cur, sizeof cur, "If-Match: \"%llu\"", etag_of(&r));
+    hc_response_free(&r);
+    hc_request(d, "PUT", "/v1/layers/demo", NULL, LAYER_A, -1, &oc, &r);
+    CHECK(r.status == 200, "PUT with If-Match: its version: 200 (%ld %s)", r.status, r.body);
+    hc_response_free(&r);
+    CHECK(stat(path, &st) == 0, "and the new layer is in the data dir");
     hc_stop(d);
 }
 
@@ -727,8 +798,8 @@ static void test_cors(void)
     hc_response_free(&r);
     const char *evil[] = {"Origin: https://evil.example", NULL};
     hc_opts oe = {.headers = evil};
-    hc_request(d, "POST", "/v1/layers/c/forward", NULL, "{\"query\": [[1,2,3,4,5,6,7,8]]}", -1,
-               &oe, &r);
+    hc_request(d, "POST", "/v1/layers/c/forward", NULL, "{\"query\": [[1,2,3,4,5,6,7,8]]}", -1, &oe,
+               &r);
     CHECK(!hc_header(&r, "Access-Control-Allow-Origin", ao, sizeof ao),
           "no Allow-Origin for another origin");
     hc_response_free(&r);
@@ -756,8 +827,9 @@ static void test_metrics(void)
     if (!CHECK(d, "daemon"))
         return;
     CHECK(put(d, "/v1/layers/m", LAYER_A) == 201, "PUT m");
-    const char *fwd = "attnd_http_requests_total{method=\"POST\",route=\"/v1/layers/{name}/forward\","
-                      "code=\"200\"}";
+    const char *fwd =
+        "attnd_http_requests_total{method=\"POST\",route=\"/v1/layers/{name}/forward\","
+        "code=\"200\"}";
     hc_response r;
     hc_request(d, "GET", "/metrics", NULL, NULL, 0, NULL, &r);
     char ct[128] = "";
@@ -780,7 +852,8 @@ static void test_metrics(void)
     for (int i = 0; i < 200; i++) {
         hc_request(d, "GET", "/metrics", NULL, NULL, 0, NULL, &r);
         if (metric(r.body, fwd) >= want &&
-            metric(r.body, "attnd_http_requests_total{method=\"\",route=\"unmatched\",code=\"404\"}") >= 1)
+            metric(r.body,
+                   "attnd_http_requests_total{method=\"\",route=\"unmatched\",code=\"404\"}") >= 1)
             break;
         hc_response_free(&r);
         usleep(10 * 1000);
@@ -788,7 +861,8 @@ static void test_metrics(void)
     double f1 = metric(r.body, fwd), flops1 = metric(r.body, "attnd_forward_flops_total");
     CHECK(f1 == want, "3 forwards counted (%g -> %g)", f0, f1);
     CHECK(flops1 > flops0, "FLOPs grow (%g -> %g)", flops0, flops1);
-    CHECK(metric(r.body, "attnd_http_requests_total{method=\"\",route=\"unmatched\",code=\"404\"}") >= 1,
+    CHECK(metric(r.body,
+                 "attnd_http_requests_total{method=\"\",route=\"unmatched\",code=\"404\"}") >= 1,
           "404 counted under unmatched");
     CHECK(metric(r.body, "attnd_http_request_duration_seconds_count{method=\"POST\",route=\"/v1/"
                          "layers/{name}/forward\"}") >= 3,
@@ -807,8 +881,8 @@ static void test_metrics(void)
 #include <sys/socket.h>
 
 /* A forward request whose body is sent in two parts, so that it is in flight in between. */
-#define SLOW_HEAD                                                                                 \
-    "POST /v1/layers/s/forward HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n" \
+#define SLOW_HEAD                                                                                  \
+    "POST /v1/layers/s/forward HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"  \
     "Content-Length: 32\r\nConnection: close\r\n\r\n{\"query\": [[1,2,3,4,"
 #define SLOW_TAIL "5,6,7,8]]}  "
 
@@ -934,7 +1008,8 @@ static void test_drain(void)
      * has accepted it (a connection still in the listen backlog is reset when the socket closes) */
     int keep = hc_connect(port);
     char reply[REPLY_MAX] = "";
-    CHECK(keep >= 0 && keep_alive_status(keep, "/healthz", reply) == 200, "keep-alive connection open");
+    CHECK(keep >= 0 && keep_alive_status(keep, "/healthz", reply) == 200,
+          "keep-alive connection open");
     drain_arg a = {d, 10000, -1};
     pthread_t t;
     pthread_create(&t, NULL, drain_thread, &a);
@@ -942,7 +1017,8 @@ static void test_drain(void)
     CHECK(wait_for(refused, &port, 5000), "no new connections while draining");
     int rs = keep >= 0 ? keep_alive_status(keep, "/readyz", reply) : 0;
     CHECK(rs == 503, "/readyz answers 503 while draining (%d)", rs);
-    CHECK(rs != 503 || (strstr(reply, "\"code\":\"unavailable\"") && strstr(reply, "\"request_id\":\"")),
+    CHECK(rs != 503 ||
+              (strstr(reply, "\"code\":\"unavailable\"") && strstr(reply, "\"request_id\":\"")),
           "its error object has a code and the request id, as every error reply: %.400s", reply);
     if (keep >= 0)
         close(keep);
@@ -965,7 +1041,8 @@ static void test_drain(void)
     int left = srv_daemon_drain(d, 200);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     double ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
-    CHECK(left == 1 && ms >= 150, "drain stops at its deadline with 1 left (%d, %.0f ms)", left, ms);
+    CHECK(left == 1 && ms >= 150, "drain stops at its deadline with 1 left (%d, %.0f ms)", left,
+          ms);
     hc_stop(d);
     if (fd >= 0)
         close(fd);
@@ -1019,8 +1096,8 @@ static int child_start(child *c, const char *dir)
         dup2(pfd[1], 2);
         close(pfd[0]);
         close(pfd[1]);
-        char *argv[] = {bin, "--host", "127.0.0.1", "--port", "0", "--data-dir", (char *)dir,
-                        "--threads", "2", "--log-format", "text", NULL};
+        char *argv[] = {bin,         "--host",    "127.0.0.1", "--port",       "0",    "--data-dir",
+                        (char *)dir, "--threads", "2",         "--log-format", "text", NULL};
         execv(bin, argv);
         _exit(127);
     }
@@ -1170,8 +1247,10 @@ static void test_kill_mid_write(void)
 {
     char dir[128];
     snprintf(dir, sizeof dir, "%s/killed", root);
-    const char *v1 = "{\"config\": {\"embed_dim\": 512, \"num_heads\": 8}, \"init\": {\"seed\": 1}}";
-    const char *v2 = "{\"config\": {\"embed_dim\": 512, \"num_heads\": 8}, \"init\": {\"seed\": 2}}";
+    const char *v1 =
+        "{\"config\": {\"embed_dim\": 512, \"num_heads\": 8}, \"init\": {\"seed\": 1}}";
+    const char *v2 =
+        "{\"config\": {\"embed_dim\": 512, \"num_heads\": 8}, \"init\": {\"seed\": 2}}";
     child c;
     if (!CHECK(child_start(&c, dir) == 0, "attnd starts"))
         return;
@@ -1243,6 +1322,7 @@ int main(void)
     test_hand_written();
     test_weights_io();
     test_etag();
+    test_demo_memory_only();
     test_auth();
     test_cors();
     test_metrics();
