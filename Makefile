@@ -62,6 +62,12 @@ TEST_LIBS = -lcurl
 VERSION  := $(shell cat VERSION 2>/dev/null || echo 0.0.0)
 GIT_REV  := $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 CFLAGS   += -DATTND_VERSION='"$(VERSION)"' -DATTND_GIT_REV='"$(GIT_REV)"'
+# The files that print the version or the commit depend on a stamp rewritten when either changes,
+# so that --version and /metrics' attnd_build_info name the commit built (an object left from an
+# older build kept its commit, and the two could name different ones).
+VERSION_STAMP := $(BUILD)/version.stamp
+$(shell mkdir -p $(BUILD) && { printf '%s %s\n' '$(VERSION)' '$(GIT_REV)' | cmp -s - $(VERSION_STAMP) || \
+    printf '%s %s\n' '$(VERSION)' '$(GIT_REV)' > $(VERSION_STAMP); })
 
 LIB_SRC   := $(wildcard lib/*.c)
 SRV_SRC   := $(filter-out server/cmd/main.c,$(wildcard server/*/*.c))
@@ -116,6 +122,9 @@ $(BUILD)/%.o: %.c | $(DEPS_STAMP)
 	@mkdir -p $(@D)
 	$(call say,CC,$<)
 	$(Q)$(CC) $(CFLAGS) -c -o $@ $<
+
+$(patsubst %.c,$(BUILD)/%.o,$(shell grep -l 'ATTND_VERSION\|ATTND_GIT_REV' server/*/*.c tests/*/*.c)): \
+    $(VERSION_STAMP)
 
 # /openapi.yaml is served from a copy built into the binary (server/api/openapi_embed.c uses .incbin)
 $(BUILD)/server/api/openapi_embed.o: openapi.yaml
