@@ -363,10 +363,18 @@ int srv_options_parse(srv_options *opt, int argc, char **argv, srv_error *err)
     char twin[96];
     bool blas_given = false, inflight_given = false;
 
+    /* --help and --version answer whatever the environment holds: an operator reading them in a
+     * container whose variables are wrong is finding out why */
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h"))
+            return SRV_OPTIONS_HELP;
+        if (!strcmp(argv[i], "--version") || !strcmp(argv[i], "-V"))
+            return SRV_OPTIONS_VERSION;
+    }
     for (size_t i = 0; i < NSPECS; i++) {
         twin_name(twin, sizeof twin, specs[i].name);
         const char *v = getenv(twin);
-        if (!v)
+        if (!v || !*v) /* set but empty (compose's ${ATTND_PORT:-}) is unset, as for ATTND_ISA */
             continue;
         if (set_value(opt, &specs[i], v, twin, err) < 0)
             return -1;
@@ -431,7 +439,7 @@ int srv_options_parse(srv_options *opt, int argc, char **argv, srv_error *err)
      * (avx-2, AVX2) would lift the cap an operator meant to set, so the daemon refuses it */
     const char *isa = getenv("ATTND_ISA");
     mha_isa cap;
-    if (isa && !mha_isa_from_name(isa, &cap))
+    if (isa && *isa && !mha_isa_from_name(isa, &cap))
         return srv_error_set(err, SRV_E_BAD_REQUEST, "ATTND_ISA",
                              "ATTND_ISA: '%.40s' is not generic, avx2 or avx512 (it caps the "
                              "engine's kernels; leave it unset for the CPU's best)",

@@ -104,6 +104,10 @@ int main(int argc, char **argv)
             fprintf(stderr, "attnd: %s\n", err.message); /* it names the file or variable */
             return 2;
         }
+        if (!strcmp(err.field, "host")) { /* a name or address that does not resolve */
+            fprintf(stderr, "attnd: --host (ATTND_HOST): %s\n", err.message);
+            return 2;
+        }
         srv_log(opt.log_format, "error", "cannot start: %s", err.message);
         return 1;
     }

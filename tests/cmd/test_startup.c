@@ -119,6 +119,8 @@ static void test_bad_options(void)
         {NULL, "ATTND_MAX_TRACE_ELEMENTS=lots", "ATTND_MAX_TRACE_ELEMENTS: 'lots' is not a whole"},
         {NULL, "ATTND_QUEUE_WAIT_MS=1.5s", "ATTND_QUEUE_WAIT_MS: '1.5s' is not milliseconds"},
         {"--no-such-flag", NULL, "unknown flag '--no-such-flag'"},
+        /* a name or address that does not resolve is a bad value of --host too */
+        {"--host=999.1.1.1", NULL, "--host (ATTND_HOST): cannot use host '999.1.1.1'"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         ch_child c;
@@ -139,11 +141,29 @@ static void test_bad_options(void)
     CHECK(started == 0, "suffixed values in flags and twins start the daemon: %s", c.err);
     ch_free(&c);
 
+    /* set but empty is unset, for every twin and ATTND_ISA (compose's ${ATTND_PORT:-}) */
+    const char *empty[] = {"ATTND_ISA=", "ATTND_PORT=", "ATTND_MAX_BODY_BYTES=", NULL};
+    started = ch_start(&c, args, empty, 20000);
+    CHECK(started == 0, "empty ATTND_ISA, ATTND_PORT, ATTND_MAX_BODY_BYTES start the daemon: %s",
+          c.err);
+    ch_free(&c);
+
     const char *help[] = {"--help", NULL};
     int rc = ch_run(&c, help, NULL, 10000);
     CHECK(rc == 0 && c.status == 0 && strstr(c.out, "--max-body-bytes SIZE") &&
               strstr(c.out, "default: 256M"),
           "--help: status 0 (%d), the flags on stdout", c.status);
+    ch_free(&c);
+    /* --help and --version answer whatever the environment holds */
+    const char *broken[] = {"ATTND_PORT=abc", "ATTND_ISA=avx3", NULL};
+    rc = ch_run(&c, help, broken, 10000);
+    CHECK(rc == 0 && c.status == 0 && strstr(c.out, "--max-body-bytes SIZE"),
+          "--help beside a malformed ATTND_PORT: status 0 (%d %s)", c.status, c.err);
+    ch_free(&c);
+    const char *version[] = {"--version", NULL};
+    rc = ch_run(&c, version, broken, 10000);
+    CHECK(rc == 0 && c.status == 0 && strncmp(c.out, "attnd ", 6) == 0,
+          "--version beside a malformed ATTND_PORT: status 0 (%d %s)", c.status, c.out);
     ch_free(&c);
 }
 
