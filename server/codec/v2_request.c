@@ -245,8 +245,18 @@ static int v2_parse_datatype(srv_v2_input *in, int id, const char *text, size_t 
     return rc;
 }
 
+/* Triton's shared-memory extensions (not served, nor listed in GET /v2): a tensor in a region is
+ * refused by name, rather than read as missing data or its output sent in the body. */
+static bool v2_shared_memory(const json_t *params)
+{
+    return json_object_get(params, "shared_memory_region") ||
+           json_object_get(params, "shared_memory_byte_size") ||
+           json_object_get(params, "shared_memory_offset");
+}
+
 /* Input "parameters": binary_data_size (a non-negative integer) marks binary data; other keys are
- * ignored. *binsize gets the size, or -1 when the input's data is JSON. */
+ * ignored, but shared memory is refused. *binsize gets the size, or -1 when the input's data is
+ * JSON. */
 static int v2_parse_input_parameters(int64_t *binsize, const char *name, const char *text,
                                      size_t len, srv_error *err)
 {
@@ -257,6 +267,13 @@ static int v2_parse_input_parameters(int64_t *binsize, const char *name, const c
     int rc = -1;
     if (!json_is_object(obj)) {
         srv_error_set(err, SRV_E_BAD_REQUEST, name, "input '%s': \"parameters\" must be an object",
+                      name);
+        goto error;
+    }
+    if (v2_shared_memory(obj)) {
+        srv_error_set(err, SRV_E_BAD_REQUEST, name,
+                      "input '%s': shared memory (parameters.shared_memory_region) is not "
+                      "supported; send the tensor in the body, as JSON or binary data",
                       name);
         goto error;
     }
@@ -555,6 +572,13 @@ static int v2_parse_outputs(srv_v2_request *req, bool binary_data_output, const 
             }
             if (bd)
                 binary = json_is_true(bd);
+            if (v2_shared_memory(params)) {
+                srv_error_set(err, SRV_E_BAD_REQUEST, "outputs",
+                              "output '%s': shared memory (parameters.shared_memory_region) is "
+                              "not supported; it comes back in the body, as JSON or binary data",
+                              name);
+                goto error;
+            }
             if (json_object_get(params, "classification")) {
                 srv_error_set(err, SRV_E_BAD_REQUEST, "outputs",
                               "output '%s': the classification extension is not supported", name);

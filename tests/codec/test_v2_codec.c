@@ -290,6 +290,11 @@ static void test_structure_errors(void)
     expect_refused("no data",
                    "{\"inputs\":[{\"name\":\"query\",\"shape\":[1],\"datatype\":\"FP32\"}]}", NULL,
                    0, 400, "neither");
+    expect_refused("an input in shared memory (Triton's extension, not served)",
+                   "{\"inputs\":[{\"name\":\"query\",\"shape\":[1],\"datatype\":\"FP32\","
+                   "\"parameters\":{\"shared_memory_region\":\"r0\","
+                   "\"shared_memory_byte_size\":4}}]}",
+                   NULL, 0, 400, "shared memory");
     expect_refused("negative dim",
                    "{\"inputs\":[{\"name\":\"query\",\"shape\":[-1],\"datatype\":\"FP32\","
                    "\"data\":[1]}]}",
@@ -536,6 +541,10 @@ static void test_parameters_and_outputs(void)
          "binary_data"},
         {"classification", NULL, "[{\"name\":\"output\",\"parameters\":{\"classification\":3}}]",
          "classification"},
+        {"output in shared memory", NULL,
+         "[{\"name\":\"output\",\"parameters\":{\"shared_memory_region\":\"r0\","
+         "\"shared_memory_byte_size\":256}}]",
+         "shared memory"},
         {"weights asked but need_weights false", "{\"need_weights\":false}",
          "[{\"name\":\"attn_weights\"}]", "need_weights"},
     };
