@@ -32,8 +32,8 @@ typedef enum opt_unit {
 typedef struct opt_spec {
     const char *name; /* flag without the leading "--"; the twin is ATTND_ + upper(name, '-'→'_') */
     opt_kind kind;
-    size_t offset;    /* of the field in srv_options                                             */
-    size_t size;      /* of the field (a string's capacity, a number's width: 4 or 8)            */
+    size_t offset; /* of the field in srv_options                                             */
+    size_t size;   /* of the field (a string's capacity, a number's width: 4 or 8)            */
     opt_unit unit;
     int64_t min, max; /* accepted range of a number                                              */
     const char *arg;  /* placeholder in --help                                                    */
@@ -58,7 +58,8 @@ static const opt_spec specs[] = {
      "engine threads for a forward pass that runs alone (overlapping passes take one each)",
      "the number of cores", NULL},
     {"max-inflight", NUM(max_inflight, U_PLAIN, 1, 4096), "N",
-     "forward passes at once; more wait, then get 503 + Retry-After", "--threads", NULL},
+     "forward passes at once; more wait, then get 503 + Retry-After",
+     "--threads, at most the cores", NULL},
     {"queue-wait-ms", NUM(queue_wait_ms, U_MS, 0, 600000), "MS",
      "how long a forward pass waits for a free slot before 503", NULL, "no wait"},
     {"timeout", NUM(timeout, U_SECONDS, 1, 86400), "SECONDS",
@@ -66,8 +67,7 @@ static const opt_spec specs[] = {
     {"max-connections", NUM(max_connections, U_PLAIN, 1, 1000000), "N", "open connections at once",
      "the hard open-files limit less 64, at most 16384", NULL},
     {"header-timeout", NUM(header_timeout, U_SECONDS, 1, 86400), "SECONDS",
-     "a request's headers must be in within this long of its start (else 408, closed)", NULL,
-     NULL},
+     "a request's headers must be in within this long of its start (else 408, closed)", NULL, NULL},
     {"min-body-rate", NUM(min_body_rate, U_BYTES, 0, 1 << 30), "BYTES",
      "bytes/s request and reply bodies must average after --header-timeout of grace", NULL,
      "no minimum"},
@@ -77,8 +77,7 @@ static const opt_spec specs[] = {
      "request bodies held at once, all connections together, counted as their bytes arrive "
      "(503 + Retry-After past it; one client address holds at most a quarter while others hold "
      "bodies too)",
-     NULL,
-     "half the memory of the machine or container, at least --max-body-bytes"},
+     NULL, "half the memory of the machine or container, at least --max-body-bytes"},
     {"max-tensor-elements", NUM(max_tensor_elements, U_COUNT, 1, INT64_C(1) << 32), "N",
      "largest tensor (input, output, weights or parameter), in elements", NULL, NULL},
     {"max-trace-elements", NUM(max_trace_elements, U_COUNT, 1, INT64_C(1) << 32), "N",
@@ -119,11 +118,10 @@ static const opt_spec specs[] = {
     {"auth-reads", BOOL(auth_reads), NULL,
      "reads need the API key too (probes and /metrics never do)", NULL, NULL},
     {"checkpoints-dir", STR(checkpoints_dir), "DIR",
-     "let POST /v1/layers/{name}/import read Hugging Face checkpoints below DIR", "none (imports off)",
-     NULL},
+     "let POST /v1/layers/{name}/import read Hugging Face checkpoints below DIR",
+     "none (imports off)", NULL},
     {"drain-timeout", NUM(drain_timeout, U_SECONDS, 0, 3600), "SECONDS",
-     "on SIGTERM/SIGINT, how long requests in flight get to finish", NULL,
-     "close them at once"},
+     "on SIGTERM/SIGINT, how long requests in flight get to finish", NULL, "close them at once"},
 };
 #define NSPECS (sizeof specs / sizeof specs[0])
 
@@ -145,10 +143,10 @@ void srv_options_default(srv_options *opt)
     opt->max_connections = srv_fdlimit_default_connections(); /* main raises the soft limit */
     opt->header_timeout = 10;  /* nginx's 60, Go servers' usual 10-20: headers are a few KB  */
     opt->min_body_rate = 1024; /* Apache mod_reqtimeout's MinRate is 500                      */
-    opt->max_body_bytes = INT64_C(256) << 20;       /* an L request is 30 MB of JSON */
-    opt->max_body_memory = 0;                       /* body_budget.h's default        */
-    opt->max_tensor_elements = INT64_C(1) << 26;    /* 256 MiB of float32           */
-    opt->max_trace_elements = INT64_C(1) << 24;     /* 64 MiB of float32            */
+    opt->max_body_bytes = INT64_C(256) << 20;    /* an L request is 30 MB of JSON */
+    opt->max_body_memory = 0;                    /* body_budget.h's default        */
+    opt->max_tensor_elements = INT64_C(1) << 26; /* 256 MiB of float32           */
+    opt->max_trace_elements = INT64_C(1) << 24;  /* 64 MiB of float32            */
     opt->max_json_depth = 32;
     /* a quarter of what this process may use (the smaller of the machine's RAM and its cgroup's
      * limit); --help shows the figure */
@@ -285,7 +283,8 @@ static const char *number_words(opt_unit unit)
     case U_COUNT:
         return "a whole number, optionally with K, M, G or T (powers of 1024), as in 16M";
     case U_FLOPS:
-        return "a whole number of FLOPs, optionally with K, M, G, T or P (powers of 1000), as in 3T";
+        return "a whole number of FLOPs, optionally with K, M, G, T or P (powers of 1000), as in "
+               "3T";
     case U_SECONDS:
         return "whole seconds, as in 30 or 30s (or 30000ms)";
     case U_MS:
@@ -394,8 +393,8 @@ int srv_options_parse(srv_options *opt, int argc, char **argv, srv_error *err)
         if (!strcmp(a, "--version") || !strcmp(a, "-V"))
             return SRV_OPTIONS_VERSION;
         if (strncmp(a, "--", 2) != 0)
-            return srv_error_set(err, SRV_E_BAD_REQUEST, "", "unexpected argument '%s' (see --help)",
-                                 a);
+            return srv_error_set(err, SRV_E_BAD_REQUEST, "",
+                                 "unexpected argument '%s' (see --help)", a);
         const char *name = a + 2, *eq = strchr(name, '=');
         size_t len = eq ? (size_t)(eq - name) : strlen(name);
         const opt_spec *s = find_spec(name, len);
@@ -412,7 +411,8 @@ int srv_options_parse(srv_options *opt, int argc, char **argv, srv_error *err)
         else
             return srv_error_set(err, SRV_E_BAD_REQUEST, s->name, "flag '%s' needs a value", a);
         char flag[96]; /* "--name", without "=value" */
-        snprintf(flag, sizeof flag, "%.*s", (int)(len + 2 < sizeof flag ? len + 2 : sizeof flag - 1), a);
+        snprintf(flag, sizeof flag, "%.*s",
+                 (int)(len + 2 < sizeof flag ? len + 2 : sizeof flag - 1), a);
         if (set_value(opt, s, v, flag, err) < 0)
             return -1;
         blas_given |= s->offset == offsetof(srv_options, blas_threads);
@@ -421,10 +421,22 @@ int srv_options_parse(srv_options *opt, int argc, char **argv, srv_error *err)
 
     /* The engine pool serves a pass that runs alone (forward.c): it may take every core. Passes
      * that overlap run one thread each, on their HTTP threads (--threads <= cores by default). */
+    const int cores = srv_ncores();
     if (!blas_given)
-        opt->blas_threads = srv_ncores();
-    if (!inflight_given)
-        opt->max_inflight = opt->threads;
+        opt->blas_threads = cores;
+    if (!inflight_given) /* more HTTP threads serve more connections, not more passes at once */
+        opt->max_inflight = opt->threads < cores ? opt->threads : cores;
+    /* threads computing never outnumber the cores (SPEC §4): a pass alone takes --blas-threads,
+     * overlapping passes one each, up to --max-inflight of them */
+    opt->note[0] = '\0';
+    if (opt->blas_threads > cores || opt->max_inflight > cores) {
+        snprintf(opt->note, sizeof opt->note,
+                 "--blas-threads %d, --max-inflight %d: capped at the %d cores this process may "
+                 "use, so that the threads computing never outnumber them",
+                 opt->blas_threads, opt->max_inflight, cores);
+        opt->blas_threads = opt->blas_threads > cores ? cores : opt->blas_threads;
+        opt->max_inflight = opt->max_inflight > cores ? cores : opt->max_inflight;
+    }
     if (opt->max_body_memory && opt->max_body_memory < opt->max_body_bytes) {
         char memory[32], bytes[32];
         format_size(memory, sizeof memory, opt->max_body_memory);
@@ -450,9 +462,9 @@ int srv_options_parse(srv_options *opt, int argc, char **argv, srv_error *err)
 /* ATTND_* names that are not a flag's twin but are read by the engine (ATTND_ISA, ATTND_JIT; the
  * test switches, ATTND_TEST_* and ATTND_POISON_SCRATCH) or by the repository's tools and scripts,
  * which run beside a daemon in one environment */
-static const char *const other_names[] = {"ATTND_ISA", "ATTND_JIT", "ATTND_POISON_SCRATCH",
-                                          "ATTND_URL", "ATTND_BIN", "ATTND_BINARY",
-                                          "ATTND_TEST_IMAGE", "ATTND_CHECK_SAME_ONLY"};
+static const char *const other_names[] = {
+    "ATTND_ISA", "ATTND_JIT",    "ATTND_POISON_SCRATCH", "ATTND_URL",
+    "ATTND_BIN", "ATTND_BINARY", "ATTND_TEST_IMAGE",     "ATTND_CHECK_SAME_ONLY"};
 
 /* Edit distance of a and b (each at most 63 characters; longer: a large number). */
 static size_t distance(const char *a, const char *b)
@@ -531,15 +543,16 @@ void srv_options_usage(void *fp, const char *argv0)
     FILE *f = fp;
     srv_options d;
     srv_options_default(&d);
-    fprintf(f,
-            "usage: %s [flags]\n"
-            "attnd serves torch.nn.MultiheadAttention layers over HTTP (/v1, /v2; see /openapi.yaml).\n"
-            "\n"
-            "Every flag --some-name can also be set as the environment variable ATTND_SOME_NAME;\n"
-            "the flag wins. Sizes and counts take K, M, G or T (powers of 1024): 64M; FLOPs take\n"
-            "K, M, G, T or P (powers of 1000): 3T. Durations take s or ms: 30s, 500ms; a bare\n"
-            "number is in the unit the flag names.\n\n",
-            argv0);
+    fprintf(
+        f,
+        "usage: %s [flags]\n"
+        "attnd serves torch.nn.MultiheadAttention layers over HTTP (/v1, /v2; see /openapi.yaml).\n"
+        "\n"
+        "Every flag --some-name can also be set as the environment variable ATTND_SOME_NAME;\n"
+        "the flag wins. Sizes and counts take K, M, G or T (powers of 1024): 64M; FLOPs take\n"
+        "K, M, G, T or P (powers of 1000): 3T. Durations take s or ms: 30s, 500ms; a bare\n"
+        "number is in the unit the flag names.\n\n",
+        argv0);
     char twin[96], def[160], left[96], num[32];
     for (size_t i = 0; i < NSPECS; i++) {
         const opt_spec *s = &specs[i];

@@ -46,6 +46,7 @@ typedef struct srv_options {
     /* behaviour */
     srv_log_format log_format;   /* --log-format text|json|off                               */
     bool demo;                   /* --demo, create the layer "demo" at start                */
+    char note[256];              /* a start warning the parse leaves ("" none): a value capped */
     /* persistence, security, deployment (issues 4 and 6 act on these) */
     char data_dir[1024];         /* --data-dir, "" = layers in memory only                 */
     bool watch;                  /* --watch, pick up layers other replicas write            */

@@ -4,6 +4,7 @@
 #include "sysinfo.h"
 
 #include <inttypes.h>
+#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -16,10 +17,56 @@ double srv_now(void)
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-int srv_ncores(void)
+/* The CPU time the cgroup may use, in cores rounded up (cgroup v2 cpu.max "quota period", v1
+ * cpu.cfs_quota_us / cpu.cfs_period_us; a container's --cpus, a pod's CPU limit); -1: no limit. */
+static int cgroup_cores(void)
+{
+    long long quota = -1, period = -1;
+    FILE *f = fopen("/sys/fs/cgroup/cpu.max", "r");
+    if (f) {
+        char q[32] = "";
+        if (fscanf(f, "%31s %lld", q, &period) != 2 || sscanf(q, "%lld", &quota) != 1)
+            quota = -1; /* "max": no limit */
+        fclose(f);
+    } else if ((f = fopen("/sys/fs/cgroup/cpu/cpu.cfs_quota_us", "r"))) {
+        if (fscanf(f, "%lld", &quota) != 1)
+            quota = -1;
+        fclose(f);
+        if ((f = fopen("/sys/fs/cgroup/cpu/cpu.cfs_period_us", "r"))) {
+            if (fscanf(f, "%lld", &period) != 1)
+                period = -1;
+            fclose(f);
+        }
+    }
+    if (quota <= 0 || period <= 0)
+        return -1;
+    long long n = (quota + period - 1) / period;
+    return n > 4096 ? 4096 : (int)n;
+}
+
+/* Computed once: the files are read at start, not per request. */
+static int cores_once(void)
 {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0 &&
+        (n < 1 || CPU_COUNT(&set) < n))
+        n = CPU_COUNT(&set); /* taskset, a cpuset, docker --cpuset-cpus */
+    const int cg = cgroup_cores();
+    if (cg > 0 && (n < 1 || cg < n))
+        n = cg;
     return n < 1 ? 1 : (int)n;
+}
+
+int srv_ncores(void)
+{
+    static int cached; /* 0: not yet */
+    int n = __atomic_load_n(&cached, __ATOMIC_RELAXED);
+    if (!n) {
+        n = cores_once();
+        __atomic_store_n(&cached, n, __ATOMIC_RELAXED);
+    }
+    return n;
 }
 
 /* The first number in the file at path (cgroup limits are one line; "max" means none), or -1. */

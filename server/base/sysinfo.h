@@ -11,7 +11,9 @@
 /* Unix time now, in seconds (CLOCK_REALTIME, nanosecond resolution). */
 double srv_now(void);
 
-/* Number of online cores (at least 1). */
+/* The cores this process may use (at least 1): the online ones, or fewer when its CPU affinity
+ * (taskset, a cpuset) or its cgroup's CPU quota (a container's --cpus, rounded up) allows fewer.
+ * Read once, at the first call. */
 int srv_ncores(void);
 
 /* The memory this process may use: the smaller of the machine's RAM and the memory limit of its

@@ -79,7 +79,8 @@ int main(int argc, char **argv)
     /* every connection is a descriptor: take all the hard limit allows (fdlimit.h) */
     long nofile_before, nofile;
     if (srv_fdlimit_raise(&nofile_before, &nofile) < 0)
-        srv_log(opt.log_format, "warn", "cannot raise the open-files limit from %ld", nofile_before);
+        srv_log(opt.log_format, "warn", "cannot raise the open-files limit from %ld",
+                nofile_before);
     else if (nofile != nofile_before)
         srv_log(opt.log_format, "info", "open-files limit raised from %ld to %ld", nofile_before,
                 nofile);
@@ -89,6 +90,8 @@ int main(int argc, char **argv)
                 "hard limit (ulimit -Hn, LimitNOFILE=) or lower --max-connections",
                 opt.max_connections, nofile);
 
+    if (opt.note[0])
+        srv_log(opt.log_format, "warn", "%s", opt.note);
     char unknown[320]; /* a misspelled twin (ATTND_PROT) would leave its setting at the default */
     int nunknown = srv_options_unknown_env(environ, unknown, sizeof unknown);
     if (nunknown)
@@ -115,8 +118,8 @@ int main(int argc, char **argv)
     srv_log(opt.log_format, "info",
             "attnd %s listening on http://%s%s%s:%d (%d HTTP threads, %d engine threads per pass, "
             "%d passes in flight, %d connections)",
-            ATTND_VERSION, v6 ? "[" : "", opt.host, v6 ? "]" : "", srv_daemon_port(d), opt.threads, opt.blas_threads,
-            opt.max_inflight, opt.max_connections);
+            ATTND_VERSION, v6 ? "[" : "", opt.host, v6 ? "]" : "", srv_daemon_port(d), opt.threads,
+            opt.blas_threads, opt.max_inflight, opt.max_connections);
     mha_blas_info blas; /* a pinned OPENBLAS_CORETYPE weaker than the CPU is worth a warning */
     char blas_line[256];
     mha_blas_get_info(&blas);
@@ -128,8 +131,7 @@ int main(int argc, char **argv)
 
     int sig = 0;
     sigwait(&stop, &sig);
-    srv_log(opt.log_format, "info", "%s: draining (up to %d s)", strsignal(sig),
-            opt.drain_timeout);
+    srv_log(opt.log_format, "info", "%s: draining (up to %d s)", strsignal(sig), opt.drain_timeout);
     /* in-flight requests get --drain-timeout seconds to finish before the daemon closes them */
     int left = srv_daemon_drain(d, opt.drain_timeout * 1000);
     if (left)

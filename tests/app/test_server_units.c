@@ -93,10 +93,17 @@ static void test_registry(void)
     srv_registry_free(reg); /* ASan proves every entry is freed exactly once */
 
     /* names */
-    const char *good[] = {"a", "A-z_0.9", "x..y", "0", "-", "_",
+    const char *good[] = {"a",
+                          "A-z_0.9",
+                          "x..y",
+                          "0",
+                          "-",
+                          "_",
                           "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"};
-    const char *bad[] = {"", ".", "..", ".a", "a b", "a/b", "ä", "a\n",
-                         "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"};
+    const char *bad[] = {
+        "",   ".",   "..",
+        ".a", "a b", "a/b",
+        "ä",  "a\n", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"};
     for (size_t i = 0; i < sizeof good / sizeof *good; i++)
         CHECK(srv_layer_name_valid(good[i], NULL), "'%s' is a valid name", good[i]);
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
@@ -134,6 +141,21 @@ static void test_options(void)
     unsetenv("ATTND_PORT");
     unsetenv("ATTND_LOG_FORMAT");
     unsetenv("ATTND_DEMO");
+    /* more HTTP threads than cores serve more connections, not more passes at once; engine
+     * threads and passes in flight past the cores are capped, with a note for the start log */
+    char more[16], over[16];
+    snprintf(more, sizeof more, "%d", srv_ncores() + 3);
+    snprintf(over, sizeof over, "%d", srv_ncores() + 1);
+    char *argv2[] = {"attnd", "--threads", more, NULL};
+    CHECK(srv_options_parse(&o, 3, argv2, &err) == SRV_OPTIONS_RUN &&
+              o.threads == srv_ncores() + 3 && o.max_inflight == srv_ncores() && !o.note[0],
+          "--threads %s: %d passes in flight, the cores (%s)", more, o.max_inflight, o.note);
+    char *argv3[] = {"attnd", "--blas-threads", over, "--max-inflight", over, NULL};
+    CHECK(srv_options_parse(&o, 5, argv3, &err) == SRV_OPTIONS_RUN &&
+              o.blas_threads == srv_ncores() && o.max_inflight == srv_ncores() &&
+              strstr(o.note, "capped at the"),
+          "--blas-threads and --max-inflight %s: capped at the cores (%d, %d: %s)", over,
+          o.blas_threads, o.max_inflight, o.note);
 
     char *bad1[] = {"attnd", "--port", "70000", NULL};
     memset(&err, 0, sizeof err);
@@ -162,9 +184,9 @@ static void test_options(void)
     rewind(f);
     char *text = calloc(1, (size_t)n + 1);
     CHECK(fread(text, 1, (size_t)n, f) == (size_t)n, "read usage");
-    const char *must[] = {"--host", "ATTND_HOST", "--port", "--threads", "--blas-threads",
-                          "--max-body-bytes", "--max-inflight", "--log-format", "ATTND_API_KEY",
-                          "--data-dir", "--cors-origin", "--version"};
+    const char *must[] = {"--host",         "ATTND_HOST",       "--port",         "--threads",
+                          "--blas-threads", "--max-body-bytes", "--max-inflight", "--log-format",
+                          "ATTND_API_KEY",  "--data-dir",       "--cors-origin",  "--version"};
     for (size_t i = 0; i < sizeof must / sizeof *must; i++)
         CHECK(strstr(text, must[i]) != NULL, "--help mentions %s", must[i]);
     free(text);
@@ -213,7 +235,8 @@ static void test_option_units(void)
             srv_error err = {0};
             char twin[64] = "ATTND_", arg[96];
             for (const char *f = good[i].flag + 2; *f; f++)
-                twin[strlen(twin) + 1] = '\0', twin[strlen(twin)] = *f == '-' ? '_' : (char)toupper(*f);
+                twin[strlen(twin) + 1] = '\0',
+                                    twin[strlen(twin)] = *f == '-' ? '_' : (char)toupper(*f);
             snprintf(arg, sizeof arg, "%s=%s", good[i].flag, good[i].value);
             char *argv[] = {"attnd", arg, NULL};
             if (env)
@@ -223,8 +246,8 @@ static void test_option_units(void)
             const char *field = (const char *)&o + good[i].offset;
             int64_t got = good[i].wide ? *(const int64_t *)field : *(const int *)field;
             CHECK(rc == SRV_OPTIONS_RUN && got == good[i].want, "%s %s = %lld (got %lld: %s)",
-                  env ? twin : good[i].flag, good[i].value, (long long)good[i].want,
-                  (long long)got, err.message);
+                  env ? twin : good[i].flag, good[i].value, (long long)good[i].want, (long long)got,
+                  err.message);
         }
     }
 
@@ -323,7 +346,8 @@ static void test_option_help(void)
     }
     CHECK(strstr(text, "default: 0 = half the memory") != NULL,
           "--max-body-memory's default says what its 0 is");
-    CHECK(strstr(text, "default: 256M") && strstr(text, "default: 16M") && strstr(text, "default: 30s"),
+    CHECK(strstr(text, "default: 256M") && strstr(text, "default: 16M") &&
+              strstr(text, "default: 30s"),
           "sizes and durations are shown in their units");
     free(text);
 }
@@ -365,7 +389,8 @@ static const char hostile_path[] = "/v1/\"x\" 200 in=0\r\n2026 \"GET\" \\ \x7f\x
 static void log_hostile_text(void)
 {
     srv_log_request(SRV_LOG_TEXT, hostile_method, hostile_path, 400, 0, 1, 0.5, "id-h1");
-    srv_log(SRV_LOG_TEXT, "error", "a message with \x1b[31m colour and a\nsecond line, caf\xc3\xa9");
+    srv_log(SRV_LOG_TEXT, "error",
+            "a message with \x1b[31m colour and a\nsecond line, caf\xc3\xa9");
 }
 
 static void log_hostile_json(void)
@@ -394,19 +419,20 @@ static void test_log(void)
 {
     char *s = capture_stderr(log_json);
     json_t *doc = json_loads(s, 0, NULL);
-    CHECK(doc && !strcmp(json_string_value(json_object_get(doc, "path")),
-                         "/v1/layers/\"x\"/forward") &&
-              json_integer_value(json_object_get(doc, "status")) == 200 &&
-              json_integer_value(json_object_get(doc, "bytes_in")) == 10 &&
-              json_integer_value(json_object_get(doc, "bytes_out")) == 20 &&
-              json_number_value(json_object_get(doc, "ms")) == 1.5 &&
-              !strcmp(json_string_value(json_object_get(doc, "request_id")), "abc-1"),
-          "JSON log line: %s", s);
+    CHECK(
+        doc &&
+            !strcmp(json_string_value(json_object_get(doc, "path")), "/v1/layers/\"x\"/forward") &&
+            json_integer_value(json_object_get(doc, "status")) == 200 &&
+            json_integer_value(json_object_get(doc, "bytes_in")) == 10 &&
+            json_integer_value(json_object_get(doc, "bytes_out")) == 20 &&
+            json_number_value(json_object_get(doc, "ms")) == 1.5 &&
+            !strcmp(json_string_value(json_object_get(doc, "request_id")), "abc-1"),
+        "JSON log line: %s", s);
     json_decref(doc);
     free(s);
     s = capture_stderr(log_text);
-    CHECK(strstr(s, "\"GET\" \"/a\\x0ab\" 404 in=0 out=99 0.250ms id=abc-2\n") != NULL && !strstr(s, "quiet") &&
-              strchr(s, '\n') == s + strlen(s) - 1,
+    CHECK(strstr(s, "\"GET\" \"/a\\x0ab\" 404 in=0 out=99 0.250ms id=abc-2\n") != NULL &&
+              !strstr(s, "quiet") && strchr(s, '\n') == s + strlen(s) - 1,
           "text log line: method and path quoted, control bytes as \\xNN, off is silent: %s", s);
     free(s);
 
@@ -418,7 +444,8 @@ static void test_log(void)
     CHECK(lines == 2 && raw_control_lines(s) == 0, "text log: 2 lines, no raw control byte: %s", s);
     CHECK(strstr(s, "\"G\\x1b[2JET\" \"/v1/\\\"x\\\" 200 in=0\\x0d\\x0a2026 \\\"GET\\\" \\\\ "
                     "\\x7f\\x9b\\xc3\\xa9\\x01\" 400 in=0 out=1 0.500ms id=id-h1\n") != NULL,
-          "text log: quotes and backslashes escaped, bytes outside printable ASCII as \\xNN: %s", s);
+          "text log: quotes and backslashes escaped, bytes outside printable ASCII as \\xNN: %s",
+          s);
     CHECK(strstr(s, "error: a message with \\x1b[31m colour and a\\x0asecond line, caf\xc3\xa9\n"),
           "text log: a message's control bytes as \\xNN, its UTF-8 kept: %s", s);
     free(s);
@@ -537,7 +564,8 @@ static void test_bigbuf_arrays(void)
     CHECK(again == h, "the smallest cached array that fits is chosen");
     srv_bigbuf_array_free(again);
 
-    /* more arrays than the cache keeps: all freed, none lost (LeakSanitizer and munmap see the rest) */
+    /* more arrays than the cache keeps: all freed, none lost (LeakSanitizer and munmap see the
+     * rest) */
     char *many[SRV_BIGBUF_MAX_ARRAYS + 3];
     for (int i = 0; i < SRV_BIGBUF_MAX_ARRAYS + 3; i++) {
         many[i] = srv_bigbuf_array_alloc(((size_t)1 << 20) + (size_t)i * 4096);
