@@ -15,6 +15,7 @@
 #include "base/sysinfo.h"
 #include "codec/v2_codec.h"
 #include "forward.h"
+#include "store/datadir.h"
 #include "store/registry.h"
 
 #ifndef ATTND_VERSION
@@ -61,8 +62,8 @@ int srv_v2_health_ready(void *ctx, const srv_request *req, srv_response *resp, s
     return 0;
 }
 
-/* Why the model called name is not served: 400 when the repository knows it (unloaded, or
- * damaged in the data dir: not ready), 404 when it does not. Returns -1. */
+/* Why the model called name is not served: 400 when the repository knows it (unloaded, damaged
+ * in the data dir, or there and not loaded yet: not ready), 404 when it does not. Returns -1. */
 static int v2_not_served(srv_app *app, const char *name, srv_error *err)
 {
     if (!name)
@@ -82,6 +83,17 @@ static int v2_not_served(srv_app *app, const char *name, srv_error *err)
             break;
         }
     free(damaged);
+    if (err->code != SRV_OK)
+        return -1;
+    /* written to the data dir after start (no --watch): the index lists it, not loaded */
+    srv_error e = {0};
+    if (app->persist->dd && srv_dd_name_valid(name) &&
+        srv_datadir_entry(app->persist->dd, name, &e) == 1)
+        return srv_error_set(err, SRV_E_BAD_REQUEST, "name",
+                             "model '%.64s' is not ready: it is in the data dir and was not "
+                             "loaded since it was written there; POST "
+                             "/v2/repository/models/%.64s/load serves it",
+                             name, name);
     return srv_error_set(err, SRV_E_LAYER_NOT_FOUND, "name",
                          "unknown model '%.64s'; POST /v2/repository/index lists the models", name);
 }

@@ -461,6 +461,8 @@ static void test_data_dir(void)
     state_of(d, "y", st, reason, NULL);
     CHECK(!strcmp(st, "UNAVAILABLE") && strstr(reason, "not loaded"), "y not loaded: %s %s", st,
           reason);
+    /* known to the repository, so not ready (400), as unloaded and damaged ones; not unknown */
+    check_error(d, "GET", "/v2/models/y/ready", NULL, NULL, 400, "not loaded");
     CHECK(req(d, "POST", "/v2/repository/models/y/load", NULL) == 200 &&
               req(d, "GET", "/v2/models/y/ready", NULL) == 200,
           "load y: served");
