@@ -6,9 +6,9 @@
  *   - headers: a request's headers must be complete within --header-timeout seconds of the
  *     connection's accept (first request) or of the next request's first byte (keep-alive; that
  *     byte is noticed within IDLE_EVERY ticks, two seconds at most);
- *   - body: once the headers are in, the body gets --header-timeout seconds of grace plus one second
- *     for every --min-body-rate bytes received (mod_reqtimeout's MinRate): a body averaging less is
- *     cut off, a body at real network speed never is;
+ *   - body: once the headers are in, the body gets --header-timeout seconds of grace plus one
+ * second for every --min-body-rate bytes received (mod_reqtimeout's MinRate): a body averaging less
+ * is cut off, a body at real network speed never is;
  *   - between requests (keep-alive) a connection is idle under libmicrohttpd's --timeout only;
  *   - while a request is handled (on a worker, its connection suspended) no deadline of ours
  *     applies; but a client that hangs up meanwhile is noticed within two ticks and its request's
@@ -32,12 +32,12 @@
  * POLLHUP) means gone. The client's FIN alone (POLLRDHUP) is ambiguous: a client that closed its
  * socket sends one, and so does one that only shut down its sending side and still waits for the
  * reply (nc -N, some proxies; test_deadline.c's half-closed clients must get their answer). So an
- * HTTP/1.1 connection busy for a tick or more that shows a FIN is sent "HTTP/1.1 100 Continue" and blank line (RFC 9110
- * 15.2: a client must take any 1xx before the final reply, and ignores one it does not expect): a
- * client still reading takes it, a closed socket answers it with a reset, which the next tick sees.
- * HTTP/1.0 clients may not be sent a 1xx, so for them the FIN is taken as gone. The gone flag is
- * read by the handler (srv_request_gone) and the engine (mha_inputs.cancel), and the gone callback
- * lets the server drop the request from its worker queue at once.
+ * HTTP/1.1 connection busy for a tick or more that shows a FIN is sent "HTTP/1.1 100 Continue" and
+ * blank line (RFC 9110 15.2: a client must take any 1xx before the final reply, and ignores one it
+ * does not expect): a client still reading takes it, a closed socket answers it with a reset, which
+ * the next tick sees. HTTP/1.0 clients may not be sent a 1xx, so for them the FIN is taken as gone.
+ * The gone flag is read by the handler (srv_request_gone) and the engine (mha_inputs.cancel), and
+ * the gone callback lets the server drop the request from its worker queue at once.
  *
  * How: libmicrohttpd's connection notifications (MHD_OPTION_NOTIFY_CONNECTION) keep a registry of
  * open connections (slots in one array, so the reaper can walk it in batches and drop the lock in
@@ -51,9 +51,9 @@
  *
  * Why the shutdown is safe: the reaper only touches a socket while holding the registry lock and
  * while the connection is registered, and libmicrohttpd 0.9.75 calls the CLOSED notification, whose
- * unregistering takes the same lock, before it closes the socket (daemon.c: MHD_cleanup_connections,
- * and the failed-start path of internal_add_connection). So the descriptor cannot be closed and
- * reused by another connection between the reaper's check and its shutdown.
+ * unregistering takes the same lock, before it closes the socket (daemon.c:
+ * MHD_cleanup_connections, and the failed-start path of internal_add_connection). So the descriptor
+ * cannot be closed and reused by another connection between the reaper's check and its shutdown.
  */
 #include "deadline.h"
 
@@ -74,12 +74,13 @@
 
 #include <microhttpd.h>
 
-#define TICK_MS 100     /* deadlines are enforced, and hang-ups seen, within this much            */
-#define IDLE_EVERY 10   /* idle connections are looked at every 10th tick (once a second)        */
-#define BATCH 256       /* slots checked per hold of the lock                                    */
+#define TICK_MS 100   /* deadlines are enforced, and hang-ups seen, within this much            */
+#define IDLE_EVERY 10 /* idle connections are looked at every 10th tick (once a second)        */
+#define BATCH 256     /* slots checked per hold of the lock                                    */
 #define PROBE "HTTP/1.1 100 Continue\r\n\r\n" /* to a busy HTTP/1.1 client that sent a FIN  */
 #define MARK_UNSET UINT64_MAX
-#define TCP_CLOSE_WAIT_STATE 8 /* the kernel's TCP_CLOSE_WAIT: the peer sent its FIN              */
+#define REFUSAL_WAIT 1.0 /* s without a body byte after a refusal: the client waits for it     */
+#define TCP_CLOSE_WAIT_STATE 8 /* the kernel's TCP_CLOSE_WAIT: the peer sent its FIN */
 
 typedef enum phase {
     PH_FREE = 0, /* slot unused                                                                  */
@@ -107,6 +108,11 @@ typedef struct conn_slot {
     uint64_t body_bytes; /* received of the current body                                      */
     uint64_t mark;       /* IDLE: the kernel's count of bytes received, SENDING: of bytes the
                           * client acknowledged, at the phase's first check (MARK_UNSET before) */
+    char *refusal;       /* BODY: the whole reply of a request refused at its headers whose body
+                          * is read and dropped, sent if no byte of it comes (malloc'd)       */
+    size_t refusal_len;
+    int refusal_status;
+    int cut_status;         /* the status the reaper sent when it cut the connection (0: none)    */
     srv_body_client client; /* BODY: the body's client address (has_client)                  */
     bool has_client;
     uint64_t share_mark; /* BODY: body_bytes at the reaper's last idle look                    */
@@ -129,7 +135,7 @@ struct srv_deadlines {
     size_t reply_header_len, reply_body_len;
     char reply_share[640]; /* the 503 for a stalled body over its address's share */
     size_t reply_share_len;
-    srv_body_budget *budget;   /* may be NULL: no check of shares */
+    srv_body_budget *budget; /* may be NULL: no check of shares */
     srv_body_clients *clients;
 };
 
@@ -173,14 +179,15 @@ static size_t format_408(char *out, size_t size, const char *message)
 static void reap(srv_deadlines *dl, conn_slot *s, srv_cut_reason why)
 {
     const char *reply = why == SRV_CUT_HEADER_TIMEOUT    ? dl->reply_header
-                      : why == SRV_CUT_BODY_OVER_SHARE ? dl->reply_share
-                                                       : dl->reply_body;
+                        : why == SRV_CUT_BODY_OVER_SHARE ? dl->reply_share
+                                                         : dl->reply_body;
     size_t len = why == SRV_CUT_HEADER_TIMEOUT    ? dl->reply_header_len
-               : why == SRV_CUT_BODY_TOO_SLOW     ? dl->reply_body_len
-               : why == SRV_CUT_BODY_OVER_SHARE   ? dl->reply_share_len
+                 : why == SRV_CUT_BODY_TOO_SLOW   ? dl->reply_body_len
+                 : why == SRV_CUT_BODY_OVER_SHARE ? dl->reply_share_len
                                                   : 0;
     if (len)
         (void)!send(s->fd, reply, len, MSG_DONTWAIT | MSG_NOSIGNAL);
+    s->cut_status = !len ? 0 : why == SRV_CUT_BODY_OVER_SHARE ? 503 : 408;
     if (why == SRV_CUT_REPLY_TOO_SLOW) {
         /* The rest of the reply in the kernel's send buffer (megabytes) would still go out before
          * the FIN, at the client's pace: libmicrohttpd's close() is to reset the connection and
@@ -203,6 +210,33 @@ static void close_half_closed(srv_deadlines *dl, conn_slot *s, srv_cut_reason wh
     s->phase = PH_CLOSING;
     if (dl->event)
         dl->event(dl->event_cls, 0, 1, why);
+}
+
+static void drop_refusal(conn_slot *s)
+{
+    free(s->refusal);
+    s->refusal = NULL;
+    s->refusal_len = 0;
+}
+
+/* A request refused at its headers, whose body would be read and dropped so that its client reads
+ * the answer (request.c), but of which no byte came within REFUSAL_WAIT, none waiting unread in
+ * the socket either: a client that waits for the answer before it sends (as one that asked
+ * "Expect: 100-continue" would, which is answered at once): the answer goes now, "before the body
+ * is read", and the connection closes. Lock held. */
+static void send_refusal(srv_deadlines *dl, conn_slot *s, double now)
+{
+    int unread = 0;
+    if (s->body_bytes || now - s->since < REFUSAL_WAIT || ioctl(s->fd, SIOCINQ, &unread) != 0 ||
+        unread)
+        return;
+    (void)!send(s->fd, s->refusal, s->refusal_len, MSG_DONTWAIT | MSG_NOSIGNAL);
+    shutdown(s->fd, SHUT_RDWR);
+    s->cut_status = s->refusal_status;
+    drop_refusal(s);
+    s->timed_out = true;
+    s->phase = PH_CLOSING;
+    (void)dl;
 }
 
 /* Whether the client of a busy connection has gone (see the top): sets s->gone and returns true
@@ -238,6 +272,11 @@ static void check_slot(srv_deadlines *dl, conn_slot *s, double now, bool idle_pa
             reap(dl, s, SRV_CUT_HEADER_TIMEOUT);
         break;
     case PH_BODY: {
+        if (s->refusal) {
+            send_refusal(dl, s, now);
+            if (s->phase != PH_BODY)
+                break;
+        }
         if (dl->min_rate > 0 &&
             now - s->since > dl->body_grace + (double)s->body_bytes / dl->min_rate) {
             reap(dl, s, SRV_CUT_BODY_TOO_SLOW);
@@ -256,7 +295,8 @@ static void check_slot(srv_deadlines *dl, conn_slot *s, double now, bool idle_pa
          * share that got less than --min-body-rate since the last look is cut (body_budget.h) */
         const uint64_t moved = s->body_bytes - s->share_mark;
         s->share_mark = s->body_bytes;
-        if (dl->budget && s->has_client && moved < (uint64_t)(dl->min_rate > 0 ? dl->min_rate : 1) &&
+        if (dl->budget && s->has_client &&
+            moved < (uint64_t)(dl->min_rate > 0 ? dl->min_rate : 1) &&
             srv_body_budget_contended(dl->budget, 2000) &&
             srv_body_client_held(dl->clients, &s->client) >
                 dl->budget->limit / SRV_BODY_CLIENT_SHARE) {
@@ -400,10 +440,11 @@ srv_deadlines *srv_deadlines_create(int capacity, int header_timeout_s, int min_
             "{\"error\":{\"code\":\"out_of_memory\",\"message\":\"request bodies from this "
             "client's address held more than its share of --max-body-memory while other clients "
             "waited, and this one stopped arriving; send it again at a steady pace\"}}\n";
-        int n = snprintf(dl->reply_share, sizeof dl->reply_share,
-                         "HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\nRetry-After: 1\r\n"
-                         "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s",
-                         sizeof body - 1, body);
+        int n =
+            snprintf(dl->reply_share, sizeof dl->reply_share,
+                     "HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\nRetry-After: 1\r\n"
+                     "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s",
+                     sizeof body - 1, body);
         dl->reply_share_len = n > 0 && (size_t)n < sizeof dl->reply_share ? (size_t)n : 0;
     }
 
@@ -466,6 +507,7 @@ void srv_deadlines_notify(void *cls, struct MHD_Connection *conn, void **socket_
             s->phase = PH_HEADER;
             s->since = mono_now();
             s->timed_out = false;
+            s->cut_status = 0;
             s->idle_halfclosed = 0;
             s->body_bytes = 0;
             s->mark = MARK_UNSET;
@@ -478,6 +520,7 @@ void srv_deadlines_notify(void *cls, struct MHD_Connection *conn, void **socket_
             return;
         /* before libmicrohttpd closes the socket: from here on the reaper cannot touch it */
         pthread_mutex_lock(&dl->lock);
+        drop_refusal(s);
         s->phase = PH_FREE;
         s->fd = -1;
         s->conn = NULL;
@@ -506,6 +549,7 @@ static void enter(conn_slot *s, phase p)
         s->mark = MARK_UNSET;
         s->idle_halfclosed = 0;
         s->share_mark = 0;
+        drop_refusal(s);
         if (p != PH_BODY)
             s->has_client = false;
     }
@@ -538,8 +582,7 @@ void srv_deadlines_body_client(struct MHD_Connection *conn, const srv_body_clien
     pthread_mutex_unlock(&s->owner->lock);
 }
 
-void srv_deadlines_set_bodies(srv_deadlines *dl, srv_body_budget *budget,
-                              srv_body_clients *clients)
+void srv_deadlines_set_bodies(srv_deadlines *dl, srv_body_budget *budget, srv_body_clients *clients)
 {
     if (!dl)
         return;
@@ -556,6 +599,8 @@ void srv_deadlines_body_bytes(struct MHD_Connection *conn, size_t n)
         return;
     pthread_mutex_lock(&s->owner->lock);
     s->body_bytes += n;
+    if (n)
+        drop_refusal(s); /* the body comes: read to its end, and the answer goes then */
     pthread_mutex_unlock(&s->owner->lock);
 }
 
@@ -579,6 +624,7 @@ void srv_deadlines_request_end(struct MHD_Connection *conn)
     if (!s)
         return;
     pthread_mutex_lock(&s->owner->lock);
+    drop_refusal(s);
     if (s->phase != PH_CLOSING) {
         s->phase = PH_IDLE;
         s->since = mono_now();
@@ -588,13 +634,32 @@ void srv_deadlines_request_end(struct MHD_Connection *conn)
     pthread_mutex_unlock(&s->owner->lock);
 }
 
-int srv_deadlines_timed_out(struct MHD_Connection *conn)
+int srv_deadlines_cut_status(struct MHD_Connection *conn)
 {
     conn_slot *s = slot_of(conn);
     if (!s)
         return 0;
     pthread_mutex_lock(&s->owner->lock);
-    int t = s->timed_out;
+    int t = s->timed_out ? (s->cut_status ? s->cut_status : 408) : 0;
     pthread_mutex_unlock(&s->owner->lock);
     return t;
+}
+
+void srv_deadlines_refused(struct MHD_Connection *conn, char *reply, size_t len, int status)
+{
+    conn_slot *s = slot_of(conn);
+    if (!s) {
+        free(reply);
+        return;
+    }
+    pthread_mutex_lock(&s->owner->lock);
+    drop_refusal(s);
+    if (s->phase == PH_BODY && !s->body_bytes) {
+        s->refusal = reply;
+        s->refusal_len = len;
+        s->refusal_status = status;
+        reply = NULL;
+    }
+    pthread_mutex_unlock(&s->owner->lock);
+    free(reply);
 }

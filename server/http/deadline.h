@@ -93,7 +93,17 @@ void srv_deadlines_busy(struct MHD_Connection *conn);
 void srv_deadlines_sending(struct MHD_Connection *conn);
 void srv_deadlines_request_end(struct MHD_Connection *conn);
 
-/* True when the reaper closed conn for missing a deadline (its request is logged as 408). */
-int srv_deadlines_timed_out(struct MHD_Connection *conn);
+/* conn's request was refused at its headers and its body is read and dropped, so that a client
+ * already sending it reads the answer at its end (request.c). reply [len]: that answer, a whole
+ * HTTP response (malloc'd; the registry owns it from here). When no byte of the body comes within
+ * a second, none waiting unread either, the client is taken to wait for the answer before it
+ * sends: the reaper sends reply and closes the connection ("413 ... sent before the body is
+ * read"). The first body byte, or the request's end, drops it. */
+void srv_deadlines_refused(struct MHD_Connection *conn, char *reply, size_t len, int status);
+
+/* The status the reaper answered when it closed conn early: 408 for a missed deadline, 503 for a
+ * stalled body over its share, a refusal's own (srv_deadlines_refused); 0 when it did not close
+ * it. Its request is logged with this status. */
+int srv_deadlines_cut_status(struct MHD_Connection *conn);
 
 #endif

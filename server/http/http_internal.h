@@ -125,6 +125,10 @@ enum MHD_Result srv_http_queue_error(req_ctx *c, const srv_error *err, const cha
                                      bool close);
 /* Writes the error reply for err into resp through the hooks. */
 void srv_http_error_reply(req_ctx *c, srv_response *resp, const srv_error *err);
+/* The same reply as a whole HTTP response, closing the connection, for the reaper to send
+ * (srv_deadlines_refused): malloc'd, *len bytes, *status its status; NULL when out of memory. */
+char *srv_http_error_text(req_ctx *c, const srv_error *err, const char *allow, size_t *len,
+                          int *status);
 /* The access log line and the counters of a request that ended (status 0: no reply). */
 void srv_http_log_request(req_ctx *c, int status);
 

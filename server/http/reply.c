@@ -12,10 +12,12 @@
 
 #include "base/bigbuf.h"
 #include "base/sysinfo.h"
+#include "cors.h"
 
 int srv_response_reserve(srv_response *resp, size_t bytes)
 {
-    return resp->body.len ? srv_buf_reserve(&resp->body, bytes) : srv_bigbuf_reserve(&resp->body, bytes);
+    return resp->body.len ? srv_buf_reserve(&resp->body, bytes)
+                          : srv_bigbuf_reserve(&resp->body, bytes);
 }
 
 void srv_response_timing(srv_response *resp, const char *name, double ms)
@@ -114,7 +116,8 @@ enum MHD_Result srv_http_queue(req_ctx *c, srv_response *resp, bool close)
         MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer realm=\"attnd\"");
     if (resp->timing[0] && c->t_body > 0) {
         char st[sizeof resp->timing + 32];
-        snprintf(st, sizeof st, "body;dur=%.3f, %s", (c->t_body - c->req.t_start) * 1e3, resp->timing);
+        snprintf(st, sizeof st, "body;dur=%.3f, %s", (c->t_body - c->req.t_start) * 1e3,
+                 resp->timing);
         MHD_add_response_header(r, "Server-Timing", st);
     }
     srv_http_add_cors(c, r);
@@ -133,7 +136,8 @@ void srv_http_error_reply(req_ctx *c, srv_response *resp, const srv_error *err)
     c->h->hooks.error_reply(c->h->hooks.ctx, &c->req, resp, err);
 }
 
-enum MHD_Result srv_http_queue_error(req_ctx *c, const srv_error *err, const char *allow, bool close)
+enum MHD_Result srv_http_queue_error(req_ctx *c, const srv_error *err, const char *allow,
+                                     bool close)
 {
     srv_response resp;
     srv_http_response_init(&resp);
@@ -145,6 +149,50 @@ enum MHD_Result srv_http_queue_error(req_ctx *c, const srv_error *err, const cha
     return ok;
 }
 
+char *srv_http_error_text(req_ctx *c, const srv_error *err, const char *allow, size_t *len,
+                          int *status)
+{
+    srv_response resp;
+    srv_http_response_init(&resp);
+    srv_http_error_reply(c, &resp, err);
+    srv_buf t;
+    srv_buf_init(&t);
+    const char *phrase = MHD_get_reason_phrase_for((unsigned)resp.status);
+    const bool nl = resp.body.len && resp.body.data[resp.body.len - 1] != '\n';
+    srv_buf_printf(&t,
+                   "HTTP/1.1 %d %s\r\nConnection: close\r\n%s: %s\r\nContent-Type: "
+                   "%s\r\nContent-Length: %zu\r\n",
+                   resp.status, phrase && *phrase ? phrase : "Error", SRV_REQUEST_ID_HEADER, c->id,
+                   resp.content_type, resp.body.len + nl);
+    for (int i = 0; i < resp.nheaders; i++)
+        srv_buf_printf(&t, "%s: %s\r\n", resp.headers[i].name, resp.headers[i].value);
+    if (allow && *allow)
+        srv_buf_printf(&t, "Allow: %s\r\n", allow);
+    if (resp.status == 401)
+        srv_buf_puts(&t, "WWW-Authenticate: Bearer realm=\"attnd\"\r\n");
+    const char *conf = c->h->cfg.cors_origin;
+    const char *origin =
+        conf[0] ? MHD_lookup_connection_value(c->req.conn, MHD_HEADER_KIND, "Origin") : NULL;
+    const char *cors = conf[0] ? srv_cors_allow_origin(conf, origin) : NULL;
+    if (cors)
+        srv_buf_printf(&t,
+                       "Access-Control-Allow-Origin: %s\r\n%sAccess-Control-Expose-Headers: "
+                       "%s\r\n",
+                       cors, strcmp(cors, "*") ? "Vary: Origin\r\n" : "", SRV_CORS_EXPOSE_HEADERS);
+    srv_buf_puts(&t, "\r\n");
+    srv_buf_append(&t, resp.body.data, resp.body.len);
+    if (nl)
+        srv_buf_putc(&t, '\n');
+    *status = resp.status;
+    const bool failed = t.failed || resp.body.failed;
+    srv_http_response_free(&resp);
+    if (failed) {
+        srv_buf_free(&t);
+        return NULL;
+    }
+    return srv_buf_steal(&t, len);
+}
+
 void srv_http_log_request(req_ctx *c, int status)
 {
     const srv_http_hooks *hk = &c->h->hooks;
@@ -152,6 +200,6 @@ void srv_http_log_request(req_ctx *c, int status)
     if (hk->request_end)
         hk->request_end(hk->ctx, c->req.route ? (int)(c->req.route - hk->routes) : -1, status,
                         ms / 1e3, c->bytes_in, c->bytes_out);
-    srv_log_request(c->h->cfg.log_format, c->method, c->path, status, c->bytes_in, c->bytes_out,
-                    ms, c->id);
+    srv_log_request(c->h->cfg.log_format, c->method, c->path, status, c->bytes_in, c->bytes_out, ms,
+                    c->id);
 }

@@ -13,7 +13,8 @@
  *      goes before any of the body is kept: at once to a client that asked "Expect: 100-continue"
  *      (libmicrohttpd then sends no "100 Continue") or sends no body; a client already sending one
  *      gets it at the body's end, the body read and dropped (up to DISCARD_MAX), since closing
- *      with its bytes unread would reset the connection before it read the answer (refuse());
+ *      with its bytes unread would reset the connection before it read the answer (refuse()); one
+ *      that sends nothing after its headers gets it from deadline.c a second later;
  *   2. body chunks in: appended to one buffer (its address space reserved from Content-Length up
  *      front; pages are touched only as bytes arrive), counted against --max-body-bytes (chunked
  *      bodies: 413 at the body's end) and against the body budget a step ahead of the bytes
@@ -220,8 +221,8 @@ static int check_query(req_ctx *c, srv_error *err)
         return 0;
     if (!*r->query)
         return srv_error_set(err, SRV_E_UNKNOWN_FIELD, q.bad,
-                             "unknown query argument '%.64s': %s %s takes none%s", q.bad,
-                             r->method, r->pattern,
+                             "unknown query argument '%.64s': %s %s takes none%s", q.bad, r->method,
+                             r->pattern,
                              r->flags & SRV_ROUTE_JSON ? " (its fields go in the JSON body)" : "");
     return srv_error_set(err, SRV_E_UNKNOWN_FIELD, q.bad,
                          "unknown query argument '%.64s'; %s %s takes: %s", q.bad, r->method,
@@ -268,7 +269,8 @@ static srv_body_take_result budget_reserve(req_ctx *c, int64_t need)
     int64_t cap = c->length ? c->length : c->limit; /* never more than the body can be */
     int64_t step = c->reserved + BUDGET_STEP < cap ? c->reserved + BUDGET_STEP : cap;
     int64_t want = need > step ? need : step;
-    srv_body_take_result r = srv_body_take(h->cfg.bodies, h->clients, &c->client, want - c->reserved);
+    srv_body_take_result r =
+        srv_body_take(h->cfg.bodies, h->clients, &c->client, want - c->reserved);
     if (r != SRV_BODY_TAKEN && want > need) {
         want = need; /* the step did not fit: the exact size might */
         r = srv_body_take(h->cfg.bodies, h->clients, &c->client, want - c->reserved);
@@ -302,8 +304,8 @@ static int budget_error(req_ctx *c, srv_error *err, srv_body_take_result why)
                          "would take them past --max-body-memory (%lld bytes); retry later",
                          (long long)srv_body_budget_held(b),
                          length ? length : (unsigned long long)c->bytes_in,
-                         length ? "" : " so far, chunked", length && c->bytes_in ? ", being sent" : "",
-                         (long long)b->limit);
+                         length ? "" : " so far, chunked",
+                         length && c->bytes_in ? ", being sent" : "", (long long)b->limit);
 }
 
 void srv_http_dispatch(req_ctx *c, srv_response *resp)
@@ -380,6 +382,12 @@ static enum MHD_Result refuse(req_ctx *c, const srv_error *err, const char *allo
     c->refusal->err = *err;
     snprintf(c->refusal->allow, sizeof c->refusal->allow, "%s", allow ? allow : "");
     c->refusal->close = close;
+    /* a client that sends nothing yet may be waiting for this answer: deadline.c sends it then */
+    size_t len;
+    int status;
+    char *text = srv_http_error_text(c, err, allow, &len, &status);
+    if (text)
+        srv_deadlines_refused(c->req.conn, text, len, status);
     return MHD_YES;
 }
 
@@ -414,11 +422,10 @@ static enum MHD_Result on_headers(req_ctx *c)
                          strlen(c->path) + 1, allow, sizeof allow, &err))
         return refuse(c, &err, allow, false);
     /* the key is checked before any of the body is read */
-    if (h->hooks.admit &&
-        h->hooks.admit(h->hooks.ctx, &c->req,
-                       MHD_lookup_connection_value(c->req.conn, MHD_HEADER_KIND,
-                                                   MHD_HTTP_HEADER_AUTHORIZATION),
-                       &err) < 0)
+    if (h->hooks.admit && h->hooks.admit(h->hooks.ctx, &c->req,
+                                         MHD_lookup_connection_value(c->req.conn, MHD_HEADER_KIND,
+                                                                     MHD_HTTP_HEADER_AUTHORIZATION),
+                                         &err) < 0)
         return refuse(c, &err, NULL, true);
     if (check_query(c, &err) < 0)
         return refuse(c, &err, NULL, true);
@@ -429,7 +436,8 @@ static enum MHD_Result on_headers(req_ctx *c)
          * connection to close, and the client for a reply, until the idle timeout */
         srv_error_set(&err, SRV_E_NOT_IMPLEMENTED, "Transfer-Encoding",
                       "Transfer-Encoding '%.32s' is not supported; send the body chunked or with a "
-                      "Content-Length", te);
+                      "Content-Length",
+                      te);
         return refuse(c, &err, NULL, true);
     }
     bool chunked = te != NULL;
@@ -442,8 +450,9 @@ static enum MHD_Result on_headers(req_ctx *c)
     }
     const unsigned long long length = fr.length;
     if (cl && length > (unsigned long long)c->limit) {
-        srv_error_set(&err, SRV_E_TOO_LARGE, "", "body of %llu bytes is over the limit of %lld (--max-body-bytes)",
-                      length, (long long)c->limit);
+        srv_error_set(&err, SRV_E_TOO_LARGE, "",
+                      "body of %llu bytes is over the limit of %lld (--max-body-bytes)", length,
+                      (long long)c->limit);
         return refuse(c, &err, NULL, true);
     }
     unsigned flags = c->req.route->flags;
@@ -453,8 +462,8 @@ static enum MHD_Result on_headers(req_ctx *c)
                       c->method, c->path);
         return refuse(c, &err, NULL, true);
     }
-    const char *ct = MHD_lookup_connection_value(c->req.conn, MHD_HEADER_KIND,
-                                                 MHD_HTTP_HEADER_CONTENT_TYPE);
+    const char *ct =
+        MHD_lookup_connection_value(c->req.conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
     if ((flags & SRV_ROUTE_JSON) && ct && (length || chunked) && !is_json_type(ct) &&
         !((flags & SRV_ROUTE_BINARY) && is_octet_type(ct))) {
         srv_error_set(&err, SRV_E_MEDIA_TYPE, "Content-Type",
@@ -464,8 +473,8 @@ static enum MHD_Result on_headers(req_ctx *c)
                           : "");
         return refuse(c, &err, NULL, true);
     }
-    const char *ce = MHD_lookup_connection_value(c->req.conn, MHD_HEADER_KIND,
-                                                 MHD_HTTP_HEADER_CONTENT_ENCODING);
+    const char *ce =
+        MHD_lookup_connection_value(c->req.conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_ENCODING);
     if ((flags & SRV_ROUTE_BODY) && ce && (length || chunked) && strcasecmp(ce, "identity") != 0) {
         /* attnd does not decompress (Triton can take gzip/deflate): say so plainly instead of
          * failing on the compressed bytes as if they were JSON */
@@ -499,10 +508,10 @@ static enum MHD_Result on_headers(req_ctx *c)
 
 static int hex_digit(char c)
 {
-    return c >= '0' && c <= '9' ? c - '0'
-         : c >= 'a' && c <= 'f' ? c - 'a' + 10
-         : c >= 'A' && c <= 'F' ? c - 'A' + 10
-                                : -1;
+    return c >= '0' && c <= '9'   ? c - '0'
+           : c >= 'a' && c <= 'f' ? c - 'a' + 10
+           : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                  : -1;
 }
 
 /* Percent-decodes the URL path and query in place, as libmicrohttpd's default does, except "%00"
@@ -516,8 +525,8 @@ size_t srv_http_unescape(void *cls, struct MHD_Connection *conn, char *s)
     char *w = s;
     for (const char *r = s; *r;) {
         int hi, lo;
-        if (r[0] == '%' && (hi = hex_digit(r[1])) >= 0 && (lo = hex_digit(r[2])) >= 0 && (hi | lo) &&
-            (hi << 4 | lo) != '/') {
+        if (r[0] == '%' && (hi = hex_digit(r[1])) >= 0 && (lo = hex_digit(r[2])) >= 0 &&
+            (hi | lo) && (hi << 4 | lo) != '/') {
             *w++ = (char)(hi << 4 | lo);
             r += 3;
         } else {
@@ -577,8 +586,8 @@ enum MHD_Result srv_http_on_request(void *cls, struct MHD_Connection *conn, cons
         c->req.path = c->path;
         c->req.conn = conn;
         c->req.t_start = srv_now();
-        srv_request_id_take(MHD_lookup_connection_value(conn, MHD_HEADER_KIND, SRV_REQUEST_ID_HEADER),
-                            c->id);
+        srv_request_id_take(
+            MHD_lookup_connection_value(conn, MHD_HEADER_KIND, SRV_REQUEST_ID_HEADER), c->id);
         c->req.id = c->id;
         c->no_host = strcmp(version, MHD_HTTP_VERSION_1_1) == 0 &&
                      !MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST);
@@ -717,12 +726,10 @@ void srv_http_on_completed(void *cls, struct MHD_Connection *conn, void **con_cl
         return;
     }
     /* a request that ended without a reply is logged with status 0 (client gone, idle timeout),
-     * 408 when deadline.c cut it off, or 499 (nginx's "client closed request") when its client
-     * hung up while it was handled and the work for it stopped */
-    int status = c->responded           ? c->status
-               : c->cancelled           ? 499
-               : srv_deadlines_timed_out(conn) ? 408
-                                        : 0;
+     * the status deadline.c answered when it cut it off (408; a refusal's own), or 499 (nginx's
+     * "client closed request") when its client hung up while it was handled and the work for it
+     * stopped */
+    int status = c->responded ? c->status : c->cancelled ? 499 : srv_deadlines_cut_status(conn);
     srv_http_log_request(c, status);
     if (c->done) {
         srv_http_response_free(c->done);

@@ -15,19 +15,19 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "base/sysinfo.h"
 #include "check.h"
 #include "http_client.h"
 #include "tensor_json.h"
 
 static char code[64], field[128];
 
-#define CHECK_STATUS(r, want)                                                                     \
+#define CHECK_STATUS(r, want)                                                                      \
     CHECK((r).status == (want), "status %ld, want %d: %.300s", (r).status, (want), (r).body)
 #define CHECK_ERROR HC_CHECK_ERROR /* status, code and field of an error reply */
 
 /* One request, reply checked for status and freed; returns the parsed body (caller decrefs). */
-static json_t *call(srv_daemon *d, const char *method, const char *path, const char *body,
-                    int want)
+static json_t *call(srv_daemon *d, const char *method, const char *path, const char *body, int want)
 {
     hc_response r;
     hc_request(d, method, path, NULL, body, -1, NULL, &r);
@@ -94,7 +94,8 @@ static void test_routing(srv_daemon *d)
 
     hc_request(d, "GET", "/v1/layers/demo/forward", NULL, NULL, 0, NULL, &r);
     CHECK_ERROR(r, 405, "method_not_allowed", NULL);
-    CHECK(hc_header(&r, "Allow", allow, sizeof allow) && !strcmp(allow, "POST"), "Allow: %s", allow);
+    CHECK(hc_header(&r, "Allow", allow, sizeof allow) && !strcmp(allow, "POST"), "Allow: %s",
+          allow);
     hc_response_free(&r);
     hc_request(d, "POST", "/v1/layers/demo", NULL, "{}", -1, NULL, &r);
     CHECK_STATUS(r, 405);
@@ -137,7 +138,8 @@ static void test_layer_lifecycle(srv_daemon *d)
     json_t *layers = json_object_get(doc, "layers");
     bool found = false;
     for (size_t i = 0; i < json_array_size(layers); i++)
-        found |= !strcmp(json_string_value(json_object_get(json_array_get(layers, i), "name")), "t1");
+        found |=
+            !strcmp(json_string_value(json_object_get(json_array_get(layers, i), "name")), "t1");
     CHECK(found, "t1 is listed");
     json_decref(doc);
 
@@ -188,7 +190,8 @@ static void test_layer_lifecycle(srv_daemon *d)
     char *wtext = json_dumps(w[2], JSON_COMPACT);
     size_t blen = strlen(wtext) + 128;
     char *put = malloc(blen);
-    snprintf(put, blen, "{\"config\": {\"embed_dim\": 8, \"num_heads\": 2}, \"weights\": %s}", wtext);
+    snprintf(put, blen, "{\"config\": {\"embed_dim\": 8, \"num_heads\": 2}, \"weights\": %s}",
+             wtext);
     json_decref(call(d, "PUT", "/v1/layers/t2", put, 201));
     json_decref(call(d, "PUT", "/v1/layers/t2/weights", wtext, 200));
     json_t *w2 = call(d, "GET", "/v1/layers/t2/weights?encoding=base64", NULL, 200);
@@ -332,8 +335,9 @@ static void test_forward_forms(srv_daemon *d)
     snprintf(body, cap, "{\"query\": %s, \"encoding\": \"base64\"}", btext);
     doc = call(d, "POST", "/v1/layers/demo/trace", body, 200);
     json_t *stages = json_object_get(doc, "stages");
-    const char *names[] = {"q_proj", "k_proj", "v_proj", "q_heads", "k_heads", "v_heads",
-                           "scores", "attn_weights", "head_outputs", "concat", "output"};
+    const char *names[] = {"q_proj",       "k_proj",  "v_proj", "q_heads",
+                           "k_heads",      "v_heads", "scores", "attn_weights",
+                           "head_outputs", "concat",  "output"};
     CHECK(json_array_size(stages) == 11, "11 trace stages");
     for (size_t i = 0; i < json_array_size(stages) && i < 11; i++) {
         json_t *s = json_array_get(stages, i);
@@ -381,8 +385,8 @@ static void test_large(srv_daemon *d)
         snprintf(body, cap, "{\"query\": %s, \"encoding\": \"%s\"}", qtext, enc);
         hc_response r;
         hc_request(d, "POST", "/v1/layers/demo/forward", NULL, body, -1, NULL, &r);
-        CHECK(r.status == 200 && (round == 1 || r.len > (1u << 20)), "large reply %d: %ld, %zu bytes",
-              round, r.status, r.len);
+        CHECK(r.status == 200 && (round == 1 || r.len > (1u << 20)),
+              "large reply %d: %ld, %zu bytes", round, r.status, r.len);
         json_t *doc = hc_json(&r);
         tj_tensor out;
         if (CHECK(tj_read(&out, json_object_get(doc, "output")) == 0 && tj_shape_is(&out, 3, shape),
@@ -454,9 +458,12 @@ static void test_large_base64_input(srv_daemon *d)
         const char *msg;
     } cases[] = {
         {"plain", "{\"query\": {\"shape\": [64, 64, 64], \"base64\": \"%s\"}}", 0, 200, NULL},
-        {"base64 before shape", "{\"query\": {\"base64\": \"%s\", \"dtype\": \"float32\", "
-                                "\"shape\": [64, 64, 64]}, \"need_weights\": false}", 0, 200, NULL},
-        {"an escaped '/'", "{\"query\": {\"shape\": [64, 64, 64], \"base64\": \"%s\"}}", 1, 200, NULL},
+        {"base64 before shape",
+         "{\"query\": {\"base64\": \"%s\", \"dtype\": \"float32\", "
+         "\"shape\": [64, 64, 64]}, \"need_weights\": false}",
+         0, 200, NULL},
+        {"an escaped '/'", "{\"query\": {\"shape\": [64, 64, 64], \"base64\": \"%s\"}}", 1, 200,
+         NULL},
         {"a bad byte", "{\"query\": {\"shape\": [64, 64, 64], \"base64\": \"%s\"}}", 2, 400,
          "query.base64 is not valid base64"},
         {"padding inside", "{\"query\": {\"shape\": [64, 64, 64], \"base64\": \"%s\"}}", 3, 400,
@@ -509,22 +516,25 @@ done:
 }
 
 /* Forward and trace replies say where the time went (Server-Timing): body, parse, pass, write in
- * that order, each a non-negative duration, the pass taking some; other replies and errors do not. */
+ * that order, each a non-negative duration, the pass taking some; other replies and errors do not.
+ */
 static void test_server_timing(srv_daemon *d)
 {
     const char *paths[2] = {"/v1/layers/demo/forward", "/v1/layers/demo/trace"};
     for (int i = 0; i < 2; i++) {
         hc_response r;
-        hc_request(d, "POST", paths[i], NULL, "{\"query\": [[[1,2,3,4,5,6,7,8,1,2,3,4,5,6,7,8,1,2,3,4,5,6,7,8,"
-                   "1,2,3,4,5,6,7,8,1,2,3,4,5,6,7,8,1,2,3,4,5,6,7,8,1,2,3,4,5,6,7,8,1,2,3,4,5,6,7,8]]]}", -1,
-                   NULL, &r);
+        hc_request(
+            d, "POST", paths[i], NULL,
+            "{\"query\": [[[1,2,3,4,5,6,7,8,1,2,3,4,5,6,7,8,1,2,3,4,5,6,7,8,"
+            "1,2,3,4,5,6,7,8,1,2,3,4,5,6,7,8,1,2,3,4,5,6,7,8,1,2,3,4,5,6,7,8,1,2,3,4,5,6,7,8]]]}",
+            -1, NULL, &r);
         char st[256] = "";
         double body = -1, parse = -1, pass = -1, write = -1;
         bool has = hc_header(&r, "Server-Timing", st, sizeof st);
-        int n = sscanf(st, "body;dur=%lf, parse;dur=%lf, pass;dur=%lf, write;dur=%lf", &body, &parse,
-                       &pass, &write);
-        CHECK(r.status == 200 && has && n == 4 && body >= 0 && parse >= 0 && pass > 0 && write >= 0 &&
-                  pass < 60000,
+        int n = sscanf(st, "body;dur=%lf, parse;dur=%lf, pass;dur=%lf, write;dur=%lf", &body,
+                       &parse, &pass, &write);
+        CHECK(r.status == 200 && has && n == 4 && body >= 0 && parse >= 0 && pass > 0 &&
+                  write >= 0 && pass < 60000,
               "%s: Server-Timing '%s' (status %ld)", paths[i], st, r.status);
         hc_response_free(&r);
     }
@@ -535,7 +545,8 @@ static void test_server_timing(srv_daemon *d)
           "no Server-Timing on an error (status %ld)", r.status);
     hc_response_free(&r);
     hc_request(d, "GET", "/v1/layers/demo", NULL, NULL, -1, NULL, &r);
-    CHECK(r.status == 200 && !hc_header(&r, "Server-Timing", st, sizeof st), "none on other routes");
+    CHECK(r.status == 200 && !hc_header(&r, "Server-Timing", st, sizeof st),
+          "none on other routes");
     hc_response_free(&r);
 }
 
@@ -544,8 +555,8 @@ static void test_errors(srv_daemon *d)
     hc_response r;
     const char *q = "[[1,2,3,4,5,6,7,8]]";
     char body[512];
-    json_decref(call(d, "PUT", "/v1/layers/e8",
-                     "{\"config\": {\"embed_dim\": 8, \"num_heads\": 2}}", 201));
+    json_decref(
+        call(d, "PUT", "/v1/layers/e8", "{\"config\": {\"embed_dim\": 8, \"num_heads\": 2}}", 201));
 
     snprintf(body, sizeof body, "{\"query\": %s, \"need_weight\": true}", q);
     hc_request(d, "POST", "/v1/layers/e8/forward", NULL, body, -1, NULL, &r);
@@ -651,7 +662,8 @@ static void test_errors(srv_daemon *d)
     hc_response_free(&r);
     /* dropout: any probability, as torch takes (never applied: eval mode) */
     hc_request(d, "PUT", "/v1/layers/c", NULL,
-               "{\"config\": {\"embed_dim\": 8, \"num_heads\": 2, \"dropout\": 1.5}}", -1, NULL, &r);
+               "{\"config\": {\"embed_dim\": 8, \"num_heads\": 2, \"dropout\": 1.5}}", -1, NULL,
+               &r);
     CHECK_ERROR(r, 422, "invalid_config", "config.dropout");
     hc_response_free(&r);
     json_decref(call(d, "PUT", "/v1/layers/c",
@@ -755,6 +767,18 @@ static void test_limits(void)
         CHECK(st == 413 && strstr(ans, "too_large"), "then the 413 (%d %.80s)", st, ans);
         if (fd >= 0)
             close(fd);
+        /* headers alone, and the client waits: the 413 a second later, before any of the body
+         * is read (SPEC 2), not --min-body-rate's 408 */
+        fd = hc_connect(srv_daemon_port(d));
+        CHECK(fd >= 0 && hc_send_all(fd, head, (size_t)hl) == (size_t)hl, "headers sent again");
+        double t0 = srv_now();
+        st = hc_raw_read(fd, 5000, ans, sizeof ans);
+        CHECK(st == 413 && strstr(ans, "too_large") && strstr(ans, "--max-body-bytes") &&
+                  srv_now() - t0 < 4.0,
+              "headers alone: the 413 without the body (%d after %.1f s: %.120s)", st,
+              srv_now() - t0, ans);
+        if (fd >= 0)
+            close(fd);
     }
     hc_opts chunked = {.chunked = true};
     hc_request(d, "POST", "/v1/layers/demo/forward", NULL, big, (long)n, &chunked, &r);
@@ -792,7 +816,8 @@ static void test_limits(void)
     hc_stop(d);
 }
 
-/* Drain: /readyz turns 503, new requests on open connections get 503, new connections are refused. */
+/* Drain: /readyz turns 503, new requests on open connections get 503, new connections are refused.
+ */
 static void test_drain(void)
 {
     srv_daemon *d = hc_start(NULL);
@@ -846,10 +871,11 @@ static void test_slow_clients(void)
     int ok = 0;
     for (int i = 0; i < 5; i++) {
         hc_response r;
-        hc_request(d, "POST", "/v1/layers/demo/forward", NULL,
-                   "{\"query\": [[0,1,2,3,4,5,6,7,8,9,0,1,2,3,4,5,6,7,8,9,0,1,2,3,4,5,6,7,8,9,0,1,2,"
-                   "3,4,5,6,7,8,9,0,1,2,3,4,5,6,7,8,9,0,1,2,3,4,5,6,7,8,9,0,1,2,3]]}",
-                   -1, NULL, &r);
+        hc_request(
+            d, "POST", "/v1/layers/demo/forward", NULL,
+            "{\"query\": [[0,1,2,3,4,5,6,7,8,9,0,1,2,3,4,5,6,7,8,9,0,1,2,3,4,5,6,7,8,9,0,1,2,"
+            "3,4,5,6,7,8,9,0,1,2,3,4,5,6,7,8,9,0,1,2,3,4,5,6,7,8,9,0,1,2,3]]}",
+            -1, NULL, &r);
         ok += r.status == 200;
         hc_response_free(&r);
     }
@@ -888,12 +914,13 @@ static void *worker(void *p)
                        "{\"config\": {\"embed_dim\": 64, \"num_heads\": 4}}", -1, NULL, &r);
             w->ok += r.status == 200;
         } else {
-            hc_request(w->d, "POST", "/v1/layers/busy/forward", NULL,
-                       "{\"query\": [[0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8,0.9,1.0,1.1,1.2,1.3,1.4,1.5,"
-                       "1.6,1.7,1.8,1.9,2.0,2.1,2.2,2.3,2.4,2.5,2.6,2.7,2.8,2.9,3.0,3.1,3.2,0.1,0.2,"
-                       "0.3,0.4,0.5,0.6,0.7,0.8,0.9,1.0,1.1,1.2,1.3,1.4,1.5,1.6,1.7,1.8,1.9,2.0,2.1,"
-                       "2.2,2.3,2.4,2.5,2.6,2.7,2.8,2.9,3.0,3.1,3.2]]}",
-                       -1, NULL, &r);
+            hc_request(
+                w->d, "POST", "/v1/layers/busy/forward", NULL,
+                "{\"query\": [[0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8,0.9,1.0,1.1,1.2,1.3,1.4,1.5,"
+                "1.6,1.7,1.8,1.9,2.0,2.1,2.2,2.3,2.4,2.5,2.6,2.7,2.8,2.9,3.0,3.1,3.2,0.1,0.2,"
+                "0.3,0.4,0.5,0.6,0.7,0.8,0.9,1.0,1.1,1.2,1.3,1.4,1.5,1.6,1.7,1.8,1.9,2.0,2.1,"
+                "2.2,2.3,2.4,2.5,2.6,2.7,2.8,2.9,3.0,3.1,3.2]]}",
+                -1, NULL, &r);
             w->ok += r.status == 200 && strstr(r.body, "\"output\"") != NULL;
         }
         hc_response_free(&r);

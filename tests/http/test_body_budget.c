@@ -1,6 +1,6 @@
 /*
- * test_body_budget.c - --max-body-memory (server/http/body_budget.c): request bodies held at once, all
- * connections together, against an in-process daemon (port 0) with --max-body-bytes and
+ * test_body_budget.c - --max-body-memory (server/http/body_budget.c): request bodies held at once,
+ * all connections together, against an in-process daemon (port 0) with --max-body-bytes and
  * --max-body-memory both 1 MiB.
  *
  *   - the budget's arithmetic (take, exact fit, give back) and its default;
@@ -33,8 +33,8 @@
 #include "http_client.h"
 
 #define BUDGET (1 << 20)
-#define HELD 700000   /* the body a client holds half sent                      */
-#define OTHER 600000  /* another body: fits alone, not with HELD                 */
+#define HELD 700000  /* the body a client holds half sent                      */
+#define OTHER 600000 /* another body: fits alone, not with HELD                 */
 
 /* A forward body of exactly `size` bytes for a layer with E=4: a valid request padded with spaces
  * (malloc'd, NUL-terminated). */
@@ -66,7 +66,8 @@ static long long body_bytes_held(srv_daemon *d)
     return v;
 }
 
-/* Polls /metrics (every 10 ms, at most 5 s) until it shows `want` bytes held; returns the last value. */
+/* Polls /metrics (every 10 ms, at most 5 s) until it shows `want` bytes held; returns the last
+ * value. */
 static long long wait_held(srv_daemon *d, long long want)
 {
     long long v = -1;
@@ -136,9 +137,10 @@ static bool sender_start(sender *s, int port, const char *src, size_t total, siz
     char head[256];
     int hl = snprintf(head, sizeof head,
                       "POST /v1/layers/b/forward HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
-                      "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n", total);
-    return hc_send_all(s->fd, head, (size_t)hl) == (size_t)hl && (first == 0 || hc_send_all(s->fd, s->body, first) == first) &&
-           (s->sent = first, true);
+                      "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n",
+                      total);
+    return hc_send_all(s->fd, head, (size_t)hl) == (size_t)hl &&
+           (first == 0 || hc_send_all(s->fd, s->body, first) == first) && (s->sent = first, true);
 }
 
 /* Sends up to `upto` bytes of the body in all. */
@@ -183,20 +185,33 @@ static bool answered_within(int fd, int ms)
  * answer waits for the body's end, which is read and dropped, so the client reads the answer and
  * no connection reset (an answer first and a close with the body's bytes unread reset it under
  * the client, which then saw "Failed sending data to the peer" instead of its 503). A client that
- * asks "Expect: 100-continue" gets the answer at once and no "100 Continue". Called while the
- * budget is full. */
+ * asks "Expect: 100-continue" gets the answer at once and no "100 Continue"; one that sends its
+ * headers and nothing more, a second later. Called while the budget is full. */
 static void test_refused_while_sent(int port)
 {
     char head[320], reply[4096];
-    for (int expect = 0; expect < 2; expect++) {
+    for (int expect = 0; expect < 3; expect++) {
         int fd = hc_connect(port);
         if (!CHECK(fd >= 0, "connect"))
             return;
         int hl = snprintf(head, sizeof head,
                           "POST /v1/layers/b/forward HTTP/1.1\r\nHost: x\r\n"
                           "Content-Type: application/json\r\nContent-Length: %d\r\n%s\r\n",
-                          OTHER, expect ? "Expect: 100-continue\r\n" : "");
+                          OTHER, expect == 1 ? "Expect: 100-continue\r\n" : "");
         CHECK(hc_send_all(fd, head, (size_t)hl) == (size_t)hl, "headers sent");
+        if (expect == 2) {
+            /* no Expect, and no body either: a client waiting for the answer before it sends
+             * gets it a second after its headers ("sent before the body is read"), and the
+             * connection closes; it was left to --min-body-rate's 408 */
+            int st = hc_raw_read(fd, 5000, reply, sizeof reply);
+            CHECK(st == 503 && strstr(reply, "out_of_memory") && strstr(reply, "X-Request-Id: ") &&
+                      strstr(reply, "\"request_id\"") && strstr(reply, "Retry-After: 1") &&
+                      strstr(reply, "Connection: close"),
+                  "headers alone: the 503 a second later, with its request id (%d %.300s)", st,
+                  reply);
+            close(fd);
+            continue;
+        }
         if (expect) {
             int st = hc_raw_read(fd, 5000, reply, sizeof reply);
             CHECK(st == 503 && !strstr(reply, "100 Continue"),
@@ -225,8 +240,8 @@ static srv_daemon *start_budget_daemon(int64_t budget)
     if (!CHECK(d != NULL, "daemon started"))
         return NULL;
     hc_response r;
-    hc_request(d, "PUT", "/v1/layers/b", NULL, "{\"config\": {\"embed_dim\": 4, \"num_heads\": 2}}", -1,
-               NULL, &r);
+    hc_request(d, "PUT", "/v1/layers/b", NULL, "{\"config\": {\"embed_dim\": 4, \"num_heads\": 2}}",
+               -1, NULL, &r);
     CHECK(r.status == 201, "layer created (%ld)", r.status);
     hc_response_free(&r);
     CHECK(wait_held(d, 0) == 0, "nothing held at rest");
@@ -271,8 +286,8 @@ static void test_daemon(void)
 
     sender a, b;
     CHECK(sender_start(&a, port, "127.0.0.1", HELD, 1000), "A sent its headers and 1000 bytes");
-    CHECK(wait_held(d, STEP) == STEP, "A declares %d bytes and holds one step, not its Content-Length",
-          HELD);
+    CHECK(wait_held(d, STEP) == STEP,
+          "A declares %d bytes and holds one step, not its Content-Length", HELD);
     CHECK(post_body(d, OTHER, false, code, sizeof code, msg, sizeof msg) == 200,
           "a %d-byte body is served meanwhile: %s", OTHER, msg);
     CHECK(sender_more(&a, HELD - 1), "A sent all but one byte");
@@ -284,14 +299,15 @@ static void test_daemon(void)
     long st = post_body(d, OTHER, false, code, sizeof code, msg, sizeof msg);
     CHECK(st == 503 && !strcmp(code, "out_of_memory") && strstr(msg, "--max-body-memory") &&
               strstr(msg, "Retry-After: 1"),
-          "a body whose first step does not fit: 503 out_of_memory with Retry-After (%ld %s %s)", st,
-          code, msg);
+          "a body whose first step does not fit: 503 out_of_memory with Retry-After (%ld %s %s)",
+          st, code, msg);
     test_refused_while_sent(port);
     st = post_body(d, OTHER, true, code, sizeof code, msg, sizeof msg);
     CHECK(st == 503 && strstr(msg, "chunked"),
           "a chunked body growing past the budget: 503 at its end (%ld %s)", st, msg);
     hc_response r;
-    hc_request(d, "POST", "/v1/layers/b/forward", NULL, "{\"query\": [[1, 2, 3, 4]]}", -1, NULL, &r);
+    hc_request(d, "POST", "/v1/layers/b/forward", NULL, "{\"query\": [[1, 2, 3, 4]]}", -1, NULL,
+               &r);
     CHECK(r.status == 200, "a small body fits in what is left (%ld)", r.status);
     hc_response_free(&r);
     st = post_body(d, BUDGET + 1, false, NULL, 0, NULL, 0);
@@ -304,7 +320,8 @@ static void test_daemon(void)
     sender_close(&b);
     CHECK(wait_held(d, 0) == 0, "released once answered");
     CHECK(post_body(d, OTHER, false, NULL, 0, msg, sizeof msg) == 200, "the refused body now fits");
-    CHECK(post_body(d, OTHER, true, NULL, 0, msg, sizeof msg) == 200, "and chunked too: %.200s", msg);
+    CHECK(post_body(d, OTHER, true, NULL, 0, msg, sizeof msg) == 200, "and chunked too: %.200s",
+          msg);
     CHECK(wait_held(d, 0) == 0, "nothing held at the end");
     hc_request(d, "GET", "/metrics", NULL, NULL, 0, NULL, &r);
     CHECK(r.status == 200 && strstr(r.body, "\nattnd_request_body_bytes_limit 1048576\n"),
@@ -330,7 +347,8 @@ static void test_slow_senders(void)
     long st = post_body(d, (size_t)32 << 20, false, NULL, 0, msg, sizeof msg);
     CHECK(st == 200, "another client's 32 MiB body is served (%ld %.200s)", st, msg);
     hc_response r;
-    hc_request(d, "POST", "/v1/layers/b/forward", NULL, "{\"query\": [[1, 2, 3, 4]]}", -1, NULL, &r);
+    hc_request(d, "POST", "/v1/layers/b/forward", NULL, "{\"query\": [[1, 2, 3, 4]]}", -1, NULL,
+               &r);
     CHECK(r.status == 200, "and a small one (%ld)", r.status);
     hc_response_free(&r);
     for (int i = 0; i < 4; i++)
@@ -360,8 +378,8 @@ static void test_shares(void)
     long long held = wait_held(d, (1 << 19) + share - STEP);
     CHECK(held == (1 << 19) + share - STEP, "A holds a step under its share (%lld)", held);
     int st = sender_finish(&a1, reply, sizeof reply);
-    CHECK(st == 503 && strstr(reply, "this client's address") && strstr(reply, "1/4 of --max-body-memory") &&
-              strstr(reply, "Retry-After: 1"),
+    CHECK(st == 503 && strstr(reply, "this client's address") &&
+              strstr(reply, "1/4 of --max-body-memory") && strstr(reply, "Retry-After: 1"),
           "A's body past its share while B holds one: 503 at its end (%d %.400s)", st, reply);
     sender_close(&a1);
     st = sender_finish(&a2, reply, sizeof reply);
@@ -423,7 +441,8 @@ static void test_stalled_over_share(void)
     CHECK(st == 200, "B is served then (%ld %.120s)", st, msg);
     hc_response h;
     hc_request(d, "GET", "/metrics", NULL, NULL, 0, NULL, &h);
-    CHECK(h.body && strstr(h.body, "attnd_http_connections_closed_total{reason=\"body_over_share\"} 4"),
+    CHECK(h.body &&
+              strstr(h.body, "attnd_http_connections_closed_total{reason=\"body_over_share\"} 4"),
           "the four cuts are counted");
     hc_response_free(&h);
     for (int i = 0; i < 4; i++)
@@ -455,7 +474,8 @@ static void test_client_keys(void)
     srv_body_clients *cl = srv_body_clients_create(64);
     srv_body_client k[100];
     for (int i = 0; i < 100; i++) {
-        struct sockaddr_in s = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(0x0a000000u + (unsigned)i)};
+        struct sockaddr_in s = {.sin_family = AF_INET,
+                                .sin_addr.s_addr = htonl(0x0a000000u + (unsigned)i)};
         srv_body_client_of(&k[i], (struct sockaddr *)&s);
     }
     bool ok = true;
@@ -469,10 +489,12 @@ static void test_client_keys(void)
         for (int i = 1; i < 100; i += 2)
             srv_body_give(&bud, cl, &k[i], i + 1);
     }
-    CHECK(ok && srv_body_budget_held(&bud) == 0, "100 addresses in a table for 64: held and given back");
+    CHECK(ok && srv_body_budget_held(&bud) == 0,
+          "100 addresses in a table for 64: held and given back");
     srv_body_budget small = {.limit = 400};
     CHECK(srv_body_take(&small, cl, &k[0], 150) == SRV_BODY_TAKEN, "alone: past the share (100)");
-    CHECK(srv_body_take(&small, cl, &k[1], 50) == SRV_BODY_TAKEN, "another address, within its share");
+    CHECK(srv_body_take(&small, cl, &k[1], 50) == SRV_BODY_TAKEN,
+          "another address, within its share");
     CHECK(srv_body_take(&small, cl, &k[1], 51) == SRV_BODY_OVER_SHARE, "but not past it");
     CHECK(srv_body_take(&small, cl, &k[0], 1) == SRV_BODY_OVER_SHARE,
           "nor the first, now that another holds bytes");
@@ -480,7 +502,8 @@ static void test_client_keys(void)
     CHECK(srv_body_take(&small, cl, &k[0], 250) == SRV_BODY_TAKEN, "alone again: up to the limit");
     CHECK(srv_body_take(&small, cl, &k[0], 1) == SRV_BODY_FULL, "and no further");
     srv_body_give(&small, cl, &k[0], 400);
-    CHECK(srv_body_budget_held(&small) == 0 && srv_body_client_held(cl, &k[0]) == 0, "all given back");
+    CHECK(srv_body_budget_held(&small) == 0 && srv_body_client_held(cl, &k[0]) == 0,
+          "all given back");
     srv_body_clients_free(cl);
 }
 
