@@ -59,6 +59,7 @@
 #include "mha_softmax_block.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 static int64_t round16(int64_t n)
@@ -170,13 +171,13 @@ static bool rules_needed(const mha_attn *a, const float *kp, int64_t n, float qm
 
 /* One thread's scratch, carved from its slot. */
 typedef struct tile {
-    float *qt;    /* [BM][hd]                                 */
-    float *sc;    /* [BM][BN]                                 */
-    float *o;     /* [BM][hd]                                 */
+    float *qt;                            /* [BM][hd]                                 */
+    float *sc;                            /* [BM][BN]                                 */
+    float *o;                             /* [BM][hd]                                 */
     float *m, *l, *alpha, *inv, *f, *tmp; /* [BM] each; tmp [2·BM] */
-    float *bmax;  /* [BM] each row's maximum over a block     */
-    float *slab;  /* [BM][nblk·BN] exp tiles, or NULL         */
-    float *mt;    /* [nblk][BM] row maxima after each block   */
+    float *bmax;                          /* [BM] each row's maximum over a block     */
+    float *slab;                          /* [BM][nblk·BN] exp tiles, or NULL         */
+    float *mt;                            /* [nblk][BM] row maxima after each block   */
 } tile;
 
 /* A row block's row state (m, l, alpha, inv, f, tmp, bmax: 8·bm floats) from p; returns its end. */
@@ -245,8 +246,7 @@ static bool next_block(const mha_attn *a, const visit *v, int64_t *blk)
 }
 
 /* dst[r][c] for c in the columns no visited block covers: value (rows rows, row stride S). */
-static void fill_unvisited(const mha_attn *a, const visit *v, float *dst, int64_t rows,
-                           float value)
+static void fill_unvisited(const mha_attn *a, const visit *v, float *dst, int64_t rows, float value)
 {
     const int64_t S = a->S, BN = a->BN;
     const int64_t ranges[2][2] = {{0, v->lo * BN}, {v->hi * BN, v->app * BN}};
@@ -547,11 +547,54 @@ static void block_softmax(const mha_attn *a, const rows *r, const tile *t, mha_s
     memcpy(t->mt + nv * a->bm, t->m, (size_t)m * sizeof(float));
 }
 
-/* The head output O / l (0 for a row that attended no key; NaN stays NaN), into the concat. */
+/* Whether row i of row block r may attend some key under the masks and the rules: for a row that
+ * attended none, tells the masks' doing (weights and output 0, docs/api.md) from float32's (every
+ * score of it overflowed to -inf, or is NaN: torch gives NaN, the pass is refused). Only such rows
+ * are looked at: the masks' row is made once more, without the scores. */
+static bool row_allows_a_key(const mha_attn *a, const rows *r, int64_t i)
+{
+    if (a->S > a->S0) /* add_bias_kv / add_zero_attn: the appended keys are never masked */
+        return true;
+    const mha_inputs *in = a->in;
+    const int64_t S0 = a->S0, qi = r->i0 + i;
+    float *row = calloc((size_t)(S0 > 0 ? S0 : 1), sizeof(float)); /* [S0] */
+    if (!row)
+        return false;
+    const mha_mask *am = in->attn_mask.data ? &in->attn_mask : NULL;
+    const mha_mask *kpm = in->key_padding_mask.data ? &in->key_padding_mask : NULL;
+    const void *amr =
+        am ? mask_at(am, am->ndim == 3 ? (r->b * a->H + r->h) * a->L + qi : qi, S0, 0) : NULL;
+    const void *kpr = kpm ? mask_at(kpm, r->b, S0, 0) : NULL;
+    if (amr || kpr)
+        apply_masks(row, S0, amr, am ? am->type : MHA_MASK_FLOAT, kpr,
+                    kpm ? kpm->type : MHA_MASK_FLOAT);
+    if (a->causal || a->window)
+        mha_rules_row(row, r->kp, S0, r->qp[i], a->causal, a->window, a->keys_sorted);
+    bool any = false;
+    for (int64_t j = 0; j < S0 && !any; j++)
+        any = row[j] > -INFINITY;
+    free(row);
+    return any;
+}
+
+/* Row (b·H + h)·L + i into *at if it is lower (an atomic minimum; -1: none yet). */
+static void note_no_score(int64_t *at, int64_t row)
+{
+    int64_t cur = __atomic_load_n(at, __ATOMIC_RELAXED);
+    while ((cur < 0 || row < cur) &&
+           !__atomic_compare_exchange_n(at, &cur, row, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+        ;
+}
+
+/* The head output O / l (0 for a row that attended no key; NaN stays NaN), into the concat. A row
+ * that attended no key though the masks allow some is noted (mha_attn.no_score_row). */
 static void tile_output(const mha_attn *a, const rows *r, const tile *t)
 {
-    for (int64_t i = 0; i < r->m; i++)
+    for (int64_t i = 0; i < r->m; i++) {
         t->inv[i] = t->l[i] == 0.0f ? 0.0f : 1.0f / t->l[i];
+        if (t->l[i] == 0.0f && a->no_score_row && row_allows_a_key(a, r, i))
+            note_no_score(a->no_score_row, (r->b * a->H + r->h) * a->L + r->i0 + i);
+    }
     mha_div_mul_rows_to_isa(a->isa, a->cat + r->b * a->c_bs + r->i0 * a->c_rs + r->h * a->hd,
                             a->c_rs, t->o, a->hd, r->m, a->hd, 0.0f, t->inv);
 }
@@ -646,10 +689,10 @@ static void task_rows(const mha_attn *a, int64_t b, int64_t h0, int64_t h1, int6
         rows_head(a, &r, h);
         const int64_t bhl = (b * H + h) * L + i0; /* row of [N,H,L,·] */
         /* what this head's rows give beyond the output: a selection's sinks, or the full maps */
-        mha_sink *sw = a->sink_w && mha_sink_wants_head(a->sink_w, h) &&
-                               mha_sink_wants_rows(a->sink_w, i0, m)
-                           ? a->sink_w
-                           : NULL;
+        mha_sink *sw =
+            a->sink_w && mha_sink_wants_head(a->sink_w, h) && mha_sink_wants_rows(a->sink_w, i0, m)
+                ? a->sink_w
+                : NULL;
         mha_sink *stw = a->sink_tw && mha_sink_wants_head(a->sink_tw, h) &&
                                 mha_sink_wants_rows(a->sink_tw, i0, m)
                             ? a->sink_tw
@@ -766,7 +809,7 @@ void mha_attn_task(void *arg, int64_t task, int slot)
 {
     const mha_attn *a = arg;
     if (mha_cancelled(a->in->cancel))
-        return; /* the rest of a cancelled pass: nothing to do */
+        return;         /* the rest of a cancelled pass: nothing to do */
     if (a->all_heads) { /* (batch, row block), every head */
         task_rows(a, task / a->nrb, 0, a->H, task % a->nrb, slot, NULL);
         return;

@@ -20,18 +20,20 @@
 #include "mha_kernels.h"
 #include "mha_select.h"
 
-#define MHA_BM 64          /* query rows per row block of the attention                         */
-#define MHA_BM_WIDE 128    /* ... of a pass that gives only its output, on AVX2 (mha_attn_bm)    */
-#define MHA_GROUP 4        /* row blocks of one head a task takes together past MHA_GROUP_FROM  */
-#define MHA_GROUP_FROM ((int64_t)2 << 20) /* bytes of one head's keys and values (2·S·hd floats)
-                                           * from which they stream from beyond L2              */
-#define MHA_GROUP_WIDE 8   /* ... and past MHA_GROUP_WIDE_FROM, when the group's q and output
-                            * tiles take at most MHA_GROUP_TILES bytes (head_dim <= 64)         */
+#define MHA_BM 64       /* query rows per row block of the attention                         */
+#define MHA_BM_WIDE 128 /* ... of a pass that gives only its output, on AVX2 (mha_attn_bm)    */
+#define MHA_GROUP 4     /* row blocks of one head a task takes together past MHA_GROUP_FROM  */
+#define MHA_GROUP_FROM                                                                             \
+    ((int64_t)2 << 20) /* bytes of one head's keys and values (2·S·hd floats)                    \
+                        * from which they stream from beyond L2              */
+#define MHA_GROUP_WIDE                                                                             \
+    8 /* ... and past MHA_GROUP_WIDE_FROM, when the group's q and output                           \
+       * tiles take at most MHA_GROUP_TILES bytes (head_dim <= 64)         */
 #define MHA_GROUP_WIDE_FROM ((int64_t)8 << 20)
 #define MHA_GROUP_TILES ((int64_t)256 << 10)
-#define MHA_PANEL 64       /* output columns per packed weight panel and per projection call    */
-#define MHA_PROJ_ROWS 64   /* rows per projection kernel call                                   */
-#define MHA_PROJ_COLS 256  /* columns per projection task (4 panels: the X rows stay in L2)     */
+#define MHA_PANEL 64      /* output columns per packed weight panel and per projection call    */
+#define MHA_PROJ_ROWS 64  /* rows per projection kernel call                                   */
+#define MHA_PROJ_COLS 256 /* columns per projection task (4 panels: the X rows stay in L2)     */
 
 /* Depth per projection call on isa: 64 for AVX2 (on the task's rows copied contiguous, below),
  * 512 for AVX-512 (Zen 4: 96-100% of peak at 512). */
@@ -71,7 +73,6 @@ typedef struct mha_packed_w {
 /* Floats of W [Nc][K] packed. */
 int64_t mha_packed_w_floats(int64_t Nc, int64_t K);
 
-
 /* ---------------------------------------------------------------------------------------------- */
 /* A layer's kernels for one instruction set (mha_weights.c)                                      */
 
@@ -81,14 +82,14 @@ typedef struct mha_edge_cache mha_edge_cache; /* mha_edge_kernels.c */
 
 typedef struct mha_kernel_set {
     mha_isa isa;
-    int64_t BN;       /* keys per attention block                                          */
-    int64_t kc;       /* depth per projection call (mha_proj_depth)                         */
-    mha_mm scores;    /* sc[BM][BN] = qt[BM][hd] · Kᵀ[hd][BN]                               */
-    mha_mm pv;        /* O[BM][hd] += P[BM][BN] · V[BN][hd]                                 */
+    int64_t BN;    /* keys per attention block                                          */
+    int64_t kc;    /* depth per projection call (mha_proj_depth)                         */
+    mha_mm scores; /* sc[BM][BN] = qt[BM][hd] · Kᵀ[hd][BN]                               */
+    mha_mm pv;     /* O[BM][hd] += P[BM][BN] · V[BN][hd]                                 */
     mha_mm scores_wide, pv_wide; /* the same for MHA_BM_WIDE rows (AVX2 only; else unused)     */
-    int nproj;        /* projection calls of full tiles: C[64][64] (row stride ldc) +=      */
+    int nproj; /* projection calls of full tiles: C[64][64] (row stride ldc) +=      */
     mha_mm proj[MHA_MAX_PROJ_MM]; /* X[64][depth] (row stride ldx) · panel[depth][64]      */
-    int njit;         /* how many of the above run JIT code                                 */
+    int njit; /* how many of the above run JIT code                                 */
     mha_jit_arena arena;
     mha_edge_cache *edges; /* JIT code for the edge tiles passes meet, made on first use (NULL:
                             * none: no JIT for the full tiles either)                        */
@@ -137,11 +138,11 @@ typedef void (*mha_proj_epilogue)(void *arg, int64_t r0, int64_t rows, int64_t c
                                   float *c, int64_t ldc);
 
 typedef struct mha_proj_job {
-    const float *X;         /* [M][K] at row stride ldx                              */
-    const float *W;         /* [Nc][K] as given (the generic path's cblas reads it) */
-    const mha_packed_w *w;  /* W packed                                             */
-    const float *bias;      /* [Nc], or NULL (0)                                     */
-    float *C;               /* [M][Nc] at row stride ldc                            */
+    const float *X;        /* [M][K] at row stride ldx                              */
+    const float *W;        /* [Nc][K] as given (the generic path's cblas reads it) */
+    const mha_packed_w *w; /* W packed                                             */
+    const float *bias;     /* [Nc], or NULL (0)                                     */
+    float *C;              /* [M][Nc] at row stride ldc                            */
     int64_t M, ldx, ldc;
     int64_t first_task;     /* tasks before this job's in its set                   */
     mha_proj_epilogue then; /* or NULL                                               */
@@ -226,7 +227,7 @@ typedef struct mha_attn {
     float qinv;   /* 1/√hd when √hd is a power of two (hd 16, 64, 256...): multiplying by it is
                    * exact, the same bits as the division at a fraction of its cost; else 0 */
     /* outputs beyond the head outputs */
-    float *weights;     /* per head [N,H,L,S] or averaged [N,L,S], or NULL     */
+    float *weights; /* per head [N,H,L,S] or averaged [N,L,S], or NULL     */
     bool per_head;
     bool stream_weights; /* per-head weights written with non-temporal stores (a map of
                           * MHA_STREAM_MAP_BYTES or more)                                      */
@@ -237,6 +238,9 @@ typedef struct mha_attn {
     /* per-thread scratch: [threads][slot_floats] */
     float *scratch;
     int64_t slot_floats;
+    int64_t *no_score_row; /* the first row (b·H + h)·L + i found with no finite score though
+                            * the masks and rules allow it keys: float32 overflowed (q·kᵀ past
+                            * ±3.4e38, or NaN); -1 while none (atomic minimum)              */
     bool slab;      /* the slot holds the weights slab (some weights wanted)                  */
     bool all_heads; /* a task is (batch, row block) with every head in order: averaged
                      * weights, or an averaged selection (its sink sums a row block's heads) */

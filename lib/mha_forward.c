@@ -103,10 +103,11 @@ static void rope_apply_task(void *arg, int64_t task, int slot)
 }
 
 /* RoPE in the in-projection (f->rope_in_proj: head_dim divides 64, or 256 where the epilogue
- * takes a task's whole group, so a block of the epilogue holds whole heads): the block's rows [r0, r0+rows) of the q job (keys: of the k job), columns
- * [c0, c0+cols), rotated in place while the block is in cache, where the rotation phase read q and
- * k back from L3 or memory. Rows in the input's order: batch first (or N = 1), or position first
- * with the batches interleaved. The same rotation of the same numbers: the same bits. */
+ * takes a task's whole group, so a block of the epilogue holds whole heads): the block's rows [r0,
+ * r0+rows) of the q job (keys: of the k job), columns [c0, c0+cols), rotated in place while the
+ * block is in cache, where the rotation phase read q and k back from L3 or memory. Rows in the
+ * input's order: batch first (or N = 1), or position first with the batches interleaved. The same
+ * rotation of the same numbers: the same bits. */
 static void rope_block(const fwd *f, bool keys, int64_t r0, int64_t rows, int64_t c0, int64_t cols,
                        float *c, int64_t ldc)
 {
@@ -431,8 +432,8 @@ mha_status mha_forward_select(const mha_layer *layer, const mha_inputs *in, cons
      * before the rotation) or with heads across its 64-column blocks, take the phases */
     f.a = &a;
     const bool appended = cfg->add_bias_kv || cfg->add_zero_attn;
-    f.rope_in_proj = cfg->rope && !trace && !appended &&
-                     (MHA_PANEL % f.hd == 0 || MHA_PROJ_COLS % f.hd == 0);
+    f.rope_in_proj =
+        cfg->rope && !trace && !appended && (MHA_PANEL % f.hd == 0 || MHA_PROJ_COLS % f.hd == 0);
     const bool pack_in_proj = !appended && (!cfg->rope || f.rope_in_proj);
     if (self) { /* q | k | v side by side, rows of Dq+2Dkv */
         const int64_t W = Dq + 2 * Dkv;
@@ -513,8 +514,8 @@ mha_status mha_forward_select(const mha_layer *layer, const mha_inputs *in, cons
     mha_trace tr_full;
     if (plan->selected) {
         memset(sinks, 0, sizeof sinks);
-        mha_status st = setup_sinks(&a, sinks, in, plan, attn_weights, topk_indices, trace,
-                                    work_threads, err);
+        mha_status st =
+            setup_sinks(&a, sinks, in, plan, attn_weights, topk_indices, trace, work_threads, err);
         if (st != MHA_OK) {
             for (int k = 0; k < 3; k++)
                 mha_sink_free(&sinks[k]);
@@ -540,9 +541,20 @@ mha_status mha_forward_select(const mha_layer *layer, const mha_inputs *in, cons
         trace_heads(&f);
     if (!pack_in_proj)
         mha_pool_run_limit(pool, N * f.Hkv * a.nblk, mha_attn_pack_task, &a, work_threads);
+    int64_t no_score = -1; /* a row float32 left without a finite score (mha_attn) */
+    a.no_score_row = &no_score;
     mha_pool_run_limit(pool, mha_attn_ntasks(&a), mha_attn_task, &a, work_threads);
     for (int k = 0; k < 3 && plan->selected; k++)
         mha_sink_free(&sinks[k]);
+    if (no_score >= 0 && !mha_cancelled(in->cancel)) {
+        mha_pool_scratch_put(cache, &scratch);
+        const int64_t i = no_score % L, bh = no_score / L;
+        return mha_fail(err, MHA_ERR_VALUE, "",
+                        "the pass overflowed float32: row %lld of head %lld (batch %lld) has no "
+                        "finite score, though its masks allow keys (q·kᵀ is past ±3.4e38; torch "
+                        "gives NaN here); inputs or weights are too large, scale them down",
+                        (long long)i, (long long)(bh % f.H), (long long)(bh / f.H));
+    }
     mha_proj_set out = {
         .ks = ks, .cancel = in->cancel, .scratch = a.scratch, .slot_floats = a.slot_floats};
     mha_proj_set_held(&out, held, work_threads); /* the attention used the slots */

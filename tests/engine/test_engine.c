@@ -260,9 +260,12 @@ static void test_random_cases(mha_pool *pool2)
  * kernels (12 or 6 rows, 16 keys, 256-key chunks, 64-column groups). */
 static void test_larger_cases(mha_pool *pool2)
 {
-    const int shapes[][5] = {/* E, H, N, L, S0 */ {64, 4, 2, 150, 150}, {96, 3, 1, 70, 1100},
-                             {128, 8, 3, 33, 40},   {32, 2, 1, 300, 300},
-                             {256, 4, 1, 131, 131}, {160, 2, 2, 23, 529},
+    const int shapes[][5] = {/* E, H, N, L, S0 */ {64, 4, 2, 150, 150},
+                             {96, 3, 1, 70, 1100},
+                             {128, 8, 3, 33, 40},
+                             {32, 2, 1, 300, 300},
+                             {256, 4, 1, 131, 131},
+                             {160, 2, 2, 23, 529},
                              {256, 2, 1, 37, 270},
                              /* one head's keys and values 2 MiB: row blocks grouped by default
                               * (mha_attn_group), four with a partial last one */
@@ -384,7 +387,8 @@ static void test_workspace_bound(void)
     for (int i = 0; i < 2; i++)
         CHECK(ws[i] <= (size_t)(6 * L * E + 2 * L + 64 * (2 * 1024 + 256) + 4096) * sizeof(float),
               "XL-sized workspace %zu bytes (H=%d), no score matrix (H·L·S alone would be %lld "
-              "bytes)", ws[i], i ? 16 : 1, (long long)(16 * L * L * 4));
+              "bytes)",
+              ws[i], i ? 16 : 1, (long long)(16 * L * L * 4));
     free(x);
 }
 
@@ -532,6 +536,66 @@ static void test_fully_masked(void)
     CHECK(zero_w, "a fully masked row gets weights 0");
     CHECK(out_is_bias, "a fully masked row gets head output 0 (output = out_proj.bias)");
     free(x);
+    mha_layer_free(layer);
+}
+
+/* A row whose every score overflowed float32 (q·kᵀ past -3.4e38) attends no key, as a fully
+ * masked row does; torch gives NaN there, so the pass is refused (MHA_ERR_VALUE), where a row the
+ * masks leave no key stays weights and output 0. Identity projections, no bias: the scores are
+ * q·k / 2 exactly. */
+static void test_overflowed_scores(void)
+{
+    mha_config cfg;
+    mha_config_init(&cfg, 4, 1);
+    cfg.bias = false;
+    mha_layer *layer = mha_layer_create(&cfg, NULL, NULL);
+    float w[12 * 4] = {0}, wo[16] = {0};
+    for (int i = 0; i < 12; i++)
+        w[i * 4 + i % 4] = 1.0f;
+    for (int i = 0; i < 4; i++)
+        wo[i * 4 + i] = 1.0f;
+    const int64_t sw[2] = {12, 4}, so[2] = {4, 4};
+    CHECK(mha_layer_set_param(layer, "in_proj_weight", w, 2, sw, NULL) == MHA_OK &&
+              mha_layer_set_param(layer, "out_proj.weight", wo, 2, so, NULL) == MHA_OK,
+          "identity projections");
+    float q[8] = {3e38f, 3e38f, 0, 0, 1, 0, 0, 0}; /* [1, 2, 4]: row 0 overflows */
+    float k[8] = {-2, -2, 0, 0, -3, -3, 0, 0};     /* [1, 2, 4] */
+    float v[8] = {1, 2, 3, 4, 5, 6, 7, 8};         /* [1, 2, 4] */
+    static const struct {
+        uint8_t kpm[2];
+        bool use_kpm, causal;
+        int64_t L;
+        mha_status want;
+        const char *what;
+    } cases[] = {
+        {{0, 0}, false, false, 1, MHA_ERR_VALUE, "every score of the row -inf: refused"},
+        {{0, 1}, true, false, 1, MHA_ERR_VALUE, "one key allowed, its score -inf: refused"},
+        {{1, 1}, true, false, 1, MHA_OK, "every key masked: weights and output 0"},
+        {{0, 0}, false, true, 2, MHA_ERR_VALUE, "causal, key 0 allowed to row 0: refused"},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        mha_inputs in = {0};
+        set_tensor(&in.query, q, true, true, 1, cases[c].L, 4);
+        set_tensor(&in.key, k, true, true, 1, 2, 4);
+        set_tensor(&in.value, v, true, true, 1, 2, 4);
+        if (cases[c].use_kpm)
+            in.key_padding_mask = (mha_mask){(void *)cases[c].kpm, MHA_MASK_BOOL, 2, {1, 2}};
+        in.is_causal = cases[c].causal;
+        in.need_weights = true;
+        mha_plan plan;
+        mha_error err = {0};
+        float out[8], aw[4];
+        mha_status st = mha_plan_forward(layer, &in, NULL, &plan, &err);
+        if (st == MHA_OK)
+            st = mha_forward(layer, &in, &plan, out, aw, NULL, NULL, &err);
+        bool ok = st == cases[c].want;
+        if (st == MHA_ERR_VALUE)
+            ok &=
+                strstr(err.message, "overflowed float32") && strstr(err.message, "row 0 of head 0");
+        if (st == MHA_OK)
+            ok &= out[0] == 0.0f && out[3] == 0.0f && aw[0] == 0.0f && aw[1] == 0.0f;
+        CHECK(ok, "%s (%s: %s)", cases[c].what, mha_status_name(st), err.message);
+    }
     mha_layer_free(layer);
 }
 
@@ -690,8 +754,8 @@ static void test_errors(void)
     CHECK(mha_config_check(&bad, NULL, &err) == MHA_ERR_LIMIT && !strcmp(err.field, "embed_dim"),
           "packed [3E,E] over max_elements");
     bad.kdim = 3; /* separate: q_proj_weight [E,E] is exactly 2^28 elements: allowed */
-    CHECK(mha_config_check(&bad, NULL, &err) == MHA_OK, "separate [E,E] at max_elements is fine (%s)",
-          err.message);
+    CHECK(mha_config_check(&bad, NULL, &err) == MHA_OK,
+          "separate [E,E] at max_elements is fine (%s)", err.message);
 
     /* Parameters. */
     float wq[64] = {0};
@@ -807,6 +871,7 @@ int main(void)
     test_params_and_init();
     test_errors();
     test_fully_masked();
+    test_overflowed_scores();
     test_random_cases(pool2);
     test_larger_cases(pool2);
     test_concurrency(pool2);
