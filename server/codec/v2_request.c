@@ -4,9 +4,9 @@
  *
  * The request's JSON header is split with srv_json_object_scan (which validates all of it); the
  * "inputs" array is then walked without validating again (json_walk.h: a table-driven skip over
- * the numbers), each input's small members (name, shape, datatype, parameters) parsed with jansson and
- * its "data" with srv_tensor_parse, which reads numbers straight from the text. Binary tensor data
- * is used in place when it is aligned for float and copied once when it is not.
+ * the numbers), each input's small members (name, shape, datatype, parameters) parsed with jansson
+ * and its "data" with srv_tensor_parse, which reads numbers straight from the text. Binary tensor
+ * data is used in place when it is aligned for float and copied once when it is not.
  *
  * Binary tensors are little-endian by the protocol; this file assumes a little-endian host.
  * Over 800 lines, and one idea: the walk over one request's header and binary part, whose steps
@@ -63,8 +63,8 @@ static bool v2_is_positions(int id)
 /* The protocol's name of an input's datatype. */
 static const char *v2_dtype_name(const srv_v2_input *in)
 {
-    return in->int_size == 8   ? "INT64"
-           : in->int_size == 4 ? "INT32"
+    return in->int_size == 8            ? "INT64"
+           : in->int_size == 4          ? "INT32"
            : in->dtype == SRV_DTYPE_F32 ? "FP32"
                                         : "BOOL";
 }
@@ -500,10 +500,51 @@ static int v2_parse_inputs(srv_v2_request *req, int64_t binsize[SRV_V2_IN_COUNT]
     }
 }
 
-/* "outputs": [{"name", "parameters"?: {"binary_data"?}}]; an empty array means all outputs. */
+/* The datatype an output is asked in: its "datatype" member or parameters.datatype (SPEC §2: "the
+ * output's datatype FP32, FP16 or BF16", beside the request parameter weights_datatype). The
+ * weights' outputs take FP32, FP16 or BF16 (*dt; -1 when neither is given), output FP32 and
+ * attn_topk_indices INT32 only. 0, or -1 with a 400. */
+static int v2_output_datatype(const json_t *o, const json_t *params, int id, const char *name,
+                              int *dt, srv_error *err)
+{
+    const json_t *a = json_object_get(o, "datatype");
+    const json_t *b = params ? json_object_get(params, "datatype") : NULL;
+    *dt = -1;
+    if (!a && !b)
+        return 0;
+    if ((a && !json_is_string(a)) || (b && !json_is_string(b)))
+        return srv_error_set(err, SRV_E_BAD_REQUEST, "outputs",
+                             "output '%s': datatype must be a string such as \"FP16\"", name);
+    const char *t = json_string_value(a ? a : b);
+    if (a && b && strcmp(t, json_string_value(b)) != 0)
+        return srv_error_set(err, SRV_E_BAD_REQUEST, "outputs",
+                             "output '%s' has datatype %.16s and parameters.datatype %.16s; give "
+                             "one",
+                             name, t, json_string_value(b));
+    const bool weights = id == SRV_V2_OUT_ATTN_WEIGHTS || id == SRV_V2_OUT_ATTN_TOPK_VALUES;
+    if (weights && strcmp(t, "FP32") == 0)
+        *dt = SRV_WIRE_F32;
+    else if (weights && strcmp(t, "FP16") == 0)
+        *dt = SRV_WIRE_F16;
+    else if (weights && strcmp(t, "BF16") == 0)
+        *dt = SRV_WIRE_BF16;
+    else if (!weights && strcmp(t, id == SRV_V2_OUT_OUTPUT ? "FP32" : "INT32") == 0)
+        return 0;
+    else
+        return srv_error_set(err, SRV_E_BAD_REQUEST, "outputs",
+                             "output '%s' cannot be %.16s: it is %s", name, t,
+                             weights                   ? "FP32, FP16 or BF16"
+                             : id == SRV_V2_OUT_OUTPUT ? "FP32"
+                                                       : "INT32");
+    return 0;
+}
+
+/* "outputs": [{"name", "datatype"?, "parameters"?: {"binary_data"?, "datatype"?}}]; an empty
+ * array means all outputs. */
 static int v2_parse_outputs(srv_v2_request *req, bool binary_data_output, const char *text,
                             size_t len, srv_error *err)
 {
+    int weights_dt = -1; /* the weights' datatype the outputs ask, when they do */
     json_t *arr = v2_json_load(text, len, "outputs", err);
     if (!arr)
         return -1;
@@ -525,10 +566,11 @@ static int v2_parse_outputs(srv_v2_request *req, bool binary_data_output, const 
         }
         json_object_foreach(o, key, v)
         {
-            if (strcmp(key, "name") != 0 && strcmp(key, "parameters") != 0) {
+            if (strcmp(key, "name") != 0 && strcmp(key, "parameters") != 0 &&
+                strcmp(key, "datatype") != 0) {
                 srv_error_set(err, SRV_E_UNKNOWN_FIELD, "outputs",
-                              "outputs[%zu] has an unknown member \"%.64s\"; an output has name "
-                              "and parameters",
+                              "outputs[%zu] has an unknown member \"%.64s\"; an output has name, "
+                              "datatype and parameters",
                               i, key);
                 goto error;
             }
@@ -585,9 +627,30 @@ static int v2_parse_outputs(srv_v2_request *req, bool binary_data_output, const 
                 goto error;
             }
         }
+        int dt;
+        if (v2_output_datatype(o, params, id, name, &dt, err) < 0)
+            goto error;
+        if (dt >= 0 && weights_dt >= 0 && dt != weights_dt) {
+            srv_error_set(err, SRV_E_BAD_REQUEST, "outputs",
+                          "attn_topk_values and attn_weights are asked in different datatypes; "
+                          "the weights have one");
+            goto error;
+        }
+        if (dt >= 0)
+            weights_dt = dt;
         req->outputs[req->noutputs].which = (srv_v2_output_id)id;
         req->outputs[req->noutputs].binary = binary;
         req->noutputs++;
+    }
+    if (weights_dt >= 0) {
+        if (req->select.dtype != SRV_WIRE_F32 && req->select.dtype != (srv_wire_dtype)weights_dt) {
+            srv_error_set(err, SRV_E_BAD_REQUEST, "outputs",
+                          "the weights' output datatype and parameters.weights_datatype differ; "
+                          "give one");
+            goto error;
+        }
+        req->select.dtype = (srv_wire_dtype)weights_dt;
+        req->select.given |= weights_dt != SRV_WIRE_F32; /* as weights_datatype FP16 is */
     }
     rc = 0;
 error:
@@ -611,7 +674,8 @@ static int v2_check_values(const srv_v2_input *in, int id, srv_error *err)
     }
     const float *f = in->data;
     bool mask = v2_is_mask(id);
-    if (!srv_floats_any_special(f, (size_t)in->count)) /* the usual case, ~1 ms less for an L input */
+    if (!srv_floats_any_special(f,
+                                (size_t)in->count)) /* the usual case, ~1 ms less for an L input */
         return 0;
     for (int64_t i = 0; i < in->count; i++) {
         if (isfinite(f[i]) || (mask && f[i] == -INFINITY))
@@ -841,8 +905,7 @@ int srv_v2_request_parse_checked(srv_v2_request *req, const char *body, size_t b
         }
     }
     if (need_weights_given && !need_weights && (req->need_weights || req->select.given)) {
-        srv_error_set(err, SRV_E_BAD_REQUEST, "outputs",
-                      "%s parameters.need_weights is false",
+        srv_error_set(err, SRV_E_BAD_REQUEST, "outputs", "%s parameters.need_weights is false",
                       req->need_weights ? "an attention weights output is asked for but"
                                         : "weights are chosen (parameters weights_*) but");
         goto error;

@@ -9,11 +9,12 @@
  *   - to /v1 trace (scores and attn_weights stages),
  * and compared with torch's numbers: output within the project's tolerance (and the same whatever
  * is chosen); the chosen weights within it too, plus the dtype's rounding; top-k indices equal to
- * torch's stable order wherever the values are exact ties (zeros of masked keys: ties go to the lower
- * key index), and where they differ only between near-equal values, those values equal within the
- * tolerance. A float16 / bfloat16 answer is, bit for bit, the float32 answer of the same request
- * rounded as torch rounds (codec/half.h, held to torch by test_half). Then every rule of the
- * selection as a 400 (or a 413 past the size limit) on /v1, /v2 and describe, and describe's sizes.
+ * torch's stable order wherever the values are exact ties (zeros of masked keys: ties go to the
+ * lower key index), and where they differ only between near-equal values, those values equal within
+ * the tolerance. A float16 / bfloat16 answer is, bit for bit, the float32 answer of the same
+ * request rounded as torch rounds (codec/half.h, held to torch by test_half). Then every rule of
+ * the selection as a 400 (or a 413 past the size limit) on /v1, /v2 and describe, and describe's
+ * sizes.
  *
  * The variant cases (tests/golden_variants/: head_dim, grouped-query, RoPE, ALiBi, windows,
  * positions) likewise, with tests/golden_select_variants/. Optional arguments: another directory of
@@ -63,7 +64,7 @@ static void b_printf(bytes *b, const char *fmt, ...)
 }
 
 /* ---------------------------------------------------------------------------------------------- */
-/* What comes back: values (floats, whatever the dtype) and top-k indices                          */
+/* What comes back: values (floats, whatever the dtype) and top-k indices */
 
 typedef struct answer {
     bool ok;
@@ -171,7 +172,8 @@ static void v1_forward(srv_daemon *d, const char *layer, const golden_case *c, c
     if (CHECK(r.status == 200, "%s: forward (%s) %ld %.300s", c->name, enc, r.status, r.body)) {
         json_t *j = hc_json(&r);
         const json_t *topk = json_object_get(j, "attn_topk");
-        const json_t *vals = topk ? json_object_get(topk, "values") : json_object_get(j, "attn_weights");
+        const json_t *vals =
+            topk ? json_object_get(topk, "values") : json_object_get(j, "attn_weights");
         a->ok = tj_read(&a->output, json_object_get(j, "output")) == 0 &&
                 tj_read(&a->values, vals) == 0 &&
                 (!json_object_get(sel, "top_k") ||
@@ -200,8 +202,9 @@ static void v2_body(bytes *body, long *header_len, const golden_case *c, const j
                                   &c->attn_mask};
     bytes bin = {0};
     body->len = 0;
-    b_printf(body, "{\"parameters\":{\"average_attn_weights\":%s,\"is_causal\":%s,"
-                   "\"binary_data_output\":%s",
+    b_printf(body,
+             "{\"parameters\":{\"average_attn_weights\":%s,\"is_causal\":%s,"
+             "\"binary_data_output\":%s",
              average ? "true" : "false", c->is_causal ? "true" : "false",
              binary ? "true" : "false");
     const json_t *v;
@@ -227,9 +230,16 @@ static void v2_body(bytes *body, long *header_len, const golden_case *c, const j
     if ((v = json_object_get(sel, "pool_op")))
         b_printf(body, ",\"weights_pool_op\":\"%s\"", json_string_value(v));
     const char *dt = json_string_value(json_object_get(sel, "dtype"));
-    if (dt)
-        b_printf(body, ",\"weights_datatype\":\"%s\"",
-                 !strcmp(dt, "float16") ? "FP16" : !strcmp(dt, "bfloat16") ? "BF16" : "FP32");
+    const char *v2dt = !dt                       ? NULL
+                       : !strcmp(dt, "float16")  ? "FP16"
+                       : !strcmp(dt, "bfloat16") ? "BF16"
+                                                 : "FP32";
+    /* the precision asked as SPEC §2 allows: the parameter weights_datatype, or the weights
+     * output's own datatype (its member, or its parameters'), by turns */
+    static unsigned turn;
+    const unsigned form = dt ? turn++ % 3 : 0;
+    if (dt && form == 0)
+        b_printf(body, ",\"weights_datatype\":\"%s\"", v2dt);
     if (json_object_size(sel) == 0) /* nothing chosen: the full map, asked the usual way */
         b_printf(body, ",\"need_weights\":true");
     b_printf(body, "},\"inputs\":[");
@@ -269,8 +279,8 @@ static void v2_body(bytes *body, long *header_len, const golden_case *c, const j
         if (!p->present)
             continue;
         const int64_t count = p->shape[0] * (p->ndim == 2 ? p->shape[1] : 1);
-        b_printf(body, ",{\"name\":\"%s\",\"datatype\":\"INT64\",\"shape\":[%" PRId64,
-                 pos_names[i], p->shape[0]);
+        b_printf(body, ",{\"name\":\"%s\",\"datatype\":\"INT64\",\"shape\":[%" PRId64, pos_names[i],
+                 p->shape[0]);
         if (p->ndim == 2)
             b_printf(body, ",%" PRId64, p->shape[1]);
         if (binary) {
@@ -283,7 +293,17 @@ static void v2_body(bytes *body, long *header_len, const golden_case *c, const j
             b_printf(body, e ? ",%" PRId64 : "%" PRId64, p->data[e]);
         b_printf(body, "]}");
     }
-    b_printf(body, "]}");
+    b_printf(body, "]");
+    if (form) {
+        const bool top = json_object_get(sel, "top_k") != NULL;
+        b_printf(body, ",\"outputs\":[{\"name\":\"output\"}%s,{\"name\":\"%s\",",
+                 top ? ",{\"name\":\"attn_topk_indices\",\"datatype\":\"INT32\"}" : "",
+                 top ? "attn_topk_values" : "attn_weights");
+        b_printf(body,
+                 form == 1 ? "\"datatype\":\"%s\"}]" : "\"parameters\":{\"datatype\":\"%s\"}}]",
+                 v2dt);
+    }
+    b_printf(body, "}");
     *header_len = -1;
     if (bin.len) {
         *header_len = (long)body->len;
@@ -302,8 +322,11 @@ static bool v2_output(tj_tensor *t, char dtype[12], const json_t *o, const char 
     if (!dt || json_array_size(shape) > 8)
         return false;
     snprintf(dtype, 12, "%s",
-             !strcmp(dt, "FP16") ? "float16" : !strcmp(dt, "BF16") ? "bfloat16"
-             : !strcmp(dt, "INT32") ? "int32" : !strcmp(dt, "FP32") ? "float32" : "?");
+             !strcmp(dt, "FP16")    ? "float16"
+             : !strcmp(dt, "BF16")  ? "bfloat16"
+             : !strcmp(dt, "INT32") ? "int32"
+             : !strcmp(dt, "FP32")  ? "float32"
+                                    : "?");
     t->ndim = (int)json_array_size(shape);
     t->count = 1;
     for (int i = 0; i < t->ndim; i++) {
@@ -321,7 +344,8 @@ static bool v2_output(tj_tensor *t, char dtype[12], const json_t *o, const char 
         return true;
     }
     const size_t es = !strcmp(dtype, "float16") || !strcmp(dtype, "bfloat16") ? 2 : 4;
-    if ((size_t)json_integer_value(bsz) != (size_t)t->count * es || *off + (size_t)t->count * es > end)
+    if ((size_t)json_integer_value(bsz) != (size_t)t->count * es ||
+        *off + (size_t)t->count * es > end)
         return false;
     const uint8_t *p = (const uint8_t *)bin + *off;
     for (int64_t e = 0; e < t->count; e++) {
@@ -371,17 +395,22 @@ static void v2_infer(srv_daemon *d, const char *layer, const golden_case *c, con
         for (size_t i = 0; ok && i < json_array_size(outs); i++) {
             const json_t *out = json_array_get(outs, i);
             const char *name = json_string_value(json_object_get(out, "name"));
-            tj_tensor *t = !name                                 ? NULL
-                           : !strcmp(name, "output")             ? &a->output
-                           : !strcmp(name, "attn_topk_indices")  ? &a->indices
+            tj_tensor *t = !name                                                       ? NULL
+                           : !strcmp(name, "output")                                   ? &a->output
+                           : !strcmp(name, "attn_topk_indices")                        ? &a->indices
                            : !strcmp(name, topk ? "attn_topk_values" : "attn_weights") ? &a->values
-                                                                  : NULL;
-            ok = t && !t->data && v2_output(t, t == &a->values ? a->dtype : t == &a->indices ? idt : dt,
-                                            out, r.body, &off, r.len);
+                                                                                       : NULL;
+            ok = t && !t->data &&
+                 v2_output(t,
+                           t == &a->values    ? a->dtype
+                           : t == &a->indices ? idt
+                                              : dt,
+                           out, r.body, &off, r.len);
         }
         a->ok = ok && off == r.len && (!topk || !strcmp(idt, "int32"));
         CHECK(a->ok, "%s: /v2 (%s): the outputs %s", c->name, binary ? "binary" : "JSON",
-              topk ? "output, attn_topk_indices (INT32), attn_topk_values" : "output, attn_weights");
+              topk ? "output, attn_topk_indices (INT32), attn_topk_values"
+                   : "output, attn_weights");
         json_decref(j);
     }
     hc_response_free(&r);
@@ -438,7 +467,8 @@ static void replay(srv_daemon *d, const golden_case *c, int index)
         const bool average = json_is_true(json_object_get(s, "average_attn_weights"));
         const json_t *exp = json_object_get(s, "expected");
         const json_t *topk = json_object_get(exp, "attn_topk");
-        const json_t *want_v = topk ? json_object_get(topk, "values") : json_object_get(exp, "attn_weights");
+        const json_t *want_v =
+            topk ? json_object_get(topk, "values") : json_object_get(exp, "attn_weights");
         const json_t *want_i = topk ? json_object_get(topk, "indices") : NULL;
         const char *dt = json_string_value(json_object_get(sel, "dtype"));
         const char *dtype = dt ? dt : "float32";
@@ -481,8 +511,8 @@ static void replay(srv_daemon *d, const golden_case *c, int index)
         answer_free(&f32);
 
         /* the trace: scores (per head) and attn_weights take the selection */
-        char *body = v1_body(c, sel, average, encs[(index + k) % 3], NULL,
-                             "[\"scores\",\"attn_weights\"]");
+        char *body =
+            v1_body(c, sel, average, encs[(index + k) % 3], NULL, "[\"scores\",\"attn_weights\"]");
         snprintf(path, sizeof path, "/v1/layers/%s/trace", layer);
         hc_request(d, "POST", path, NULL, body, -1, NULL, &r);
         free(body);
@@ -506,7 +536,8 @@ static void replay(srv_daemon *d, const golden_case *c, int index)
                         compare(sw, &tv, &ti, want_v, want_i, dtype);
                 }
                 const json_t *axes = json_object_get(stage, "axes");
-                const char *last = json_string_value(json_array_get(axes, json_array_size(axes) - 1));
+                const char *last =
+                    json_string_value(json_array_get(axes, json_array_size(axes) - 1));
                 CHECK(last && last[0] == (topk ? 'T' : 'S'), "%s: last axis %s", sw,
                       topk ? "T" : "S");
                 tj_free(&tv);
@@ -545,7 +576,7 @@ static void replay_only_selected(golden_case *c, int index, void *d)
 }
 
 /* ---------------------------------------------------------------------------------------------- */
-/* Rules: every bad selection a 400 naming its member; nothing else changes                        */
+/* Rules: every bad selection a 400 naming its member; nothing else changes */
 
 static const char *LAYER_BODY =
     "{\"config\":{\"embed_dim\":8,\"num_heads\":2,\"add_zero_attn\":true},\"init\":{\"seed\":3}}";
@@ -553,8 +584,7 @@ static const char *LAYER_BODY =
 static const char *QUERY = "[[[1,0,0,0,0,0,0,1],[0,1,0,0,0,0,1,0],[0,0,1,0,0,1,0,0]],"
                            "[[1,1,0,0,0,0,0,0],[0,0,1,1,0,0,0,0],[0,0,0,0,1,1,0,0]]]";
 
-static void v1_rule(srv_daemon *d, const char *sel, int status, const char *code,
-                    const char *field)
+static void v1_rule(srv_daemon *d, const char *sel, int status, const char *code, const char *field)
 {
     char body[1024];
     snprintf(body, sizeof body, "{\"query\":%s,\"weights_select\":%s}", QUERY, sel);
@@ -584,8 +614,8 @@ static void v2_rule(srv_daemon *d, const char *params, int status, const char *p
     hc_request(d, "POST", "/v2/models/rules/infer", NULL, body, -1, NULL, &r);
     json_t *j = hc_json(&r);
     const char *msg = json_string_value(json_object_get(j, "error"));
-    CHECK(r.status == status && msg && strstr(msg, part), "/v2 %s: want %d naming %s, got %ld %.300s",
-          params, status, part, r.status, r.body);
+    CHECK(r.status == status && msg && strstr(msg, part),
+          "/v2 %s: want %d naming %s, got %ld %.300s", params, status, part, r.status, r.body);
     json_decref(j);
     hc_response_free(&r);
 }
@@ -618,7 +648,7 @@ static void test_rules(srv_daemon *d)
         int status;
         const char *code, *field;
     } v1[] = {
-        {"{\"heads\":[2]}", 400, "bad_request", "weights_select.heads"},   /* outside 0..H-1 */
+        {"{\"heads\":[2]}", 400, "bad_request", "weights_select.heads"}, /* outside 0..H-1 */
         {"{\"heads\":[-1]}", 400, "bad_request", "weights_select.heads"},
         {"{\"heads\":[1,0,1]}", 400, "bad_request", "weights_select.heads"}, /* twice */
         {"{\"heads\":[]}", 400, "bad_request", "weights_select.heads"},
@@ -728,7 +758,8 @@ static void test_limits(void)
         return;
     hc_response r;
     hc_request(d, "PUT", "/v1/layers/big", NULL,
-               "{\"config\":{\"embed_dim\":16,\"num_heads\":4},\"init\":{\"seed\":1}}", -1, NULL, &r);
+               "{\"config\":{\"embed_dim\":16,\"num_heads\":4},\"init\":{\"seed\":1}}", -1, NULL,
+               &r);
     CHECK(r.status == 201, "PUT big: %ld %s", r.status, r.body);
     hc_response_free(&r);
     json_t *q = json_array(), *row;
@@ -738,8 +769,8 @@ static void test_limits(void)
             json_array_append_new(row, json_real((i * 7 + e * 3) % 11 / 10.0 - 0.5));
         json_array_append_new(q, row);
     }
-    json_t *body = json_pack("{s:o, s:b, s:b}", "query", q, "need_weights", 1,
-                             "average_attn_weights", 0);
+    json_t *body =
+        json_pack("{s:o, s:b, s:b}", "query", q, "need_weights", 1, "average_attn_weights", 0);
     char *text = json_dumps(body, JSON_COMPACT);
     hc_request(d, "POST", "/v1/layers/big/forward", NULL, text, -1, NULL, &r);
     HC_CHECK_ERROR(r, 413, "too_large", "need_weights");
@@ -757,7 +788,8 @@ static void test_limits(void)
     hc_response_free(&r);
     free(text);
     json_object_del(body, "need_weights");
-    json_object_set_new(body, "weights_select", json_pack("{s:[i], s:[i,i]}", "heads", 2, "queries", 0, 16));
+    json_object_set_new(body, "weights_select",
+                        json_pack("{s:[i], s:[i,i]}", "heads", 2, "queries", 0, 16));
     text = json_dumps(body, JSON_COMPACT);
     hc_request(d, "POST", "/v1/layers/big/forward", NULL, text, -1, NULL, &r);
     json_t *j = hc_json(&r);
@@ -771,7 +803,8 @@ static void test_limits(void)
     json_decref(j);
     hc_response_free(&r);
     free(text);
-    json_object_set_new(body, "weights_select", json_pack("{s:[i,i], s:s}", "pool", 1, 1, "dtype", "float16"));
+    json_object_set_new(body, "weights_select",
+                        json_pack("{s:[i,i], s:s}", "pool", 1, 1, "dtype", "float16"));
     text = json_dumps(body, JSON_COMPACT);
     hc_request(d, "POST", "/v1/layers/big/forward", NULL, text, -1, NULL, &r);
     HC_CHECK_ERROR(r, 413, "too_large", "weights_select");
@@ -843,7 +876,9 @@ static void test_describe(srv_daemon *d)
           "describe: one head's top 8 at 16k in float16: %.400s", r.body);
     json_decref(j);
     hc_response_free(&r);
-    hc_request(d, "GET", "/v1/layers/rules?L=100&S=50&N=2&weights_pool=8x8&weights_keys=0:51&average_attn_weights=false",
+    hc_request(d, "GET",
+               "/v1/layers/"
+               "rules?L=100&S=50&N=2&weights_pool=8x8&weights_keys=0:51&average_attn_weights=false",
                NULL, NULL, 0, NULL, &r);
     j = hc_json(&r);
     ws = json_object_get(j, "weights_select");
@@ -919,8 +954,8 @@ static void test_edges(srv_daemon *d)
                      q, pools[i].same, pop);
             hc_request(d, "POST", "/v1/layers/edges/forward", NULL, body, -1, NULL, &b);
             CHECK(a.status == 200 && b.status == 200 && !strcmp(a.body, b.body),
-                  "pool %s (%s) is pool %s over its axes: %ld %.200s / %.200s", pools[i].huge,
-                  pop, pools[i].same, a.status, a.body, b.body);
+                  "pool %s (%s) is pool %s over its axes: %ld %.200s / %.200s", pools[i].huge, pop,
+                  pools[i].same, a.status, a.body, b.body);
             hc_response_free(&a);
             hc_response_free(&b);
         }
@@ -938,10 +973,8 @@ static void test_edges(srv_daemon *d)
     hc_request(d, "GET", "/v1/layers/edges?L=1&S=1&weights_heads=0&average_attn_weights=false",
                NULL, NULL, 0, NULL, &r);
     json_t *j = hc_json(&r);
-    const json_int_t bound =
-        json_integer_value(json_object_get(json_object_get(json_object_get(j, "weights_select"),
-                                                           "bytes"),
-                                           "json_at_most"));
+    const json_int_t bound = json_integer_value(json_object_get(
+        json_object_get(json_object_get(j, "weights_select"), "bytes"), "json_at_most"));
     json_decref(j);
     hc_response_free(&r);
     for (int flat = 0; flat < 2; flat++) {
@@ -960,17 +993,19 @@ static void test_edges(srv_daemon *d)
     }
 
     /* a pass far past every limit: figures saturate at 2^63 - 1, never wrap */
-    hc_request(d, "GET",
-               "/v1/layers/edges?L=1048576&S=1048576&N=1048576&weights_heads=0&average_attn_weights="
-               "false",
-               NULL, NULL, 0, NULL, &r);
+    hc_request(
+        d, "GET",
+        "/v1/layers/edges?L=1048576&S=1048576&N=1048576&weights_heads=0&average_attn_weights="
+        "false",
+        NULL, NULL, 0, NULL, &r);
     j = hc_json(&r);
     json_t *ws = json_object_get(j, "weights_select"), *sizes = json_object_get(ws, "bytes");
-    CHECK(r.status == 200 && json_integer_value(json_object_get(sizes, "binary")) == (json_int_t)1 << 62 &&
+    CHECK(r.status == 200 &&
+              json_integer_value(json_object_get(sizes, "binary")) == (json_int_t)1 << 62 &&
               json_integer_value(json_object_get(sizes, "base64")) > 0 &&
               json_integer_value(json_object_get(sizes, "json_at_most")) == INT64_MAX &&
-              json_integer_value(json_object_get(json_object_get(ws, "full_map"), "binary_bytes")) ==
-                  INT64_MAX &&
+              json_integer_value(
+                  json_object_get(json_object_get(ws, "full_map"), "binary_bytes")) == INT64_MAX &&
               json_is_false(json_object_get(ws, "fits")),
           "describe at 2^60 elements a head: %.400s", r.body);
     json_decref(j);

@@ -523,6 +523,19 @@ static void test_parameters_and_outputs(void)
           "binary_data on an output overrides binary_data_output; order kept");
     srv_v2_request_free(&req);
 
+    CHECK(parse_with(&req, NULL, "[{\"name\":\"attn_weights\",\"datatype\":\"FP16\"}]", &err) ==
+                  0 &&
+              req.select.dtype == SRV_WIRE_F16 && req.need_weights,
+          "attn_weights asked as FP16 by its datatype: %s", err.message);
+    srv_v2_request_free(&req);
+    CHECK(parse_with(&req, "{\"weights_datatype\":\"BF16\"}",
+                     "[{\"name\":\"output\",\"datatype\":\"FP32\"},{\"name\":\"attn_weights\","
+                     "\"parameters\":{\"datatype\":\"BF16\"}}]",
+                     &err) == 0 &&
+              req.select.dtype == SRV_WIRE_BF16 && req.noutputs == 2,
+          "BF16 by parameters.datatype, agreeing with weights_datatype: %s", err.message);
+    srv_v2_request_free(&req);
+
     struct {
         const char *what, *params, *outputs, *part;
     } bad[] = {
@@ -541,6 +554,19 @@ static void test_parameters_and_outputs(void)
          "binary_data"},
         {"classification", NULL, "[{\"name\":\"output\",\"parameters\":{\"classification\":3}}]",
          "classification"},
+        {"output asked as FP16", NULL, "[{\"name\":\"output\",\"datatype\":\"FP16\"}]",
+         "cannot be FP16"},
+        {"indices asked as FP32", NULL,
+         "[{\"name\":\"attn_topk_indices\",\"parameters\":{\"datatype\":\"FP32\"}}]",
+         "cannot be FP32"},
+        {"weights datatype unknown", NULL, "[{\"name\":\"attn_weights\",\"datatype\":\"FP64\"}]",
+         "FP32, FP16 or BF16"},
+        {"datatype and parameters.datatype differ", NULL,
+         "[{\"name\":\"attn_weights\",\"datatype\":\"FP16\",\"parameters\":{\"datatype\":"
+         "\"BF16\"}}]",
+         "give one"},
+        {"output datatype and weights_datatype differ", "{\"weights_datatype\":\"BF16\"}",
+         "[{\"name\":\"attn_weights\",\"datatype\":\"FP16\"}]", "weights_datatype"},
         {"output in shared memory", NULL,
          "[{\"name\":\"output\",\"parameters\":{\"shared_memory_region\":\"r0\","
          "\"shared_memory_byte_size\":256}}]",
@@ -651,8 +677,8 @@ static void test_metadata(void)
           "name, versions, platform");
     json_t *ins = json_object_get(j, "inputs");
     CHECK(json_array_size(ins) == 7, "seven inputs");
-    static const char *const names[7] = {"query",     "key",       "value",        "key_padding_mask",
-                                         "attn_mask", "positions", "key_positions"};
+    static const char *const names[7] = {
+        "query", "key", "value", "key_padding_mask", "attn_mask", "positions", "key_positions"};
     static const int64_t last[7] = {8, 5, 3, -1, -1, -1, -1};
     for (int i = 0; i < 7 && i < (int)json_array_size(ins); i++) {
         json_t *t = json_array_get(ins, i);
