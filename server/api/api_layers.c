@@ -104,22 +104,30 @@ static int64_t json_text_bound(int64_t n, int64_t each, const int64_t *shape, in
     return sat_add(sat_add(sat_mul(n, each), sat_mul(arrays, 2)), 64 + 21 * (int64_t)ndim);
 }
 
-/* The selection of describe's query (weights_heads=..., weights_dtype=..., average_attn_weights=),
- * for a pass of N batches of L queries and S0 keys: what it would return and how many bytes, beside
- * the full map it replaces. NULL with err on a bad parameter; *none set when nothing is chosen. */
+/* The selection of describe's query (weights_heads=..., weights_dtype= or weights_datatype=,
+ * average_attn_weights=), for a pass of N batches of L queries and S0 keys: what it would return
+ * and how many bytes, beside the full map it replaces. NULL with err on a bad parameter; *none set when nothing is chosen. */
 static json_t *selection_json(const srv_layer *l, const srv_request *req, const srv_app *app,
                               int64_t N, int64_t L, int64_t S0, bool *none, srv_error *err)
 {
-    static const char *const names[] = {"weights_heads", "weights_queries", "weights_keys",
-                                        "weights_top_k", "weights_pool", "weights_pool_op",
-                                        "weights_dtype"};
+    static const char *const names[] = {"weights_heads",   "weights_queries", "weights_keys",
+                                        "weights_top_k",   "weights_pool",    "weights_pool_op",
+                                        "weights_dtype",   "weights_datatype"};
     srv_select sel;
     srv_select_init(&sel);
     json_t *doc = NULL;
     *none = false;
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         const char *v = srv_request_query(req, names[i]);
-        if (v && srv_select_flat_param(&sel, names[i], v, false, err) < 0)
+        /* the precision by either API's name: float16 (/v1's), or FP16 (/v2's), not both */
+        const bool v2_name = !strcmp(names[i], "weights_datatype");
+        if (v && v2_name && srv_request_query(req, "weights_dtype")) {
+            srv_error_set(err, SRV_E_BAD_REQUEST, "weights_datatype",
+                          "?weights_dtype= and ?weights_datatype= both name the precision; give "
+                          "one");
+            goto done;
+        }
+        if (v && srv_select_flat_param(&sel, names[i], v, v2_name, err) < 0)
             goto done;
     }
     bool average = true;

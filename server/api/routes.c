@@ -25,7 +25,7 @@ const srv_route srv_routes[] = {
     {"GET", "/v1/layers", srv_api_layers_list, 0, ""},
     {"GET", "/v1/layers/{name}", srv_api_layer_get, 0,
      "L S N weights_heads weights_queries weights_keys weights_top_k weights_pool weights_pool_op "
-     "weights_dtype average_attn_weights"},
+     "weights_dtype weights_datatype average_attn_weights"},
     /* changes run on a worker whatever their size: a small body can make a large layer, and the
      * data dir's write (and its lock, shared with other replicas) takes what it takes */
     {"PUT", "/v1/layers/{name}", srv_api_layer_put,

@@ -876,6 +876,24 @@ static void test_describe(srv_daemon *d)
           "describe: one head's top 8 at 16k in float16: %.400s", r.body);
     json_decref(j);
     hc_response_free(&r);
+    /* the precision in /v2's name too, the same answer; both names at once: a 400 */
+    hc_request(d, "GET",
+               "/v1/layers/rules?L=16384&weights_heads=1&weights_top_k=8&weights_datatype=FP16",
+               NULL, NULL, 0, NULL, &r);
+    j = hc_json(&r);
+    ws = json_object_get(j, "weights_select");
+    CHECK(r.status == 200 &&
+              json_integer_value(json_object_get(json_object_get(ws, "bytes"), "binary")) ==
+                  16384 * 8 * 6 &&
+              !strcmp(json_string_value(json_object_get(ws, "dtype")), "float16"),
+          "describe: weights_datatype=FP16 as weights_dtype=float16: %.300s", r.body);
+    json_decref(j);
+    hc_response_free(&r);
+    hc_request(d, "GET", "/v1/layers/rules?L=16&weights_dtype=float16&weights_datatype=FP16", NULL,
+               NULL, 0, NULL, &r);
+    CHECK(r.status == 400 && strstr(r.body, "give one"), "describe: both precisions: 400 (%ld %s)",
+          r.status, r.body);
+    hc_response_free(&r);
     hc_request(d, "GET",
                "/v1/layers/"
                "rules?L=100&S=50&N=2&weights_pool=8x8&weights_keys=0:51&average_attn_weights=false",
