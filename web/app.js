@@ -599,6 +599,8 @@ function syncControls() {
   if (!app.custom) {
     if ($("#q-text") !== document.activeElement && !s.gen) $("#q-text").value = s.q;
     $("#gen-note").textContent = s.gen ? `${count(s.gen)} generated tokens (seed ${s.seed}); typing replaces them` : "";
+    /* the count field shows what is generated (?gen= from a link too), so pressing it again keeps it */
+    if (s.gen && $("#gen-count") !== document.activeElement) $("#gen-count").value = String(s.gen);
     if ($("#k-text") !== document.activeElement) $("#k-text").value = s.k;
   }
   $("#seed").value = String(s.seed);

@@ -90,6 +90,11 @@ static int read_forward(const srv_app *app, const srv_request *req, const srv_js
         } else
             return srv_body_unknown(err, "", k, stages ? TRACE_FIELDS : FORWARD_FIELDS);
 
+        if (flag && srv_member_is_null(&m[i])) { /* null = not given, as for the tensors */
+            args->is_causal_given &= flag != &args->is_causal;
+            need_weights_given &= flag != &args->need_weights;
+            continue;
+        }
         if (flag && srv_member_bool(&m[i], k, flag, err) < 0)
             return -1;
         /* null means "not given", as torch's None; query has no default */

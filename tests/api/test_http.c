@@ -292,6 +292,18 @@ static void test_forward_forms(srv_daemon *d)
           "need_weights does not change the output");
     tj_free(&out);
     json_decref(doc);
+    /* a flag set to null is not given, as a tensor set to null is (it was a 400) */
+    snprintf(body, cap,
+             "{\"query\": %s, \"need_weights\": null, \"is_causal\": null, "
+             "\"average_attn_weights\": null, \"need_output\": null}",
+             btext);
+    doc = call(d, "POST", "/v1/layers/demo/forward", body, 200);
+    CHECK(doc && !json_object_get(doc, "attn_weights") &&
+              tj_read(&out, json_object_get(doc, "output")) == 0 && ref.data &&
+              !memcmp(out.data, ref.data, sizeof(float) * N * L * E),
+          "flags set to null: the defaults (no weights, the same output)");
+    tj_free(&out);
+    json_decref(doc);
     snprintf(body, cap, "{\"query\": %s, \"need_weights\": true, \"key\": null}", btext);
     doc = call(d, "POST", "/v1/layers/demo/forward", body, 200);
     tj_tensor avg;

@@ -530,6 +530,16 @@ try {
     const top = Math.max(...maxes.data);
     check("one cell per head: the largest weight of each ([H, 1, 1])", maxes.shape.join() === `${H},1,1` && top > 0 && top <= 1, `${maxes.shape} ${top}`);
 
+    {
+      // the count field shows what ?gen= generated (it showed 8192 whatever the link said, and
+      // pressing it then generated 8192)
+      const p2 = await context.newPage();
+      await p2.goto(pageUrl(main, `layer=${layer}&gen=300`));
+      await settled(p2);
+      const shown = await p2.inputValue("#gen-count");
+      check("gen=300: the count field shows 300, so pressing it keeps the input", shown === "300", shown);
+      await p2.close();
+    }
     const page = await context.newPage();
     // a 503 (the daemon's queue full of this page's passes) is waited out and asked again, as Retry-After says
     page.on("console", (m) => m.type() === "error" && !/status of 503/.test(m.text()) && consoleErrors.push(`long input: ${m.text()}`));
