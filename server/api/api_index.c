@@ -19,10 +19,15 @@ static bool serves(const char *pattern)
 }
 
 /* True when an Accept header asks for text/html with a quality above 0 ("text/html;q=0" refuses
- * it); wildcard ranges do not count (a script asking for any type gets JSON). */
+ * it) and above application/json's (a client preferring JSON, "application/json,
+ * text/html;q=0.1", gets JSON; of equal qualities the earlier entry wins); wildcard ranges do not
+ * count (a script asking for any type gets JSON). */
 static bool wants_html(const char *accept)
 {
-    return srv_accept_quality(accept, "text/html", NULL) > 0;
+    int ph = 0, pj = 0;
+    const int qh = srv_accept_quality(accept, "text/html", &ph);
+    const int qj = srv_accept_quality(accept, "application/json", &pj);
+    return qh > 0 && (qh > qj || (qh == qj && ph < pj));
 }
 
 int srv_api_index(void *ctx, const srv_request *req, srv_response *resp, srv_error *err)

@@ -167,7 +167,10 @@ static void test_index(void)
         ui |= strcmp(rt->method, "GET") == 0 && strcmp(rt->pattern, "/ui") == 0;
 
     static const char *const accepts[] = {NULL, "Accept: */*", "Accept: application/json",
-                                          "Accept: text/html;q=0, application/json"};
+                                          "Accept: text/html;q=0, application/json",
+                                          /* JSON preferred: the index, not the viewer */
+                                          "Accept: application/json, text/html;q=0.1",
+                                          "Accept: application/json, text/html"};
     for (size_t i = 0; i < sizeof accepts / sizeof *accepts; i++) {
         const char *hs[] = {accepts[i], NULL};
         hc_opts o = {.headers = accepts[i] ? hs : NULL};
