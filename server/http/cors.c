@@ -46,6 +46,22 @@ void srv_http_add_cors(req_ctx *c, struct MHD_Response *r)
     MHD_add_response_header(r, "Timing-Allow-Origin", allow); /* Server-Timing for that page */
 }
 
+void srv_http_cors_lines(req_ctx *c, srv_buf *out)
+{
+    const char *conf = c->h->cfg.cors_origin;
+    if (!conf[0])
+        return;
+    const char *origin = MHD_lookup_connection_value(c->req.conn, MHD_HEADER_KIND, "Origin");
+    const char *allow = srv_cors_allow_origin(conf, origin);
+    if (!allow)
+        return;
+    srv_buf_printf(out, "Access-Control-Allow-Origin: %s\r\n", allow);
+    if (strcmp(allow, "*") != 0)
+        srv_buf_puts(out, "Vary: Origin\r\n");
+    srv_buf_printf(out, "Access-Control-Expose-Headers: %s\r\nTiming-Allow-Origin: %s\r\n",
+                   SRV_CORS_EXPOSE_HEADERS, allow);
+}
+
 /* OPTIONS: 204 with Allow for a known path (404 otherwise), and the CORS preflight answer when the
  * origin is allowed (srv_http_add_cors adds Allow-Origin). Needs no API key: browsers send
  * preflights without credentials. */

@@ -134,6 +134,8 @@ void srv_http_log_request(req_ctx *c, int status);
 
 /* cors.c: the CORS headers of a reply to c, and the answer to an OPTIONS request. */
 void srv_http_add_cors(req_ctx *c, struct MHD_Response *r);
+/* The same headers as lines ("Name: value\r\n") appended to out, for a reply sent as text. */
+void srv_http_cors_lines(req_ctx *c, srv_buf *out);
 enum MHD_Result srv_http_preflight(req_ctx *c);
 
 /* worker.c: start cfg.workers workers (as many as start; -1 when out of memory), hand c to one

@@ -12,7 +12,6 @@
 
 #include "base/bigbuf.h"
 #include "base/sysinfo.h"
-#include "cors.h"
 
 int srv_response_reserve(srv_response *resp, size_t bytes)
 {
@@ -170,15 +169,7 @@ char *srv_http_error_text(req_ctx *c, const srv_error *err, const char *allow, s
         srv_buf_printf(&t, "Allow: %s\r\n", allow);
     if (resp.status == 401)
         srv_buf_puts(&t, "WWW-Authenticate: Bearer realm=\"attnd\"\r\n");
-    const char *conf = c->h->cfg.cors_origin;
-    const char *origin =
-        conf[0] ? MHD_lookup_connection_value(c->req.conn, MHD_HEADER_KIND, "Origin") : NULL;
-    const char *cors = conf[0] ? srv_cors_allow_origin(conf, origin) : NULL;
-    if (cors)
-        srv_buf_printf(&t,
-                       "Access-Control-Allow-Origin: %s\r\n%sAccess-Control-Expose-Headers: "
-                       "%s\r\n",
-                       cors, strcmp(cors, "*") ? "Vary: Origin\r\n" : "", SRV_CORS_EXPOSE_HEADERS);
+    srv_http_cors_lines(c, &t);
     srv_buf_puts(&t, "\r\n");
     srv_buf_append(&t, resp.body.data, resp.body.len);
     if (nl)
