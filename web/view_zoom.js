@@ -60,6 +60,15 @@ function poolText(pool, op) {
   return pool[0] === 1 && pool[1] === 1 ? "single weights" : `the ${op} of each ${pool[0]} × ${pool[1]} block of weights`;
 }
 
+/** Whether most of data's cells are below a fiftieth of top (its median, from a sample). */
+function faint(data, top) {
+  const step = Math.max(1, Math.floor(data.length / 2048)), sample = [];
+  for (let i = 0; i < data.length; i += step) if (data[i] > 0) sample.push(data[i]);
+  if (sample.length < 16) return false;
+  sample.sort((a, b) => a - b);
+  return sample[sample.length >> 1] < top / 50;
+}
+
 export function renderZoom(app, root) {
   const {H, L, S, S0, causal, pad, window, qoff, koff} = app.input;
   const s = app.state, op = s.pop, cmap = s.cmap;
@@ -141,6 +150,11 @@ export function renderZoom(app, root) {
         h("span", {class: "what"}, poolText(poolZ, op))), h("div", {class: "zoom-row"}, enlarged.el, locator)),
     ];
     parts[2].dataset.top = String(top);
+    // a long input's weights sit far below the scale's top (a typical one is 1/S): on the linear
+    // scale its maps look empty, and the log scale is what shows them
+    if (!s.log && faint(bw.data, top))
+      parts.splice(3, 0, h("p", {class: "hint scale-hint"}, "Most cells are far below the top of the colour scale, so they look dark. ",
+        h("button", {type: "button", id: "use-log", onclick: () => app.setState({log: true})}, "Use the logarithmic scale")));
     hideTip(); // a tip over the map just replaced would stay
     root.replaceChildren(...parts);
     if (app.zoomFocus) enlarged.focusAt(app.zoomFocus);

@@ -644,10 +644,15 @@ try {
     check("hover over a single weight shows the API's number and both tokens", tip.includes(`weight ${f32(z4.w.data[z4.cols + 2])}`) &&
           tip.includes(`"${tokens[z4.q[0] + 1]}"`) && tip.includes(`"${tokens[z4.k[0] + 2]}"`), tip);
 
-    // the logarithmic scale: the same numbers, their colours over four decades below the top
+    // the logarithmic scale: the same numbers, their colours over four decades below the top; the
+    // linear scale's maps of single weights look dark (a typical one is 1/S of the top), and a hint
+    // says so with a button to the log scale
     await page.evaluate(() => (document.querySelector("#status").textContent = ""));
-    await page.selectOption("#log", "1");
+    check("a hint offers the log scale where most cells are far below the top", (await page.$("#use-log")) !== null);
+    await page.click("#use-log");
     await settled(page);
+    check("the hint's button turns the log scale on, and the hint goes", await page.inputValue("#log") === "1" && (await page.$("#use-log")) === null,
+          await page.inputValue("#log"));
     await cellsMatch('canvas[data-zoom="1"]', "the logarithmic scale", true);
     await cellsMatch('canvas[data-head="3"]:not([data-zoom])', "the logarithmic scale", true);
     if (ZOOM_SHOT && (process.env.UPDATE_SCREENSHOT === "1" || !(await stat(ZOOM_SHOT).then(() => true, () => false)))) {
