@@ -643,7 +643,7 @@ static int v2_parse_outputs(srv_v2_request *req, bool binary_data_output, const 
         req->noutputs++;
     }
     if (weights_dt >= 0) {
-        if (req->select.dtype != SRV_WIRE_F32 && req->select.dtype != (srv_wire_dtype)weights_dt) {
+        if (req->select.dtype_given && req->select.dtype != (srv_wire_dtype)weights_dt) {
             srv_error_set(err, SRV_E_BAD_REQUEST, "outputs",
                           "the weights' output datatype and parameters.weights_datatype differ; "
                           "give one");

@@ -136,6 +136,7 @@ int srv_select_from_json(srv_select *s, const json_t *v, srv_error *err)
             if (parse_pool_op(s, json_string_value(m), field, err) < 0)
                 return -1;
         } else { /* dtype */
+            s->dtype_given = true;
             if (srv_wire_dtype_parse(json_string_value(m), &s->dtype) < 0)
                 return srv_error_set(err, SRV_E_BAD_REQUEST, field,
                                      "weights_select.dtype must be \"float32\", \"float16\" or "
@@ -231,6 +232,7 @@ int srv_select_flat_param(srv_select *s, const char *name, const char *text, boo
             return -1;
     } else if (strcmp(name, dt_name) == 0) {
         int rc = -1;
+        s->dtype_given = true;
         if (dtype_v2) {
             rc = 0;
             if (strcmp(text, "FP32") == 0)

@@ -29,6 +29,7 @@ typedef struct srv_select {
     mha_select sel;       /* sel.heads points at heads below                                    */
     int64_t *heads;       /* owned: [sel.nheads]                                                 */
     srv_wire_dtype dtype; /* the precision of the values on the wire (float32 unless asked)     */
+    bool dtype_given;     /* dtype was asked (float32 too)                                      */
 } srv_select;
 
 /* Which API's names errors use: "weights_select.heads" (/v1) or "weights_heads" (flat). */

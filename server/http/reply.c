@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "base/bigbuf.h"
 #include "base/sysinfo.h"
@@ -158,11 +159,16 @@ char *srv_http_error_text(req_ctx *c, const srv_error *err, const char *allow, s
     srv_buf_init(&t);
     const char *phrase = MHD_get_reason_phrase_for((unsigned)resp.status);
     const bool nl = resp.body.len && resp.body.data[resp.body.len - 1] != '\n';
+    char date[64] = ""; /* as libmicrohttpd dates its replies (RFC 9110 6.6.1) */
+    const time_t now = time(NULL);
+    struct tm tm;
+    if (gmtime_r(&now, &tm))
+        strftime(date, sizeof date, "Date: %a, %d %b %Y %H:%M:%S GMT\r\n", &tm);
     srv_buf_printf(&t,
-                   "HTTP/1.1 %d %s\r\nConnection: close\r\n%s: %s\r\nContent-Type: "
+                   "HTTP/1.1 %d %s\r\n%sConnection: close\r\n%s: %s\r\nContent-Type: "
                    "%s\r\nContent-Length: %zu\r\n",
-                   resp.status, phrase && *phrase ? phrase : "Error", SRV_REQUEST_ID_HEADER, c->id,
-                   resp.content_type, resp.body.len + nl);
+                   resp.status, phrase && *phrase ? phrase : "Error", date, SRV_REQUEST_ID_HEADER,
+                   c->id, resp.content_type, resp.body.len + nl);
     for (int i = 0; i < resp.nheaders; i++)
         srv_buf_printf(&t, "%s: %s\r\n", resp.headers[i].name, resp.headers[i].value);
     if (allow && *allow)
@@ -171,9 +177,11 @@ char *srv_http_error_text(req_ctx *c, const srv_error *err, const char *allow, s
         srv_buf_puts(&t, "WWW-Authenticate: Bearer realm=\"attnd\"\r\n");
     srv_http_cors_lines(c, &t);
     srv_buf_puts(&t, "\r\n");
-    srv_buf_append(&t, resp.body.data, resp.body.len);
-    if (nl)
-        srv_buf_putc(&t, '\n');
+    if (strcmp(c->method, "HEAD") != 0) { /* a HEAD reply has no content (RFC 9110 9.3.2) */
+        srv_buf_append(&t, resp.body.data, resp.body.len);
+        if (nl)
+            srv_buf_putc(&t, '\n');
+    }
     *status = resp.status;
     const bool failed = t.failed || resp.body.failed;
     srv_http_response_free(&resp);

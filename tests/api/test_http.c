@@ -786,9 +786,21 @@ static void test_limits(void)
         double t0 = srv_now();
         st = hc_raw_read(fd, 5000, ans, sizeof ans);
         CHECK(st == 413 && strstr(ans, "too_large") && strstr(ans, "--max-body-bytes") &&
-                  srv_now() - t0 < 4.0,
+                  srv_now() - t0 < 4.0 && strstr(ans, "\r\nDate: "),
               "headers alone: the 413 without the body (%d after %.1f s: %.120s)", st,
               srv_now() - t0, ans);
+        if (fd >= 0)
+            close(fd);
+        /* the same for HEAD: the status and headers, no content (RFC 9110 9.3.2) */
+        static const char head_req[] =
+            "HEAD /nope HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n";
+        fd = hc_connect(srv_daemon_port(d));
+        CHECK(fd >= 0 && hc_send_all(fd, head_req, sizeof head_req - 1) == sizeof head_req - 1,
+              "HEAD headers sent");
+        st = hc_raw_read(fd, 5000, ans, sizeof ans);
+        const char *end = strstr(ans, "\r\n\r\n");
+        CHECK(st == 404 && end && end[4] == '\0',
+              "HEAD, headers alone: 404 without content (%d %s)", st, ans);
         if (fd >= 0)
             close(fd);
     }

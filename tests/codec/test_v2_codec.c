@@ -567,6 +567,8 @@ static void test_parameters_and_outputs(void)
          "give one"},
         {"output datatype and weights_datatype differ", "{\"weights_datatype\":\"BF16\"}",
          "[{\"name\":\"attn_weights\",\"datatype\":\"FP16\"}]", "weights_datatype"},
+        {"output datatype FP16 beside weights_datatype FP32", "{\"weights_datatype\":\"FP32\"}",
+         "[{\"name\":\"attn_weights\",\"datatype\":\"FP16\"}]", "weights_datatype"},
         {"output in shared memory", NULL,
          "[{\"name\":\"output\",\"parameters\":{\"shared_memory_region\":\"r0\","
          "\"shared_memory_byte_size\":256}}]",
