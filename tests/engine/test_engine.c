@@ -562,16 +562,75 @@ static void test_overflowed_scores(void)
     float k[8] = {-2, -2, 0, 0, -3, -3, 0, 0};     /* [1, 2, 4] */
     float v[8] = {1, 2, 3, 4, 5, 6, 7, 8};         /* [1, 2, 4] */
     static const struct {
-        uint8_t kpm[2];
-        bool use_kpm, causal;
+        uint8_t kpm[2], am[2];
+        bool use_kpm, use_am, causal, late_keys;
         int64_t L;
         mha_status want;
         const char *what;
     } cases[] = {
-        {{0, 0}, false, false, 1, MHA_ERR_VALUE, "every score of the row -inf: refused"},
-        {{0, 1}, true, false, 1, MHA_ERR_VALUE, "one key allowed, its score -inf: refused"},
-        {{1, 1}, true, false, 1, MHA_OK, "every key masked: weights and output 0"},
-        {{0, 0}, false, true, 2, MHA_ERR_VALUE, "causal, key 0 allowed to row 0: refused"},
+        {{0, 0},
+         {0, 0},
+         false,
+         false,
+         false,
+         false,
+         1,
+         MHA_ERR_VALUE,
+         "every score of the row -inf: refused"},
+        {{0, 1},
+         {0, 0},
+         true,
+         false,
+         false,
+         false,
+         1,
+         MHA_ERR_VALUE,
+         "one key allowed, its score -inf: refused"},
+        {{1, 1},
+         {0, 0},
+         true,
+         false,
+         false,
+         false,
+         1,
+         MHA_OK,
+         "every key masked: weights and output 0"},
+        {{0, 0},
+         {0, 0},
+         false,
+         false,
+         true,
+         false,
+         2,
+         MHA_ERR_VALUE,
+         "causal, key 0 allowed to row 0: refused"},
+        {{0, 0},
+         {1, 1},
+         false,
+         true,
+         false,
+         false,
+         1,
+         MHA_OK,
+         "attn_mask masks every key: weights and output 0"},
+        {{0, 0},
+         {1, 0},
+         false,
+         true,
+         false,
+         false,
+         1,
+         MHA_ERR_VALUE,
+         "attn_mask leaves key 1, its score -inf: refused"},
+        {{0, 0},
+         {0, 0},
+         false,
+         false,
+         true,
+         true,
+         1,
+         MHA_OK,
+         "causal, every key after the query's position: weights and output 0"},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         mha_inputs in = {0};
@@ -580,7 +639,14 @@ static void test_overflowed_scores(void)
         set_tensor(&in.value, v, true, true, 1, 2, 4);
         if (cases[c].use_kpm)
             in.key_padding_mask = (mha_mask){(void *)cases[c].kpm, MHA_MASK_BOOL, 2, {1, 2}};
+        if (cases[c].use_am)
+            in.attn_mask = (mha_mask){(void *)cases[c].am, MHA_MASK_BOOL, 2, {1, 2}};
         in.is_causal = cases[c].causal;
+        const int64_t qpos[1] = {0}, kpos[2] = {1, 2}; /* every key after the query */
+        if (cases[c].late_keys) {
+            in.positions = (mha_positions){qpos, 1, {1}};
+            in.key_positions = (mha_positions){kpos, 1, {2}};
+        }
         in.need_weights = true;
         mha_plan plan;
         mha_error err = {0};
