@@ -187,7 +187,8 @@ static void reap(srv_deadlines *dl, conn_slot *s, srv_cut_reason why)
                                                   : 0;
     if (len)
         (void)!send(s->fd, reply, len, MSG_DONTWAIT | MSG_NOSIGNAL);
-    s->cut_status = !len ? 0 : why == SRV_CUT_BODY_OVER_SHARE ? 503 : 408;
+    if (!s->timed_out) /* a refusal sent before keeps its status */
+        s->cut_status = !len ? 0 : why == SRV_CUT_BODY_OVER_SHARE ? 503 : 408;
     if (why == SRV_CUT_REPLY_TOO_SLOW) {
         /* The rest of the reply in the kernel's send buffer (megabytes) would still go out before
          * the FIN, at the client's pace: libmicrohttpd's close() is to reset the connection and
@@ -223,7 +224,7 @@ static void drop_refusal(conn_slot *s)
  * the answer (request.c), but of which no byte came within REFUSAL_WAIT, none waiting unread in
  * the socket either: a client that waits for the answer before it sends (as one that asked
  * "Expect: 100-continue" would, which is answered at once): the answer goes now, "before the body
- * is read", and the connection closes. Lock held. */
+ * is read", and the sending side closes. Lock held. */
 static void send_refusal(srv_deadlines *dl, conn_slot *s, double now)
 {
     int unread = 0;
@@ -231,11 +232,14 @@ static void send_refusal(srv_deadlines *dl, conn_slot *s, double now)
         unread)
         return;
     (void)!send(s->fd, s->refusal, s->refusal_len, MSG_DONTWAIT | MSG_NOSIGNAL);
-    shutdown(s->fd, SHUT_RDWR);
+    /* the answer is all this connection sends; it still reads, so a body that starts late is
+     * read and dropped as before (closed with it unread, the connection would be reset under a
+     * client still sending, which then never reads the answer): the body's deadlines, or the
+     * client's FIN, close it */
+    shutdown(s->fd, SHUT_WR);
     s->cut_status = s->refusal_status;
     drop_refusal(s);
     s->timed_out = true;
-    s->phase = PH_CLOSING;
     (void)dl;
 }
 

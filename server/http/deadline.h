@@ -97,8 +97,9 @@ void srv_deadlines_request_end(struct MHD_Connection *conn);
  * already sending it reads the answer at its end (request.c). reply [len]: that answer, a whole
  * HTTP response (malloc'd; the registry owns it from here). When no byte of the body comes within
  * a second, none waiting unread either, the client is taken to wait for the answer before it
- * sends: the reaper sends reply and closes the connection ("413 ... sent before the body is
- * read"). The first body byte, or the request's end, drops it. */
+ * sends: the reaper sends reply and closes the connection's sending side ("413 ... sent before
+ * the body is read"); a body that starts later is still read and dropped, until the body's
+ * deadlines or the client's FIN close it. The first body byte, or the request's end, drops it. */
 void srv_deadlines_refused(struct MHD_Connection *conn, char *reply, size_t len, int status);
 
 /* The status the reaper answered when it closed conn early: 408 for a missed deadline, 503 for a

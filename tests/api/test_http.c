@@ -791,6 +791,27 @@ static void test_limits(void)
               srv_now() - t0, ans);
         if (fd >= 0)
             close(fd);
+        /* a body that starts after the answer went (1.5 s after its headers) is still read and
+         * dropped, so its client, writing it whole before it reads, gets the answer, not a reset
+         * (the answer's connection was shut both ways, and such clients failed with EPIPE) */
+        fd = hc_connect(srv_daemon_port(d));
+        const size_t late_n = 4 << 20; /* more than the sockets' buffers hold */
+        char *late = malloc(late_n);
+        memset(late, ' ', late_n);
+        int ll = snprintf(head, sizeof head,
+                          "POST /v1/layers/demo/forward HTTP/1.1\r\nHost: x\r\n"
+                          "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n",
+                          late_n);
+        CHECK(fd >= 0 && hc_send_all(fd, head, (size_t)ll) == (size_t)ll, "headers sent, again");
+        usleep(1500 * 1000);
+        CHECK(hc_send_all(fd, late, late_n) == late_n, "a late body of %zu bytes was taken whole",
+              late_n);
+        free(late);
+        st = hc_raw_read(fd, 5000, ans, sizeof ans);
+        CHECK(st == 413 && strstr(ans, "too_large"), "and the 413 read after it (%d %.80s)", st,
+              ans);
+        if (fd >= 0)
+            close(fd);
         /* the same for HEAD: the status and headers, no content (RFC 9110 9.3.2) */
         static const char head_req[] =
             "HEAD /nope HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n";
