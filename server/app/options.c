@@ -369,6 +369,11 @@ int srv_options_parse(srv_options *opt, int argc, char **argv, srv_error *err)
             return SRV_OPTIONS_HELP;
         if (!strcmp(argv[i], "--version") || !strcmp(argv[i], "-V"))
             return SRV_OPTIONS_VERSION;
+        /* a flag's value is no flag: "--api-key -V" gives the key "-V" */
+        const char *name = argv[i] + 2;
+        const opt_spec *f =
+            !strncmp(argv[i], "--", 2) && !strchr(name, '=') ? find_spec(name, strlen(name)) : NULL;
+        i += f && f->kind != OPT_BOOL;
     }
     for (size_t i = 0; i < NSPECS; i++) {
         twin_name(twin, sizeof twin, specs[i].name);

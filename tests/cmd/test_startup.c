@@ -4,8 +4,8 @@
  * serving every request; a restart binds the port its predecessor just left; a bad option value is
  * exit status 2 with a message naming it.
  *
- * The daemons run as child processes (tests/support/child.h) on ports the kernel picks; traffic goes
- * to 127.0.0.1 only.
+ * The daemons run as child processes (tests/support/child.h) on ports the kernel picks; traffic
+ * goes to 127.0.0.1 only.
  */
 #include "check.h"
 #include "child.h"
@@ -115,7 +115,8 @@ static void test_bad_options(void)
         {"--max-body-bytes=64X", NULL, "--max-body-bytes: '64X' is not a size in bytes"},
         {"--timeout=5m", NULL, "--timeout: '5m' is not whole seconds"},
         {"--port=http", NULL, "--port: 'http' is not a whole number, from 0 to 65535"},
-        {"--port=99999", NULL, "--port: '99999' is out of range: it takes a whole number, from 0 to 65535"},
+        {"--port=99999", NULL,
+         "--port: '99999' is out of range: it takes a whole number, from 0 to 65535"},
         {NULL, "ATTND_MAX_TRACE_ELEMENTS=lots", "ATTND_MAX_TRACE_ELEMENTS: 'lots' is not a whole"},
         {NULL, "ATTND_QUEUE_WAIT_MS=1.5s", "ATTND_QUEUE_WAIT_MS: '1.5s' is not milliseconds"},
         {"--no-such-flag", NULL, "unknown flag '--no-such-flag'"},
@@ -127,8 +128,8 @@ static void test_bad_options(void)
         const char *args[] = {"--port", "0", bad[i].arg, NULL};
         const char *env[] = {bad[i].env, NULL};
         int rc = ch_run(&c, args, env, 10000);
-        CHECK(rc == 0 && c.status == 2, "%s: exit status 2 (%d)", bad[i].arg ? bad[i].arg : bad[i].env,
-              c.status);
+        CHECK(rc == 0 && c.status == 2, "%s: exit status 2 (%d)",
+              bad[i].arg ? bad[i].arg : bad[i].env, c.status);
         CHECK(strstr(c.err, bad[i].says) != NULL, "%s: says '%s': %s",
               bad[i].arg ? bad[i].arg : bad[i].env, bad[i].says, c.err);
         CHECK(strstr(c.err, "listening") == NULL, "and never listens");
@@ -159,6 +160,12 @@ static void test_bad_options(void)
     rc = ch_run(&c, help, broken, 10000);
     CHECK(rc == 0 && c.status == 0 && strstr(c.out, "--max-body-bytes SIZE"),
           "--help beside a malformed ATTND_PORT: status 0 (%d %s)", c.status, c.err);
+    ch_free(&c);
+    /* a flag's value is no flag: "--log-format --help" is a bad --log-format, not --help */
+    const char *valued[] = {"--port", "0", "--log-format", "--help", NULL};
+    rc = ch_run(&c, valued, NULL, 10000);
+    CHECK(rc == 0 && c.status == 2 && strstr(c.err, "--log-format"),
+          "--log-format --help: a bad --log-format, status 2 (%d %s)", c.status, c.err);
     ch_free(&c);
     const char *version[] = {"--version", NULL};
     rc = ch_run(&c, version, broken, 10000);
