@@ -18,15 +18,21 @@ static bool serves(const char *pattern)
     return false;
 }
 
-/* True when an Accept header asks for text/html with a quality above 0 ("text/html;q=0" refuses
- * it) and above application/json's (a client preferring JSON, "application/json,
- * text/html;q=0.1", gets JSON; of equal qualities the earlier entry wins); wildcard ranges do not
- * count (a script asking for any type gets JSON). */
+/* True when an Accept header asks for text/html by name with a quality above 0 ("text/html;q=0"
+ * refuses it) and above application/json's, named or through a range ("application/json,
+ * text/html;q=0.1" gets JSON, and so does any type at 0.9 beside text/html at 0.8; of equal
+ * qualities the earlier entry wins); a range alone never asks for HTML (a script asking for any
+ * type gets JSON). */
 static bool wants_html(const char *accept)
 {
     int ph = 0, pj = 0;
     const int qh = srv_accept_quality(accept, "text/html", &ph);
-    const int qj = srv_accept_quality(accept, "application/json", &pj);
+    /* JSON's quality: named, or else through the range that covers it: application's, then any */
+    int qj = srv_accept_quality(accept, "application/json", &pj);
+    if (qj < 0)
+        qj = srv_accept_quality(accept, "application/*", &pj);
+    if (qj < 0)
+        qj = srv_accept_quality(accept, "*/*", &pj);
     return qh > 0 && (qh > qj || (qh == qj && ph < pj));
 }
 
@@ -42,11 +48,10 @@ int srv_api_index(void *ctx, const srv_request *req, srv_response *resp, srv_err
     }
     srv_buf_puts(&resp->body, "{\"name\":\"attnd\",\"version\":");
     srv_buf_json_string(&resp->body, ATTND_VERSION);
-    srv_buf_puts(&resp->body,
-                 ",\"description\":\"torch.nn.MultiheadAttention over HTTP\","
-                 "\"links\":{\"layers\":\"/v1/layers\",\"openapi\":\"/openapi.yaml\","
-                 "\"v2\":\"/v2\",\"healthz\":\"/healthz\",\"readyz\":\"/readyz\","
-                 "\"metrics\":\"/metrics\"");
+    srv_buf_puts(&resp->body, ",\"description\":\"torch.nn.MultiheadAttention over HTTP\","
+                              "\"links\":{\"layers\":\"/v1/layers\",\"openapi\":\"/openapi.yaml\","
+                              "\"v2\":\"/v2\",\"healthz\":\"/healthz\",\"readyz\":\"/readyz\","
+                              "\"metrics\":\"/metrics\"");
     if (ui)
         srv_buf_puts(&resp->body, ",\"ui\":\"/ui\"");
     srv_buf_puts(&resp->body, "}}\n");

@@ -83,8 +83,8 @@ static void test_every_route(void)
         if (strcmp(rt->method, "DELETE") == 0)
             continue; /* below, last */
         /* a layer for the route, fresh each time (a PUT may have replaced it) */
-        hc_request(d, "PUT", "/v1/layers/t", NULL, "{\"config\": {\"embed_dim\": 4, \"num_heads\": 2}}",
-                   -1, NULL, &r);
+        hc_request(d, "PUT", "/v1/layers/t", NULL,
+                   "{\"config\": {\"embed_dim\": 4, \"num_heads\": 2}}", -1, NULL, &r);
         hc_response_free(&r);
         hc_request(d, "GET", "/v1/layers/t", NULL, NULL, 0, NULL, &r);
         json_t *desc = hc_json(&r);
@@ -107,7 +107,8 @@ static void test_every_route(void)
             fill(rt->pattern, bad ? "nope" : "t", bad ? "999999" : version, path, sizeof path);
             if (bad && !strchr(rt->pattern, '{'))
                 snprintf(path + strlen(path), sizeof path - strlen(path), "%s",
-                         strcmp(rt->method, "GET") == 0 && rt->query && !*rt->query ? "?bad=1" : "");
+                         strcmp(rt->method, "GET") == 0 && rt->query && !*rt->query ? "?bad=1"
+                                                                                    : "");
             snprintf(what, sizeof what, "%s %s", rt->method, path);
             hc_request(d, rt->method, path, NULL, body, body ? -1 : 0, NULL, &r);
             CHECK(r.status > 0 && (bad || r.status < 400), "%s answers: %ld %.200s", what, r.status,
@@ -132,8 +133,8 @@ static void test_every_route(void)
     CHECK(json_replies >= 25, "JSON replies checked: %d", json_replies);
 
     /* large replies too (a body built in a cached block sized up front) */
-    hc_request(d, "PUT", "/v1/layers/big", NULL, "{\"config\": {\"embed_dim\": 64, \"num_heads\": 4}}",
-               -1, NULL, &r);
+    hc_request(d, "PUT", "/v1/layers/big", NULL,
+               "{\"config\": {\"embed_dim\": 64, \"num_heads\": 4}}", -1, NULL, &r);
     hc_response_free(&r);
     size_t n = 4 * 1024;
     char *q = malloc(n * 64 * 4 + 64);
@@ -148,8 +149,8 @@ static void test_every_route(void)
     }
     o += (size_t)sprintf(q + o, "], \"need_weights\": true}");
     hc_request(d, "POST", "/v1/layers/big/forward", NULL, q, (long)o, NULL, &r);
-    CHECK(r.status == 200 && r.len > ((size_t)1 << 20), "a reply over 1 MB: %ld, %zu bytes", r.status,
-          r.len);
+    CHECK(r.status == 200 && r.len > ((size_t)1 << 20), "a reply over 1 MB: %ld, %zu bytes",
+          r.status, r.len);
     check_reply("a large forward reply", &r);
     hc_response_free(&r);
     free(q);
@@ -166,11 +167,12 @@ static void test_index(void)
     for (const srv_route *rt = srv_routes; rt->method; rt++)
         ui |= strcmp(rt->method, "GET") == 0 && strcmp(rt->pattern, "/ui") == 0;
 
-    static const char *const accepts[] = {NULL, "Accept: */*", "Accept: application/json",
-                                          "Accept: text/html;q=0, application/json",
-                                          /* JSON preferred: the index, not the viewer */
-                                          "Accept: application/json, text/html;q=0.1",
-                                          "Accept: application/json, text/html"};
+    static const char *const accepts[] = {
+        NULL, "Accept: */*", "Accept: application/json", "Accept: text/html;q=0, application/json",
+        /* JSON preferred: the index, not the viewer */
+        "Accept: application/json, text/html;q=0.1", "Accept: application/json, text/html",
+        /* JSON preferred through a range */
+        "Accept: */*;q=0.9, text/html;q=0.8", "Accept: application/*;q=1, text/html;q=0.9"};
     for (size_t i = 0; i < sizeof accepts / sizeof *accepts; i++) {
         const char *hs[] = {accepts[i], NULL};
         hc_opts o = {.headers = accepts[i] ? hs : NULL};
@@ -180,10 +182,12 @@ static void test_index(void)
         json_t *links = json_object_get(j, "links");
         CHECK(r.status == 200 && !strcmp(json_string_value(json_object_get(j, "name")), "attnd") &&
                   !strcmp(json_string_value(json_object_get(j, "version")), ATTND_VERSION),
-              "GET / (%s): 200 with name and version: %ld %s", accepts[i] ? accepts[i] : "no Accept",
-              r.status, r.body);
-        static const char *const want[][2] = {{"layers", "/v1/layers"}, {"openapi", "/openapi.yaml"},
-                                              {"v2", "/v2"},           {"healthz", "/healthz"},
+              "GET / (%s): 200 with name and version: %ld %s",
+              accepts[i] ? accepts[i] : "no Accept", r.status, r.body);
+        static const char *const want[][2] = {{"layers", "/v1/layers"},
+                                              {"openapi", "/openapi.yaml"},
+                                              {"v2", "/v2"},
+                                              {"healthz", "/healthz"},
                                               {"metrics", "/metrics"}};
         for (size_t k = 0; k < sizeof want / sizeof *want; k++) {
             const char *link = json_string_value(json_object_get(links, want[k][0]));
