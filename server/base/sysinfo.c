@@ -17,18 +17,65 @@ double srv_now(void)
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-/* The CPU time the cgroup may use, in cores rounded up (cgroup v2 cpu.max "quota period", v1
- * cpu.cfs_quota_us / cpu.cfs_period_us; a container's --cpus, a pod's CPU limit); -1: no limit. */
+/* Cores (rounded up) a cgroup v2 cpu.max file allows ("quota period"; "max": none), or -1. */
+static int cpu_max_cores(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    char q[32] = "";
+    long long quota = -1, period = -1;
+    if (fscanf(f, "%31s %lld", q, &period) != 2 || sscanf(q, "%lld", &quota) != 1)
+        quota = -1;
+    fclose(f);
+    if (quota <= 0 || period <= 0)
+        return -1;
+    const long long n = (quota + period - 1) / period;
+    return n > 4096 ? 4096 : (int)n;
+}
+
+int srv_cgroup_cpu_cores(const char *root, const char *proc_cgroup)
+{
+    FILE *f = fopen(proc_cgroup, "r");
+    if (!f)
+        return -1;
+    char line[4096], dir[4200] = "";
+    const size_t base = strlen(root);
+    while (fgets(line, sizeof line, f))
+        if (strncmp(line, "0::", 3) == 0) { /* the unified hierarchy's path */
+            line[strcspn(line, "\n")] = '\0';
+            snprintf(dir, sizeof dir, "%s%s", root, strcmp(line + 3, "/") ? line + 3 : "");
+            break;
+        }
+    fclose(f);
+    int best = -1;
+    while (dir[0] && strlen(dir) >= base && !strstr(dir, "/..")) {
+        char path[4300];
+        snprintf(path, sizeof path, "%s/cpu.max", dir);
+        const int n = cpu_max_cores(path);
+        if (n > 0 && (best < 0 || n < best))
+            best = n;
+        char *slash = strrchr(dir, '/');
+        if (strlen(dir) == base || !slash)
+            break;
+        *slash = '\0'; /* the parent */
+    }
+    return best;
+}
+
+/* The CPU time the cgroup may use, in cores rounded up (cgroup v2 cpu.max "quota period" of the
+ * process's cgroup and its parents, else v1 cpu.cfs_quota_us / cpu.cfs_period_us; a container's
+ * --cpus, a pod's CPU limit, a systemd CPUQuota=); -1: no limit. */
 static int cgroup_cores(void)
 {
+    int own = srv_cgroup_cpu_cores("/sys/fs/cgroup", "/proc/self/cgroup");
+    if (own < 0) /* no unified path named: the root's own file, as a container sees it */
+        own = cpu_max_cores("/sys/fs/cgroup/cpu.max");
+    if (own > 0)
+        return own;
     long long quota = -1, period = -1;
-    FILE *f = fopen("/sys/fs/cgroup/cpu.max", "r");
-    if (f) {
-        char q[32] = "";
-        if (fscanf(f, "%31s %lld", q, &period) != 2 || sscanf(q, "%lld", &quota) != 1)
-            quota = -1; /* "max": no limit */
-        fclose(f);
-    } else if ((f = fopen("/sys/fs/cgroup/cpu/cpu.cfs_quota_us", "r"))) {
+    FILE *f;
+    if ((f = fopen("/sys/fs/cgroup/cpu/cpu.cfs_quota_us", "r"))) {
         if (fscanf(f, "%lld", &quota) != 1)
             quota = -1;
         fclose(f);
