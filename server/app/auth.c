@@ -51,11 +51,6 @@ int srv_auth_init(srv_auth *a, const char *key_file, const char *key, bool guard
     char line[SRV_API_KEY_MAX + 2] = "";
     const char *src = key ? key : "";
     char from[1100] = "ATTND_API_KEY (or --api-key)";
-    if (key_file && key_file[0] && key && key[0]) /* which one a client must send: say, not guess */
-        return srv_error_set(err, SRV_E_BAD_REQUEST, "api_key",
-                             "the API key is given twice, by ATTND_API_KEY (or --api-key) and by "
-                             "--api-key-file (or ATTND_API_KEY_FILE) %s: give one",
-                             key_file);
     if (key_file && key_file[0]) {
         FILE *f = fopen(key_file, "r");
         if (!f)

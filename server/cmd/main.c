@@ -92,6 +92,11 @@ int main(int argc, char **argv)
 
     if (opt.note[0])
         srv_log(opt.log_format, "warn", "%s", opt.note);
+    if (opt.api_key[0] && opt.api_key_file[0]) /* the file's key is in force (docs/security.md) */
+        srv_log(opt.log_format, "warn",
+                "ATTND_API_KEY (or --api-key) is ignored: the key in force is --api-key-file's "
+                "(%s)",
+                opt.api_key_file);
     char unknown[320]; /* a misspelled twin (ATTND_PROT) would leave its setting at the default */
     int nunknown = srv_options_unknown_env(environ, unknown, sizeof unknown);
     if (nunknown)

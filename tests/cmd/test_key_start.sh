@@ -47,10 +47,6 @@ printf 's3cret \r\n' >"$scratch/trail"
 refused "key file with a space before its CRLF" "ends with a space" -- --api-key-file "$scratch/trail"
 printf 's3\x01cret\n' >"$scratch/ctl"
 refused "key file with a control byte" "control character" -- --api-key-file "$scratch/ctl"
-# a key from two sources: which one clients must send is not guessed (the file's won, silently)
-printf 'filekey\n' >"$scratch/good"
-refused "ATTND_API_KEY beside --api-key-file" "given twice" ATTND_API_KEY=envkey -- --api-key-file "$scratch/good"
-refused "--api-key beside ATTND_API_KEY_FILE" "given twice" ATTND_API_KEY_FILE="$scratch/good" -- --api-key flagkey
 # ATTND_ISA is the engine's, read by the daemon at start: a typo would lift the cap it meant to set
 refused "ATTND_ISA misspelt" "ATTND_ISA: 'avx-2' is not generic, avx2 or avx512" ATTND_ISA=avx-2 --
 refused "ATTND_ISA in capitals" "ATTND_ISA: 'AVX2'" ATTND_ISA=AVX2 --

@@ -45,5 +45,13 @@ out=$(start -- --data-dir "$scratch/dd")
 if grep -q "data dir $scratch/dd: 0 layers loaded" <<<"$out" && ! grep -q "no data dir" <<<"$out"; then ok; else
     bad "a data dir: the log is not its line: $out"; fi
 
+# a key from two sources: the file's is in force (docs/security.md), and the start says so
+printf 'filekey\n' >"$scratch/key"
+out=$(start ATTND_API_KEY=envkey -- --api-key-file "$scratch/key")
+if grep -q "warn: ATTND_API_KEY (or --api-key) is ignored: the key in force is --api-key-file's" <<<"$out" &&
+    grep -q "listening on" <<<"$out"; then ok; else bad "a key and a key file: no warning: $out"; fi
+out=$(start ATTND_API_KEY=envkey --)
+if ! grep -q "is ignored" <<<"$out"; then ok; else bad "one key: warned about: $out"; fi
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
