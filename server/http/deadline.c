@@ -56,6 +56,7 @@
  * cannot be closed and reused by another connection between the reaper's check and its shutdown.
  */
 #include "deadline.h"
+#include "request_id.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -108,8 +109,9 @@ typedef struct conn_slot {
     uint64_t body_bytes; /* received of the current body                                      */
     uint64_t mark;       /* IDLE: the kernel's count of bytes received, SENDING: of bytes the
                           * client acknowledged, at the phase's first check (MARK_UNSET before) */
-    char *refusal;       /* BODY: the whole reply of a request refused at its headers whose body
-                          * is read and dropped, sent if no byte of it comes (malloc'd)       */
+    char id[SRV_REQUEST_ID_MAX + 1]; /* the request's id from its begin to its end, else "" */
+    char *refusal; /* BODY: the whole reply of a request refused at its headers whose body
+                    * is read and dropped, sent if no byte of it comes (malloc'd)       */
     size_t refusal_len;
     int refusal_status;
     int cut_status;         /* the status the reaper sent when it cut the connection (0: none)    */
@@ -131,11 +133,8 @@ struct srv_deadlines {
     srv_deadline_event event; /* may be NULL */
     srv_deadline_gone gone;   /* may be NULL */
     void *event_cls;
-    char reply_header[512], reply_body[512]; /* the 408s, whole HTTP responses */
-    size_t reply_header_len, reply_body_len;
-    char reply_share[640]; /* the 503 for a stalled body over its address's share */
-    size_t reply_share_len;
-    srv_body_budget *budget; /* may be NULL: no check of shares */
+    char msg_header[200], msg_body[200]; /* the 408s' messages */
+    srv_body_budget *budget;             /* may be NULL: no check of shares */
     srv_body_clients *clients;
 };
 
@@ -162,29 +161,44 @@ static int tcp_counts(int fd, uint64_t *received, uint64_t *acked, int *state)
     return 0;
 }
 
-static size_t format_408(char *out, size_t size, const char *message)
+/* A whole error reply (v1's body) into out [size], with the request's id (X-Request-Id and
+ * "request_id", as every error reply has them); its length, 0 when it does not fit. */
+static size_t format_cut(char *out, size_t size, int status, const char *phrase, srv_code code,
+                         const char *message, const char *id, bool retry)
 {
-    char body[384];
-    int blen = snprintf(body, sizeof body, "{\"error\":{\"code\":\"%s\",\"message\":\"%s\"}}\n",
-                        srv_error_name(SRV_E_TIMEOUT), message);
+    char body[640];
+    int blen = snprintf(body, sizeof body,
+                        "{\"error\":{\"code\":\"%s\",\"message\":\"%s\"},\"request_id\":\"%s\"}\n",
+                        srv_error_name(code), message, id);
+    if (blen < 0 || (size_t)blen >= sizeof body)
+        return 0;
     int n = snprintf(out, size,
-                     "HTTP/1.1 408 Request Timeout\r\nConnection: close\r\n"
+                     "HTTP/1.1 %d %s\r\nConnection: close\r\n%s%s: %s\r\n"
                      "Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
+                     status, phrase, retry ? "Retry-After: 1\r\n" : "", SRV_REQUEST_ID_HEADER, id,
                      blen, body);
     return n > 0 && (size_t)n < size ? (size_t)n : 0;
 }
 
-/* Sends the 408 (best effort: never blocks; not when a reply is under way) and shuts the socket
- * down. Lock held. */
+/* Sends the 408 (or the over-share 503; best effort: never blocks; not when a reply is under way)
+ * and shuts the socket down. Lock held. */
 static void reap(srv_deadlines *dl, conn_slot *s, srv_cut_reason why)
 {
-    const char *reply = why == SRV_CUT_HEADER_TIMEOUT    ? dl->reply_header
-                        : why == SRV_CUT_BODY_OVER_SHARE ? dl->reply_share
-                                                         : dl->reply_body;
-    size_t len = why == SRV_CUT_HEADER_TIMEOUT    ? dl->reply_header_len
-                 : why == SRV_CUT_BODY_TOO_SLOW   ? dl->reply_body_len
-                 : why == SRV_CUT_BODY_OVER_SHARE ? dl->reply_share_len
-                                                  : 0;
+    char reply[1024], id[SRV_REQUEST_ID_MAX + 1];
+    if (s->id[0]) /* the request's; a request whose headers never came has none yet: a new one */
+        memcpy(id, s->id, sizeof id);
+    else
+        srv_request_id_take(NULL, id);
+    size_t len = 0;
+    if (why == SRV_CUT_HEADER_TIMEOUT || why == SRV_CUT_BODY_TOO_SLOW)
+        len = format_cut(reply, sizeof reply, 408, "Request Timeout", SRV_E_TIMEOUT,
+                         why == SRV_CUT_HEADER_TIMEOUT ? dl->msg_header : dl->msg_body, id, false);
+    else if (why == SRV_CUT_BODY_OVER_SHARE)
+        len = format_cut(reply, sizeof reply, 503, "Service Unavailable", SRV_E_NOMEM,
+                         "request bodies from this client's address held more than its share of "
+                         "--max-body-memory while other clients waited, and this one stopped "
+                         "arriving; send it again at a steady pace",
+                         id, true);
     if (len)
         (void)!send(s->fd, reply, len, MSG_DONTWAIT | MSG_NOSIGNAL);
     if (!s->timed_out) /* a refusal sent before keeps its status */
@@ -431,26 +445,11 @@ srv_deadlines *srv_deadlines_create(int capacity, int header_timeout_s, int min_
     dl->event = event;
     dl->gone = gone;
     dl->event_cls = cls;
-    char msg[200];
-    snprintf(msg, sizeof msg, "the request's headers took longer than %d s (--header-timeout)",
-             header_timeout_s);
-    dl->reply_header_len = format_408(dl->reply_header, sizeof dl->reply_header, msg);
-    snprintf(msg, sizeof msg,
+    snprintf(dl->msg_header, sizeof dl->msg_header,
+             "the request's headers took longer than %d s (--header-timeout)", header_timeout_s);
+    snprintf(dl->msg_body, sizeof dl->msg_body,
              "the request's body arrived at less than %d bytes/s on average (--min-body-rate)",
              min_body_rate);
-    dl->reply_body_len = format_408(dl->reply_body, sizeof dl->reply_body, msg);
-    {
-        static const char body[] =
-            "{\"error\":{\"code\":\"out_of_memory\",\"message\":\"request bodies from this "
-            "client's address held more than its share of --max-body-memory while other clients "
-            "waited, and this one stopped arriving; send it again at a steady pace\"}}\n";
-        int n =
-            snprintf(dl->reply_share, sizeof dl->reply_share,
-                     "HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\nRetry-After: 1\r\n"
-                     "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s",
-                     sizeof body - 1, body);
-        dl->reply_share_len = n > 0 && (size_t)n < sizeof dl->reply_share ? (size_t)n : 0;
-    }
 
     pthread_mutex_init(&dl->lock, NULL);
     pthread_condattr_t ca;
@@ -512,6 +511,7 @@ void srv_deadlines_notify(void *cls, struct MHD_Connection *conn, void **socket_
             s->since = mono_now();
             s->timed_out = false;
             s->cut_status = 0;
+            s->id[0] = '\0';
             s->idle_halfclosed = 0;
             s->body_bytes = 0;
             s->mark = MARK_UNSET;
@@ -560,13 +560,14 @@ static void enter(conn_slot *s, phase p)
     pthread_mutex_unlock(&s->owner->lock);
 }
 
-const int *srv_deadlines_request_begin(struct MHD_Connection *conn, bool http11)
+const int *srv_deadlines_request_begin(struct MHD_Connection *conn, bool http11, const char *id)
 {
     static const int never = 0; /* for connections past the registry's capacity */
     conn_slot *s = slot_of(conn);
     if (!s)
         return &never;
     pthread_mutex_lock(&s->owner->lock);
+    snprintf(s->id, sizeof s->id, "%s", id ? id : "");
     __atomic_store_n(&s->gone, 0, __ATOMIC_RELAXED);
     s->http11 = http11;
     s->probed = false;
@@ -629,6 +630,7 @@ void srv_deadlines_request_end(struct MHD_Connection *conn)
         return;
     pthread_mutex_lock(&s->owner->lock);
     drop_refusal(s);
+    s->id[0] = '\0'; /* the next request's headers have none until they are in */
     if (s->phase != PH_CLOSING) {
         s->phase = PH_IDLE;
         s->since = mono_now();

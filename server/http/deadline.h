@@ -3,8 +3,8 @@
  * at no less than --min-body-rate, half-closed idle connections closed; and clients that hang up
  * while their request is handled noticed (design: deadline.c).
  *
- * libmicrohttpd only knows an idle timeout (--timeout), reset by every byte, so a client trickling a
- * byte every few seconds would keep its connection forever; and it does not look at a connection
+ * libmicrohttpd only knows an idle timeout (--timeout), reset by every byte, so a client trickling
+ * a byte every few seconds would keep its connection forever; and it does not look at a connection
  * whose request is being handled (suspended, or on its own thread), so it cannot tell that the
  * client has gone. This module keeps a registry of open connections, fed by libmicrohttpd's
  * connection notifications and by request.c's callbacks at each phase of a request, and a reaper
@@ -77,14 +77,15 @@ void srv_deadlines_notify(void *cls, struct MHD_Connection *conn, void **socket_
  *                  the request's gone flag (never NULL; read with __atomic_load_n): nonzero once
  *                  the client is seen gone while the request is busy (see deadline.c for how an
  *                  HTTP/1.1 client that only half-closed is told apart); http11: the request is
- *                  HTTP/1.1 (1xx replies allowed);
+ *                  HTTP/1.1 (1xx replies allowed); id: the request's id, which a reply the reaper
+ *                  sends for it carries (a header timeout's gets a new one);
  *   body_bytes     n more body bytes arrived;
  *   busy           the request is being handled (on a worker): no deadline of ours;
  *   sending        its reply is queued: the client must take it at --min-body-rate on average,
  *                  after the grace;
  *   request_end    the request completed (keep-alive): the connection is idle under --timeout until
  *                  the next request's first byte, which starts that request's headers' clock. */
-const int *srv_deadlines_request_begin(struct MHD_Connection *conn, bool http11);
+const int *srv_deadlines_request_begin(struct MHD_Connection *conn, bool http11, const char *id);
 /* The client address of the body that conn's request is receiving, for the reaper's check of
  * shares of --max-body-memory (srv_deadlines_set_bodies). */
 void srv_deadlines_body_client(struct MHD_Connection *conn, const srv_body_client *who);

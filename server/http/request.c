@@ -596,7 +596,8 @@ enum MHD_Result srv_http_on_request(void *cls, struct MHD_Connection *conn, cons
         __atomic_add_fetch(&h->active, 1, __ATOMIC_SEQ_CST);
         if (h->hooks.request_begin)
             h->hooks.request_begin(h->hooks.ctx);
-        c->req.gone = srv_deadlines_request_begin(conn, strcmp(version, MHD_HTTP_VERSION_1_1) == 0);
+        c->req.gone =
+            srv_deadlines_request_begin(conn, strcmp(version, MHD_HTTP_VERSION_1_1) == 0, c->id);
         srv_error err = {0};
         if (srv_http_check_syntax(c, method, url, version, &err) < 0)
             return srv_http_queue_error(c, &err, NULL, true);

@@ -1,21 +1,22 @@
 /*
- * test_deadline.c - per-phase deadlines (server/http/deadline.c) against an in-process daemon (port 0)
- * with short limits: --header-timeout 1, --min-body-rate 1000, --timeout 10.
+ * test_deadline.c - per-phase deadlines (server/http/deadline.c) against an in-process daemon (port
+ * 0) with short limits: --header-timeout 1, --min-body-rate 1000, --timeout 10.
  *
  *   - headers trickled a byte at a time: 408 and closed after about a second, while normal clients
  *     are served during and after;
  *   - a body below the minimum rate is cut off; one at a fine rate, with pauses shorter than the
  *     limits, is served;
- *   - with --max-connections 16 and 16 stalled clients, a new client is served once they are reaped;
+ *   - with --max-connections 16 and 16 stalled clients, a new client is served once they are
+ * reaped;
  *   - a large reply read a few bytes at a time is cut off (reset) once below the rate;
  *   - a complete request whose client half-closes (shutdown(SHUT_WR)) gets its answer at once, and
  *     the connection is closed soon after instead of at --timeout;
  *   - keep-alive: a connection idle between requests for longer than --header-timeout stays open
  *     (--timeout governs it) and serves its next request; pipelined requests are all answered; a
  *     kept-alive connection that trickles its next request is cut off like a new one.
- * Bounds are generous (seconds, for ASan and a busy machine): they tell "cut off about when due" from
- * "held until --timeout", not milliseconds. The waits below are the idle times under test, never a
- * wait for readiness.
+ * Bounds are generous (seconds, for ASan and a busy machine): they tell "cut off about when due"
+ * from "held until --timeout", not milliseconds. The waits below are the idle times under test,
+ * never a wait for readiness.
  */
 #include <errno.h>
 #include <poll.h>
@@ -34,7 +35,8 @@
 #define HEADER_TIMEOUT 1
 #define MIN_RATE 1000
 #define IDLE_TIMEOUT 10
-#define LATE_S 3.0 /* a deadline of 1 s is enforced within this (reaper tick, ASan, 2 busy cores) */
+#define LATE_S 3.0 /* a deadline of 1 s is enforced within this (reaper tick, ASan, 2 busy cores)  \
+                    */
 
 static double now_s(void)
 {
@@ -143,7 +145,8 @@ static double metric(srv_daemon *d, const char *series)
     return v;
 }
 
-static const char forward_body[] = "{\"query\": [[0.5,-1,2,0.25,0,1,-0.5,3],[1,1,1,1,-1,-1,-1,-1]]}";
+static const char forward_body[] =
+    "{\"query\": [[0.5,-1,2,0.25,0,1,-0.5,3],[1,1,1,1,-1,-1,-1,-1]]}";
 
 /* ---------------------------------------------------------------------------------------------- */
 
@@ -162,8 +165,9 @@ static void test_header_trickle(srv_daemon *d)
           "headers trickled byte by byte: closed after %.2f s (--header-timeout %d)", closed,
           HEADER_TIMEOUT);
     CHECK(strncmp(buf, "HTTP/1.1 408 ", 13) == 0 && strstr(buf, "\"request_timeout\"") &&
-              strstr(buf, "--header-timeout"),
-          "the trickling client got a 408 naming the flag: %.300s", buf);
+              strstr(buf, "--header-timeout") && strstr(buf, "\r\nX-Request-Id: ") &&
+              strstr(buf, "\"request_id\":\""),
+          "the trickling client got a 408 naming the flag, with a request id: %.300s", buf);
     close(fd);
     CHECK(healthz_ok(d), "a normal request after the trickling client was cut off");
     printf("  header trickle: cut off after %.2f s\n", closed);
@@ -185,15 +189,17 @@ static void test_slow_body(srv_daemon *d)
     int fd = hc_connect(port);
     double t0 = now_s();
     snprintf(head, sizeof head,
-             "POST /v1/layers/x/forward HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+             "POST /v1/layers/x/forward HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Request-Id: slow-1\r\n"
              "Content-Type: application/json\r\nContent-Length: 100000\r\n\r\n{\"query\": ");
     send_str(fd, head, strlen(head));
-    double closed = trickle_until_closed(fd, "[1,2,3,4] ", 100, t0, HEADER_TIMEOUT + LATE_S, buf,
-                                         sizeof buf);
+    double closed =
+        trickle_until_closed(fd, "[1,2,3,4] ", 100, t0, HEADER_TIMEOUT + LATE_S, buf, sizeof buf);
     CHECK(closed >= HEADER_TIMEOUT - 0.05 && closed <= HEADER_TIMEOUT + LATE_S,
           "a body at 10 bytes/s: closed after %.2f s (--min-body-rate %d)", closed, MIN_RATE);
-    CHECK(strstr(buf, "408 Request Timeout") && strstr(buf, "--min-body-rate"),
-          "the slow body got a 408 naming the flag: %.300s", buf);
+    CHECK(strstr(buf, "408 Request Timeout") && strstr(buf, "--min-body-rate") &&
+              strstr(buf, "\r\nX-Request-Id: slow-1\r\n") &&
+              strstr(buf, "\"request_id\":\"slow-1\""),
+          "the slow body got a 408 naming the flag, with its request's id: %.300s", buf);
     close(fd);
     CHECK(healthz_ok(d), "a normal request after the slow body was cut off");
     printf("  slow body: cut off after %.2f s\n", closed);
@@ -221,7 +227,8 @@ static void test_slow_body(srv_daemon *d)
     }
     size_t got = 0;
     t0 = now_s();
-    while (responses_in(buf, got) < 1 && now_s() - t0 < 5 && !read_some(fd, buf, sizeof buf, &got, 100))
+    while (responses_in(buf, got) < 1 && now_s() - t0 < 5 &&
+           !read_some(fd, buf, sizeof buf, &got, 100))
         ;
     CHECK(sent_all && strncmp(buf, "HTTP/1.1 200 ", 13) == 0,
           "a body at a fine rate with 500 ms pauses is served: %.200s", buf);
@@ -247,7 +254,7 @@ static void test_body_abandoned(srv_daemon *d)
              "Content-Type: application/json\r\nContent-Length: 12582912\r\n\r\n");
     bool sent = true;
     for (int i = 0; i < CLIENTS; i++) { /* the close right after the last byte: the FIN comes
-                                          * while libmicrohttpd still reads the data */
+                                         * while libmicrohttpd still reads the data */
         int fd = hc_connect(port);
         sent &= send_str(fd, head, strlen(head)) && send_str(fd, part, SENT);
         close(fd);
@@ -289,7 +296,8 @@ static void test_capacity(void)
     hc_request(d, "GET", "/healthz", NULL, NULL, 0, NULL, &r);
     double dt = now_s() - t0;
     CHECK(r.status == 200 && dt < HEADER_TIMEOUT + LATE_S,
-          "beside 16 stalled clients (--max-connections 16): status %ld after %.2f s", r.status, dt);
+          "beside 16 stalled clients (--max-connections 16): status %ld after %.2f s", r.status,
+          dt);
     printf("  capacity: a new client served after %.2f s beside 16 stalled ones\n", dt);
     hc_response_free(&r);
     for (int i = 0; i < 16; i++)
@@ -312,7 +320,8 @@ static void test_half_close(srv_daemon *d)
         {"GET", "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", 1},
         {"POST", post, 1},
         {"two pipelined GETs",
-         "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\nGET /v1/layers HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
+         "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\nGET /v1/layers HTTP/1.1\r\nHost: "
+         "127.0.0.1\r\n\r\n",
          2},
     };
     enum { N = sizeof cases / sizeof cases[0] };
@@ -379,7 +388,8 @@ static void test_slow_reader(srv_daemon *d)
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     int small = 4096;
     setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small); /* before connect: the window */
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)srv_daemon_port(d)),
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_port = htons((uint16_t)srv_daemon_port(d)),
                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     if (!CHECK(connect(fd, (struct sockaddr *)&a, sizeof a) == 0, "connect: %s", strerror(errno))) {
         close(fd);
@@ -471,8 +481,8 @@ int main(void)
         return check_report();
     hc_response r;
     hc_request(d, "PUT", "/v1/layers/x", NULL,
-               "{\"config\": {\"embed_dim\": 8, \"num_heads\": 2}, \"init\": {\"seed\": 7}}", -1, NULL,
-               &r);
+               "{\"config\": {\"embed_dim\": 8, \"num_heads\": 2}, \"init\": {\"seed\": 7}}", -1,
+               NULL, &r);
     CHECK(r.status == 201, "create the layer: %ld %.200s", r.status, r.body);
     hc_response_free(&r);
 
@@ -498,8 +508,10 @@ int main(void)
                   "code=\"408\"}");
     CHECK(v == 1, "metrics: %g forward requests answered 408", v);
     v = metric(d, "attnd_http_connections_open");
-    CHECK(v >= 1 && v <= 4, "metrics: %g connections open (the scrape's own, maybe the last few "
-                            "clients' whose close is on its way)", v);
+    CHECK(v >= 1 && v <= 4,
+          "metrics: %g connections open (the scrape's own, maybe the last few "
+          "clients' whose close is on its way)",
+          v);
     hc_stop(d);
     test_capacity();
     return check_report();
