@@ -29,14 +29,19 @@ const char *srv_cors_allow_origin(const char *configured, const char *origin)
     return NULL;
 }
 
+/* The origin c's reply allows (its Origin, or "*"), or NULL: no CORS headers. */
+static const char *allowed_origin(req_ctx *c)
+{
+    const char *conf = c->h->cfg.cors_origin;
+    return conf[0] ? srv_cors_allow_origin(
+                         conf, MHD_lookup_connection_value(c->req.conn, MHD_HEADER_KIND, "Origin"))
+                   : NULL;
+}
+
 /* Every reply to an allowed origin says so, and which headers a page may read. */
 void srv_http_add_cors(req_ctx *c, struct MHD_Response *r)
 {
-    const char *conf = c->h->cfg.cors_origin;
-    if (!conf[0])
-        return;
-    const char *origin = MHD_lookup_connection_value(c->req.conn, MHD_HEADER_KIND, "Origin");
-    const char *allow = srv_cors_allow_origin(conf, origin);
+    const char *allow = allowed_origin(c);
     if (!allow)
         return;
     MHD_add_response_header(r, "Access-Control-Allow-Origin", allow);
@@ -48,11 +53,7 @@ void srv_http_add_cors(req_ctx *c, struct MHD_Response *r)
 
 void srv_http_cors_lines(req_ctx *c, srv_buf *out)
 {
-    const char *conf = c->h->cfg.cors_origin;
-    if (!conf[0])
-        return;
-    const char *origin = MHD_lookup_connection_value(c->req.conn, MHD_HEADER_KIND, "Origin");
-    const char *allow = srv_cors_allow_origin(conf, origin);
+    const char *allow = allowed_origin(c);
     if (!allow)
         return;
     srv_buf_printf(out, "Access-Control-Allow-Origin: %s\r\n", allow);
