@@ -94,7 +94,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         mha_plan plan;
         if (mha_plan_forward(layer, &in, &lim, &plan, &me) != MHA_OK)
             FAIL("plan: %s", me.message);
-        if (mha_forward(layer, &in, &plan, o, NULL, NULL, NULL, &me) != MHA_OK)
+        /* finite weights may still overflow float32 on the way: refused as such (MHA_ERR_VALUE,
+         * "the pass overflowed float32"), the one failure a loaded layer's pass may have */
+        if (mha_forward(layer, &in, &plan, o, NULL, NULL, NULL, &me) != MHA_OK &&
+            !(me.status == MHA_ERR_VALUE && strstr(me.message, "overflowed float32")))
             FAIL("forward: %s", me.message);
         free(q);
         free(k);
