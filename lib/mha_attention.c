@@ -116,38 +116,7 @@ int64_t mha_attn_slot_floats(const mha_plan *plan, bool slab, int64_t bm)
 }
 
 /* ---------------------------------------------------------------------------------------------- */
-/* Masks and rules on a block's given keys                                                        */
-
-static inline float mask_val(const void *m, mha_mask_type t, int64_t j)
-{
-    if (t == MHA_MASK_BOOL)
-        return ((const uint8_t *)m)[j] ? -INFINITY : 0.0f;
-    return ((const float *)m)[j];
-}
-
-/* Adds the merged masks to n scores of one row. am, kp: the mask entries of those keys
- * (attn_mask / key_padding_mask) or NULL. */
-static void apply_masks(float *row, int64_t n, const void *am, mha_mask_type amt, const void *kp,
-                        mha_mask_type kpt)
-{
-    if (am && kp) {
-        for (int64_t j = 0; j < n; j++)
-            row[j] += mask_val(am, amt, j) + mask_val(kp, kpt, j);
-    } else if (am) {
-        for (int64_t j = 0; j < n; j++)
-            row[j] += mask_val(am, amt, j);
-    } else if (kp) {
-        for (int64_t j = 0; j < n; j++)
-            row[j] += mask_val(kp, kpt, j);
-    }
-}
-
-/* Entry col of row `row` of a mask of row width `width`. */
-static const void *mask_at(const mha_mask *m, int64_t row, int64_t width, int64_t col)
-{
-    size_t elem = m->type == MHA_MASK_BOOL ? 1 : sizeof(float);
-    return (const char *)m->data + (size_t)(row * width + col) * elem;
-}
+/* The rules on a block's given keys (the masks: mha_masks.c)                                    */
 
 /* True when the causal and window rules may forbid some of the n keys at kp (sorted) to some query
  * in [qmin, qmax]: then each row applies them. */
@@ -492,12 +461,11 @@ static void block_scores(const mha_attn *a, const rows *r, const tile *t, int64_
             if (a->alibi)
                 mha_alibi_row(a->isa, row, kpb, gn, r->qp[i], r->slope);
             const void *amr =
-                am ? mask_at(am, am->ndim == 3 ? (r->b * a->H + r->h) * a->L + qi : qi, S0, j0 + c0)
-                   : NULL;
-            const void *kpr = kpm ? mask_at(kpm, r->b, S0, j0 + c0) : NULL;
+                am ? mha_mask_at(am, mha_attn_mask_row(a, r->b, r->h, qi), S0, j0 + c0) : NULL;
+            const void *kpr = kpm ? mha_mask_at(kpm, r->b, S0, j0 + c0) : NULL;
             if (amr || kpr)
-                apply_masks(row, gn, amr, am ? am->type : MHA_MASK_FLOAT, kpr,
-                            kpm ? kpm->type : MHA_MASK_FLOAT);
+                mha_apply_masks(row, gn, amr, am ? am->type : MHA_MASK_FLOAT, kpr,
+                                kpm ? kpm->type : MHA_MASK_FLOAT);
             if (rules)
                 mha_rules_row(row, kpb, gn, r->qp[i], a->causal, a->window, a->keys_sorted);
         }
@@ -546,57 +514,6 @@ static void block_softmax(const mha_attn *a, const rows *r, const tile *t, mha_s
     memcpy(t->mt + nv * a->bm, t->m, (size_t)m * sizeof(float));
 }
 
-/* Whether row i of row block r may attend some key under the masks and the rules: for a row that
- * attended none, tells the masks' doing (weights and output 0, docs/api.md) from float32's (every
- * score of it overflowed to -inf, or is NaN: torch gives NaN, the pass is refused). Only such rows
- * are looked at, and cheaply: a row block the rules leave no key answers at once (no key block was
- * visited), a block without attn_mask and rules once for all its rows (*same: -1 until asked),
- * else the row's masks over the keys the rules leave, 256 at a time, until one is allowed. */
-static bool row_allows_a_key(const mha_attn *a, const rows *r, int64_t i, int *same)
-{
-    if (a->S > a->S0) /* add_bias_kv / add_zero_attn: the appended keys are never masked */
-        return true;
-    if (r->k1 <= r->k0)
-        return false;
-    const mha_inputs *in = a->in;
-    const bool rules = a->causal || a->window;
-    const mha_mask *am = in->attn_mask.data ? &in->attn_mask : NULL;
-    const mha_mask *kpm = in->key_padding_mask.data ? &in->key_padding_mask : NULL;
-    if (!am && !rules && *same >= 0)
-        return *same;
-    const int64_t S0 = a->S0, qi = r->i0 + i;
-    const int64_t arow = am ? (am->ndim == 3 ? (r->b * a->H + r->h) * a->L + qi : qi) : 0;
-    if (am && !kpm && !rules) { /* the attn_mask's row alone: one scan for an allowed key */
-        const void *amr = mask_at(am, arow, S0, r->k0);
-        const int64_t n = r->k1 - r->k0;
-        if (am->type == MHA_MASK_BOOL)
-            return memchr(amr, 0, (size_t)n) != NULL;
-        const float *x = amr;
-        bool any = false;
-        for (int64_t j = 0; j < n; j++)
-            any |= x[j] > -INFINITY;
-        return any;
-    }
-    float chunk[256]; /* [256] the masks' and rules' part of a row's scores */
-    bool any = false;
-    for (int64_t j0 = r->k0; j0 < r->k1 && !any; j0 += 256) {
-        const int64_t n = r->k1 - j0 < 256 ? r->k1 - j0 : 256;
-        memset(chunk, 0, (size_t)n * sizeof(float));
-        const void *amr = am ? mask_at(am, arow, S0, j0) : NULL;
-        const void *kpr = kpm ? mask_at(kpm, r->b, S0, j0) : NULL;
-        if (amr || kpr)
-            apply_masks(chunk, n, amr, am ? am->type : MHA_MASK_FLOAT, kpr,
-                        kpm ? kpm->type : MHA_MASK_FLOAT);
-        if (rules)
-            mha_rules_row(chunk, r->kp + j0, n, r->qp[i], a->causal, a->window, a->keys_sorted);
-        for (int64_t j = 0; j < n; j++)
-            any |= chunk[j] > -INFINITY;
-    }
-    if (!am && !rules)
-        *same = any;
-    return any;
-}
-
 /* Row (b·H + h)·L + i into *at if it is lower (an atomic minimum; -1: none yet). */
 static void note_no_score(int64_t *at, int64_t row)
 {
@@ -610,10 +527,11 @@ static void note_no_score(int64_t *at, int64_t row)
  * that attended no key though the masks allow some is noted (mha_attn.no_score_row). */
 static void tile_output(const mha_attn *a, const rows *r, const tile *t)
 {
-    int same = -1; /* row_allows_a_key's answer for every row of the block, when it has one */
+    int same = -1; /* mha_row_allows_a_key's answer for every row of the block, when it has one */
     for (int64_t i = 0; i < r->m; i++) {
         t->inv[i] = t->l[i] == 0.0f ? 0.0f : 1.0f / t->l[i];
-        if (t->l[i] == 0.0f && a->no_score_row && row_allows_a_key(a, r, i, &same))
+        if (t->l[i] == 0.0f && a->no_score_row &&
+            mha_row_allows_a_key(a, r->b, r->h, r->i0 + i, r->qp[i], r->kp, r->k0, r->k1, &same))
             note_no_score(a->no_score_row, (r->b * a->H + r->h) * a->L + r->i0 + i);
     }
     mha_div_mul_rows_to_isa(a->isa, a->cat + r->b * a->c_bs + r->i0 * a->c_rs + r->h * a->hd,

@@ -246,6 +246,29 @@ typedef struct mha_attn {
                      * weights, or an averaged selection (its sink sums a row block's heads) */
 } mha_attn;
 
+/* The masks on a row's keys (mha_masks.c) */
+
+/* Adds the merged masks to n scores of one row. am, kp: the mask entries of those keys
+ * (attn_mask / key_padding_mask) or NULL. */
+void mha_apply_masks(float *row, int64_t n, const void *am, mha_mask_type amt, const void *kp,
+                     mha_mask_type kpt);
+
+/* Entry col of row `row` of a mask of row width `width`. */
+const void *mha_mask_at(const mha_mask *m, int64_t row, int64_t width, int64_t col);
+
+/* The row of a's attn_mask that query qi of head h in batch b reads ([L,S0], or [N·H,L,S0]). */
+int64_t mha_attn_mask_row(const mha_attn *a, int64_t b, int64_t h, int64_t qi);
+
+/* Whether query qi (position qp) of head h in batch b may attend some key under the masks and the
+ * rules (kp: the batch's key positions [S0]; [k0, k1): the keys the rules leave its row block):
+ * for a row that attended none, tells the masks' doing from float32's. Only such rows are asked,
+ * and cheaply: a row block the rules leave no key answers at once (none of its key blocks was
+ * visited), a block without attn_mask and rules once for all its rows (*same: -1 until asked), an
+ * attn_mask's row alone is one scan, else the row's masks over [k0, k1), 256 keys at a time on the
+ * stack, until one is allowed. */
+bool mha_row_allows_a_key(const mha_attn *a, int64_t b, int64_t h, int64_t qi, float qp,
+                          const float *kp, int64_t k0, int64_t k1, int *same);
+
 /* True once the caller set a pass's cancel flag (mha_inputs.cancel). */
 static inline bool mha_cancelled(const int *flag)
 {
