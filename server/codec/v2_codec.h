@@ -3,8 +3,8 @@
  * layers: inference requests in, inference responses and model metadata out. No HTTP here; the
  * handlers in api_v2.c call these with the body and headers they received.
  *
- * A layer is a v2 "model" with seven inputs and two outputs (docs/api.md, "Open Inference Protocol"):
- *   inputs   query [N,L,E] FP32, key [N,S0,Kd] FP32, value [N,S0,Vd] FP32,
+ * A layer is a v2 "model" with seven inputs and two outputs (docs/api.md, "Open Inference
+ * Protocol"): inputs   query [N,L,E] FP32, key [N,S0,Kd] FP32, value [N,S0,Vd] FP32,
  *            key_padding_mask [N,S0] BOOL|FP32, attn_mask [L,S0] | [N·H,L,S0] BOOL|FP32
  *            (batched layouts !! [L,N,E] etc. when the layer is not batch_first; unbatched forms
  *            as in /v1); BOOL true = masked; FP32 masks are added to the scores;
@@ -141,6 +141,17 @@ int srv_v2_request_parse_checked(srv_v2_request *req, const char *body, size_t b
 
 void srv_v2_request_free(srv_v2_request *req); /* accepts NULL and a zeroed request */
 
+/* Parts of reading a request, for v2_request.c (v2_outputs.c):
+ * srv_v2_outputs_parse reads "outputs" (arr, borrowed): [{"name", "datatype"?, "parameters"?:
+ * {"binary_data"?, "datatype"?}}], an empty array meaning all outputs, into req->outputs, and the
+ * weights' datatype asked there into req->select (a 400 when it disagrees with
+ * weights_datatype). 0, or -1 with a 400 naming "outputs".
+ * srv_v2_shared_memory tells whether an input's or output's parameters name Triton's shared memory
+ * (not served: refused by name). */
+int srv_v2_outputs_parse(srv_v2_request *req, bool binary_data_output, const json_t *arr,
+                         srv_error *err);
+bool srv_v2_shared_memory(const json_t *params);
+
 /* One computed output: data [count] values shaped [shape] (ndim <= 4); data NULL = not computed.
  * Floats by default, written as dtype says (FP32; FP16 / BF16: JSON numbers rounded, binary 2 bytes
  * a value); int32 (datatype INT32) when is_int32. */
@@ -169,11 +180,12 @@ int srv_v2_response_write(srv_buf *b, size_t *json_len, const srv_v2_request *re
 
 /* One tensor of a layer's model signature, as the metadata and the configuration describe it. */
 typedef struct srv_v2_tensor_info {
-    const char *name;     /* static: srv_v2_input_name / srv_v2_output_name                       */
-    const char *datatype; /* "FP32", "BOOL" (masks take FP32 too) or "INT64" (positions: INT32 too) */
+    const char *name; /* static: srv_v2_input_name / srv_v2_output_name                       */
+    const char
+        *datatype; /* "FP32", "BOOL" (masks take FP32 too) or "INT64" (positions: INT32 too) */
     int ndim;
     int64_t dims[SRV_TENSOR_MAX_DIMS]; /* -1 = variable                                           */
-    bool optional;        /* may be left out of a request                                          */
+    bool optional; /* may be left out of a request                                          */
 } srv_v2_tensor_info;
 
 /* The model's inputs (by srv_v2_input_id) and outputs (by srv_v2_output_id) for a layer of config
