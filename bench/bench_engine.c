@@ -7,6 +7,9 @@
  *   build/bench/bench_engine [--shapes S,M,L,XL,...] [--threads 1,2] [--min-time SEC]
  *                            [--torch FILE] [--layout bf|sf]
  *   build/bench/bench_engine --core      (prints OpenBLAS's core name and exits; bench/run.sh uses it)
+ *   build/bench/bench_engine --core-fix  (prints the OPENBLAS_CORETYPE to set when this OpenBLAS
+ *                                         does not know the CPU and chose a core without its AVX2 or
+ *                                         AVX-512 by itself, else nothing; bench/compare.py uses it)
  *   build/bench/bench_engine --serve     (the engine as a contender of bench/compare.py: see serve())
  *
  * The attention of today's models (issue 13), next to the plain rows they are measured against:
@@ -763,12 +766,18 @@ int main(int argc, char **argv)
             mha_blas_get_info(&bi);
             printf("%s\n", bi.core);
             return 0;
+        } else if (!strcmp(argv[i], "--core-fix")) {
+            mha_blas_info bi;
+            mha_blas_get_info(&bi);
+            if (bi.unknown_cpu)
+                printf("%s\n", bi.cpu_avx512 ? "SkylakeX" : "Haswell");
+            return 0;
         }
         else {
             fprintf(
                 stderr,
                 "usage: %s [--shapes S,M,L,XL,Lseq8,Mseq64,...] [--threads 1,2] [--min-time SEC] "
-                "[--torch FILE] [--layout bf|sf] | --core | --serve\n",
+                "[--torch FILE] [--layout bf|sf] | --core | --core-fix | --serve\n",
                 argv[0]);
             return 2;
         }

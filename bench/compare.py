@@ -558,6 +558,24 @@ def print_long(L, E, H, cells, rss, peak):
             "rss_mb": {c.who + " " + c.variant: rss.get(id(c)) for c in cells if c.who != "fma"}}
 
 
+def blas_fix():
+    """An OpenBLAS that does not know this CPU's model runs an older core's kernels (Debian 12's 0.3.21
+    takes an Emerald Rapids Xeon for a Prescott: SSE3). torch and the sgemm anchor then run as no user
+    who set OPENBLAS_CORETYPE would: set it for every contender, and say so. An operator's own
+    setting is kept."""
+    if os.environ.get("OPENBLAS_CORETYPE"):
+        return
+    try:
+        fix = subprocess.run([os.path.join(BUILD, "bench", "bench_engine"), "--core-fix"],
+                             capture_output=True, text=True, timeout=30).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return
+    if fix:
+        os.environ["OPENBLAS_CORETYPE"] = fix
+        print("OpenBLAS does not know this CPU and fell back to an older core by itself: "
+              "OPENBLAS_CORETYPE=%s set for every contender (torch, the sgemm anchor, attnd's generic path)" % fix)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--shapes", default="S,M,L,XL")
@@ -574,6 +592,7 @@ def main():
         args.threads = "2" if args.long else "1,2"
     name, cpu = cpu_info()
     print("CPU: " + name)
+    blas_fix()
     peers = Peers()
     out = {"cpu": cpu, "date": time.strftime("%Y-%m-%d %H:%M"), "peers_skipped": peers.why}
     json_path = args.json or os.path.join(BUILD, "bench-results", "long.json" if args.long else "compare.json")

@@ -13,13 +13,23 @@
 #   4. any other bench/run_*.sh scripts (HTTP, codec, /v2).
 # scripts/bench_deps.sh (run by the Makefile first) installs the peers when they are missing.
 #
-# OpenBLAS kernels: when OPENBLAS_CORETYPE is set and pins a core other than the one OpenBLAS
+# OpenBLAS kernels: when the operator's OPENBLAS_CORETYPE pins a core other than the one OpenBLAS
 # picks for this CPU by itself, the engine's L and XL rows are measured a second time with the
 # variable unset, so both kernel sets show (the operator's setting is used for everything else).
 set -u
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
 export BUILD
+# An OpenBLAS that does not know the CPU's model falls back to an older core (Debian 12's takes an
+# Emerald Rapids Xeon for a Prescott): torch then runs as no user who set OPENBLAS_CORETYPE would.
+operator_pin=${OPENBLAS_CORETYPE:-}
+if [ -z "$operator_pin" ]; then
+    fix=$("$BUILD/bench/bench_engine" --core-fix 2>/dev/null)
+    if [ -n "$fix" ]; then
+        echo "OpenBLAS does not know this CPU and fell back to $("$BUILD/bench/bench_engine" --core): OPENBLAS_CORETYPE=$fix for every contender"
+        export OPENBLAS_CORETYPE=$fix
+    fi
+fi
 echo "== attnd against the FMA peak, OpenBLAS, torch and ONNX Runtime (bench/compare.py)"
 # shellcheck disable=SC2086
 python3 bench/compare.py ${COMPARE_ARGS:-} || echo "bench/compare.py failed" >&2
@@ -40,7 +50,7 @@ else
     echo "(no torch in /usr/bin/python3: torch columns left empty)"
 fi
 "$BUILD/bench/bench_engine" --torch "$torch_file" "${engine_args[@]}"
-if [ -n "${OPENBLAS_CORETYPE:-}" ]; then
+if [ -n "$operator_pin" ]; then
     pinned=$("$BUILD/bench/bench_engine" --core)
     auto=$(env -u OPENBLAS_CORETYPE "$BUILD/bench/bench_engine" --core)
     if [ "$pinned" != "$auto" ]; then

@@ -229,7 +229,9 @@ typedef struct mha_blas_info {
     char pinned[32];  /* OPENBLAS_CORETYPE as set, "" when unset                                  */
     bool cpu_avx512;  /* the CPU has AVX-512 F, BW, DQ and VL (what OpenBLAS's AVX-512 cores use) */
     bool core_avx512; /* the core in use has AVX-512 kernels (SkylakeX, Cooperlake, ...)          */
-    bool weaker;      /* pinned to a core without AVX-512 on a CPU that has it                    */
+    bool weaker;      /* pinned to a core without AVX-512 on a CPU that has it, or (pinned or not)
+                       * to a core without AVX2 on a CPU that has AVX2 and FMA                    */
+    bool unknown_cpu; /* weaker, and OpenBLAS's own choice: it does not know the CPU's model      */
 } mha_blas_info;
 
 /* Fills info for this process (reads the environment and OpenBLAS; no state kept). */
@@ -240,6 +242,17 @@ void mha_blas_get_info(mha_blas_info *info);
  * "OpenBLAS core Haswell, pinned by OPENBLAS_CORETYPE=Haswell; this CPU has AVX-512: unset
  * OPENBLAS_CORETYPE (or set it to SkylakeX) for faster GEMMs". */
 const char *mha_blas_describe(char *buf, size_t size);
+
+/* The same for a given info (mha_blas_describe's line for this process is of mha_blas_get_info's);
+ * for an OpenBLAS that took the CPU for an older one by itself: "OpenBLAS core Prescott: this
+ * OpenBLAS does not know the CPU's model and fell back to it, though the CPU has AVX-512: set
+ * OPENBLAS_CORETYPE=SkylakeX for faster GEMMs on the generic path (...)". */
+const char *mha_blas_info_describe(const mha_blas_info *info, char *buf, size_t size);
+
+/* Fills info from a core name, the OPENBLAS_CORETYPE value (NULL: unset) and the CPU's features,
+ * as mha_blas_get_info does from this process's. */
+void mha_blas_classify(mha_blas_info *info, const char *core, const char *pinned, bool cpu_avx2,
+                       bool cpu_avx512);
 
 /* ---------------------------------------------------------------------------------------------- */
 /* Kernel sets                                                                                    */

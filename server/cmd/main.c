@@ -125,11 +125,14 @@ int main(int argc, char **argv)
             "%d passes in flight, %d connections)",
             ATTND_VERSION, v6 ? "[" : "", opt.host, v6 ? "]" : "", srv_daemon_port(d), opt.threads,
             opt.blas_threads, opt.max_inflight, opt.max_connections);
-    mha_blas_info blas; /* a pinned OPENBLAS_CORETYPE weaker than the CPU is worth a warning */
-    char blas_line[256];
+    /* an OpenBLAS core weaker than the CPU is worth a warning where the passes run on it (the
+     * generic path); elsewhere the hint is logged as information */
+    mha_blas_info blas;
+    char blas_line[512];
     mha_blas_get_info(&blas);
-    srv_log(opt.log_format, blas.weaker ? "warn" : "info", "engine BLAS: %s",
-            mha_blas_describe(blas_line, sizeof blas_line));
+    const bool blas_runs = mha_isa_active() == MHA_ISA_PORTABLE;
+    srv_log(opt.log_format, blas.weaker && blas_runs ? "warn" : "info", "engine BLAS: %s",
+            mha_blas_info_describe(&blas, blas_line, sizeof blas_line));
     char kernels_line[512]; /* which of the engine's kernels a pass runs, and why */
     srv_log(opt.log_format, "info", "engine %s",
             mha_kernels_describe(kernels_line, sizeof kernels_line));
