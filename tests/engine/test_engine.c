@@ -272,8 +272,11 @@ static void test_larger_cases(mha_pool *pool2)
                              {128, 2, 1, 200, 4100},
                              /* nine row blocks: under ATTND_TEST_GROUP_WIDE (test_grouped.sh) a
                               * group of eight and a last one alone */
-                             {64, 2, 1, 520, 200}};
-    for (int s = 0; s < 9; s++) {
+                             {64, 2, 1, 520, 200},
+                             /* every key in one AVX-512 block (the weights written from the
+                              * tile), a map of 16 MiB (written with streaming stores) */
+                             {64, 16, 4, 256, 250}};
+    for (int s = 0; s < 10; s++) {
         for (int variant = 0; variant < 5; variant++) { /* 4: causal, appended keys, trace */
             tcase tc;
             memset(&tc, 0, sizeof tc);
