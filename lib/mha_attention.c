@@ -242,47 +242,36 @@ static void block_factors(const mha_attn *a, const tile *t, int64_t nv, int64_t 
         t->f[r] *= t->inv[r];
 }
 
-/* Weights of the task's rows when they visited one block, blk, whose exps are still in t->sc at
- * its columns [c0, c1): dst[r][j] = sc[r][j] / l[r] there, 0 elsewhere; mode as weights_out's.
- * The same bits as weights_out from a slab (whose one factor is exp(0) / l = 1 / l, or 0 for a
- * row with no key), without copying the exps to the slab first: for short inputs (S and M, every
- * key in one block) that copy and the factors' exps were a third of what weights add to a pass. */
-static void weights_out_one(const mha_attn *a, const visit *v, tile *t, float *dst, int64_t rows,
-                            int mode, int64_t blk, int64_t c0, int64_t c1)
+/* Weights of the task's rows: dst[r][j] = exps[r][j] · exp(mt - m[r]) / l[r] over the visited
+ * blocks, 0 elsewhere. mode 0: written (streamed), 1: set, 2: added (averaged). The exps are the
+ * slab's, or with one = {blk, c0, c1} (the rows visited block blk alone) the tile's own at the
+ * block's columns [c0, c1): its one factor is exp(0) / l = 1 / l (0 for a row with no key), the
+ * same bits without the copy to the slab and the factors' exps, which were a third of what
+ * weights added to a pass of short inputs (S, M: every key in one block). */
+static void weights_out(const mha_attn *a, const visit *v, tile *t, float *dst, int64_t rows,
+                        int mode, const int64_t *one)
 {
-    const int64_t S = a->S, BN = a->BN, j0 = blk * BN, bn = S - j0 < BN ? S - j0 : BN;
-    if (mode != 2) {
-        fill_unvisited(a, v, dst, rows, 0.0f);
-        for (int64_t r = 0; r < rows && (c0 > 0 || bn > c1); r++) { /* the columns cut off */
-            memset(dst + r * S + j0, 0, (size_t)c0 * sizeof(float));
-            memset(dst + r * S + j0 + c1, 0, (size_t)(bn - c1) * sizeof(float));
-        }
-    }
-    for (int64_t r = 0; r < rows; r++)
-        t->f[r] = t->l[r] == 0.0f ? 0.0f : t->inv[r];
-    if (mode == 0)
-        mha_scale_rows_stream_isa(a->isa, dst + j0 + c0, S, t->sc + c0, BN, rows, c1 - c0, t->f);
-    else
-        mha_scaled_add_rows_isa(a->isa, dst + j0 + c0, S, t->sc + c0, BN, rows, c1 - c0, t->f,
-                                mode == 2);
-}
-
-/* Weights of the task's rows from the slab: dst[r][j] = slab[r][j] · exp(mt - m[r]) / l[r] over
- * the visited blocks, 0 elsewhere. mode 0: written (streamed), 1: set, 2: added (averaged). */
-static void weights_out(const mha_attn *a, const visit *v, const tile *t, float *dst, int64_t rows,
-                        int mode)
-{
-    const int64_t S = a->S, BN = a->BN, ld = a->nblk * BN;
+    const int64_t S = a->S, BN = a->BN, ld = one ? BN : a->nblk * BN;
     if (mode != 2)
         fill_unvisited(a, v, dst, rows, 0.0f);
     int64_t nv = 0;
     for (int64_t blk = -1; next_block(a, v, &blk); nv++) {
         const int64_t j0 = blk * BN, bn = S - j0 < BN ? S - j0 : BN;
-        block_factors(a, t, nv, rows);
-        if (mode == 0)
-            mha_scale_rows_stream_isa(a->isa, dst + j0, S, t->slab + j0, ld, rows, bn, t->f);
+        const int64_t c0 = one ? one[1] : 0, c1 = one ? one[2] : bn;
+        const float *src = one ? t->sc + c0 : t->slab + j0;
+        for (int64_t r = 0; r < rows && mode != 2 && (c0 > 0 || bn > c1); r++) { /* cut off */
+            memset(dst + r * S + j0, 0, (size_t)c0 * sizeof(float));
+            memset(dst + r * S + j0 + c1, 0, (size_t)(bn - c1) * sizeof(float));
+        }
+        if (one)
+            for (int64_t r = 0; r < rows; r++)
+                t->f[r] = t->l[r] == 0.0f ? 0.0f : t->inv[r];
         else
-            mha_scaled_add_rows_isa(a->isa, dst + j0, S, t->slab + j0, ld, rows, bn, t->f,
+            block_factors(a, t, nv, rows);
+        if (mode == 0)
+            mha_scale_rows_stream_isa(a->isa, dst + j0 + c0, S, src, ld, rows, c1 - c0, t->f);
+        else
+            mha_scaled_add_rows_isa(a->isa, dst + j0 + c0, S, src, ld, rows, c1 - c0, t->f,
                                     mode == 2);
     }
 }
@@ -671,22 +660,21 @@ static void task_rows(const mha_attn *a, int64_t b, int64_t h0, int64_t h1, int6
          * cannot be made exact (mha_select.h), the head's blocks run again keeping its slab (its
          * q tile kept, its output written once, the scores sink already fed) */
         const bool streamable = sw && mha_sink_streams(sw);
-        /* the full maps only, of rows that visit one block: written from the tile (weights_out_one) */
-        int64_t one = -1, one_c0 = 0, one_c1 = 0;
-        if (!sw && !stw && (a->weights || a->trace_weights)) {
-            int64_t blk = -1;
-            if (next_block(a, &r.v, &blk)) {
-                int64_t after = blk;
-                if (!next_block(a, &r.v, &after))
-                    one = blk;
-            }
+        /* the full maps only, of rows that visit one block: written from the tile (weights_out);
+         * one = {that block, its first and end column} once the block has run */
+        int64_t one[3] = {-1, 0, 0}, first = -1;
+        if (!sw && !stw && (a->weights || a->trace_weights) && next_block(a, &r.v, &first)) {
+            one[0] = first;
+            if (next_block(a, &r.v, &first)) /* a second block */
+                one[0] = -1;
         }
+        const int64_t *from_tile = one[0] >= 0 ? one : NULL;
         bool streamed = false;
         for (int pass = qt_from ? 1 : 0; pass < 2 && !streamed; pass++) {
             const bool stream = streamable && pass == 0;
             mha_sink *const ssp = pass == 0 ? ss : NULL;
             const bool keep = t.slab && (a->weights || a->trace_weights || (sw && !stream) || stw);
-            const bool to_slab = keep && one < 0;
+            const bool to_slab = keep && !from_tile;
             /* again: qt is still there (q's columns now hold the head's output) */
             tile_start(a, &r, &t, pass == 0);
             float *tscores = a->trace_scores ? a->trace_scores + bhl * S : NULL;
@@ -716,8 +704,8 @@ static void task_rows(const mha_attn *a, int64_t b, int64_t h0, int64_t h1, int6
                     s_at = j0 + c1;
                 }
                 block_softmax(a, &r, &t, stream ? sw : NULL, sslot, blk, c0, c1, nv);
-                one_c0 = c0;
-                one_c1 = c1;
+                one[1] = c0;
+                one[2] = c1;
                 if (to_slab) { /* the block's exps, 0 in the columns cut off */
                     const int64_t ld = a->nblk * BN;
                     for (int64_t i = 0; i < m; i++) { /* (most blocks cut off nothing) */
@@ -761,24 +749,14 @@ static void task_rows(const mha_attn *a, int64_t b, int64_t h0, int64_t h1, int6
                 weights_to_sink(a, &r.v, &t, stw, slot, b, h, i0, m);
             if (!keep)
                 continue;
-            if (one >= 0) {
-                if (a->trace_weights)
-                    weights_out_one(a, &r.v, &t, a->trace_weights + bhl * S, m, 1, one, one_c0,
-                                    one_c1);
-                if (a->weights && a->per_head)
-                    weights_out_one(a, &r.v, &t, a->weights + bhl * S, m,
-                                    a->stream_weights ? 0 : 1, one, one_c0, one_c1);
-                else if (avg)
-                    weights_out_one(a, &r.v, &t, a->weights + (b * L + i0) * S, m, h > 0 ? 2 : 1,
-                                    one, one_c0, one_c1);
-                continue;
-            }
             if (a->trace_weights)
-                weights_out(a, &r.v, &t, a->trace_weights + bhl * S, m, 1);
+                weights_out(a, &r.v, &t, a->trace_weights + bhl * S, m, 1, from_tile);
             if (a->weights && a->per_head)
-                weights_out(a, &r.v, &t, a->weights + bhl * S, m, a->stream_weights ? 0 : 1);
+                weights_out(a, &r.v, &t, a->weights + bhl * S, m, a->stream_weights ? 0 : 1,
+                            from_tile);
             else if (avg)
-                weights_out(a, &r.v, &t, a->weights + (b * L + i0) * S, m, h > 0 ? 2 : 1);
+                weights_out(a, &r.v, &t, a->weights + (b * L + i0) * S, m, h > 0 ? 2 : 1,
+                            from_tile);
         }
     }
     if (a->weights && a->per_head && a->stream_weights)
