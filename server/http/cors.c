@@ -39,32 +39,20 @@ static const char *allowed_origin(req_ctx *c)
 }
 
 /* Every reply to an allowed origin says so, and which headers a page may read. */
-void srv_http_add_cors(req_ctx *c, struct MHD_Response *r)
+void srv_http_cors_headers(req_ctx *c, srv_header_fn add, void *ctx)
 {
     const char *allow = allowed_origin(c);
     if (!allow)
         return;
-    MHD_add_response_header(r, "Access-Control-Allow-Origin", allow);
+    add(ctx, "Access-Control-Allow-Origin", allow);
     if (strcmp(allow, "*") != 0)
-        MHD_add_response_header(r, "Vary", "Origin");
-    MHD_add_response_header(r, "Access-Control-Expose-Headers", SRV_CORS_EXPOSE_HEADERS);
-    MHD_add_response_header(r, "Timing-Allow-Origin", allow); /* Server-Timing for that page */
-}
-
-void srv_http_cors_lines(req_ctx *c, srv_buf *out)
-{
-    const char *allow = allowed_origin(c);
-    if (!allow)
-        return;
-    srv_buf_printf(out, "Access-Control-Allow-Origin: %s\r\n", allow);
-    if (strcmp(allow, "*") != 0)
-        srv_buf_puts(out, "Vary: Origin\r\n");
-    srv_buf_printf(out, "Access-Control-Expose-Headers: %s\r\nTiming-Allow-Origin: %s\r\n",
-                   SRV_CORS_EXPOSE_HEADERS, allow);
+        add(ctx, "Vary", "Origin");
+    add(ctx, "Access-Control-Expose-Headers", SRV_CORS_EXPOSE_HEADERS);
+    add(ctx, "Timing-Allow-Origin", allow); /* Server-Timing for that page */
 }
 
 /* OPTIONS: 204 with Allow for a known path (404 otherwise), and the CORS preflight answer when the
- * origin is allowed (srv_http_add_cors adds Allow-Origin). Needs no API key: browsers send
+ * origin is allowed (srv_http_cors_headers adds Allow-Origin). Needs no API key: browsers send
  * preflights without credentials. */
 enum MHD_Result srv_http_preflight(req_ctx *c)
 {

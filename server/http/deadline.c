@@ -239,7 +239,7 @@ static void drop_refusal(conn_slot *s)
  * the socket either: a client that waits for the answer before it sends (as one that asked
  * "Expect: 100-continue" would, which is answered at once): the answer goes now, "before the body
  * is read", and the sending side closes. Lock held. */
-static void send_refusal(srv_deadlines *dl, conn_slot *s, double now)
+static void send_refusal(conn_slot *s, double now)
 {
     int unread = 0;
     if (s->body_bytes || now - s->since < REFUSAL_WAIT || ioctl(s->fd, SIOCINQ, &unread) != 0 ||
@@ -254,7 +254,6 @@ static void send_refusal(srv_deadlines *dl, conn_slot *s, double now)
     s->cut_status = s->refusal_status;
     drop_refusal(s);
     s->timed_out = true;
-    (void)dl;
 }
 
 /* Whether the client of a busy connection has gone (see the top): sets s->gone and returns true
@@ -291,7 +290,7 @@ static void check_slot(srv_deadlines *dl, conn_slot *s, double now, bool idle_pa
         break;
     case PH_BODY: {
         if (s->refusal) {
-            send_refusal(dl, s, now);
+            send_refusal(s, now);
             if (s->phase != PH_BODY)
                 break;
         }

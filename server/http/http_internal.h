@@ -132,10 +132,12 @@ char *srv_http_error_text(req_ctx *c, const srv_error *err, const char *allow, s
 /* The access log line and the counters of a request that ended (status 0: no reply). */
 void srv_http_log_request(req_ctx *c, int status);
 
+/* A reply's headers handed out one at a time: to libmicrohttpd's response, or as lines of a reply
+ * sent as text (srv_http_error_text). */
+typedef void (*srv_header_fn)(void *ctx, const char *name, const char *value);
+
 /* cors.c: the CORS headers of a reply to c, and the answer to an OPTIONS request. */
-void srv_http_add_cors(req_ctx *c, struct MHD_Response *r);
-/* The same headers as lines ("Name: value\r\n") appended to out, for a reply sent as text. */
-void srv_http_cors_lines(req_ctx *c, srv_buf *out);
+void srv_http_cors_headers(req_ctx *c, srv_header_fn add, void *ctx);
 enum MHD_Result srv_http_preflight(req_ctx *c);
 
 /* worker.c: start cfg.workers workers (as many as start; -1 when out of memory), hand c to one

@@ -65,26 +65,59 @@ static void release_block(void *cls)
     free(blk);
 }
 
+/* Every JSON reply ends its last line, so a terminal's prompt starts on a line of its own (writers
+ * size their buffers with room to spare: this almost never copies; out of memory for the one byte,
+ * the body goes as it is). */
+static void end_json_line(srv_response *resp)
+{
+    const size_t len = resp->body.len;
+    if (len && !resp->body.failed && strcmp(resp->content_type, "application/json") == 0 &&
+        resp->body.data[len - 1] != '\n' && srv_buf_putc(&resp->body, '\n') != 0)
+        resp->body.failed = false;
+}
+
+/* The headers every reply to c carries, len its content's bytes: the request id, the content's
+ * type, the reply's own, the challenge of a 401, Server-Timing, and CORS. */
+static void reply_headers(req_ctx *c, const srv_response *resp, size_t len, srv_header_fn add,
+                          void *ctx)
+{
+    add(ctx, SRV_REQUEST_ID_HEADER, c->id);
+    if (len || (resp->status != 204 && resp->status != 304)) /* no content, no type */
+        add(ctx, MHD_HTTP_HEADER_CONTENT_TYPE, resp->content_type);
+    for (int i = 0; i < resp->nheaders; i++)
+        add(ctx, resp->headers[i].name, resp->headers[i].value);
+    if (resp->status == 401)
+        add(ctx, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer realm=\"attnd\"");
+    if (resp->timing[0] && c->t_body > 0) {
+        char st[sizeof resp->timing + 32];
+        snprintf(st, sizeof st, "body;dur=%.3f, %s", (c->t_body - c->req.t_start) * 1e3,
+                 resp->timing);
+        add(ctx, "Server-Timing", st);
+    }
+    srv_http_cors_headers(c, add, ctx);
+}
+
+static void add_to_response(void *r, const char *name, const char *value)
+{
+    MHD_add_response_header(r, name, value);
+}
+
+static void add_line(void *t, const char *name, const char *value)
+{
+    srv_buf_printf(t, "%s: %s\r\n", name, value);
+}
+
 enum MHD_Result srv_http_queue(req_ctx *c, srv_response *resp, bool close)
 {
-    size_t len = resp->body.len;
     struct MHD_Response *r;
     srv_deadlines_sending(c->req.conn); /* from here on the client must take the reply */
     if (resp->body.failed) {
         srv_error e = {0};
         srv_error_set(&e, SRV_E_NOMEM, "", "out of memory writing the response; retry later");
         srv_http_error_reply(c, resp, &e);
-        len = resp->body.len;
     }
-    if (len && strcmp(resp->content_type, "application/json") == 0 &&
-        resp->body.data[len - 1] != '\n') {
-        /* every JSON reply ends its last line, so a terminal's prompt starts on a line of its own
-         * (writers size their buffers with room to spare: this almost never copies) */
-        if (srv_buf_putc(&resp->body, '\n') == 0)
-            len = resp->body.len;
-        else
-            resp->body.failed = false; /* out of memory for one byte: sent as it is */
-    }
+    end_json_line(resp);
+    size_t len = resp->body.len;
     if (len >= SRV_BIGBUF_MIN_BYTES) {
         /* large: the block goes back to the cache when libmicrohttpd is done with it */
         big_block *blk = malloc(sizeof *blk);
@@ -107,20 +140,7 @@ enum MHD_Result srv_http_queue(req_ctx *c, srv_response *resp, bool close)
     }
     if (!r)
         return MHD_NO;
-    MHD_add_response_header(r, SRV_REQUEST_ID_HEADER, c->id);
-    if (len || (resp->status != 204 && resp->status != 304)) /* no content, no type */
-        MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, resp->content_type);
-    for (int i = 0; i < resp->nheaders; i++)
-        MHD_add_response_header(r, resp->headers[i].name, resp->headers[i].value);
-    if (resp->status == 401)
-        MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer realm=\"attnd\"");
-    if (resp->timing[0] && c->t_body > 0) {
-        char st[sizeof resp->timing + 32];
-        snprintf(st, sizeof st, "body;dur=%.3f, %s", (c->t_body - c->req.t_start) * 1e3,
-                 resp->timing);
-        MHD_add_response_header(r, "Server-Timing", st);
-    }
-    srv_http_add_cors(c, r);
+    reply_headers(c, resp, len, add_to_response, r);
     if (close)
         MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
     enum MHD_Result ok = MHD_queue_response(c->req.conn, (unsigned)resp->status, r);
@@ -155,33 +175,23 @@ char *srv_http_error_text(req_ctx *c, const srv_error *err, const char *allow, s
     srv_response resp;
     srv_http_response_init(&resp);
     srv_http_error_reply(c, &resp, err);
+    if (allow && *allow)
+        srv_response_header(&resp, "Allow", "%s", allow);
+    end_json_line(&resp);
     srv_buf t;
     srv_buf_init(&t);
     const char *phrase = MHD_get_reason_phrase_for((unsigned)resp.status);
-    const bool nl = resp.body.len && resp.body.data[resp.body.len - 1] != '\n';
     char date[64] = ""; /* as libmicrohttpd dates its replies (RFC 9110 6.6.1) */
     const time_t now = time(NULL);
     struct tm tm;
     if (gmtime_r(&now, &tm))
         strftime(date, sizeof date, "Date: %a, %d %b %Y %H:%M:%S GMT\r\n", &tm);
-    srv_buf_printf(&t,
-                   "HTTP/1.1 %d %s\r\n%sConnection: close\r\n%s: %s\r\nContent-Type: "
-                   "%s\r\nContent-Length: %zu\r\n",
-                   resp.status, phrase && *phrase ? phrase : "Error", date, SRV_REQUEST_ID_HEADER,
-                   c->id, resp.content_type, resp.body.len + nl);
-    for (int i = 0; i < resp.nheaders; i++)
-        srv_buf_printf(&t, "%s: %s\r\n", resp.headers[i].name, resp.headers[i].value);
-    if (allow && *allow)
-        srv_buf_printf(&t, "Allow: %s\r\n", allow);
-    if (resp.status == 401)
-        srv_buf_puts(&t, "WWW-Authenticate: Bearer realm=\"attnd\"\r\n");
-    srv_http_cors_lines(c, &t);
+    srv_buf_printf(&t, "HTTP/1.1 %d %s\r\n%sConnection: close\r\nContent-Length: %zu\r\n",
+                   resp.status, phrase && *phrase ? phrase : "Error", date, resp.body.len);
+    reply_headers(c, &resp, resp.body.len, add_line, &t);
     srv_buf_puts(&t, "\r\n");
-    if (strcmp(c->method, "HEAD") != 0) { /* a HEAD reply has no content (RFC 9110 9.3.2) */
+    if (strcmp(c->method, "HEAD") != 0) /* a HEAD reply has no content (RFC 9110 9.3.2) */
         srv_buf_append(&t, resp.body.data, resp.body.len);
-        if (nl)
-            srv_buf_putc(&t, '\n');
-    }
     *status = resp.status;
     const bool failed = t.failed || resp.body.failed;
     srv_http_response_free(&resp);

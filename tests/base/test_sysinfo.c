@@ -25,6 +25,13 @@ static void put(const char *rel, const char *text)
     }
 }
 
+/* srv_cgroup_cpu_cores of the made-up tree cg and the proc file proc is want (-1: no limit). */
+static void expect_cores(const char *cg, const char *proc, int want, const char *what)
+{
+    const int got = srv_cgroup_cpu_cores(cg, proc);
+    CHECK(got == want, "%s: %d (got %d)", what, want, got);
+}
+
 static void test_cgroup_quota(void)
 {
     char dir[256], proc[256], cg[128];
@@ -38,30 +45,25 @@ static void test_cgroup_quota(void)
     snprintf(proc, sizeof proc, "%s/proc_cgroup", root);
 
     put("proc_cgroup", "0::/system.slice/attnd.service\n");
-    CHECK(srv_cgroup_cpu_cores(cg, proc) == -1, "no cpu.max anywhere: no limit");
+    expect_cores(cg, proc, -1, "no cpu.max anywhere: no limit");
     put("cpu.max", "max 100000\n");
     put("system.slice/attnd.service/cpu.max", "150000 100000\n");
-    CHECK(srv_cgroup_cpu_cores(cg, proc) == 2, "its own 1.5 cores, rounded up: 2 (%d)",
-          srv_cgroup_cpu_cores(cg, proc));
+    expect_cores(cg, proc, 2, "its own 1.5 cores, rounded up");
     put("system.slice/cpu.max", "100000 100000\n");
-    CHECK(srv_cgroup_cpu_cores(cg, proc) == 1, "a parent's smaller quota wins: 1 (%d)",
-          srv_cgroup_cpu_cores(cg, proc));
+    expect_cores(cg, proc, 1, "a parent's smaller quota wins");
     put("proc_cgroup", "12:cpu,cpuacct:/x\n0::/system.slice/attnd.service/inner\n");
-    CHECK(srv_cgroup_cpu_cores(cg, proc) == 1, "from a nested cgroup without its own: 1 (%d)",
-          srv_cgroup_cpu_cores(cg, proc));
+    expect_cores(cg, proc, 1, "from a nested cgroup without its own");
     put("proc_cgroup", "0::/\n");
     put("cpu.max", "400000 100000\n");
-    CHECK(srv_cgroup_cpu_cores(cg, proc) == 4, "the root's (a container's view): 4 (%d)",
-          srv_cgroup_cpu_cores(cg, proc));
+    expect_cores(cg, proc, 4, "the root's (a container's view)");
     put("proc_cgroup", "0::/../../etc\n");
-    CHECK(srv_cgroup_cpu_cores(cg, proc) == -1, "a path out of the root is not followed");
+    expect_cores(cg, proc, -1, "a path out of the root is not followed");
     put("proc_cgroup", "4:cpu:/only-v1\n");
-    CHECK(srv_cgroup_cpu_cores(cg, proc) == -1, "no unified hierarchy: -1 (v1 is read elsewhere)");
+    expect_cores(cg, proc, -1, "no unified hierarchy (v1 is read elsewhere)");
     put("proc_cgroup", "0::/system.slice\n");
     put("system.slice/cpu.max", "garbage\n");
-    CHECK(srv_cgroup_cpu_cores(cg, proc) == 4, "an unreadable cpu.max counts as none: 4 (%d)",
-          srv_cgroup_cpu_cores(cg, proc));
-    CHECK(srv_cgroup_cpu_cores(cg, "/nonexistent/cgroup") == -1, "no proc file: -1");
+    expect_cores(cg, proc, 4, "an unreadable cpu.max counts as none");
+    expect_cores(cg, "/nonexistent/cgroup", -1, "no proc file");
 }
 
 static void test_ncores(void)
