@@ -179,11 +179,17 @@ mha_status mha_plan_select(const mha_config *cfg, int64_t N, int64_t L, int64_t 
 /* ---------------------------------------------------------------------------------------------- */
 /* Sink: set-up                                                                                   */
 
-/* A top-k's room per thread (floats): mha_topk_row's scratch (5·S'), a row (S'), and a factor per
- * key block (at most S). */
+/* A top-k's room per thread (floats): mha_topk_row's scratch (5·S'), a row (S'), a factor per
+ * key block (at most S), and the hint one row leaves the next (mha_topk_hint, 16 floats: a line
+ * of its own). */
 static int64_t tk_floats(const mha_sink *s)
 {
-    return 6 * s->Sk + s->S;
+    return 6 * s->Sk + s->S + 16;
+}
+
+static mha_topk_hint *tk_hint(const mha_sink *s, int slot)
+{
+    return (mha_topk_hint *)(s->tkmem + (int64_t)(slot + 1) * tk_floats(s) - 16);
 }
 
 mha_status mha_sink_init(mha_sink *s, const mha_plan *plan, const mha_select *sel, bool average,
@@ -263,6 +269,8 @@ mha_status mha_sink_init(mha_sink *s, const mha_plan *plan, const mha_select *se
     mem += b_tkrow;
     s->tkmem = b_tk ? (float *)mem : NULL;
     mem += b_tk;
+    for (int slot = 0; b_tk && (size_t)slot < T; slot++) /* no guess yet */
+        *tk_hint(s, slot) = (mha_topk_hint){0, 0};
     s->shared_of = (int64_t *)mem;
     mem += b_shared_of;
     s->acc = (double *)mem;
@@ -318,7 +326,7 @@ static void topk_choose(mha_sink *s, int slot, const mha_rows_view *v, int64_t i
     float *room = s->tkmem + (int64_t)slot * tk_floats(s);
     const mha_topk_scratch t = {(int32_t *)room, (int32_t *)room + s->Sk,
                                 (uint32_t *)room + 2 * s->Sk, (uint32_t *)room + 3 * s->Sk,
-                                room + 4 * s->Sk};
+                                room + 4 * s->Sk, tk_hint(s, slot)};
     const int64_t at = (v->b * s->nh + v->hs) * s->Lq + (i - s->q0);
     mha_topk_row(s->isa, w, s->Sk, s->k, s->k0, s->values + at * s->k, s->indices + at * s->k, &t);
 }

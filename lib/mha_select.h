@@ -297,11 +297,21 @@ int64_t mha_run_keys_upto(mha_isa isa, int32_t *idx, uint32_t *kout, const uint3
 /* m[j] = the larger of m[j] and x[j] for j < n (a NaN x[j] leaves m[j]). */
 void mha_run_max_into(mha_isa isa, float *m, const float *x, int64_t n);
 
+/* What one row's top-k tells the next (mha_topk_row): the rows of one head's block are alike, so
+ * the last row's k-th key, moved by a margin that follows how well it served, keeps about k keys
+ * of the next row in one pass. Only a guess: a row it does not serve is chosen as without it, and
+ * the result never depends on it. Zeroed: no guess yet. */
+typedef struct mha_topk_hint {
+    uint32_t kth;    /* the last row's k-th order key (0: none)                       */
+    uint32_t margin; /* added to it for the next row's bound                            */
+} mha_topk_hint;
+
 /* A row's room for mha_topk_row, n floats each (n: the row's keys). */
 typedef struct mha_topk_scratch {
     int32_t *cand, *cand2; /* candidates' keys in the row, and the sort's other half      */
     uint32_t *key, *key2;  /* their sort keys, and the other half                         */
     float *gmax;           /* the groups' maxima (k of them)                              */
+    mha_topk_hint *hint;   /* the last row's k-th key, for the next row's bound; or NULL  */
 } mha_topk_scratch;
 
 /* The k best of the row w [n] (mha_select_topk.c), best first: the larger value, of equal values

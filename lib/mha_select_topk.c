@@ -13,7 +13,9 @@
  *   - when k is small against the row (bound_pays): the keys at or above a bound that k keys
  *     reach: for k <= 32 the k-th largest of 4k groups' maxima (mha_run_topk_bound), above k
  *     the smallest of k groups' maxima (group j mod k); one vectorised pass;
- *   - else every order key, and when k is at most half of them a count of every 4th key into
+ *   - else every order key; when k is at most half of them, first the keys up to the last row's
+ *     k-th key plus a margin (mha_topk_hint: a head's rows are alike), kept when that is k to
+ *     2k + 64 of them; else a count of every 4th key into
  *     buckets spread evenly over the keys' range finds about where the k-th falls (with a margin),
  *     and one branch-free pass (mha_run_keys_upto) keeps the keys up to that bucket's end; when
  *     fewer than k are kept, every key is counted, which finds the k-th's bucket exactly.
@@ -182,6 +184,30 @@ static bool bound_pays(int64_t n, int64_t k)
     return 16 * k * (64 - __builtin_clzll((uint64_t)k)) <= n;
 }
 
+/* The candidates of a row (order keys in t->key2, n of them, at least 2k) from the last row's k-th
+ * key plus the hint's margin, into t->cand and t->key; returns how many, or -1 when that bound
+ * kept fewer than k or more than 2k + 64 (then the row is chosen without it). The margin grows
+ * when the bound kept too few and shrinks when it kept many more than k, so that it follows how
+ * much the rows' k-th keys move. */
+static int64_t from_hint(mha_isa isa, const mha_topk_scratch *t, int64_t n, int64_t k,
+                         uint32_t *upto)
+{
+    mha_topk_hint *h = t->hint;
+    const uint64_t b = (uint64_t)h->kth + h->margin;
+    const uint32_t thr = b < UINT32_MAX - 1 ? (uint32_t)b : UINT32_MAX - 1;
+    const int64_t nc = mha_run_keys_upto(isa, t->cand, t->key, t->key2, n, thr);
+    if (nc < k) {
+        h->margin = h->margin < (1u << 30) ? 2 * h->margin + (1u << 12) : h->margin;
+        return -1;
+    }
+    if (nc > k + k / 2 + 16) /* more than needed: a closer bound next time */
+        h->margin -= h->margin / 4 + (nc > 2 * k + 64 ? h->margin / 4 : 0);
+    if (nc > 2 * k + 64)
+        return -1;
+    *upto = thr;
+    return nc;
+}
+
 void mha_topk_row(mha_isa isa, const float *w, int64_t n, int64_t k, int64_t key0, float *vals,
                   int32_t *idx, const mha_topk_scratch *t)
 {
@@ -213,7 +239,9 @@ void mha_topk_row(mha_isa isa, const float *w, int64_t n, int64_t k, int64_t key
         mha_run_order_keys(isa, t->key2, w, n, &lo, &hi);
         uint32_t upto = UINT32_MAX - 1; /* every number */
         nc = -1;
-        if (lo < hi && 2 * k <= n && n >= 512) {
+        if (lo < hi && 2 * k <= n && t->hint && t->hint->kth)
+            nc = from_hint(isa, t, n, k, &upto);
+        if (nc < 0 && lo < hi && 2 * k <= n && n >= 512) {
             /* every 4th key counted (the count is half the work of choosing): its k/4-th, with
              * a margin of twice the sample's spread, almost always keeps k keys; when it does
              * not (chance, or a row whose 4th keys are its best), every key is counted */
@@ -241,6 +269,11 @@ void mha_topk_row(mha_isa isa, const float *w, int64_t n, int64_t k, int64_t key
     for (int64_t q = 0; q < m; q++) {
         vals[q] = w[pay[q]];
         idx[q] = (int32_t)(key0 + pay[q]);
+    }
+    if (t->hint && m == k) { /* the next row's guess */
+        if (!t->hint->kth)
+            t->hint->margin = 1u << 16; /* about 1/128 of an octave of the values */
+        t->hint->kth = mha_order_key(vals[k - 1]);
     }
     for (int64_t q = m; q < k; q++) { /* fewer than k keys that are not NaN */
         vals[q] = NAN;

@@ -213,7 +213,8 @@ static void one_best_of(mha_isa isa, int64_t n, int64_t k, bool ties)
  * bucket holds them all: the radix sort), 4 NaN keys among weights (fewer than k others when
  * most are NaN), 5 every 4th key above all the others (a count of every 4th key sees only those:
  * its estimate keeps too few, and every key is counted). */
-static void one_topk_row(mha_isa isa, int64_t n, int64_t k, int pattern)
+static void one_topk_row(mha_isa isa, int64_t n, int64_t k, int pattern, float scale,
+                         mha_topk_hint *hint)
 {
     static float w[4000], vals[4001]; /* vals, idx: one past the k, unwritten */
     static int32_t idx[4001], order[4000];
@@ -240,9 +241,10 @@ static void one_topk_row(mha_isa isa, int64_t n, int64_t k, int pattern)
         default:
             w[j] = (float)(j % 4 == 0 ? 1 + u : u);
         }
+        w[j] *= scale;
     }
     const mha_topk_scratch t = {(int32_t *)room, (int32_t *)room + n, (uint32_t *)room + 2 * n,
-                                (uint32_t *)room + 3 * n, room + 4 * n};
+                                (uint32_t *)room + 3 * n, room + 4 * n, hint};
     for (int64_t q = 0; q < k + 1; q++) {
         vals[q] = 12345.0f;
         idx[q] = -7;
@@ -260,8 +262,24 @@ static void one_topk_row(mha_isa isa, int64_t n, int64_t k, int pattern)
         else
             ok = memcmp(&vals[q], &w[j], sizeof w[j]) == 0 && idx[q] == 100 + j;
     }
-    CHECK(ok, "%s: top %lld of %lld keys, pattern %d: the stable descending order's first k",
-          isa_name[isa], (long long)k, (long long)n, pattern);
+    if (hint && ok && !isnan(vals[k - 1])) /* the next row's guess: this row's k-th key */
+        ok = hint->kth == mha_order_key(vals[k - 1]);
+    CHECK(ok, "%s: top %lld of %lld keys, pattern %d, x%g%s: the stable descending order's first k",
+          isa_name[isa], (long long)k, (long long)n, pattern, (double)scale,
+          hint ? " (after the last row's hint)" : "");
+}
+
+/* mha_topk_row on a run of rows that share a hint (mha_topk_hint): rows like the last (the hint
+ * keeps about k keys), and rows scaled far up or down or of another pattern (it keeps too few, or
+ * too many), each exactly its own top k whatever the guess. */
+static void topk_rows_hinted(mha_isa isa, int64_t n, int64_t k)
+{
+    mha_topk_hint hint = {0, 0};
+    static const float scales[] = {1, 1, 1, 1, 0x1p-9f, 1, 1, 0x1p+7f, 0x1p+7f, 1, 0.75f, 1};
+    for (int r = 0; r < 36; r++) {
+        const int pattern = r % 12 == 11 ? (r / 12) % 6 : 0;
+        one_topk_row(isa, n, k, pattern, scales[r % 12], &hint);
+    }
 }
 
 /* mha_run_order_keys and mha_run_keys_upto on n values of every kind: the keys' unsigned order is
@@ -389,7 +407,10 @@ int main(void)
             const int64_t ks[] = {1, 2, 8, 31, 32, 33, 64, n / 4, n / 2, n - 1, n};
             for (size_t q = 0; q < sizeof ks / sizeof ks[0]; q++)
                 for (int pattern = 0; pattern < 6 && ks[q] >= 1 && ks[q] <= n; pattern++)
-                    one_topk_row((mha_isa)isa, n, ks[q], pattern);
+                    one_topk_row((mha_isa)isa, n, ks[q], pattern, 1.0f, NULL);
+            for (size_t q = 0; q < sizeof ks / sizeof ks[0]; q++)
+                if (ks[q] >= 1 && ks[q] <= n)
+                    topk_rows_hinted((mha_isa)isa, n, ks[q]);
         }
         for (int64_t n = 0; n <= 80; n++)
             one_order_keys((mha_isa)isa, n);
