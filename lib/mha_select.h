@@ -294,6 +294,12 @@ void mha_run_order_keys(mha_isa isa, uint32_t *key, const float *x, int64_t n, u
 int64_t mha_run_keys_upto(mha_isa isa, int32_t *idx, uint32_t *kout, const uint32_t *key,
                           int64_t n, uint32_t thr);
 
+/* mha_run_order_keys, then mha_run_keys_upto on its keys (key [n]: every key; idx and kout the
+ * ones at or under thr), in one pass where the CPU allows; returns how many are kept. */
+int64_t mha_run_order_keys_upto(mha_isa isa, uint32_t *key, int32_t *idx, uint32_t *kout,
+                                const float *x, int64_t n, uint32_t thr, uint32_t *lo,
+                                uint32_t *hi);
+
 /* m[j] = the larger of m[j] and x[j] for j < n (a NaN x[j] leaves m[j]). */
 void mha_run_max_into(mha_isa isa, float *m, const float *x, int64_t n);
 

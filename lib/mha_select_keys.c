@@ -3,7 +3,8 @@
  * the whole row (mha_topk_row, mha_select_topk.c): each float as an unsigned integer whose order is
  * the values' descending order (mha_order_key), and the positions of those at or under a bound,
  * packed to the front in key order. Memory-bound loops: the AVX2 kernels serve the AVX-512 kernel
- * set too (AVX-512's compress store, the one-instruction pack, is microcoded and slow on Zen 4);
+ * set too (AVX-512's compress store, the one-instruction pack, is microcoded and slow on Zen 4),
+ * but for the two in one pass, which packs with the compress into a register and a full store;
  * the portable loops are the reference (tests/engine/test_select_runs.c checks both on every ISA).
  */
 #include "mha_select.h"
@@ -39,7 +40,59 @@ static int64_t keys_upto_portable(int32_t *idx, uint32_t *kout, const uint32_t *
     return c;
 }
 
+static int64_t order_keys_upto_portable(uint32_t *key, int32_t *idx, uint32_t *kout,
+                                        const float *x, int64_t n, uint32_t thr, uint32_t *lo,
+                                        uint32_t *hi)
+{
+    order_keys_portable(key, x, n, lo, hi);
+    return keys_upto_portable(idx, kout, key, n, thr);
+}
+
 #ifdef HAVE_X86_KERNELS
+/* order_keys_avx2 and keys_upto_avx2 in one pass, 16 keys at a time: the keys at or under thr
+ * packed to the front in registers (the compress to a register, then a full store: the compress
+ * straight to memory is the slow one on Zen 4), every key stored for a row the bound does not
+ * serve. Stores stay within the first n places (c <= j). */
+__attribute__((target("avx512f"))) static int64_t
+order_keys_upto_avx512(uint32_t *key, int32_t *idx, uint32_t *kout, const float *x, int64_t n,
+                       uint32_t thr, uint32_t *lo, uint32_t *hi)
+{
+    const __m512i low31 = _mm512_set1_epi32(0x7FFFFFFF), vt = _mm512_set1_epi32((int)thr);
+    const __m512i sixteen = _mm512_set1_epi32(16);
+    __m512i pos = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    __m512i vlo = _mm512_set1_epi32(-1), vhi = _mm512_setzero_si512();
+    int64_t c = 0, j = 0;
+    for (; j + 16 <= n; j += 16) {
+        const __m512 v = _mm512_add_ps(_mm512_loadu_ps(x + j), _mm512_setzero_ps());
+        const __m512i b = _mm512_castps_si512(v);
+        __m512i d = _mm512_xor_si512(b, _mm512_andnot_si512(_mm512_srai_epi32(b, 31), low31));
+        d = _mm512_mask_mov_epi32(d, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), _mm512_set1_epi32(-1));
+        _mm512_storeu_si512(key + j, d);
+        vlo = _mm512_min_epu32(vlo, d);
+        vhi = _mm512_max_epu32(vhi, d);
+        const __mmask16 keep = _mm512_cmple_epu32_mask(d, vt);
+        _mm512_storeu_si512(idx + c, _mm512_maskz_compress_epi32(keep, pos));
+        _mm512_storeu_si512(kout + c, _mm512_maskz_compress_epi32(keep, d));
+        c += __builtin_popcount(keep);
+        pos = _mm512_add_epi32(pos, sixteen);
+    }
+    uint32_t l = (uint32_t)_mm512_reduce_min_epu32(vlo), h = (uint32_t)_mm512_reduce_max_epu32(vhi);
+    _mm256_zeroupper(); /* scalar code follows (check_vector_exits.sh) */
+    for (; j < n; j++) {
+        const uint32_t d = mha_order_key(x[j]);
+        key[j] = d;
+        l = d < l ? d : l;
+        h = d > h ? d : h;
+        if (d <= thr) {
+            idx[c] = (int32_t)j;
+            kout[c++] = d;
+        }
+    }
+    *lo = l;
+    *hi = h;
+    return c;
+}
+
 /* mha_order_key, 8 at a time: -0 + 0 is +0; the sign spread over the word chooses between the bits
  * and their complement below the sign; an unordered compare makes NaN all ones. */
 __attribute__((target("avx2"))) static void order_keys_avx2(uint32_t *key, const float *x,
@@ -148,6 +201,22 @@ __attribute__((target("avx2"))) static int64_t keys_upto_avx2(int32_t *idx, uint
     return c;
 }
 #endif
+
+int64_t mha_run_order_keys_upto(mha_isa isa, uint32_t *key, int32_t *idx, uint32_t *kout,
+                                const float *x, int64_t n, uint32_t thr, uint32_t *lo,
+                                uint32_t *hi)
+{
+#ifdef HAVE_X86_KERNELS
+    if (isa == MHA_ISA_AVX512)
+        return order_keys_upto_avx512(key, idx, kout, x, n, thr, lo, hi);
+    if (isa == MHA_ISA_AVX2) {
+        order_keys_avx2(key, x, n, lo, hi);
+        return keys_upto_avx2(idx, kout, key, n, thr);
+    }
+#endif
+    (void)isa;
+    return order_keys_upto_portable(key, idx, kout, x, n, thr, lo, hi);
+}
 
 void mha_run_order_keys(mha_isa isa, uint32_t *key, const float *x, int64_t n, uint32_t *lo,
                         uint32_t *hi)

@@ -184,28 +184,25 @@ static bool bound_pays(int64_t n, int64_t k)
     return 16 * k * (64 - __builtin_clzll((uint64_t)k)) <= n;
 }
 
-/* The candidates of a row (order keys in t->key2, n of them, at least 2k) from the last row's k-th
- * key plus the hint's margin, into t->cand and t->key; returns how many, or -1 when that bound
- * kept fewer than k or more than 2k + 64 (then the row is chosen without it). The margin grows
- * when the bound kept too few and shrinks when it kept many more than k, so that it follows how
- * much the rows' k-th keys move. */
-static int64_t from_hint(mha_isa isa, const mha_topk_scratch *t, int64_t n, int64_t k,
-                         uint32_t *upto)
+/* The bound the hint gives a row: the last row's k-th key plus the margin. */
+static uint32_t hint_bound(const mha_topk_hint *h)
 {
-    mha_topk_hint *h = t->hint;
     const uint64_t b = (uint64_t)h->kth + h->margin;
-    const uint32_t thr = b < UINT32_MAX - 1 ? (uint32_t)b : UINT32_MAX - 1;
-    const int64_t nc = mha_run_keys_upto(isa, t->cand, t->key, t->key2, n, thr);
+    return b < UINT32_MAX - 1 ? (uint32_t)b : UINT32_MAX - 1;
+}
+
+/* Whether the hint's bound, which kept nc of a row's keys, serves for its top k: k to 2k + 64 of
+ * them (else the row is chosen without it). The margin grows when the bound kept too few and
+ * shrinks when it kept many more than k, so that it follows how much the rows' k-th keys move. */
+static bool hint_serves(mha_topk_hint *h, int64_t nc, int64_t k)
+{
     if (nc < k) {
         h->margin = h->margin < (1u << 30) ? 2 * h->margin + (1u << 12) : h->margin;
-        return -1;
+        return false;
     }
     if (nc > k + k / 2 + 16) /* more than needed: a closer bound next time */
         h->margin -= h->margin / 4 + (nc > 2 * k + 64 ? h->margin / 4 : 0);
-    if (nc > 2 * k + 64)
-        return -1;
-    *upto = thr;
-    return nc;
+    return nc <= 2 * k + 64;
 }
 
 void mha_topk_row(mha_isa isa, const float *w, int64_t n, int64_t k, int64_t key0, float *vals,
@@ -236,11 +233,18 @@ void mha_topk_row(mha_isa isa, const float *w, int64_t n, int64_t k, int64_t key
             hi = x > hi ? x : hi;
         }
     } else {
-        mha_run_order_keys(isa, t->key2, w, n, &lo, &hi);
         uint32_t upto = UINT32_MAX - 1; /* every number */
         nc = -1;
-        if (lo < hi && 2 * k <= n && t->hint && t->hint->kth)
-            nc = from_hint(isa, t, n, k, &upto);
+        if (t->hint && t->hint->kth && 2 * k <= n) { /* the keys, and those up to the bound */
+            const uint32_t b = hint_bound(t->hint);
+            nc = mha_run_order_keys_upto(isa, t->key2, t->cand, t->key, w, n, b, &lo, &hi);
+            if (hint_serves(t->hint, nc, k))
+                upto = b;
+            else
+                nc = -1;
+        } else {
+            mha_run_order_keys(isa, t->key2, w, n, &lo, &hi);
+        }
         if (nc < 0 && lo < hi && 2 * k <= n && n >= 512) {
             /* every 4th key counted (the count is half the work of choosing): its k/4-th, with
              * a margin of twice the sample's spread, almost always keeps k keys; when it does

@@ -318,6 +318,18 @@ static void one_order_keys(mha_isa isa, int64_t n)
         }
     CHECK(ok && c == got, "%s: keys up to a threshold among %lld: %lld in order, the keys beside",
           isa_name[isa], (long long)n, (long long)c);
+    /* the two in one pass: the same keys, range and kept ones (stores within the first n) */
+    uint32_t key1[81], kept1[81], lo1 = 7, hi1 = 7;
+    int32_t pos1[81];
+    key1[n] = kept1[n] = 12345u;
+    pos1[n] = -7;
+    const int64_t got1 = mha_run_order_keys_upto(isa, key1, pos1, kept1, x, n, thr, &lo1, &hi1);
+    ok = got1 == got && lo1 == lo && hi1 == hi && key1[n] == 12345u && kept1[n] == 12345u &&
+         pos1[n] == -7 && memcmp(key1, key, (size_t)n * sizeof key[0]) == 0 &&
+         memcmp(pos1, pos, (size_t)got * sizeof pos[0]) == 0 &&
+         memcmp(kept1, kept, (size_t)got * sizeof kept[0]) == 0;
+    CHECK(ok, "%s: order keys and those up to a threshold in one pass among %lld", isa_name[isa],
+          (long long)n);
 }
 
 /* mha_run_pool_accumulate: acc[c] += d[c]·f in double (the product rounded first), or the larger
