@@ -35,15 +35,16 @@
  * time at L = S = 16384 on two threads, where both threads stream their heads through the L3. A
  * row's blocks come in the same order through the same kernels either way: the same bits.
  *
- * Weights, when asked for (per head, averaged, or the trace's): each visited block's exp tile is
- * kept in a per-thread slab [64][S] with its row maxima, and after the last block the weights are
- * slab · exp(m_block - m) / l, a second look at the rows that were asked for. The output is the
- * same computation, instruction for instruction, whether weights are asked for or not: the
- * output's bits never depend on need_weights. Averaged weights take a task per row block that runs
- * every head in order (torch's sum over heads, then / H). A selection's per-head top-k or pooled
- * map is fed from the tile instead, as the block is made (a top-k its scores, between the
- * softmax's maxima and its exps; a pool its exps), with each block's factor at the end
- * (mha_sink_stream_*, mha_select.h): no slab is written or read for it.
+ * Weights, when asked for (per head, averaged, or the trace's): each visited block's tile is made
+ * in its own place in a per-thread slab [nblk][64][BN] (scores, then exps, read there by P·V: no
+ * copy) with its row maxima, and after the last block the weights are slab · exp(m_block - m) / l,
+ * a second look at the rows that were asked for. The output is the same computation, instruction
+ * for instruction, whether weights are asked for or not: the output's bits never depend on
+ * need_weights. Averaged weights take a task per row block that runs every head in order (torch's
+ * sum over heads, then / H). A selection's per-head top-k or pooled map is fed from the tile
+ * instead, as the block is made (a top-k its scores, between the softmax's maxima and its exps; a
+ * pool its exps), with each block's factor at the end (mha_sink_stream_*, mha_select.h): no slab is
+ * written or read for it.
  *
  * Keys and values are packed first, per (batch, kv head, key block): Kᵀ [hd][BN] for the scores
  * and V [BN][hd] rows, contiguous; a last, shorter block is left unwritten past its keys (only
@@ -78,7 +79,7 @@ int64_t mha_attn_kv_floats(const mha_plan *plan)
 static int64_t first_tile_floats(int64_t bm, int64_t hd, int64_t BN, int64_t nblk, bool slab)
 {
     int64_t n = 2 * round16(bm * hd) + round16(bm * BN) + 8 * bm;
-    if (slab) /* the exp tiles of every block [bm][nblk·BN], and each block's row maxima */
+    if (slab) /* the exp tiles of every block [nblk][bm][BN], and each block's row maxima */
         n += round16(bm * nblk * BN) + round16(bm * nblk);
     return n;
 }
@@ -144,7 +145,7 @@ typedef struct tile {
     float *o;                             /* [BM][hd]                                 */
     float *m, *l, *alpha, *inv, *f, *tmp; /* [BM] each; tmp [2·BM] */
     float *bmax;                          /* [BM] each row's maximum over a block     */
-    float *slab;                          /* [BM][nblk·BN] exp tiles, or NULL         */
+    float *slab;                          /* [nblk][BM][BN] exp tiles, or NULL        */
     float *mt;                            /* [nblk][BM] row maxima after each block   */
 } tile;
 
@@ -174,6 +175,12 @@ static void carve_tile(const mha_attn *a, int slot, tile *t)
     p = carve_row_state(t, p, a->bm);
     t->slab = a->slab ? p : NULL;
     t->mt = a->slab ? p + round16(a->bm * a->nblk * a->BN) : NULL;
+}
+
+/* Block blk's tile in the slab [BM][BN]. */
+static float *slab_block(const mha_attn *a, const tile *t, int64_t blk)
+{
+    return t->slab + blk * a->bm * a->BN;
 }
 
 /* Row block g of a grouped task: its own q tile, output, row state and row maxima after each
@@ -245,20 +252,19 @@ static void block_factors(const mha_attn *a, const tile *t, int64_t nv, int64_t 
 /* Weights of the task's rows: dst[r][j] = exps[r][j] · exp(mt - m[r]) / l[r] over the visited
  * blocks, 0 elsewhere. mode 0: written (streamed), 1: set, 2: added (averaged). The exps are the
  * slab's, or with one = {blk, c0, c1} (the rows visited block blk alone) the tile's own at the
- * block's columns [c0, c1): its one factor is exp(0) / l = 1 / l (0 for a row with no key), the
- * same bits without the copy to the slab and the factors' exps, which were a third of what
- * weights added to a pass of short inputs (S, M: every key in one block). */
+ * block's columns [c0, c1), whose one factor is exp(0) / l = 1 / l (0 for a row with no key): no
+ * slab and no factors' exps for short inputs (S, M: every key in one block). */
 static void weights_out(const mha_attn *a, const visit *v, tile *t, float *dst, int64_t rows,
                         int mode, const int64_t *one)
 {
-    const int64_t S = a->S, BN = a->BN, ld = one ? BN : a->nblk * BN;
+    const int64_t S = a->S, BN = a->BN;
     if (mode != 2)
         fill_unvisited(a, v, dst, rows, 0.0f);
     int64_t nv = 0;
     for (int64_t blk = -1; next_block(a, v, &blk); nv++) {
         const int64_t j0 = blk * BN, bn = S - j0 < BN ? S - j0 : BN;
         const int64_t c0 = one ? one[1] : 0, c1 = one ? one[2] : bn;
-        const float *src = one ? t->sc + c0 : t->slab + j0;
+        const float *src = one ? t->sc + c0 : slab_block(a, t, blk);
         for (int64_t r = 0; r < rows && mode != 2 && (c0 > 0 || bn > c1); r++) { /* cut off */
             memset(dst + r * S + j0, 0, (size_t)c0 * sizeof(float));
             memset(dst + r * S + j0 + c1, 0, (size_t)(bn - c1) * sizeof(float));
@@ -269,9 +275,9 @@ static void weights_out(const mha_attn *a, const visit *v, tile *t, float *dst, 
         else
             block_factors(a, t, nv, rows);
         if (mode == 0)
-            mha_scale_rows_stream_isa(a->isa, dst + j0 + c0, S, src, ld, rows, c1 - c0, t->f);
+            mha_scale_rows_stream_isa(a->isa, dst + j0 + c0, S, src, BN, rows, c1 - c0, t->f);
         else
-            mha_scaled_add_rows_isa(a->isa, dst + j0 + c0, S, src, ld, rows, c1 - c0, t->f,
+            mha_scaled_add_rows_isa(a->isa, dst + j0 + c0, S, src, BN, rows, c1 - c0, t->f,
                                     mode == 2);
     }
 }
@@ -283,7 +289,7 @@ static void weights_out(const mha_attn *a, const visit *v, tile *t, float *dst, 
 static void weights_rows_to_sink(const mha_attn *a, const visit *v, const tile *t, mha_sink *s,
                                  int slot, int64_t b, int64_t h, int64_t i0, int64_t rows)
 {
-    const int64_t BN = a->BN, ld = a->nblk * BN, k0 = s->k0, k1 = s->k1;
+    const int64_t BN = a->BN, k0 = s->k0, k1 = s->k1;
     float *fac;
     float *w = mha_sink_row_room(s, slot, &fac); /* w [S'], fac [nvis] */
     for (int64_t r = 0; r < rows; r++) {
@@ -303,8 +309,8 @@ static void weights_rows_to_sink(const mha_attn *a, const visit *v, const tile *
             if (at < ja)
                 memset(w + (at - k0), 0, (size_t)(ja - at) * sizeof(float));
             const float f = fac[nv] * t->inv[r];
-            mha_scaled_add_rows_isa(a->isa, w + (ja - k0), 0, t->slab + r * ld + ja, 0, 1, jb - ja,
-                                    &f, false);
+            const float *src = slab_block(a, t, blk) + r * BN + (ja - j0);
+            mha_scaled_add_rows_isa(a->isa, w + (ja - k0), 0, src, 0, 1, jb - ja, &f, false);
             at = jb;
         }
         if (at < k1)
@@ -322,7 +328,7 @@ static void weights_to_sink(const mha_attn *a, const visit *v, const tile *t, mh
         weights_rows_to_sink(a, v, t, s, slot, b, h, i0, rows);
         return;
     }
-    const int64_t S = a->S, BN = a->BN, ld = a->nblk * BN;
+    const int64_t S = a->S, BN = a->BN;
     mha_sink_head_begin(s, slot, b, h, i0, rows);
     int64_t nv = 0, at = 0;
     for (int64_t blk = -1; next_block(a, v, &blk); nv++) {
@@ -330,7 +336,7 @@ static void weights_to_sink(const mha_attn *a, const visit *v, const tile *t, mh
         if (at < j0)
             mha_sink_fill(s, slot, b, h, i0, rows, at, j0 - at);
         block_factors(a, t, nv, rows);
-        mha_sink_feed(s, slot, b, h, i0, rows, j0, bn, t->slab + j0, ld, t->f);
+        mha_sink_feed(s, slot, b, h, i0, rows, j0, bn, slab_block(a, t, blk), BN, t->f);
         at = j0 + bn;
     }
     if (at < S)
@@ -632,6 +638,7 @@ static void task_rows(const mha_attn *a, int64_t b, int64_t h0, int64_t h1, int6
     const int64_t i0 = r.i0, m = r.m;
     tile t;
     carve_tile(a, slot, &t);
+    float *const tile_sc = t.sc;            /* the score tile of blocks the slab does not keep */
     const int sslot = slot * (int)a->group; /* the thread's first stream slot */
     if (qt_from && qt_from != t.qt)
         memcpy(t.qt, qt_from, (size_t)(m * a->hd) * sizeof(float));
@@ -691,6 +698,7 @@ static void task_rows(const mha_attn *a, int64_t b, int64_t h0, int64_t h1, int6
             for (int64_t blk = -1; next_block(a, &r.v, &blk); nv++) {
                 const int64_t j0 = blk * BN, bn = S - j0 < BN ? S - j0 : BN;
                 int64_t c0, c1;
+                t.sc = to_slab ? slab_block(a, &t, blk) : tile_sc; /* made where it is kept */
                 block_scores(a, &r, &t, blk, &c0, &c1);
                 const int64_t n = c1 - c0;
                 float *sc = t.sc + c0;
@@ -706,16 +714,9 @@ static void task_rows(const mha_attn *a, int64_t b, int64_t h0, int64_t h1, int6
                 block_softmax(a, &r, &t, stream ? sw : NULL, sslot, blk, c0, c1, nv);
                 one[1] = c0;
                 one[2] = c1;
-                if (to_slab) { /* the block's exps, 0 in the columns cut off */
-                    const int64_t ld = a->nblk * BN;
-                    for (int64_t i = 0; i < m; i++) { /* (most blocks cut off nothing) */
-                        float *srow = t.slab + i * ld + j0;
-                        if (c0 > 0)
-                            memset(srow, 0, (size_t)c0 * sizeof(float));
-                        memcpy(srow + c0, sc + i * BN, (size_t)n * sizeof(float));
-                        if (bn > c1)
-                            memset(srow + c1, 0, (size_t)(bn - c1) * sizeof(float));
-                    }
+                for (int64_t i = 0; to_slab && (c0 > 0 || bn > c1) && i < m; i++) {
+                    memset(t.sc + i * BN, 0, (size_t)c0 * sizeof(float)); /* cut off: 0 */
+                    memset(t.sc + i * BN + c1, 0, (size_t)(bn - c1) * sizeof(float));
                 }
                 if (to_slab && !stream) /* the row maxima the block's exps are relative to */
                     memcpy(t.mt + nv * a->bm, t.m, (size_t)m * sizeof(float));
