@@ -40,9 +40,8 @@ static int64_t keys_upto_portable(int32_t *idx, uint32_t *kout, const uint32_t *
     return c;
 }
 
-static int64_t order_keys_upto_portable(uint32_t *key, int32_t *idx, uint32_t *kout,
-                                        const float *x, int64_t n, uint32_t thr, uint32_t *lo,
-                                        uint32_t *hi)
+static int64_t order_keys_upto_portable(uint32_t *key, int32_t *idx, uint32_t *kout, const float *x,
+                                        int64_t n, uint32_t thr, uint32_t *lo, uint32_t *hi)
 {
     order_keys_portable(key, x, n, lo, hi);
     return keys_upto_portable(idx, kout, key, n, thr);
@@ -203,8 +202,7 @@ __attribute__((target("avx2"))) static int64_t keys_upto_avx2(int32_t *idx, uint
 #endif
 
 int64_t mha_run_order_keys_upto(mha_isa isa, uint32_t *key, int32_t *idx, uint32_t *kout,
-                                const float *x, int64_t n, uint32_t thr, uint32_t *lo,
-                                uint32_t *hi)
+                                const float *x, int64_t n, uint32_t thr, uint32_t *lo, uint32_t *hi)
 {
 #ifdef HAVE_X86_KERNELS
     if (isa == MHA_ISA_AVX512)
