@@ -180,11 +180,11 @@ mha_status mha_plan_select(const mha_config *cfg, int64_t N, int64_t L, int64_t 
 /* Sink: set-up                                                                                   */
 
 /* A top-k's room per thread (floats): mha_topk_row's scratch (5·S'), a row (S'), a factor per
- * key block (at most S), and the hint one row leaves the next (mha_topk_hint, 16 floats: a line
- * of its own). */
+ * key block (at most S), and the hint one row leaves the next (mha_topk_hint) in the last 16
+ * floats; whole lines, so that one thread's hint shares no line with another's room. */
 static int64_t tk_floats(const mha_sink *s)
 {
-    return 6 * s->Sk + s->S + 16;
+    return (6 * s->Sk + s->S + 15) / 16 * 16 + 16;
 }
 
 static mha_topk_hint *tk_hint(const mha_sink *s, int slot)
