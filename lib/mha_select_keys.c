@@ -40,13 +40,6 @@ static int64_t keys_upto_portable(int32_t *idx, uint32_t *kout, const uint32_t *
     return c;
 }
 
-static int64_t order_keys_upto_portable(uint32_t *key, int32_t *idx, uint32_t *kout, const float *x,
-                                        int64_t n, uint32_t thr, uint32_t *lo, uint32_t *hi)
-{
-    order_keys_portable(key, x, n, lo, hi);
-    return keys_upto_portable(idx, kout, key, n, thr);
-}
-
 #ifdef HAVE_X86_KERNELS
 /* order_keys_avx2 and keys_upto_avx2 in one pass, 16 keys at a time: the keys at or under thr
  * packed to the front in registers (the compress to a register, then a full store: the compress
@@ -207,13 +200,9 @@ int64_t mha_run_order_keys_upto(mha_isa isa, uint32_t *key, int32_t *idx, uint32
 #ifdef HAVE_X86_KERNELS
     if (isa == MHA_ISA_AVX512)
         return order_keys_upto_avx512(key, idx, kout, x, n, thr, lo, hi);
-    if (isa == MHA_ISA_AVX2) {
-        order_keys_avx2(key, x, n, lo, hi);
-        return keys_upto_avx2(idx, kout, key, n, thr);
-    }
 #endif
-    (void)isa;
-    return order_keys_upto_portable(key, idx, kout, x, n, thr, lo, hi);
+    mha_run_order_keys(isa, key, x, n, lo, hi); /* elsewhere the two passes */
+    return mha_run_keys_upto(isa, idx, kout, key, n, thr);
 }
 
 void mha_run_order_keys(mha_isa isa, uint32_t *key, const float *x, int64_t n, uint32_t *lo,
