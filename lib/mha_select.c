@@ -270,7 +270,7 @@ mha_status mha_sink_init(mha_sink *s, const mha_plan *plan, const mha_select *se
     s->tkmem = b_tk ? (float *)mem : NULL;
     mem += b_tk;
     for (int slot = 0; b_tk && (size_t)slot < T; slot++) /* no guess yet */
-        *tk_hint(s, slot) = (mha_topk_hint){0, 0};
+        *tk_hint(s, slot) = (mha_topk_hint){0, 0, 0};
     s->shared_of = (int64_t *)mem;
     mem += b_shared_of;
     s->acc = (double *)mem;

@@ -304,12 +304,16 @@ int64_t mha_run_order_keys_upto(mha_isa isa, uint32_t *key, int32_t *idx, uint32
 void mha_run_max_into(mha_isa isa, float *m, const float *x, int64_t n);
 
 /* What one row's top-k tells the next (mha_topk_row): the rows of one head's block are alike, so
- * the last row's k-th key, moved by a margin that follows how well it served, keeps about k keys
- * of the next row in one pass. Only a guess: a row it does not serve is chosen as without it, and
- * the result never depends on it. Zeroed: no guess yet. */
+ * how far the last row's k-th key fell below its largest, moved by a margin that follows how well
+ * it served, keeps about k keys of the next row in one pass. Measured from each row's own largest
+ * (order keys step about evenly through each octave, so the gap is about log(w_1 / w_k)): a
+ * softmax row's values all scale with 1 / its sum, which moves from row to row far more than the
+ * gap does. Only a guess: a row it does not serve is chosen as without it, and the result never
+ * depends on it. Zeroed: no guess yet. */
 typedef struct mha_topk_hint {
-    uint32_t kth;    /* the last row's k-th order key (0: none)                       */
+    uint32_t gap;    /* the last row's k-th order key minus its first's                */
     uint32_t margin; /* added to it for the next row's bound                            */
+    uint32_t set;    /* 0: no row yet                                                   */
 } mha_topk_hint;
 
 /* A row's room for mha_topk_row, n floats each (n: the row's keys). */
@@ -317,7 +321,7 @@ typedef struct mha_topk_scratch {
     int32_t *cand, *cand2; /* candidates' keys in the row, and the sort's other half      */
     uint32_t *key, *key2;  /* their sort keys, and the other half                         */
     float *gmax;           /* the groups' maxima (k of them)                              */
-    mha_topk_hint *hint;   /* the last row's k-th key, for the next row's bound; or NULL  */
+    mha_topk_hint *hint;   /* the last row's k-th gap, for the next row's bound; or NULL  */
 } mha_topk_scratch;
 
 /* The k best of the row w [n] (mha_select_topk.c), best first: the larger value, of equal values

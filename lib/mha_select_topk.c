@@ -13,9 +13,9 @@
  *   - when k is small against the row (bound_pays): the keys at or above a bound that k keys
  *     reach: for k <= 32 the k-th largest of 4k groups' maxima (mha_run_topk_bound), above k
  *     the smallest of k groups' maxima (group j mod k); one vectorised pass;
- *   - else every order key; when k is at most half of them, first the keys up to the last row's
- *     k-th key plus a margin (mha_topk_hint: a head's rows are alike), kept when that is k to
- *     2k + 64 of them; else a count of every 4th key into
+ *   - else every order key; when k is at most a quarter of them, first the keys up to the row's
+ *     largest's key plus the last row's gap to its k-th plus a margin (mha_topk_hint: a head's
+ *     rows are alike), kept when that is k to 2k + 64 of them; else a count of every 4th key into
  *     buckets spread evenly over the keys' range finds about where the k-th falls (with a margin),
  *     and one branch-free pass (mha_run_keys_upto) keeps the keys up to that bucket's end; when
  *     fewer than k are kept, every key is counted, which finds the k-th's bucket exactly.
@@ -184,10 +184,11 @@ static bool bound_pays(int64_t n, int64_t k)
     return 16 * k * (64 - __builtin_clzll((uint64_t)k)) <= n;
 }
 
-/* The bound the hint gives a row: the last row's k-th key plus the margin. */
-static uint32_t hint_bound(const mha_topk_hint *h)
+/* The bound the hint gives a row whose largest value's key is top: the last row's gap from its
+ * largest to its k-th, plus the margin. */
+static uint32_t hint_bound(const mha_topk_hint *h, uint32_t top)
 {
-    const uint64_t b = (uint64_t)h->kth + h->margin;
+    const uint64_t b = (uint64_t)top + h->gap + h->margin;
     return b < UINT32_MAX - 1 ? (uint32_t)b : UINT32_MAX - 1;
 }
 
@@ -235,8 +236,8 @@ void mha_topk_row(mha_isa isa, const float *w, int64_t n, int64_t k, int64_t key
     } else {
         uint32_t upto = UINT32_MAX - 1; /* every number */
         nc = -1;
-        if (t->hint && t->hint->kth && 2 * k <= n) { /* the keys, and those up to the bound */
-            const uint32_t b = hint_bound(t->hint);
+        if (t->hint && t->hint->set && 4 * k <= n) { /* the keys, and those up to the bound */
+            const uint32_t b = hint_bound(t->hint, mha_order_key(mha_run_max(isa, w, n)));
             nc = mha_run_order_keys_upto(isa, t->key2, t->cand, t->key, w, n, b, &lo, &hi);
             if (hint_serves(t->hint, nc, k))
                 upto = b;
@@ -275,9 +276,10 @@ void mha_topk_row(mha_isa isa, const float *w, int64_t n, int64_t k, int64_t key
         idx[q] = (int32_t)(key0 + pay[q]);
     }
     if (t->hint && m == k) { /* the next row's guess */
-        if (!t->hint->kth)
+        if (!t->hint->set)
             t->hint->margin = 1u << 16; /* about 1/128 of an octave of the values */
-        t->hint->kth = mha_order_key(vals[k - 1]);
+        t->hint->set = 1;
+        t->hint->gap = mha_order_key(vals[k - 1]) - mha_order_key(vals[0]);
     }
     for (int64_t q = m; q < k; q++) { /* fewer than k keys that are not NaN */
         vals[q] = NAN;

@@ -212,7 +212,8 @@ static void one_best_of(mha_isa isa, int64_t n, int64_t k, bool ties)
  * -inf and -0, 2 a handful of values (ties), 3 one key far above a crowd within a few ulp (one
  * bucket holds them all: the radix sort), 4 NaN keys among weights (fewer than k others when
  * most are NaN), 5 every 4th key above all the others (a count of every 4th key sees only those:
- * its estimate keeps too few, and every key is counted). */
+ * its estimate keeps too few, and every key is counted), 6 weights far more spread than 0's (a
+ * hint from 0's rows keeps too few of them, and theirs too many of 0's). */
 static void one_topk_row(mha_isa isa, int64_t n, int64_t k, int pattern, float scale,
                          mha_topk_hint *hint)
 {
@@ -238,6 +239,9 @@ static void one_topk_row(mha_isa isa, int64_t n, int64_t k, int pattern, float s
         case 4:
             w[j] = u < (n > 40 ? 0.3 : 0.9) ? NAN : (float)u;
             break;
+        case 6:
+            w[j] = (float)pow(u, 12);
+            break;
         default:
             w[j] = (float)(j % 4 == 0 ? 1 + u : u);
         }
@@ -262,22 +266,23 @@ static void one_topk_row(mha_isa isa, int64_t n, int64_t k, int pattern, float s
         else
             ok = memcmp(&vals[q], &w[j], sizeof w[j]) == 0 && idx[q] == 100 + j;
     }
-    if (hint && ok && !isnan(vals[k - 1])) /* the next row's guess: this row's k-th key */
-        ok = hint->kth == mha_order_key(vals[k - 1]);
+    if (hint && ok && !isnan(vals[k - 1])) /* the next row's guess: its k-th's gap to its first */
+        ok = hint->set && hint->gap == mha_order_key(vals[k - 1]) - mha_order_key(vals[0]);
     CHECK(ok, "%s: top %lld of %lld keys, pattern %d, x%g%s: the stable descending order's first k",
           isa_name[isa], (long long)k, (long long)n, pattern, (double)scale,
           hint ? " (after the last row's hint)" : "");
 }
 
 /* mha_topk_row on a run of rows that share a hint (mha_topk_hint): rows like the last (the hint
- * keeps about k keys), and rows scaled far up or down or of another pattern (it keeps too few, or
- * too many), each exactly its own top k whatever the guess. */
+ * keeps about k keys), rows scaled far up or down (their gaps stay: the order keys shift), and rows
+ * of another spread or pattern (it keeps too few, or too many), each exactly its own top k whatever
+ * the guess. */
 static void topk_rows_hinted(mha_isa isa, int64_t n, int64_t k)
 {
-    mha_topk_hint hint = {0, 0};
+    mha_topk_hint hint = {0, 0, 0};
     static const float scales[] = {1, 1, 1, 1, 0x1p-9f, 1, 1, 0x1p+7f, 0x1p+7f, 1, 0.75f, 1};
     for (int r = 0; r < 36; r++) {
-        const int pattern = r % 12 == 11 ? (r / 12) % 6 : 0;
+        const int pattern = r % 12 == 11 ? (r / 12) % 6 : r % 12 == 5 || r % 12 == 6 ? 6 : 0;
         one_topk_row(isa, n, k, pattern, scales[r % 12], &hint);
     }
 }
