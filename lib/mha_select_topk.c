@@ -20,6 +20,7 @@
  *     and one branch-free pass (mha_run_keys_upto) keeps the keys up to that bucket's end; when
  *     fewer than k are kept, every key is counted, which finds the k-th's bucket exactly.
  * Then a counting sort of the candidates into about one bucket each over their own range, stable,
+ * as far as the k-th's bucket (the keys past it dealt to one run after it, unordered, never read),
  * a bucket of more than 32 sorted by radix (LSD, 8 bits a pass, a digit every key shares skipped),
  * and one insertion pass as far as the k-th's bucket: its keys move only within their bucket, a
  * few places. Time linear in the candidates whatever the values: a client cannot choose inputs that
@@ -137,21 +138,24 @@ __attribute__((noinline)) static const int32_t *sort_first(const mha_topk_scratc
     const int shift = bucket_shift(lo, hi, n);
     const uint32_t nb = ((hi - lo) >> shift) + 1;
     uint32_t count[MAX_BUCKETS];
-    uint32_t end[MAX_BUCKETS]; /* each bucket's first place, then (scattered) its end */
+    uint32_t end[MAX_BUCKETS + 1]; /* each bucket's first place, then (scattered) its end */
     memset(count, 0, (size_t)nb * sizeof count[0]);
     for (int64_t i = 0; i < n; i++)
         count[(t->key[i] - lo) >> shift]++;
-    uint32_t big = 0, last = nb - 1; /* the bucket that holds the k-th */
-    for (uint32_t b = 0, at = 0; b < nb; b++) {
+    uint32_t big = 0, last = nb - 1, at = 0; /* last: the bucket that holds the k-th */
+    for (uint32_t b = 0; b < nb; b++) {
         end[b] = at;
         at += count[b];
         big |= count[b] > 32;
-        if (at >= (uint64_t)k && b < last)
+        if (at >= (uint64_t)k) {
             last = b;
+            break;
+        }
     }
+    end[last + 1] = at; /* the keys past the k-th's bucket: one run after it, never read */
     for (int64_t i = 0; i < n; i++) { /* in key order, so ties stay in it */
-        const uint32_t x = t->key[i];
-        const uint32_t dst = end[(x - lo) >> shift]++;
+        const uint32_t x = t->key[i], b = (x - lo) >> shift;
+        const uint32_t dst = end[b <= last ? b : last + 1]++;
         t->key2[dst] = x;
         t->cand2[dst] = t->cand[i];
     }
