@@ -68,12 +68,17 @@ static long long body_bytes_held(srv_daemon *d)
 
 /* Polls /metrics (every 10 ms, at most 5 s) until it shows `want` bytes held; returns the last
  * value. */
-static long long wait_held(srv_daemon *d, long long want)
+static long long wait_held_up_to(srv_daemon *d, long long want, int tenths_of_s)
 {
     long long v = -1;
-    for (int i = 0; i < 500 && (v = body_bytes_held(d)) != want; i++)
+    for (int i = 0; i < 10 * tenths_of_s && (v = body_bytes_held(d)) != want; i++)
         nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
     return v;
+}
+
+static long long wait_held(srv_daemon *d, long long want)
+{
+    return wait_held_up_to(d, want, 50);
 }
 
 static void test_arithmetic(void)
@@ -426,7 +431,14 @@ static void test_stalled_over_share(void)
     char msg[512];
     long st = post_body(d, (size_t)64 << 10, false, NULL, 0, msg, sizeof msg);
     CHECK(st == 503, "B, within its share, is refused while A holds it all (%ld %.120s)", st, msg);
-    long long held = wait_held(d, 0);
+    /* B retries as its Retry-After says: the cut needs the budget contended (a refusal within
+     * the last 2 s) when the reaper looks, once a second, and on a loaded machine one refusal
+     * may have aged past that by then */
+    long long held = wait_held_up_to(d, 0, 30);
+    for (int tries = 0; held != 0 && tries < 8; tries++) {
+        post_body(d, (size_t)64 << 10, false, NULL, 0, msg, sizeof msg);
+        held = wait_held_up_to(d, 0, 20);
+    }
     CHECK(held == 0, "A's stalled bodies are cut and the budget comes back (%lld held)", held);
     char reply[2048];
     size_t got = 0;
